@@ -1,0 +1,55 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Lockbox",
+    products: [
+        .library(name: "Lockbox", targets: ["Lockbox"]),
+        .executable(name: "lockbox", targets: ["lockbox"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+    ],
+    targets: [
+        // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .target(
+            name: "Lockbox",
+            dependencies: [
+                "CSodium",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .executableTarget(
+            name: "lockbox",
+            dependencies: [
+                "Lockbox",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .executableTarget(
+            name: "LockboxBenchmarks",
+            dependencies: ["Lockbox"],
+            path: "Benchmarks/LockboxBenchmarks"
+        ),
+        .executableTarget(
+            name: "TokenKeeper",
+            dependencies: ["Lockbox"],
+            path: "Examples/TokenKeeper"
+        ),
+        .testTarget(
+            name: "LockboxTests",
+            dependencies: [
+                "Lockbox",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

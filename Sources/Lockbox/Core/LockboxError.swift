@@ -1,0 +1,70 @@
+import SystemPackage
+
+/// Everything that can go wrong in Lockbox, each case naming what happened and what to do.
+///
+/// No case ever carries secret bytes: only paths, item addresses (service and account) and
+/// counts, which Lockbox treats as non-secret metadata. ``description`` is written for a person.
+public enum LockboxError: Error, Sendable, Equatable {
+    /// No item is stored under this service and account.
+    case itemNotFound(service: String, account: String)
+    /// There is no vault file at the path.
+    case vaultNotFound(path: String)
+    /// A vault already exists where a new one was to be created.
+    case vaultAlreadyExists(path: String)
+    /// No key slot opened with the passphrase or key file given.
+    case wrongCredential(path: String)
+    /// The vault file is damaged or was tampered with; `reason` says which part failed.
+    case corruptVault(path: String, reason: String)
+    /// The vault was written by a newer (or unknown) format version.
+    case unsupportedFormatVersion(path: String, found: Int, supported: Int)
+    /// The file is readable or writable by group or others, or owned by another user.
+    case insecurePermissions(path: String, detail: String)
+    /// Another process held the vault's lock for longer than the timeout.
+    case vaultBusy(path: String, waitedSeconds: Double)
+    /// Another process re-keyed the vault (passphrase change, slot removal or key rotation)
+    /// since this handle opened it.
+    case credentialsChanged(path: String)
+    /// A key file could not be used; `reason` says why.
+    case invalidKeyFile(path: String, reason: String)
+    /// An argument broke a rule; `reason` says which.
+    case invalidArgument(String)
+    /// A key-slot operation could not be done; `reason` says why and what to do.
+    case keySlot(String)
+    /// An operating-system call failed.
+    case io(operation: String, path: String, errno: Errno)
+}
+
+extension LockboxError: CustomStringConvertible {
+    /// A sentence for a person: what happened, and what to do next.
+    public var description: String {
+        switch self {
+        case let .itemNotFound(service, account):
+            return "no item for service '\(service)' and account '\(account)'. List what is stored with `lockbox list --service \(service)`."
+        case let .vaultNotFound(path):
+            return "no vault at \(path). Create one with `lockbox init`, or point to an existing one with --vault or LOCKBOX_VAULT."
+        case let .vaultAlreadyExists(path):
+            return "a vault already exists at \(path); refusing to overwrite it. Choose another path with --vault, or remove the old vault deliberately."
+        case let .wrongCredential(path):
+            return "wrong passphrase or key file for the vault at \(path): no key slot opened. Check the passphrase or the --key-file path."
+        case let .corruptVault(path, reason):
+            return "the vault at \(path) is corrupt or was tampered with (\(reason)). Restore it from a backup; Lockbox will not guess at damaged data."
+        case let .unsupportedFormatVersion(path, found, supported):
+            return "the vault at \(path) uses format version \(found), but this Lockbox reads only version \(supported) and below. Upgrade Lockbox to open it."
+        case let .insecurePermissions(path, detail):
+            return "refusing to use \(path): \(detail)"
+        case let .vaultBusy(path, waited):
+            let seconds = (waited * 10).rounded() / 10
+            return "the vault at \(path) stayed locked by another process for \(seconds) s. Retry once that process finishes."
+        case let .credentialsChanged(path):
+            return "the vault at \(path) was re-keyed by another process since it was opened. Open it again with the current passphrase or key file."
+        case let .invalidKeyFile(path, reason):
+            return "cannot use key file \(path): \(reason)"
+        case let .invalidArgument(reason):
+            return reason
+        case let .keySlot(reason):
+            return reason
+        case let .io(operation, path, errno):
+            return "\(operation) failed for \(path): \(errno.description)"
+        }
+    }
+}

@@ -1,0 +1,32 @@
+/// A place that keeps secrets addressed by (service, account).
+///
+/// ``Vault`` is written once against this protocol; ``EncryptedFileStore`` and ``MemoryStore``
+/// implement it. Implementations must be safe to call from many threads at once, must never
+/// return secret bytes from ``list(service:)``, and must make each call atomic: after a crash
+/// an item holds its old or its new value, never a mix.
+public protocol SecretStore: Sendable {
+    /// The secret stored under `key`, or `nil` if there is none.
+    func get(_ key: ItemKey) throws -> SecretBytes?
+    /// The metadata of the item under `key`, or `nil` if there is none.
+    func metadata(_ key: ItemKey) throws -> ItemMetadata?
+    /// Stores `secret` under `key`, replacing any item there (its creation time is kept).
+    func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws
+    /// Removes the item under `key`; returns whether there was one.
+    @discardableResult
+    func delete(_ key: ItemKey) throws -> Bool
+    /// Metadata of every item, or of one service's items, sorted by service then account.
+    func list(service: String?) throws -> [ItemMetadata]
+    /// Removes every item of `service`; returns how many were removed.
+    @discardableResult
+    func wipe(service: String) throws -> Int
+    /// Removes every item in the store; returns how many were removed.
+    @discardableResult
+    func wipeAll() throws -> Int
+}
+
+extension Array where Element == ItemMetadata {
+    /// The order every store's `list` uses.
+    func sortedForListing() -> [ItemMetadata] {
+        sorted { ($0.key.service, $0.key.account) < ($1.key.service, $1.key.account) }
+    }
+}

@@ -1,0 +1,127 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import SystemPackage
+
+// The POSIX calls swift-system does not wrap (yet), written the way it writes its own:
+// Swift types in, `Errno` out, EINTR retried in one place, one doc line naming the C call.
+
+/// Runs `body` until it does not fail with EINTR; turns -1 into the current `Errno`.
+@inline(__always)
+func retryingOnInterrupt(_ body: () -> Int32) throws {
+    while true {
+        if body() != -1 { return }
+        let error = Errno(rawValue: errno)
+        if error != .interrupted { throw error }
+    }
+}
+
+extension FileDescriptor {
+    /// Flushes the file's data and metadata to stable storage.
+    ///
+    /// The corresponding C function is `fsync`.
+    func sync() throws {
+        try retryingOnInterrupt { fsync(rawValue) }
+    }
+
+    /// Tries to take an exclusive advisory lock without waiting; returns `false` if another open
+    /// file description holds it.
+    ///
+    /// The corresponding C function is `flock` with `LOCK_EX | LOCK_NB`.
+    func tryLockExclusive() throws -> Bool {
+        do {
+            try retryingOnInterrupt { flock(rawValue, LOCK_EX | LOCK_NB) }
+            return true
+        } catch let error as Errno where error == .wouldBlock {
+            return false
+        }
+    }
+
+    /// Releases an advisory lock.
+    ///
+    /// The corresponding C function is `flock` with `LOCK_UN`.
+    func unlock() throws {
+        try retryingOnInterrupt { flock(rawValue, LOCK_UN) }
+    }
+
+    /// Writes all of `bytes`, retrying short writes.
+    func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            offset += try write(rest)
+        }
+    }
+
+    /// Reads until end of file, refusing files longer than `limit` bytes.
+    func readToEnd(limit: Int) throws -> [UInt8] {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = try chunk.withUnsafeMutableBytes { try read(into: $0) }
+            if count == 0 { return result }
+            if result.count + count > limit { throw Errno.fileTooLarge }
+            result.append(contentsOf: chunk[0..<count])
+        }
+    }
+}
+
+extension FilePath {
+    /// Atomically replaces `target` with the file at `self`.
+    ///
+    /// The corresponding C function is `rename`.
+    func rename(to target: FilePath) throws {
+        try withPlatformString { from in
+            try target.withPlatformString { to in
+                try retryingOnInterrupt { Glibc.rename(from, to) }
+            }
+        }
+    }
+
+    /// Removes the file at `self`; a missing file is not an error.
+    ///
+    /// The corresponding C function is `unlink`.
+    func unlinkIfPresent() throws {
+        do {
+            try withPlatformString { path in
+                try retryingOnInterrupt { unlink(path) }
+            }
+        } catch let error as Errno where error == .noSuchFileOrDirectory {
+            return
+        }
+    }
+
+    /// Creates the directory, and any missing parents, with `permissions`; existing ones are
+    /// left as they are.
+    ///
+    /// The corresponding C function is `mkdir`.
+    func createDirectories(permissions: FilePermissions) throws {
+        if (try? stat())?.type == .directory { return }
+        let parent = removingLastComponent()
+        if !parent.isEmpty && parent != self { try parent.createDirectories(permissions: permissions) }
+        do {
+            try withPlatformString { path in
+                try retryingOnInterrupt { mkdir(path, permissions.rawValue) }
+            }
+        } catch let error as Errno where error == .fileExists {
+            return
+        }
+    }
+
+    /// Whether a file (of any type) exists at the path, without following a final symlink.
+    func exists() -> Bool {
+        (try? stat(followTargetSymlink: false)) != nil
+    }
+}
+
+/// The effective user ID of this process.
+///
+/// The corresponding C function is `geteuid`.
+func effectiveUserID() -> UInt32 { geteuid() }
+
+extension Error {
+    /// The `Errno` behind an error from a system call, or `EIO` for anything else.
+    var asErrno: Errno { self as? Errno ?? .ioError }
+}

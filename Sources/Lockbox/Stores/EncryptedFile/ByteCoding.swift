@@ -1,0 +1,96 @@
+/// Little-endian encoding helpers for the vault format. Reading is bounds-checked everywhere:
+/// the bytes come from a file anyone could have edited.
+
+/// Why bytes could not be parsed: a short phrase that ends up in ``LockboxError/corruptVault(path:reason:)``.
+struct FormatError: Error, Equatable {
+    var reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+/// Appends little-endian fields to a growable, non-secret byte array (headers).
+struct ByteWriter {
+    private(set) var bytes: [UInt8] = []
+
+    mutating func append(_ value: UInt8) { bytes.append(value) }
+    mutating func append(_ value: UInt16) { appendLittleEndian(value) }
+    mutating func append(_ value: UInt32) { appendLittleEndian(value) }
+    mutating func append(_ value: UInt64) { appendLittleEndian(value) }
+    mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+
+    private mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+}
+
+/// Writes little-endian fields into a fixed-size buffer (secret payloads), never reallocating,
+/// so no copy of the plaintext is left behind in freed memory.
+struct FixedBufferWriter {
+    let buffer: UnsafeMutableRawBufferPointer
+    private(set) var offset = 0
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    mutating func append<T: FixedWidthInteger>(_ value: T) {
+        withUnsafeBytes(of: value.littleEndian) { append($0) }
+    }
+
+    mutating func append(_ raw: UnsafeRawBufferPointer) {
+        precondition(offset + raw.count <= buffer.count, "payload size was miscounted")
+        if raw.count > 0, let target = buffer.baseAddress, let source = raw.baseAddress {
+            (target + offset).copyMemory(from: source, byteCount: raw.count)
+        }
+        offset += raw.count
+    }
+
+    /// A string as a `UInt16` byte count followed by its UTF-8 bytes.
+    mutating func appendShortString(_ string: String) {
+        var string = string
+        append(UInt16(string.utf8.count))
+        string.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+}
+
+/// Reads little-endian fields, throwing ``FormatError`` instead of reading out of bounds.
+struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    private(set) var offset: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    var remaining: Int { bytes.count - offset }
+
+    mutating func read<T: FixedWidthInteger>(_: T.Type, _ what: @autoclosure () -> String) throws -> T {
+        let size = MemoryLayout<T>.size
+        guard remaining >= size else { throw FormatError("truncated at \(what())") }
+        var value: T = 0
+        withUnsafeMutableBytes(of: &value) { target in
+            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + size]))
+        }
+        offset += size
+        return T(littleEndian: value)
+    }
+
+    mutating func readBytes(_ count: Int, _ what: @autoclosure () -> String) throws -> [UInt8] {
+        Array(try readSlice(count, what()))
+    }
+
+    mutating func readSlice(_ count: Int, _ what: @autoclosure () -> String) throws -> UnsafeRawBufferPointer {
+        guard count >= 0, remaining >= count else { throw FormatError("truncated at \(what())") }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    /// A `UInt16` byte count followed by that many bytes of valid UTF-8.
+    mutating func readShortString(_ what: @autoclosure () -> String) throws -> String {
+        let name = what()
+        let length = Int(try read(UInt16.self, "\(name) length"))
+        let slice = try readSlice(length, name)
+        guard let string = String(validating: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
+            throw FormatError("\(name) is not valid UTF-8")
+        }
+        return string
+    }
+}

@@ -1,0 +1,82 @@
+/// Wrapping and unwrapping the data key in key slots.
+///
+/// - Passphrase slot: KEK = Argon2id13(passphrase, salt, t, m), 32 bytes.
+/// - Key-file slot:   KEK = BLAKE2b-256(key: key file, message: "lockbox.v1.keyfile-slot" ‖ salt).
+/// - Either way: wrapped = XChaCha20-Poly1305(KEK, nonce, data key, AD: vault ID ‖ slot parameters).
+enum KeySlotCrypto {
+    static let keyFileContext = Array("lockbox.v1.keyfile-slot".utf8)
+
+    /// A slot wrapping `dataKey` under a key derived from `credentialKey` with fresh salt and nonce.
+    static func makeSlot(
+        wrapping dataKey: SecretBytes, vaultID: [UInt8], using source: KEKSource
+    ) throws -> (KeySlot, kek: SecretBytes) {
+        let salt = Sodium.randomBytes(KeySlot.saltBytes)
+        var slot: KeySlot
+        switch source {
+        case let .passphrase(_, kdf):
+            slot = KeySlot(kind: .passphrase, kdf: kdf, salt: salt, nonce: [], wrappedKey: [])
+        case .key:
+            slot = KeySlot(kind: .keyFile, kdf: nil, salt: salt, nonce: [], wrappedKey: [])
+        }
+        let kek = try deriveKEK(for: slot, from: source)
+        slot.nonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
+        slot.wrappedKey = dataKey.withUnsafeBytes {
+            Sodium.seal($0, additionalData: vaultID + slot.parameterBytes, nonce: slot.nonce, key: kek)
+        }
+        return (slot, kek)
+    }
+
+    /// Rewraps `dataKey` in an existing slot whose KEK is known (same salt and parameters).
+    static func rewrap(_ slot: KeySlot, dataKey: SecretBytes, vaultID: [UInt8], kek: SecretBytes) -> KeySlot {
+        var slot = slot
+        slot.nonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
+        slot.wrappedKey = dataKey.withUnsafeBytes {
+            Sodium.seal($0, additionalData: vaultID + slot.parameterBytes, nonce: slot.nonce, key: kek)
+        }
+        return slot
+    }
+
+    /// The data key from `slot`, or `nil` if `kek` does not open it.
+    static func unwrap(_ slot: KeySlot, vaultID: [UInt8], kek: SecretBytes) -> SecretBytes? {
+        let additionalData = vaultID + slot.parameterBytes
+        return slot.wrappedKey.withUnsafeBytes { wrapped in
+            additionalData.withUnsafeBytes { ad in
+                slot.nonce.withUnsafeBytes { nonce in
+                    Sodium.open(wrapped, additionalData: ad, nonce: nonce, key: kek)
+                }
+            }
+        }
+    }
+
+    /// Derives the key-encryption key for `slot` from `source`; `nil`-free: throws if the
+    /// kinds do not match or Argon2id cannot run.
+    static func deriveKEK(for slot: KeySlot, from source: KEKSource) throws -> SecretBytes {
+        switch (slot.kind, source) {
+        case let (.passphrase, .passphrase(passphrase, _)):
+            guard let kdf = slot.kdf,
+                  let kek = Sodium.deriveKey(length: Sodium.aeadKeyBytes, passphrase: passphrase, salt: slot.salt,
+                                             opsLimit: kdf.opsLimit, memLimit: kdf.memoryLimitBytes)
+            else {
+                throw LockboxError.keySlot("Argon2id could not run with \(slot.kdf?.description ?? "missing parameters"): not enough memory? Free memory, or change the passphrase with cheaper parameters on a machine that can.")
+            }
+            return kek
+        case let (.keyFile, .key(key)):
+            return Sodium.keyedBlake2b(keyFileContext + slot.salt, key: key, length: Sodium.aeadKeyBytes)
+        default:
+            throw LockboxError.keySlot("internal error: credential kind does not match the slot kind")
+        }
+    }
+}
+
+/// Secret material a key-encryption key is derived from, already loaded.
+enum KEKSource {
+    case passphrase(SecretBytes, KDFParameters)
+    case key(SecretBytes)
+
+    var slotKind: KeySlot.Kind {
+        switch self {
+        case .passphrase: return .passphrase
+        case .key: return .keyFile
+        }
+    }
+}

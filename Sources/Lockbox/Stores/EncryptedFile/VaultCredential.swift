@@ -1,0 +1,126 @@
+import CSodium
+import SystemPackage
+
+/// Something that opens a key slot of an ``EncryptedFileStore``.
+public enum VaultCredential: Sendable, CustomStringConvertible {
+    /// A passphrase; opens passphrase slots (Argon2id).
+    case passphrase(SecretBytes)
+    /// A key file on disk (32 raw bytes, or 64 hexadecimal digits); opens key-file slots.
+    /// The file must not be readable by group or others.
+    case keyFile(FilePath)
+    /// A 32-byte key already in memory (e.g. read from a file descriptor); opens key-file slots.
+    case key(SecretBytes)
+
+    /// Names the kind of credential, never its value.
+    public var description: String {
+        switch self {
+        case .passphrase: return "passphrase"
+        case let .keyFile(path): return "key file \(path)"
+        case .key: return "key"
+        }
+    }
+}
+
+/// Key files: 32 random bytes that open a key-file slot — what a service receives from systemd
+/// credentials (`LoadCredential=`), a secrets mount, or a hardware-backed unlock script.
+public enum KeyFile {
+    /// The size of a key, in bytes.
+    public static let keyBytes = 32
+
+    /// Writes 32 fresh random bytes to a new file at `path` (mode 0600; fails if it exists).
+    @discardableResult
+    public static func generate(at path: FilePath) throws -> SecretBytes {
+        let key = SecretBytes.random(count: keyBytes)
+        do {
+            try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
+            let fd = try FileDescriptor.open(
+                path, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec], permissions: .ownerReadWrite)
+            try fd.closeAfter { () throws in
+                try key.withUnsafeBytes { bytes throws in try fd.writeAll(bytes) }
+                try fd.sync()
+            }
+        } catch let error as Errno where error == .fileExists {
+            throw LockboxError.invalidKeyFile(path: path.string, reason: "a file already exists there; refusing to overwrite it")
+        } catch {
+            throw LockboxError.io(operation: "creating the key file", path: path.string, errno: error.asErrno)
+        }
+        return key
+    }
+
+    /// Reads a key file: exactly 32 raw bytes, or 64 hexadecimal digits with an optional
+    /// trailing newline. Refuses a file that group or others can read or write.
+    public static func read(at path: FilePath) throws -> SecretBytes {
+        let raw: SecretBytes
+        do {
+            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+            raw = try fd.closeAfter { () throws -> SecretBytes in
+                let status = try fd.stat()
+                if status.permissions.rawValue & 0o077 != 0 {
+                    throw Errno.permissionDenied  // reported below with the mode
+                }
+                var bytes = try fd.readToEnd(limit: 4096)
+                defer { bytes.withUnsafeMutableBytes { $0.zeroize() } }
+                return SecretBytes(copying: bytes)
+            }
+        } catch let error as Errno where error == .permissionDenied {
+            if let status = try? path.stat(), status.permissions.rawValue & 0o077 != 0 {
+                throw LockboxError.insecurePermissions(
+                    path: path.string,
+                    detail: "the key file is accessible by group or others (mode \(octal(status.permissions.rawValue))). Fix it with `chmod 600 \(path.string)`.")
+            }
+            throw LockboxError.io(operation: "reading the key file", path: path.string, errno: error.asErrno)
+        } catch let error as Errno where error == .noSuchFileOrDirectory {
+            throw LockboxError.invalidKeyFile(path: path.string, reason: "no such file. Create one with `lockbox init --generate-key-file PATH`.")
+        } catch let error as Errno where error == .fileTooLarge {
+            throw LockboxError.invalidKeyFile(path: path.string, reason: "it is larger than a key file can be (expected 32 bytes or 64 hex digits)")
+        } catch {
+            throw LockboxError.io(operation: "reading the key file", path: path.string, errno: error.asErrno)
+        }
+        guard let key = decode(raw) else {
+            throw LockboxError.invalidKeyFile(path: path.string, reason: "expected 32 raw bytes or 64 hexadecimal digits, found \(raw.count) bytes of something else")
+        }
+        return key
+    }
+
+    /// 32 raw bytes as they are; 64 hex digits (plus an optional newline) decoded; else `nil`.
+    static func decode(_ raw: SecretBytes) -> SecretBytes? {
+        if raw.count == keyBytes { return raw }
+        return raw.withUnsafeBytes { bytes -> SecretBytes? in
+            var digits = bytes.count
+            if digits > 0 && bytes[digits - 1] == UInt8(ascii: "\n") { digits -= 1 }
+            if digits > 0 && bytes[digits - 1] == UInt8(ascii: "\r") { digits -= 1 }
+            guard digits == keyBytes * 2 else { return nil }
+            struct NotHex: Error {}
+            return try? SecretBytes(count: keyBytes) { out in
+                for index in 0..<keyBytes {
+                    guard let high = hexValue(bytes[2 * index]), let low = hexValue(bytes[2 * index + 1]) else {
+                        throw NotHex()
+                    }
+                    out[index] = high << 4 | low
+                }
+            }
+        }
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+/// `0o644` as the string `0644`.
+func octal(_ mode: UInt32) -> String {
+    let digits = String(mode & 0o7777, radix: 8)
+    return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+}
+
+extension UnsafeMutableRawBufferPointer {
+    /// Overwrites every byte with zero in a way the optimiser keeps (`sodium_memzero`).
+    func zeroize() {
+        if let base = baseAddress, count > 0 { sodium_memzero(base, count) }
+    }
+}

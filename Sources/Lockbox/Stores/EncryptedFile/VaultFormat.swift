@@ -1,0 +1,302 @@
+import CSodium
+import Foundation
+
+// The on-disk layout of a vault, version 1. docs/FORMAT.md is the normative description; keep
+// the two in step. All integers are little-endian.
+
+/// One key slot: the data key wrapped (XChaCha20-Poly1305) under a key-encryption key derived
+/// from a passphrase (Argon2id) or from a key file (keyed BLAKE2b).
+struct KeySlot: Equatable {
+    enum Kind: UInt8 {
+        case passphrase = 1
+        case keyFile = 2
+    }
+
+    var kind: Kind
+    /// Argon2id cost; `nil` for key-file slots.
+    var kdf: KDFParameters?
+    var salt: [UInt8]
+    var nonce: [UInt8]
+    var wrappedKey: [UInt8]
+
+    static let saltBytes = 16
+    static let wrappedKeyBytes = 32 + 16
+
+    /// The slot fields the wrapping authenticates besides the vault ID: kind, KDF cost, salt.
+    var parameterBytes: [UInt8] {
+        var writer = ByteWriter()
+        writer.append(kind.rawValue)
+        if let kdf {
+            writer.append(kdf.opsLimit)
+            writer.append(kdf.memoryLimitBytes)
+        }
+        writer.append(salt)
+        return writer.bytes
+    }
+
+    func encoded() -> [UInt8] {
+        var body = ByteWriter()
+        if let kdf {
+            body.append(kdf.opsLimit)
+            body.append(kdf.memoryLimitBytes)
+        }
+        body.append(salt)
+        body.append(nonce)
+        body.append(wrappedKey)
+        var writer = ByteWriter()
+        writer.append(kind.rawValue)
+        writer.append(UInt16(body.bytes.count))
+        writer.append(body.bytes)
+        return writer.bytes
+    }
+
+    static func parse(_ reader: inout ByteReader, index: Int) throws -> KeySlot {
+        let rawKind = try reader.read(UInt8.self, "key slot \(index) type")
+        let length = Int(try reader.read(UInt16.self, "key slot \(index) length"))
+        var body = ByteReader(try reader.readSlice(length, "key slot \(index)"))
+        guard let kind = Kind(rawValue: rawKind) else {
+            throw FormatError("key slot \(index) has unknown type \(rawKind)")
+        }
+        var kdf: KDFParameters?
+        if kind == .passphrase {
+            let ops = try body.read(UInt64.self, "key slot \(index) Argon2id passes")
+            let memory = try body.read(UInt64.self, "key slot \(index) Argon2id memory")
+            guard let parameters = try? KDFParameters(opsLimit: ops, memoryLimitBytes: memory) else {
+                throw FormatError("key slot \(index) asks for Argon2id parameters outside the accepted range")
+            }
+            kdf = parameters
+        }
+        let slot = KeySlot(
+            kind: kind, kdf: kdf,
+            salt: try body.readBytes(saltBytes, "key slot \(index) salt"),
+            nonce: try body.readBytes(Sodium.aeadNonceBytes, "key slot \(index) nonce"),
+            wrappedKey: try body.readBytes(wrappedKeyBytes, "key slot \(index) wrapped key"))
+        guard body.remaining == 0 else { throw FormatError("key slot \(index) has \(body.remaining) unexpected bytes") }
+        return slot
+    }
+}
+
+/// The vault header. It is authenticated twice: a BLAKE2b-256 checksum (catches accidental
+/// damage and lets Lockbox report it as such) and as the associated data of the body's AEAD
+/// (catches deliberate tampering).
+struct VaultHeader: Equatable {
+    static let magic: [UInt8] = Array("LOCKBOX".utf8) + [0]
+    static let currentVersion: UInt16 = 1
+    static let vaultIDBytes = 16
+    static let checksumBytes = 32
+    static let maxSlots = 16
+    /// magic, version, flags, header length: the part every format version keeps.
+    static let fixedPrefixBytes = 16
+
+    var vaultID: [UInt8]
+    var generation: UInt64
+    var slots: [KeySlot]
+    var bodyNonce: [UInt8]
+    var bodyLength: UInt64
+
+    /// The header bytes, checksum included.
+    func encoded() -> [UInt8] {
+        var fields = ByteWriter()
+        fields.append(vaultID)
+        fields.append(generation)
+        fields.append(UInt8(slots.count))
+        for slot in slots { fields.append(slot.encoded()) }
+        fields.append(bodyNonce)
+        fields.append(bodyLength)
+
+        let headerLength = Self.fixedPrefixBytes + fields.bytes.count + Self.checksumBytes
+        var writer = ByteWriter()
+        writer.append(Self.magic)
+        writer.append(Self.currentVersion)
+        writer.append(UInt16(0))  // flags: none defined
+        writer.append(UInt32(headerLength))
+        writer.append(fields.bytes)
+        let checksum = writer.bytes.withUnsafeBytes { Sodium.blake2b($0, length: Self.checksumBytes) }
+        writer.append(checksum)
+        return writer.bytes
+    }
+
+    /// Parses and checks the header at the start of `file`; returns it with its length.
+    ///
+    /// Checks run in an order that gives the most useful error: not a vault at all, then
+    /// truncated, then damaged (checksum), then a format version this code does not read.
+    static func parse(_ file: UnsafeRawBufferPointer) throws -> (VaultHeader, Int) {
+        var reader = ByteReader(file)
+        guard file.count >= magic.count,
+              Array(UnsafeRawBufferPointer(rebasing: file[0..<magic.count])) == magic
+        else {
+            throw LockboxErrorReason.corrupt(file.isEmpty ? "the file is empty" : "not a Lockbox vault (wrong magic bytes)")
+        }
+        do {
+            _ = try reader.readSlice(magic.count, "magic")
+            let version = try reader.read(UInt16.self, "format version")
+            let flags = try reader.read(UInt16.self, "flags")
+            let headerLength = Int(try reader.read(UInt32.self, "header length"))
+            guard headerLength >= fixedPrefixBytes + checksumBytes, headerLength <= 64 * 1024 else {
+                throw FormatError("implausible header length \(headerLength)")
+            }
+            guard file.count >= headerLength else {
+                throw FormatError("truncated: the header needs \(headerLength) bytes, the file has \(file.count)")
+            }
+            let checked = UnsafeRawBufferPointer(rebasing: file[0..<headerLength - checksumBytes])
+            let stored = Array(UnsafeRawBufferPointer(rebasing: file[headerLength - checksumBytes..<headerLength]))
+            guard Sodium.constantTimeEqual(Sodium.blake2b(checked, length: checksumBytes), stored) else {
+                throw FormatError("the header checksum does not match")
+            }
+            guard version == currentVersion else {
+                throw LockboxErrorReason.unsupportedVersion(Int(version))
+            }
+            guard flags == 0 else { throw FormatError("unknown header flags \(flags)") }
+
+            var fields = ByteReader(UnsafeRawBufferPointer(rebasing: file[0..<headerLength - checksumBytes]),
+                                    offset: fixedPrefixBytes)
+            let vaultID = try fields.readBytes(vaultIDBytes, "vault ID")
+            let generation = try fields.read(UInt64.self, "generation")
+            let slotCount = Int(try fields.read(UInt8.self, "slot count"))
+            guard (1...maxSlots).contains(slotCount) else { throw FormatError("implausible slot count \(slotCount)") }
+            var slots: [KeySlot] = []
+            for index in 0..<slotCount { slots.append(try KeySlot.parse(&fields, index: index)) }
+            let nonce = try fields.readBytes(Sodium.aeadNonceBytes, "body nonce")
+            let bodyLength = try fields.read(UInt64.self, "body length")
+            guard fields.remaining == 0 else { throw FormatError("\(fields.remaining) unexpected bytes in the header") }
+            guard bodyLength >= UInt64(Sodium.aeadTagBytes) else { throw FormatError("implausible body length \(bodyLength)") }
+            let expected = UInt64(headerLength) + bodyLength
+            if UInt64(file.count) < expected {
+                throw FormatError("truncated: expected \(expected) bytes, the file has \(file.count)")
+            }
+            if UInt64(file.count) > expected {
+                throw FormatError("\(UInt64(file.count) - expected) unexpected bytes after the encrypted body")
+            }
+            let header = VaultHeader(vaultID: vaultID, generation: generation, slots: slots,
+                                     bodyNonce: nonce, bodyLength: bodyLength)
+            return (header, headerLength)
+        } catch let error as FormatError {
+            throw LockboxErrorReason.corrupt(error.reason)
+        } catch let error as LockboxErrorReason {
+            throw error
+        } catch {
+            throw LockboxErrorReason.corrupt("unreadable header")
+        }
+    }
+}
+
+/// Why a vault file could not be read, before the path is attached to make a ``LockboxError``.
+enum LockboxErrorReason: Error, Equatable {
+    case corrupt(String)
+    case unsupportedVersion(Int)
+
+    func error(path: String) -> LockboxError {
+        switch self {
+        case let .corrupt(reason): return .corruptVault(path: path, reason: reason)
+        case let .unsupportedVersion(found):
+            return .unsupportedFormatVersion(path: path, found: found, supported: Int(VaultHeader.currentVersion))
+        }
+    }
+}
+
+/// One decrypted item.
+struct VaultEntry {
+    var metadata: ItemMetadata
+    var secret: SecretBytes
+}
+
+/// The encrypted body's plaintext: an item count, the items, then ISO/IEC 7816-4 padding to a
+/// multiple of ``blockSize`` so the file size reveals only a rough item volume.
+enum VaultPayload {
+    static let blockSize = 256
+
+    static func encode(_ entries: [ItemKey: VaultEntry]) -> SecretBytes {
+        // Sorted, so the same items always give the same plaintext (reproducible test vectors).
+        let ordered = entries.values.sorted {
+            ($0.metadata.key.service, $0.metadata.key.account) < ($1.metadata.key.service, $1.metadata.key.account)
+        }
+        var size = 4
+        for entry in ordered { size += encodedSize(entry) }
+        let padded = (size / blockSize + 1) * blockSize  // sodium_pad always adds at least one byte
+        return SecretBytes(count: padded) { buffer in
+            var writer = FixedBufferWriter(buffer)
+            writer.append(UInt32(ordered.count))
+            for entry in ordered { write(entry, to: &writer) }
+            var paddedLength = 0
+            let result = sodium_pad(&paddedLength, buffer.bytes,
+                                    writer.offset, blockSize, buffer.count)
+            precondition(result == 0 && paddedLength == padded, "payload padding failed")
+        }
+    }
+
+    private static func encodedSize(_ entry: VaultEntry) -> Int {
+        let m = entry.metadata
+        var size = 2 + m.key.service.utf8.count + 2 + m.key.account.utf8.count
+        size += 2 + m.kind.rawValue.utf8.count + 2 + m.label.utf8.count + 8 + 8 + 2
+        for (name, value) in m.attributes { size += 2 + name.utf8.count + 2 + value.utf8.count }
+        return size + 4 + entry.secret.count
+    }
+
+    private static func write(_ entry: VaultEntry, to writer: inout FixedBufferWriter) {
+        let m = entry.metadata
+        writer.appendShortString(m.key.service)
+        writer.appendShortString(m.key.account)
+        writer.appendShortString(m.kind.rawValue)
+        writer.appendShortString(m.label)
+        writer.append(milliseconds(m.created))
+        writer.append(milliseconds(m.modified))
+        writer.append(UInt16(m.attributes.count))
+        for name in m.attributes.keys.sorted() {
+            writer.appendShortString(name)
+            writer.appendShortString(m.attributes[name] ?? "")
+        }
+        writer.append(UInt32(entry.secret.count))
+        entry.secret.withUnsafeBytes { writer.append($0) }
+    }
+
+    static func decode(_ plaintext: SecretBytes) throws -> [ItemKey: VaultEntry] {
+        try plaintext.withUnsafeBytes { (padded: UnsafeRawBufferPointer) throws -> [ItemKey: VaultEntry] in
+            var unpaddedLength = 0
+            guard padded.count > 0,
+                  sodium_unpad(&unpaddedLength, padded.bytes,
+                               padded.count, blockSize) == 0
+            else { throw FormatError("bad padding in the decrypted body") }
+            var reader = ByteReader(UnsafeRawBufferPointer(rebasing: padded[0..<unpaddedLength]))
+            let count = Int(try reader.read(UInt32.self, "item count"))
+            var entries: [ItemKey: VaultEntry] = [:]
+            entries.reserveCapacity(min(count, 1 << 20))
+            for index in 0..<count {
+                let entry = try readEntry(&reader, index: index)
+                guard entries.updateValue(entry, forKey: entry.metadata.key) == nil else {
+                    throw FormatError("item \(index) duplicates an earlier item's address")
+                }
+            }
+            guard reader.remaining == 0 else { throw FormatError("\(reader.remaining) unexpected bytes after the items") }
+            return entries
+        }
+    }
+
+    private static func readEntry(_ reader: inout ByteReader, index: Int) throws -> VaultEntry {
+        let service = try reader.readShortString("item \(index) service")
+        let account = try reader.readShortString("item \(index) account")
+        let kind = try reader.readShortString("item \(index) kind")
+        let label = try reader.readShortString("item \(index) label")
+        let created = try reader.read(Int64.self, "item \(index) creation time")
+        let modified = try reader.read(Int64.self, "item \(index) modification time")
+        let attributeCount = Int(try reader.read(UInt16.self, "item \(index) attribute count"))
+        var attributes: [String: String] = [:]
+        for _ in 0..<attributeCount {
+            let name = try reader.readShortString("item \(index) attribute name")
+            attributes[name] = try reader.readShortString("item \(index) attribute value")
+        }
+        let secretLength = Int(try reader.read(UInt32.self, "item \(index) secret length"))
+        let secret = SecretBytes(copying: try reader.readSlice(secretLength, "item \(index) secret"))
+        let metadata = ItemMetadata(
+            key: ItemKey(service: service, account: account), kind: ItemKind(rawValue: kind), label: label,
+            created: date(milliseconds: created), modified: date(milliseconds: modified), attributes: attributes)
+        return VaultEntry(metadata: metadata, secret: secret)
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    static func date(milliseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+}
