@@ -18,10 +18,13 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // Linux headers Glibc's module lacks (prctl); no library to link.
+        .systemLibrary(name: "CLinux"),
         .target(
             name: "Lockbox",
             dependencies: [
                 "CSodium",
+                "CLinux",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

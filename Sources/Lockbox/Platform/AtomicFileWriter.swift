@@ -43,7 +43,7 @@ enum AtomicFileWriter {
                 permissions: .ownerReadWrite)
             let identity = try fd.closeAfter { () throws -> FileIdentity in
                 for chunk in chunks {
-                    try chunk.withUnsafeBytes { bytes throws in try fd.writeAll(bytes) }
+                    _ = try fd.writeAll(chunk)
                 }
                 try fd.sync()
                 return FileIdentity(try fd.stat())

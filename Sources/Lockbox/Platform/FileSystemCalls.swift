@@ -46,15 +46,6 @@ extension FileDescriptor {
         try retryingOnInterrupt { flock(rawValue, LOCK_UN) }
     }
 
-    /// Writes all of `bytes`, retrying short writes.
-    func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-            offset += try write(rest)
-        }
-    }
-
     /// Reads until end of file, refusing files longer than `limit` bytes.
     func readToEnd(limit: Int) throws -> [UInt8] {
         var result: [UInt8] = []
@@ -98,7 +89,7 @@ extension FilePath {
     ///
     /// The corresponding C function is `mkdir`.
     func createDirectories(permissions: FilePermissions) throws {
-        if (try? stat())?.type == .directory { return }
+        if isEmpty || (try? stat())?.type == .directory { return }
         let parent = removingLastComponent()
         if !parent.isEmpty && parent != self { try parent.createDirectories(permissions: permissions) }
         do {

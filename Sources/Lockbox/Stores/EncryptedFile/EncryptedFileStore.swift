@@ -224,7 +224,7 @@ public final class EncryptedFileStore: SecretStore {
 
         /// `0: passphrase, Argon2id(t=3, m=256 MiB)`.
         public var description: String {
-            "\(index): \(kind.rawValue)" + (kdf.map { ", \($0)" } ?? "") + (openedThisHandle ? " (opened this session)" : "")
+            "\(index): \(kind.rawValue)" + (kdf.map { ", \($0)" } ?? "") + (openedThisHandle ? " (opened this handle)" : "")
         }
     }
 

@@ -36,7 +36,7 @@ public enum KeyFile {
             let fd = try FileDescriptor.open(
                 path, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec], permissions: .ownerReadWrite)
             try fd.closeAfter { () throws in
-                try key.withUnsafeBytes { bytes throws in try fd.writeAll(bytes) }
+                _ = try key.withUnsafeBytes { bytes in try fd.writeAll(bytes) }
                 try fd.sync()
             }
         } catch let error as Errno where error == .fileExists {

@@ -1,0 +1,11 @@
+#ifndef LOCKBOX_CLINUX_SHIM_H
+#define LOCKBOX_CLINUX_SHIM_H
+// Linux headers that Glibc's Swift module does not cover.
+#include <sys/prctl.h>
+#include <sys/resource.h>
+
+// prctl is variadic, which Swift cannot call; this fixed-arity wrapper can be.
+static inline int lockbox_prctl_set_dumpable(int value) {
+    return prctl(PR_SET_DUMPABLE, (unsigned long)value, 0UL, 0UL, 0UL);
+}
+#endif

@@ -1,0 +1,167 @@
+import ArgumentParser
+import Foundation
+import Lockbox
+import SystemPackage
+
+struct SetItem: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set",
+        abstract: "Store a secret read from standard input.",
+        discussion: """
+            The secret is read from standard input to its end (one trailing newline is dropped unless \
+            --raw), or, on a terminal, asked twice without echo. It is never taken from an argument.
+            Example: lockbox set com.example.api alice < token.txt
+            """)
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service, e.g. com.example.api.") var service: String
+    @Argument(help: "The account within the service.") var account: String
+    @Option(help: "What the item holds: generic, password, token, device-id, pin-hash, or your own.") var kind: String = "generic"
+    @Option(help: "A human-readable label. Default: Password for 'ACCOUNT' on 'SERVICE'.") var label: String?
+    @Option(name: .customLong("attribute"), help: ArgumentHelp("An extra non-secret attribute; repeatable.", valueName: "name=value"))
+    var attributes: [String] = []
+    @Flag(help: "Store standard input byte for byte, trailing newline included.") var raw = false
+
+    func validate() throws {
+        for attribute in attributes where !attribute.contains("=") {
+            throw ValidationError("--attribute takes name=value, not '\(attribute)'")
+        }
+    }
+
+    func run() throws {
+        let store = try vaultOptions.openStore()
+        let secret = try SecretInput.secretFromStandardInput(prompt: "Secret for '\(account)' on '\(service)': ", raw: raw)
+        var parsed: [String: String] = [:]
+        for attribute in attributes {
+            let parts = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            parsed[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        try Vault(store: store).set(secret, service: service, account: account, kind: ItemKind(rawValue: kind),
+                                    label: label, attributes: parsed)
+    }
+}
+
+struct GetItem: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Print a secret, and nothing else, to standard output.",
+        discussion: "A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such item.")
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Argument(help: "The account.") var account: String
+
+    func run() throws {
+        let secret = try Vault(store: try vaultOptions.openStore()).require(service: service, account: account)
+        _ = try secret.withUnsafeBytes { bytes in try FileDescriptor.standardOutput.writeAll(bytes) }
+        if isatty(STDOUT_FILENO) == 1 { _ = try FileDescriptor.standardOutput.writeAll("\n".utf8) }
+    }
+}
+
+struct DeleteItem: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Remove one item.",
+        discussion: "Exit code 2 if there is no such item.")
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Argument(help: "The account.") var account: String
+
+    func run() throws {
+        guard try Vault(store: try vaultOptions.openStore()).delete(service: service, account: account) else {
+            throw LockboxError.itemNotFound(service: service, account: account)
+        }
+        Console.status("Deleted '\(account)' on '\(service)'.")
+    }
+}
+
+struct ListItems: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List items: metadata only, never secrets.")
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Option(help: "Only this service's items.") var service: String?
+    @Flag(help: "Print a JSON array instead of a table.") var json = false
+
+    func run() throws {
+        let items = try Vault(store: try vaultOptions.openStore()).list(service: service)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            encoder.dateEncodingStrategy = .iso8601
+            let data = try encoder.encode(items.map(ListedItem.init))
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        if items.isEmpty {
+            Console.status(service.map { "No items for service '\($0)'." } ?? "The vault is empty.")
+            return
+        }
+        let rows = [["SERVICE", "ACCOUNT", "KIND", "MODIFIED", "LABEL"]] + items.map {
+            [$0.service, $0.account, $0.kind.rawValue, $0.modified.formatted(.iso8601), $0.label]
+        }
+        let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        for row in rows {
+            let padded = (0..<4).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
+            print((padded + [row[4]]).joined(separator: "  "))
+        }
+    }
+
+    /// The JSON shape of one listed item.
+    struct ListedItem: Encodable {
+        var service, account, kind, label: String
+        var created, modified: Date
+        var attributes: [String: String]
+
+        init(_ item: ItemMetadata) {
+            service = item.service
+            account = item.account
+            kind = item.kind.rawValue
+            label = item.label
+            created = item.created
+            modified = item.modified
+            attributes = item.attributes
+        }
+    }
+}
+
+struct Wipe: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove every item of one service, or of the whole vault.",
+        discussion: "Asks for confirmation on the terminal unless --yes; without a terminal, --yes is required.")
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Option(help: "Remove this service's items.") var service: String?
+    @Flag(help: "Remove every item in the vault.") var all = false
+    @Flag(help: "Do not ask for confirmation.") var yes = false
+
+    func validate() throws {
+        if (service == nil) == (!all) {
+            throw ValidationError("say what to wipe: --service NAME or --all (one of them)")
+        }
+    }
+
+    func run() throws {
+        let vault = Vault(store: try vaultOptions.openStore())
+        let scope = service.map { "service '\($0)'" } ?? "the whole vault"
+        if !yes {
+            let count = try vault.list(service: service).count
+            guard let answer = Terminal.confirm("Remove \(count) item(s) of \(scope)?") else {
+                throw CLIError.notConfirmed("refusing to wipe \(scope) without confirmation: there is no terminal to ask on. Pass --yes.")
+            }
+            guard answer else { throw CLIError.notConfirmed("nothing was removed") }
+        }
+        let removed = try service.map { try vault.wipe(service: $0) } ?? vault.wipeAll()
+        Console.status("Removed \(removed) item(s) of \(scope).")
+    }
+}
+
+/// Human-readable status lines go to standard error, so standard output carries only data.
+enum Console {
+    static func status(_ line: String) {
+        var text = line + "\n"
+        text.withUTF8 { bytes in _ = try? FileDescriptor.standardError.writeAll(UnsafeRawBufferPointer(bytes)) }
+    }
+}

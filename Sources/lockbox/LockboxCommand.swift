@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import Lockbox
+
+@main
+struct LockboxCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lockbox",
+        abstract: "Keep credentials in an encrypted vault, addressed by service and account.",
+        discussion: """
+            Secrets never travel in arguments: `set` reads standard input (or prompts without echo on \
+            a terminal), and passphrases come from a prompt or --passphrase-fd. A service unlocks with \
+            a key file (--key-file or LOCKBOX_KEY_FILE).
+
+            Exit codes: 0 ok, 1 unexpected failure, 2 item not found, 3 no vault, 4 vault exists, \
+            5 wrong passphrase or key, 6 corrupt or tampered vault, 7 unsupported format version, \
+            8 insecure permissions, 9 vault busy, 10 vault re-keyed meanwhile, 11 unusable key file, \
+            12 key-slot change refused, 13 not confirmed, 64 usage error, 74 I/O error.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
+            Passwd.self, RotateKey.self, Slot.self,
+        ]
+    )
+
+    /// Runs the command, mapping every failure to its documented exit code and a one-line message.
+    static func main() {
+        // No core dumps, no ptrace by other processes: a crash or debugger must not leak secrets.
+        ProcessHardening.apply()
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as LockboxError {
+            fail(error)
+        } catch let error as CLIError {
+            fail(error)
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    private static func fail(_ error: any Error & CustomStringConvertible) -> Never {
+        var message = "lockbox: \(error.description)\n"
+        message.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
+        Glibc.exit(ExitStatus(for: error).rawValue)
+    }
+}

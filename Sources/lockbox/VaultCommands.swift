@@ -1,0 +1,152 @@
+import ArgumentParser
+import Foundation
+import Lockbox
+import SystemPackage
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a new, empty vault.",
+        discussion: """
+            Give a key file (--key-file to use one, --generate-key-file to make one), a passphrase \
+            (--passphrase-fd, or a prompt asked twice), or both: each becomes a key slot that opens the vault.
+            Example for a service: lockbox init --vault /var/lib/app/vault.lockbox --generate-key-file /etc/app/vault.key
+            """)
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Option(help: ArgumentHelp("Create a new key file here (32 random bytes, mode 0600) and add a slot for it.", valueName: "path"))
+    var generateKeyFile: String?
+    @Flag(help: "Also add a passphrase slot, asked on the terminal, when a key file is given.") var withPassphrase = false
+    @Option(help: "Argon2id cost for the passphrase slot.") var kdf: KDFPreset = .moderate
+
+    func validate() throws {
+        if generateKeyFile != nil && vaultOptions.keyFile != nil {
+            throw ValidationError("give either --key-file (an existing key) or --generate-key-file (a new one), not both")
+        }
+    }
+
+    func run() throws {
+        let path = vaultOptions.vaultPath
+        if FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        var credentials: [VaultCredential] = []
+        if let generateKeyFile {
+            let keyPath = FilePath(generateKeyFile)
+            try KeyFile.generate(at: keyPath)
+            Console.status("Generated key file \(keyPath.string). Keep it safe: it opens the vault.")
+            credentials.append(.keyFile(keyPath))
+        } else if let keyFile = vaultOptions.keyFilePath {
+            credentials.append(.keyFile(keyFile))
+        }
+        if let fd = vaultOptions.passphraseFd {
+            credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")))
+        } else if credentials.isEmpty || withPassphrase {
+            credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
+        }
+        let store = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters)
+        let slots = try store.keySlots().map(\.kind.rawValue).joined(separator: ", ")
+        Console.status("Created vault \(path.string) with key slot(s): \(slots).")
+    }
+}
+
+struct Passwd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Change the vault's passphrase.",
+        discussion: """
+            Unlock with the current passphrase or a key file; the new passphrase comes from \
+            --new-passphrase-fd or is asked twice on the terminal. The data key stays the same.
+            """)
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
+    var newPassphraseFd: Int32?
+    @Option(help: "Which passphrase slot to change, when there are several (see `lockbox slot list`).") var slot: Int?
+    @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
+
+    func run() throws {
+        let store = try vaultOptions.openStore()
+        let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
+            ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
+        try store.changePassphrase(to: newPassphrase, kdf: kdf.parameters, slot: slot)
+        Console.status("Passphrase changed.")
+    }
+}
+
+struct RotateKey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-key",
+        abstract: "Replace the vault's data key and re-encrypt everything under the new one.",
+        discussion: """
+            Every key slot is rewrapped, so each needs its credential: give both --key-file and \
+            --passphrase-fd when the vault has both kinds, or --drop-unmatched-slots to remove the \
+            slots you cannot open.
+            """)
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Flag(help: "Remove key slots that none of the given credentials opens.") var dropUnmatchedSlots = false
+
+    func run() throws {
+        let credentials = try vaultOptions.unlockCredentials()
+        let store = try EncryptedFileStore.open(at: vaultOptions.vaultPath, credentials: credentials)
+        try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
+        Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
+    }
+}
+
+struct Slot: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List, add and remove key slots.",
+        subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, RemoveSlot.self])
+
+    struct ListSlots: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the vault's key slots.")
+        @OptionGroup var vaultOptions: VaultOptions
+
+        func run() throws {
+            for slot in try vaultOptions.openStore().keySlots() { print(slot.description) }
+        }
+    }
+
+    struct AddPassphrase: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-passphrase", abstract: "Add a passphrase slot (unlock with an existing credential first).")
+        @OptionGroup var vaultOptions: VaultOptions
+        @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
+        var newPassphraseFd: Int32?
+        @Option(help: "Argon2id cost for the new slot.") var kdf: KDFPreset = .moderate
+
+        func run() throws {
+            let store = try vaultOptions.openStore()
+            let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
+                ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
+            let index = try store.addKeySlot(.passphrase(passphrase), kdf: kdf.parameters)
+            Console.status("Added passphrase slot \(index).")
+        }
+    }
+
+    struct AddKeyFile: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-key-file", abstract: "Add a key-file slot (unlock with an existing credential first).")
+        @OptionGroup var vaultOptions: VaultOptions
+        @Argument(help: "The key file for the new slot.") var path: String
+        @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
+
+        func run() throws {
+            let store = try vaultOptions.openStore()
+            let keyPath = FilePath(path)
+            if generate { try KeyFile.generate(at: keyPath) }
+            let index = try store.addKeySlot(.keyFile(keyPath))
+            Console.status("Added key-file slot \(index) for \(keyPath.string).")
+        }
+    }
+
+    struct RemoveSlot: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "remove", abstract: "Remove a key slot; the last one cannot be removed.")
+        @OptionGroup var vaultOptions: VaultOptions
+        @Argument(help: "The slot's index, from `lockbox slot list`.") var index: Int
+
+        func run() throws {
+            try vaultOptions.openStore().removeKeySlot(at: index)
+            Console.status("Removed key slot \(index).")
+        }
+    }
+}
