@@ -1,0 +1,241 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// End to end through the real `lockbox` binary: stdin in, stdout, stderr and exit codes out.
+@Suite("lockbox CLI")
+struct CLITests {
+    let folder: TemporaryFolder
+    let vault: String
+    let key: String
+
+    init() throws {
+        folder = try TemporaryFolder()
+        vault = folder.file("v.lockbox").string
+        key = folder.file("v.key").string
+    }
+
+    private func lockbox(_ arguments: [String], stdin: String = "", redirect: String? = nil) throws -> ProcessResult {
+        try runLockbox(arguments, stdin: Data(stdin.utf8), shellRedirect: redirect)
+    }
+
+    private func withKey(_ arguments: [String]) -> [String] { arguments + ["--vault", vault, "--key-file", key] }
+
+    @Test("init, set, get, list, delete and wipe with a key file")
+    func keyFileLifecycle() throws {
+        var result = try lockbox(["init", "--vault", vault, "--generate-key-file", key])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("Created vault"))
+
+        result = try lockbox(withKey(["set", "com.example.api", "alice", "--kind", "token"]), stdin: "tok-alice\n")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(withKey(["set", "com.example.api", "bob"]), stdin: "tok-bob")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(withKey(["set", "other", "carol", "--raw"]), stdin: "with-newline\n")
+        #expect(result.status == 0, "\(result.stderr)")
+
+        result = try lockbox(withKey(["get", "com.example.api", "alice"]))
+        #expect(result.status == 0)
+        #expect(result.stdoutString == "tok-alice", "the secret alone, no newline when stdout is not a terminal")
+        #expect(result.stderr.isEmpty)
+        #expect(try lockbox(withKey(["get", "other", "carol"])).stdoutString == "with-newline\n")
+
+        result = try lockbox(withKey(["list", "--json"]))
+        #expect(result.status == 0)
+        let listed = try JSONSerialization.jsonObject(with: result.stdout) as? [[String: Any]]
+        #expect(listed?.count == 3)
+        #expect(listed?.first?["kind"] as? String == "token")
+        for secret in ["tok-alice", "tok-bob", "with-newline"] { #expect(!result.stdoutString.contains(secret)) }
+        result = try lockbox(withKey(["list", "--service", "other"]))
+        #expect(result.stdoutString.contains("carol") && !result.stdoutString.contains("alice"))
+
+        result = try lockbox(withKey(["delete", "com.example.api", "bob"]))
+        #expect(result.status == 0)
+        result = try lockbox(withKey(["delete", "com.example.api", "bob"]))
+        #expect(result.status == 2)
+
+        result = try lockbox(withKey(["wipe", "--service", "com.example.api"]))
+        #expect(result.status == 13, "no terminal and no --yes: refuse")
+        #expect(result.stderr.contains("--yes"))
+        result = try lockbox(withKey(["wipe", "--service", "com.example.api", "--yes"]))
+        #expect(result.status == 0)
+        #expect(result.stderr.contains("Removed 1 item"))
+        result = try lockbox(withKey(["wipe", "--all", "--yes"]))
+        #expect(result.status == 0)
+        #expect(try lockbox(withKey(["list", "--json"])).stdoutString.trimmingCharacters(in: .whitespacesAndNewlines) == "[\n\n]"
+                || (try lockbox(withKey(["list", "--json"])).stdoutString.contains("[]")))
+    }
+
+    @Test("passphrase from --passphrase-fd: init, use, wrong passphrase, passwd")
+    func passphraseLifecycle() throws {
+        let passFile = folder.file("pass").string
+        let newPassFile = folder.file("newpass").string
+        let wrongFile = folder.file("wrong").string
+        try "correct horse battery\n".write(toFile: passFile, atomically: true, encoding: .utf8)
+        try "new staple\n".write(toFile: newPassFile, atomically: true, encoding: .utf8)
+        try "wrong\n".write(toFile: wrongFile, atomically: true, encoding: .utf8)
+        let fd3 = "3<'\(passFile)'"
+
+        var result = try lockbox(["init", "--vault", vault, "--passphrase-fd", "3", "--kdf", "interactive"], redirect: fd3)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["set", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], stdin: "s3cr3t-value", redirect: fd3)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], redirect: fd3)
+        #expect(result.stdoutString == "s3cr3t-value")
+
+        result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], redirect: "3<'\(wrongFile)'")
+        #expect(result.status == 5)
+        #expect(result.stderr.contains("wrong passphrase"))
+        #expect(result.stdout.isEmpty)
+
+        result = try lockbox(["passwd", "--vault", vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4", "--kdf", "interactive"],
+                             redirect: "\(fd3) 4<'\(newPassFile)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], redirect: fd3).status == 5)
+        result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], redirect: "3<'\(newPassFile)'")
+        #expect(result.stdoutString == "s3cr3t-value")
+
+        // No credential and no terminal: a usage error, not a hang.
+        result = try lockbox(["get", "--vault", vault, "svc", "acct"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("--passphrase-fd"))
+    }
+
+    @Test("each failure has its own exit code and a message that never contains the secret")
+    func exitCodes() throws {
+        #expect(try lockbox(["get", "--vault", vault, "--key-file", key, "s", "a"]).status == 3)  // no vault
+        #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try lockbox(["init", "--vault", vault, "--key-file", key]).status == 4)  // exists
+        #expect(try lockbox(withKey(["set", "s", "a"]), stdin: "TOPSECRET-123").status == 0)
+        #expect(try lockbox(withKey(["get", "s", "missing"])).status == 2)
+        #expect(try lockbox(withKey(["set", "s", "a"]), stdin: "").status == 64)  // empty secret
+        #expect(try lockbox(withKey(["set", "", "a"]), stdin: "x").status == 64)  // empty service
+        #expect(try lockbox(["frobnicate"]).status == 64)
+        #expect(try lockbox(withKey(["wipe"])).status == 64)
+
+        let otherKey = folder.file("other.key").string
+        try KeyFile.generate(at: FilePath(otherKey))
+        var result = try lockbox(["get", "--vault", vault, "--key-file", otherKey, "s", "a"])
+        #expect(result.status == 5)
+
+        chmod(key, 0o644)
+        result = try lockbox(withKey(["get", "s", "a"]))
+        #expect(result.status == 8)
+        #expect(result.stderr.contains("chmod 600"))
+        chmod(key, 0o600)
+
+        chmod(vault, 0o644)
+        #expect(try lockbox(withKey(["get", "s", "a"])).status == 8)
+        chmod(vault, 0o600)
+
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: vault)))
+        let original = bytes
+        bytes[bytes.count - 5] ^= 0x40
+        try Data(bytes).write(to: URL(fileURLWithPath: vault))
+        chmod(vault, 0o600)
+        result = try lockbox(withKey(["get", "s", "a"]))
+        #expect(result.status == 6)
+        #expect(result.stderr.contains("corrupt or was tampered with"))
+
+        try Data(original.prefix(40)).write(to: URL(fileURLWithPath: vault))
+        #expect(try lockbox(withKey(["get", "s", "a"])).status == 6)
+
+        var future = original
+        future[8] = 9
+        let headerLength = Int(future[12]) | Int(future[13]) << 8
+        let checksum = future.withUnsafeBytes { Sodium.blake2b(UnsafeRawBufferPointer(rebasing: $0[0..<headerLength - 32])) }
+        future.replaceSubrange(headerLength - 32..<headerLength, with: checksum)
+        try Data(future).write(to: URL(fileURLWithPath: vault))
+        result = try lockbox(withKey(["get", "s", "a"]))
+        #expect(result.status == 7)
+        #expect(result.stderr.contains("format version 9"))
+
+        try Data(original).write(to: URL(fileURLWithPath: vault))
+        #expect(try lockbox(withKey(["get", "s", "a"])).stdoutString == "TOPSECRET-123")
+    }
+
+    @Test("secrets never appear in arguments, errors or listings")
+    func noLeaks() throws {
+        #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try lockbox(withKey(["set", "svc", "acct"]), stdin: "LEAK-CANARY-42").status == 0)
+        var outputs: [ProcessResult] = []
+        outputs.append(try lockbox(withKey(["list"])))
+        outputs.append(try lockbox(withKey(["list", "--json"])))
+        outputs.append(try lockbox(withKey(["get", "svc", "other"])))
+        outputs.append(try lockbox(withKey(["set", "svc", "acct", "--attribute", "bad"]), stdin: "LEAK-CANARY-42"))
+        outputs.append(try lockbox(withKey(["slot", "list"])))
+        for output in outputs {
+            #expect(!output.stdoutString.contains("LEAK-CANARY"))
+            #expect(!output.stderr.contains("LEAK-CANARY"))
+        }
+        // There is no option that takes a secret value.
+        let help = try lockbox(["set", "--help"]).stdoutString + (try lockbox(["init", "--help"])).stdoutString
+        #expect(!help.contains("--passphrase ") && !help.contains("--secret"))
+    }
+
+    @Test("rotate-key and key slots through the CLI")
+    func rotateAndSlots() throws {
+        let passFile = folder.file("pass").string
+        try "slot pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
+        #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try lockbox(withKey(["set", "s", "a"]), stdin: "kept").status == 0)
+        var result = try lockbox(withKey(["slot", "add-passphrase", "--new-passphrase-fd", "3", "--kdf", "interactive"]),
+                                 redirect: "3<'\(passFile)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(withKey(["slot", "list"]))
+        #expect(result.stdoutString.contains("0: key-file") && result.stdoutString.contains("1: passphrase"))
+        result = try lockbox(withKey(["rotate-key"]))
+        #expect(result.status == 12, "a slot without its credential must not be silently dropped")
+        result = try lockbox(withKey(["rotate-key", "--passphrase-fd", "3"]), redirect: "3<'\(passFile)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "s", "a"], redirect: "3<'\(passFile)'")
+        #expect(result.stdoutString == "kept")
+        #expect(try lockbox(withKey(["slot", "remove", "1"])).status == 0)
+        #expect(try lockbox(withKey(["slot", "remove", "0"])).status == 12)
+        #expect(try lockbox(withKey(["get", "s", "a"])).stdoutString == "kept")
+    }
+
+    @Test("LOCKBOX_VAULT and LOCKBOX_KEY_FILE name the vault and key; XDG_DATA_HOME sets the default")
+    func environment() throws {
+        var result = try runLockbox(["init", "--generate-key-file", key], environment: ["XDG_DATA_HOME": folder.path.string])
+        #expect(result.status == 0, "\(result.stderr)")
+        let defaultVault = folder.file("lockbox/vault.lockbox")
+        #expect(defaultVault.exists())
+        #expect(try defaultVault.removingLastComponent().stat().permissions.rawValue & 0o777 == 0o700)
+        result = try runLockbox(["set", "s", "a"], stdin: Data("v".utf8),
+                                environment: ["LOCKBOX_VAULT": defaultVault.string, "LOCKBOX_KEY_FILE": key])
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try runLockbox(["get", "s", "a"], environment: ["XDG_DATA_HOME": folder.path.string, "LOCKBOX_KEY_FILE": key])
+        #expect(result.stdoutString == "v")
+    }
+
+    @Test("four processes writing at once lose no update")
+    func concurrentProcesses() async throws {
+        #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        let writers = 4, itemsEach = 15
+        let arguments = withKey([])
+        let statuses = await withTaskGroup(of: [Int32].self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    var statuses: [Int32] = []
+                    for item in 0..<itemsEach {
+                        let result = try? runLockbox(["set", "race", "w\(writer)-i\(item)"] + arguments,
+                                                     stdin: Data("value-\(writer)-\(item)".utf8))
+                        statuses.append(result?.status ?? -1)
+                    }
+                    return statuses
+                }
+            }
+            var all: [Int32] = []
+            for await statuses in group { all += statuses }
+            return all
+        }
+        #expect(statuses.count == writers * itemsEach)
+        #expect(statuses.allSatisfy { $0 == 0 })
+        let store = try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
+        let items = try store.list(service: "race")
+        #expect(items.count == writers * itemsEach)
+        #expect(try Vault(store: store).string(service: "race", account: "w3-i14") == "value-3-14")
+    }
+}

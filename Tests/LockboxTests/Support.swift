@@ -1,0 +1,137 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// A fresh folder under the system temp directory, removed when released.
+final class TemporaryFolder: @unchecked Sendable {
+    let path: FilePath
+
+    init() throws {
+        var template = Array((NSTemporaryDirectory() + "/lockbox-test-XXXXXX").utf8CString)
+        guard let created = mkdtemp(&template) else { throw Errno(rawValue: errno) }
+        path = FilePath(String(cString: created))
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path.string) }
+
+    func file(_ name: String) -> FilePath { path.appending(name) }
+}
+
+/// Cheap Argon2id parameters so tests that exercise passphrase slots stay fast.
+let testKDF: KDFParameters = {
+    do { return try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024) } catch { fatalError("bad test KDF") }
+}()
+
+func secret(_ string: String) -> SecretBytes { SecretBytes(utf8: string) }
+
+/// A vault with a generated key file in a fresh folder.
+struct KeyFileVault {
+    let folder: TemporaryFolder
+    let vaultPath: FilePath
+    let keyPath: FilePath
+    let store: EncryptedFileStore
+
+    init(passphrase: String? = nil) throws {
+        folder = try TemporaryFolder()
+        vaultPath = folder.file("vault.lockbox")
+        keyPath = folder.file("vault.key")
+        try KeyFile.generate(at: keyPath)
+        var credentials: [VaultCredential] = [.keyFile(keyPath)]
+        if let passphrase { credentials.append(.passphrase(secret(passphrase))) }
+        store = try EncryptedFileStore.create(at: vaultPath, credentials: credentials, kdf: testKDF)
+    }
+
+    func reopen() throws -> EncryptedFileStore {
+        try EncryptedFileStore.open(at: vaultPath, credential: .keyFile(keyPath))
+    }
+
+    func bytes() throws -> [UInt8] {
+        Array(try Data(contentsOf: URL(fileURLWithPath: vaultPath.string)))
+    }
+
+    /// Overwrites the vault file in place, keeping mode 0600.
+    func write(_ bytes: [UInt8]) throws {
+        try Data(bytes).write(to: URL(fileURLWithPath: vaultPath.string))
+        chmod(vaultPath.string, 0o600)
+    }
+}
+
+/// Asserts that `body` throws exactly `expected`.
+func expectError<T>(_ expected: LockboxError, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) {
+    do {
+        _ = try body()
+        Issue.record("expected \(expected), but nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as LockboxError {
+        #expect(error == expected, sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(expected), got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+/// The `LockboxError` thrown by `body`, or `nil` (recording an issue) if it did not throw one.
+func caughtError<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) -> LockboxError? {
+    do {
+        _ = try body()
+        Issue.record("expected an error, but nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as LockboxError {
+        return error
+    } catch {
+        Issue.record("expected a LockboxError, got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
+}
+
+// MARK: Running the real `lockbox` binary
+
+struct ProcessResult {
+    var status: Int32
+    var stdout: Data
+    var stderr: String
+    var stdoutString: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// The `lockbox` executable built beside the test bundle.
+let lockboxBinary: URL = {
+    let candidates = [
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+        Bundle.main.bundleURL,
+        Bundle.main.bundleURL.deletingLastPathComponent(),
+    ]
+    for folder in candidates {
+        let url = folder.appendingPathComponent("lockbox")
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+    }
+    return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/lockbox")
+}()
+
+/// Runs `lockbox` with `arguments`, feeding `stdin`, with a clean environment (plus `environment`).
+/// `shellRedirect`, if given, runs through /bin/sh so the test can open extra descriptors
+/// (e.g. `3<file`) the way a user's shell would.
+func runLockbox(
+    _ arguments: [String], stdin: Data = Data(), environment: [String: String] = [:], shellRedirect: String? = nil
+) throws -> ProcessResult {
+    let process = Process()
+    var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
+    env.merge(environment) { _, new in new }
+    process.environment = env
+    if let shellRedirect {
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        let quoted = ([lockboxBinary.path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        process.arguments = ["-c", quoted.joined(separator: " ") + " " + shellRedirect]
+    } else {
+        process.executableURL = lockboxBinary
+        process.arguments = arguments
+    }
+    let input = Pipe(), output = Pipe(), errors = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    input.fileHandleForWriting.write(stdin)
+    try input.fileHandleForWriting.close()
+    let out = output.fileHandleForReading.readDataToEndOfFile()
+    let err = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return ProcessResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+}
