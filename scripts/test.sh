@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need, builds everything (failing on warnings in our
+# own code), then runs the whole test suite against real files and the real `lockbox` binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/ensure-deps.sh
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+swift build --build-tests 2>&1 | tee "$log"
+if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; then
+    echo "test: the build has warnings in our own code (above); fix them" >&2
+    exit 1
+fi
+
+# The example must still do what it says.
+swift run --skip-build TokenKeeper
+
+swift test --skip-build
