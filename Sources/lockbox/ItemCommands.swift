@@ -23,6 +23,9 @@ struct SetItem: ParsableCommand {
     @Flag(help: "Store standard input byte for byte, trailing newline included.") var raw = false
 
     func validate() throws {
+        if vaultOptions.passphraseFd == 0 {
+            throw ValidationError("standard input carries the secret for `set`; give the passphrase on another descriptor, e.g. --passphrase-fd 3 3<file")
+        }
         for attribute in attributes where !attribute.contains("=") {
             throw ValidationError("--attribute takes name=value, not '\(attribute)'")
         }

@@ -11,7 +11,12 @@ import SystemPackage
 enum SecretInput {
     /// Reads a passphrase from file descriptor `fd`: up to the first newline or end of input.
     static func passphrase(fromDescriptor fd: Int32, what: String) throws -> SecretBytes {
-        let secret = try read(from: FileDescriptor(rawValue: fd), limit: 4096, stopAtNewline: true, what: what)
+        let secret: SecretBytes
+        do {
+            secret = try read(from: FileDescriptor(rawValue: fd), limit: 4096, stopAtNewline: true, what: what)
+        } catch let error as Errno {
+            throw CLIError.noInput("cannot read the \(what) from file descriptor \(fd): \(error). Open it in the shell, e.g. `--passphrase-fd 3 3<file`.")
+        }
         guard secret.count > 0 else {
             throw CLIError.noInput("file descriptor \(fd) gave an empty \(what)")
         }

@@ -113,6 +113,12 @@ struct CLITests {
         #expect(try lockbox(withKey(["set", "", "a"]), stdin: "x").status == 64)  // empty service
         #expect(try lockbox(["frobnicate"]).status == 64)
         #expect(try lockbox(withKey(["wipe"])).status == 64)
+        var badFd = try lockbox(["get", "--vault", vault, "--passphrase-fd", "9", "s", "a"])
+        #expect(badFd.status == 64)
+        #expect(badFd.stderr.contains("file descriptor 9"))
+        badFd = try lockbox(["set", "--vault", vault, "--passphrase-fd", "0", "s", "a"], stdin: "x")
+        #expect(badFd.status == 64)
+        #expect(badFd.stderr.contains("standard input carries the secret"))
 
         let otherKey = folder.file("other.key").string
         try KeyFile.generate(at: FilePath(otherKey))

@@ -83,22 +83,20 @@ public final class EncryptedFileStore: SecretStore {
         } catch {
             throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
         }
-        let lock = VaultLock(vaultPath: path, timeout: lockTimeout)
-        let (initial, unlocker, dataKey) = try lock.withLock { () throws -> (VaultHeader, Unlocker?, SecretBytes) in
-            if path.exists() { throw LockboxError.vaultAlreadyExists(path: path.string) }
-            let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
-            let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
-            var slots: [KeySlot] = []
-            var unlocker: Unlocker?
-            for credential in credentials {
-                let source = try loadKEKSource(credential, kdf: kdf)
-                let (slot, kek) = try KeySlotCrypto.makeSlot(wrapping: dataKey, vaultID: vaultID, using: source)
-                slots.append(slot)
-                if unlocker == nil { unlocker = Unlocker(kind: slot.kind, salt: slot.salt, kek: kek) }
-            }
-            let header = VaultHeader(vaultID: vaultID, generation: 0, slots: slots, bodyNonce: [], bodyLength: 0)
-            return (header, unlocker, dataKey)
+        if path.exists() { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        // Key derivation (Argon2id) happens before taking the lock, so it never blocks other writers.
+        let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
+        let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
+        var slots: [KeySlot] = []
+        var unlocker: Unlocker?
+        for credential in credentials {
+            let source = try loadKEKSource(credential, kdf: kdf)
+            let (slot, kek) = try KeySlotCrypto.makeSlot(wrapping: dataKey, vaultID: vaultID, using: source)
+            slots.append(slot)
+            if unlocker == nil { unlocker = Unlocker(kind: slot.kind, salt: slot.salt, kek: kek) }
         }
+        let initial = VaultHeader(vaultID: vaultID, generation: 0, slots: slots, bodyNonce: [], bodyLength: 0)
+        let lock = VaultLock(vaultPath: path, timeout: lockTimeout)
         let (header, identity) = try lock.withLock { () throws -> (VaultHeader, FileIdentity) in
             if path.exists() { throw LockboxError.vaultAlreadyExists(path: path.string) }
             return try sealAndWrite(header: initial, entries: [:], dataKey: dataKey, to: path)
