@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Foundation
 import SystemPackage
 
 /// Which version of a file a path points at: if any of these change, the file was replaced.
@@ -30,9 +31,13 @@ struct FileIdentity: Equatable {
 /// old file or the new one at the path, never a mix.
 enum AtomicFileWriter {
     /// Writes `chunks` to `path` (mode 0600) and returns the new file's identity.
+    ///
+    /// Call it only while holding the path's ``VaultLock``: temporary files left by a writer
+    /// that was killed are then known to be dead, and are removed first.
     static func write(_ chunks: [[UInt8]], to path: FilePath) throws -> FileIdentity {
         let folder = path.removingLastComponent()
         let name = path.lastComponent?.string ?? "vault"
+        removeStaleTemporaries(in: folder, prefix: ".\(name).tmp-")
         let suffix = Sodium.randomBytes(6).map { String($0, radix: 16) }.joined()
         let temporary = folder.appending(".\(name).tmp-\(suffix)")
         var renamed = false
@@ -54,6 +59,15 @@ enum AtomicFileWriter {
             return identity
         } catch {
             throw LockboxError.io(operation: "writing the vault", path: path.string, errno: error.asErrno)
+        }
+    }
+
+    /// Removes temporary files a killed writer left behind (best effort).
+    private static func removeStaleTemporaries(in folder: FilePath, prefix: String) {
+        let directory = folder.isEmpty ? "." : folder.string
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            try? folder.appending(name).unlinkIfPresent()
         }
     }
 
