@@ -17,4 +17,8 @@ fi
 # The example must still do what it says.
 swift run --skip-build TokenKeeper
 
+# docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
+# written from the document alone) must read what lockbox writes.
+scripts/check-format.sh "$(swift build --show-bin-path)/lockbox"
+
 swift test --skip-build

@@ -277,3 +277,77 @@ struct EncryptedFileStoreTests {
         return try #require(KeySlotCrypto.unwrap(slot, vaultID: header.vaultID, kek: kek))
     }
 }
+
+@Suite("Encrypted file vault: edge cases found by the independent decoder")
+struct EncryptedFileEdgeCaseTests {
+    @Test("a body length that would overflow is reported as corrupt, not a crash")
+    func hugeBodyLength() throws {
+        let fixture = try KeyFileVault()
+        var bytes = try fixture.bytes()
+        let headerLength = Int(bytes[12]) | Int(bytes[13]) << 8
+        let bodyLengthOffset = headerLength - 32 - 8
+        bytes.replaceSubrange(bodyLengthOffset..<bodyLengthOffset + 8, with: [UInt8](repeating: 0xff, count: 8))
+        let checksum = bytes.withUnsafeBytes { Sodium.blake2b(UnsafeRawBufferPointer(rebasing: $0[0..<headerLength - 32])) }
+        bytes.replaceSubrange(headerLength - 32..<headerLength, with: checksum)
+        try fixture.write(bytes)
+        let error = caughtError { try fixture.reopen() }
+        if case .corruptVault = error {} else { Issue.record("got \(String(describing: error))") }
+    }
+
+    @Test("format version 0 is corrupt, not 'upgrade Lockbox'")
+    func versionZero() throws {
+        let fixture = try KeyFileVault()
+        var bytes = try fixture.bytes()
+        bytes[8] = 0
+        let headerLength = Int(bytes[12]) | Int(bytes[13]) << 8
+        let checksum = bytes.withUnsafeBytes { Sodium.blake2b(UnsafeRawBufferPointer(rebasing: $0[0..<headerLength - 32])) }
+        bytes.replaceSubrange(headerLength - 32..<headerLength, with: checksum)
+        try fixture.write(bytes)
+        let error = caughtError { try fixture.reopen() }
+        if case .corruptVault = error {} else { Issue.record("got \(String(describing: error))") }
+    }
+
+    @Test("timestamps survive any number of rewrites unchanged")
+    func timestampsAreStable() throws {
+        // Values where decoding to Date and rounding down used to lose a millisecond.
+        for milliseconds: Int64 in [1_086_000_000_001, 2_178_018_828_002, -4_998, 0, 1_763_700_000_123] {
+            let date = VaultPayload.date(milliseconds: milliseconds)
+            #expect(VaultPayload.milliseconds(date) == milliseconds, "\(milliseconds)")
+        }
+        #expect(VaultPayload.milliseconds(VaultPayload.date(milliseconds: .max)) == VaultPayload.timestampLimit)
+        let fixed = VaultPayload.date(milliseconds: 1_086_000_000_001)
+        let folder = try TemporaryFolder()
+        let key = folder.file("k")
+        try KeyFile.generate(at: key)
+        let store = try EncryptedFileStore.create(at: folder.file("v"), credentials: [.keyFile(key)], now: { fixed })
+        try Vault(store: store).set("a", service: "s", account: "1")
+        for index in 2...4 { try Vault(store: store).set("b", service: "s", account: "\(index)") }
+        let reopened = try EncryptedFileStore.open(at: folder.file("v"), credential: .keyFile(key))
+        #expect(try reopened.metadata(ItemKey(service: "s", account: "1"))?.created == fixed)
+    }
+
+    @Test("a symlinked vault path writes through to the target and shares its lock")
+    func symlinkedPath() throws {
+        let fixture = try KeyFileVault()
+        let link = fixture.folder.file("link.lockbox")
+        #expect(symlink(fixture.vaultPath.string, link.string) == 0)
+        let viaLink = Vault(store: try EncryptedFileStore.open(at: link, credential: .keyFile(fixture.keyPath)))
+        try viaLink.set("through the link", service: "s", account: "a")
+        #expect(try link.stat(followTargetSymlink: false).type == .symbolicLink)
+        #expect(try Vault(store: fixture.reopen()).string(service: "s", account: "a") == "through the link")
+        #expect(!FileManager.default.fileExists(atPath: link.string + ".lock"))
+    }
+
+    @Test("a stale temporary of another vault in the same folder is left alone")
+    func temporariesOfOtherVaults() throws {
+        let fixture = try KeyFileVault()
+        let mine = fixture.folder.file(".vault.lockbox.tmp-00112233aabb")
+        let notMine = fixture.folder.file(".vault.lockbox.tmp-x.lockbox.tmp-00112233aabb")
+        for path in [mine, notMine] {
+            _ = FileManager.default.createFile(atPath: path.string, contents: Data([1]), attributes: [.posixPermissions: 0o600])
+        }
+        try Vault(store: fixture.store).set("x", service: "s", account: "a")
+        #expect(!mine.exists())
+        #expect(notMine.exists())
+    }
+}

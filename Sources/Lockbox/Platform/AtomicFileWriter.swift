@@ -38,7 +38,7 @@ enum AtomicFileWriter {
         let folder = path.removingLastComponent()
         let name = path.lastComponent?.string ?? "vault"
         removeStaleTemporaries(in: folder, prefix: ".\(name).tmp-")
-        let suffix = Sodium.randomBytes(6).map { String($0, radix: 16) }.joined()
+        let suffix = Sodium.randomBytes(temporarySuffixBytes).map { hexByte($0) }.joined()
         let temporary = folder.appending(".\(name).tmp-\(suffix)")
         var renamed = false
         defer { if !renamed { try? temporary.unlinkIfPresent() } }
@@ -62,11 +62,22 @@ enum AtomicFileWriter {
         }
     }
 
+    private static let temporarySuffixBytes = 6
+
+    private static func hexByte(_ byte: UInt8) -> String {
+        let digits = String(byte, radix: 16)
+        return byte < 16 ? "0" + digits : digits
+    }
+
     /// Removes temporary files a killed writer left behind (best effort).
     private static func removeStaleTemporaries(in folder: FilePath, prefix: String) {
         let directory = folder.isEmpty ? "." : folder.string
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        // Exactly our pattern: `.NAME.tmp-` and 12 hex digits, so another vault's temporaries
+        // (say of a vault called `NAME.tmp-x`) are never touched.
         for name in names where name.hasPrefix(prefix) {
+            let suffix = name.dropFirst(prefix.count)
+            guard suffix.count == 2 * temporarySuffixBytes, suffix.allSatisfy(\.isHexDigit) else { continue }
             try? folder.appending(name).unlinkIfPresent()
         }
     }

@@ -101,6 +101,17 @@ extension FilePath {
         }
     }
 
+    /// The absolute path with every symbolic link resolved, or `nil` if it does not exist.
+    ///
+    /// The corresponding C function is `realpath`.
+    func resolvingSymlinks() -> FilePath? {
+        withPlatformString { path in
+            guard let resolved = realpath(path, nil) else { return nil }
+            defer { free(resolved) }
+            return FilePath(platformString: resolved)
+        }
+    }
+
     /// Whether a file (of any type) exists at the path, without following a final symlink.
     func exists() -> Bool {
         (try? stat(followTargetSymlink: false)) != nil

@@ -84,6 +84,7 @@ public final class EncryptedFileStore: SecretStore {
             throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
         }
         if path.exists() { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        let path = resolvedVaultPath(path)
         // Key derivation (Argon2id) happens before taking the lock, so it never blocks other writers.
         let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
         let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
@@ -116,6 +117,7 @@ public final class EncryptedFileStore: SecretStore {
         guard !credentials.isEmpty else {
             throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
         }
+        let path = resolvedVaultPath(path)
         let file = try readVaultFile(path)
         let (header, headerLength) = try parseHeader(file.bytes, path: path)
         let ordered = credentials.filter { if case .passphrase = $0 { false } else { true } }
@@ -441,6 +443,15 @@ public final class EncryptedFileStore: SecretStore {
         state.identity = file.identity
     }
 
+    /// The vault's real location: symbolic links in the path are resolved once, so writes replace
+    /// the target file (not the link) and every path to one vault shares one lock file.
+    private static func resolvedVaultPath(_ path: FilePath) -> FilePath {
+        if let resolved = path.resolvingSymlinks() { return resolved }
+        guard let name = path.lastComponent else { return path }
+        let folder = path.removingLastComponent()
+        return (folder.isEmpty ? FilePath(".") : folder).resolvingSymlinks()?.appending(name) ?? path
+    }
+
     private static func readVaultFile(_ path: FilePath) throws -> (bytes: [UInt8], identity: FileIdentity) {
         do {
             let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
@@ -529,6 +540,10 @@ public final class EncryptedFileStore: SecretStore {
         header.bodyNonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
         header.bodyLength = UInt64(payload.count + Sodium.aeadTagBytes)
         let headerBytes = header.encoded()
+        guard headerBytes.count + payload.count + Sodium.aeadTagBytes <= maximumFileBytes else {
+            throw LockboxError.invalidArgument(
+                "refusing the change: the vault would grow past \(maximumFileBytes >> 20) MiB, the most Lockbox reads back. Remove items or keep large data elsewhere.")
+        }
         let ciphertext = payload.withUnsafeBytes {
             Sodium.seal($0, additionalData: headerBytes, nonce: header.bodyNonce, key: dataKey)
         }

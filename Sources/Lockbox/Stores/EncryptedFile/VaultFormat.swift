@@ -143,6 +143,7 @@ struct VaultHeader: Equatable {
             guard Sodium.constantTimeEqual(Sodium.blake2b(checked, length: checksumBytes), stored) else {
                 throw FormatError("the header checksum does not match")
             }
+            guard version != 0 else { throw FormatError("format version 0, which no Lockbox ever wrote") }
             guard version == currentVersion else {
                 throw LockboxErrorReason.unsupportedVersion(Int(version))
             }
@@ -160,7 +161,8 @@ struct VaultHeader: Equatable {
             let bodyLength = try fields.read(UInt64.self, "body length")
             guard fields.remaining == 0 else { throw FormatError("\(fields.remaining) unexpected bytes in the header") }
             guard bodyLength >= UInt64(Sodium.aeadTagBytes) else { throw FormatError("implausible body length \(bodyLength)") }
-            let expected = UInt64(headerLength) + bodyLength
+            let (expected, overflow) = UInt64(headerLength).addingReportingOverflow(bodyLength)
+            if overflow { throw FormatError("implausible body length \(bodyLength)") }
             if UInt64(file.count) < expected {
                 throw FormatError("truncated: expected \(expected) bytes, the file has \(file.count)")
             }
@@ -292,11 +294,20 @@ enum VaultPayload {
         return VaultEntry(metadata: metadata, secret: secret)
     }
 
+    /// Timestamps are kept within ±2^53 ms (±285,000 years), where a `Double` holds every
+    /// millisecond exactly, so decoding and re-encoding always gives back the same value.
+    static let timestampLimit: Int64 = 1 << 53
+
+    /// Milliseconds since 1970, rounded to the nearest (not down: `Date` is a binary fraction,
+    /// and a value decoded from milliseconds may sit a hair below the exact millisecond).
     static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard value.isFinite else { return 0 }
+        return Int64(max(-Double(timestampLimit), min(Double(timestampLimit), value)))
     }
 
     static func date(milliseconds: Int64) -> Date {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+        let clamped = max(-timestampLimit, min(timestampLimit, milliseconds))
+        return Date(timeIntervalSince1970: Double(clamped) / 1000)
     }
 }
