@@ -47,15 +47,26 @@ extension FileDescriptor {
     }
 
     /// Reads until end of file, refusing files longer than `limit` bytes.
-    func readToEnd(limit: Int) throws -> [UInt8] {
-        var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    ///
+    /// `expectedSize` (from `fstat`) sizes the buffer up front, so a file that does not change
+    /// while it is read is read straight into place; one that grows is still read to its end.
+    func readToEnd(limit: Int, expectedSize: Int = 0) throws -> [UInt8] {
+        var result = [UInt8](repeating: 0, count: max(0, min(expectedSize, limit)) + 1)
+        var filled = 0
         while true {
-            let count = try chunk.withUnsafeMutableBytes { try read(into: $0) }
-            if count == 0 { return result }
-            if result.count + count > limit { throw Errno.fileTooLarge }
-            result.append(contentsOf: chunk[0..<count])
+            if filled == result.count {
+                if result.count > limit { throw Errno.fileTooLarge }
+                result.append(contentsOf: repeatElement(0, count: min(max(result.count, 64 * 1024), limit + 1 - result.count)))
+            }
+            let count = try result.withUnsafeMutableBytes { buffer in
+                try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+            }
+            if count == 0 { break }
+            filled += count
         }
+        if filled > limit { throw Errno.fileTooLarge }
+        result.removeLast(result.count - filled)
+        return result
     }
 }
 

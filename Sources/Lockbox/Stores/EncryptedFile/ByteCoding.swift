@@ -84,12 +84,13 @@ struct ByteReader {
     }
 
     /// A `UInt16` byte count followed by that many bytes of valid UTF-8.
+    /// The field's name (`what`) is built only when there is an error to report: this runs for
+    /// every field of every item when a vault is opened.
     mutating func readShortString(_ what: @autoclosure () -> String) throws -> String {
-        let name = what()
-        let length = Int(try read(UInt16.self, "\(name) length"))
-        let slice = try readSlice(length, name)
+        let length = Int(try read(UInt16.self, "\(what()) length"))
+        let slice = try readSlice(length, what())
         guard let string = String(validating: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
-            throw FormatError("\(name) is not valid UTF-8")
+            throw FormatError("\(what()) is not valid UTF-8")
         }
         return string
     }

@@ -37,7 +37,9 @@ public final class EncryptedFileStore: SecretStore {
         var unlocker: Unlocker?
         var header: VaultHeader
         var entries: [ItemKey: VaultEntry]
-        var identity: FileIdentity
+        /// The file version `entries` reflect; `nil` forces a reload from disk on the next call
+        /// (after a failed write, so memory never disagrees with the file).
+        var identity: FileIdentity?
     }
 
     private init(path: FilePath, lockTimeout: Duration, now: @escaping @Sendable () -> Date, state: consuming State) {
@@ -366,16 +368,21 @@ public final class EncryptedFileStore: SecretStore {
         try state.withLock { (state: inout State) throws -> T in
             try lock.withLock { () throws -> T in
                 try reloadIfChanged(&state)
-                var entries = state.entries
-                let (result, changed) = try body(&entries)
-                if changed {
-                    let (header, identity) = try Self.sealAndWrite(
-                        header: state.header, entries: entries, dataKey: state.dataKey, to: path)
-                    state.header = header
-                    state.entries = entries
-                    state.identity = identity
+                // Changed in place (no copy of a possibly large dictionary); if anything fails,
+                // the next call reloads the file, which still holds the old state.
+                do {
+                    let (result, changed) = try body(&state.entries)
+                    if changed {
+                        let (header, identity) = try Self.sealAndWrite(
+                            header: state.header, entries: state.entries, dataKey: state.dataKey, to: path)
+                        state.header = header
+                        state.identity = identity
+                    }
+                    return result
+                } catch {
+                    state.identity = nil
+                    throw error
                 }
-                return result
             }
         }
     }
@@ -462,7 +469,7 @@ public final class EncryptedFileStore: SecretStore {
                 }
                 try checkOwnership(status, path: path)
                 do {
-                    return (try fd.readToEnd(limit: maximumFileBytes), FileIdentity(status))
+                    return (try fd.readToEnd(limit: maximumFileBytes, expectedSize: Int(status.size)), FileIdentity(status))
                 } catch {
                     if error.asErrno == .fileTooLarge {
                         throw LockboxError.corruptVault(path: path.string, reason: "larger than the 1 GiB a vault can be")

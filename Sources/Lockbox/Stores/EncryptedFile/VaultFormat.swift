@@ -209,9 +209,9 @@ enum VaultPayload {
 
     static func encode(_ entries: [ItemKey: VaultEntry]) -> SecretBytes {
         // Sorted, so the same items always give the same plaintext (reproducible test vectors).
-        let ordered = entries.values.sorted {
-            ($0.metadata.key.service, $0.metadata.key.account) < ($1.metadata.key.service, $1.metadata.key.account)
-        }
+        // Sorting the keys alone is much cheaper than sorting whole entries.
+        let keys = entries.keys.sorted { ($0.service, $0.account) < ($1.service, $1.account) }
+        let ordered = keys.compactMap { entries[$0] }
         var size = 4
         for entry in ordered { size += encodedSize(entry) }
         let padded = (size / blockSize + 1) * blockSize  // sodium_pad always adds at least one byte
