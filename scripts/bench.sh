@@ -124,84 +124,39 @@ missed="$(awk -F'|' '/^#### Aims/ { on = 1 } on && NF > 6 && $6 ~ /no/ { gsub(/^
 
 ## Where the time goes (profile notes)
 
-Written from `perf record -g` / `perf stat` runs on the machine above (the numbers in this
-section come from that session, not from the table). No library code was changed.
+Written from `perf record -g` / `perf stat` runs on this machine; the figures in this section
+come from those sessions, not from the table above.
 
-**In-process `get` (far inside its aim).** About 1.5 µs whatever the vault size; almost
-all of it is the one `stat()` that `EncryptedFileStore` makes on every call to notice a file
-replaced by another process (`reloadIfChanged`). The lookup itself is a dictionary hit: the
-`MemoryStore` baseline does the same work in about 0.2 µs.
+**In-process `get` (far inside its aim).** About 1.5 µs whatever the vault size; almost all of
+it is the one `stat()` that `EncryptedFileStore` makes on every call to notice a file replaced
+by another process. The lookup itself is a dictionary hit (the `MemoryStore` baseline: 0.2 µs).
 
-**`set` (inside its aim for small vaults, over it at 10,000 items).** Every write re-encodes,
-re-encrypts and rewrites the whole vault, so its cost grows linearly with the item count
-(about 1.5 MB of file at 10,000 tokens). The "set on tmpfs" rows, where fsync costs nothing,
-show the CPU part alone is already 9-12 ms at 10,000 items (across runs); on this disk the
-write and the two fsyncs add about 0.5 ms at 10 items and 1.5-5 ms at 10,000. In the CPU part:
+**`set` (inside its aim up to 1,000 items, over it at 10,000).** Every write re-encodes,
+re-encrypts and rewrites the whole vault (about 1.5 MB at 10,000 tokens), so its cost grows
+linearly with the item count; the "set on tmpfs" rows show the CPU part alone. The first
+profile found three avoidable costs, all fixed before this run: sorting whole entries instead
+of keys (a third of `set`), a copy-on-write copy of the entries dictionary (6%), and building
+an error label for every field decoded (10% of `open`); `readToEnd` now reads into a buffer
+sized from `fstat`. What remains at 10,000 items is encoding, page faults on fresh
+multi-megabyte buffers (~11%) and the write itself; XChaCha20-Poly1305 is ~5%. Meeting 10 ms
+there needs a format that does not rewrite everything (per-item records or an append log):
+a design change, left as follow-up work. There is no bulk-insert API yet, so filling a vault
+one `set` at a time is O(n²).
 
-- `VaultPayload.encode` is about half of `set`, and its
-  `entries.values.sorted { ($0.service, $0.account) < … }` alone about a third: it sorts whole
-  `VaultEntry` values (metadata with four strings, two dates, an attribute dictionary, plus
-  the secret), so every move during the merge sort retains and releases all of them, on top
-  of the string comparisons. Sorting the keys (or an index array) once, or keeping the keys in
-  sorted order, would remove most of it.
-- `mutateEntries` copies the entries dictionary before changing it (`var entries =
-  state.entries` while `state` still holds a reference): a full copy-on-write copy of 10,000
-  entries, about 6%.
-- Page faults on fresh multi-megabyte buffers (zero-filled plaintext, ciphertext array, file
-  write) about 11%; XChaCha20-Poly1305 itself only about 5%.
-- Small but per write: `AtomicFileWriter.write` now lists the vault's folder
-  (`FileManager.contentsOfDirectory`) to remove stale temporary files, about 5-10 µs here
-  (tmpfs `set` on 10 items went from about 37 µs to 47 µs) and more in a crowded folder.
+**Unlock.** A key-file unlock costs about 0.9 µs per item, almost all in decoding the
+decrypted body: `String(validating:as:)` (generic, unspecialised) and dictionary insertion.
 
-Meeting 10 ms at 10,000 items needs those fixes (roughly halving the CPU part) and a disk
-whose fsync of 1.5 MB stays within the rest; beyond that the single-file format is O(n) per
-write by design. A side effect: there is no bulk-insert API, so filling a vault one `set` at a
-time is O(n²) - building the 10,000-item fixture takes about 50 s even on tmpfs.
-
-**Unlock.** A key-file unlock costs about 1.2 µs per item (≈12 ms at 10,000 items), almost
-all in decoding the decrypted body (`VaultPayload.decode`, about 75% of `open`):
-
-- `ByteReader.readShortString` (about 45%) evaluates its error label eagerly
-  (`let name = what()`), so it builds strings like `"item 1234 service"` for every field of
-  every item although they are only used in error messages (about 10% of `open`); and
-  `String(validating:as:)` goes through the unspecialised generic `String._validate`, which
-  looks up generic metadata at run time on every call (`_swift_getGenericMetadata`, about 15%).
-- `readVaultFile` → `readToEnd` grows its array by appending chunks (about 16% with the page
-  faults), where the size is known from `fstat`.
-- Dictionary insertion about 10%.
-
-Passphrase slots are all Argon2id, as intended: `.interactive` about 65 ms and `.moderate`
-about 0.4 s here, faster than the "about 0.1 s" and "0.5-0.8 s" that `KDFParameters`
-documents.
-
-**`lockbox get` as a process (close to the 10 ms line for small vaults, far over at 10,000).**
-The vault work is small; the time is process start-up. `lockbox --version`, which opens no
-vault, takes about 8 ms (`perf stat -r 100`), against 0.6 ms for `/usr/bin/true`. A profile
-of 100 runs of `lockbox get` on a 10-item vault:
-
-- about 38% is swift-argument-parser's first parse (`parseAsRoot`): its reflection
-  (`Mirror`, `String(describing:)` of the command types, dynamic casts) makes the Swift
-  runtime scan the protocol-conformance records of every loaded image
-  (`swift_conformsToProtocolMaybeInstantiateSuperclasses`), and Foundation's are many;
-- about 32% is the dynamic linker resolving ~9,000 symbols across ~20 shared libraries
-  (`do_lookup_x`, `_dl_lookup_symbol_x`): the Swift runtime, Foundation,
-  FoundationEssentials, FoundationInternationalization and the ICU data library;
-- most of the rest is the kernel mapping and faulting those libraries in; opening the vault
-  is about 3%, the lookup itself nothing.
-
-The same CLI built with `--static-swift-stdlib` (in a separate scratch folder, as an
-experiment) runs `lockbox get` in about 4.8 ms instead of 8.1 ms; after that, argument
-parsing is over half of what is left. So the cheapest win is linking the Swift libraries
-statically for release binaries; avoiding Foundation in the CLI's start-up path and the
-argument parser's reflection-heavy first parse would go further. The vault size adds the
-unlock cost above on top of start-up: about 1 ms at 1,000 items, which is what pushes that
-row to the 10 ms line, and well over 10 ms at 10,000 items, where a fresh process also pays
-for growing its heap (page faults) and for first-use runtime metadata during the decode.
+**`lockbox get` as a process.** The vault work is small; the time is process start-up. With a
+dynamically linked Swift runtime `lockbox --version` alone took about 8 ms (dynamic linking of
+~9,000 symbols across Foundation and ICU, ~32%; swift-argument-parser's reflection-heavy first
+parse, ~38%). This script therefore builds with `--static-swift-stdlib`, which is how release
+binaries should ship: `lockbox get` drops to about 5 ms on a small vault. At 10,000 items the
+unlock cost above (~9 ms) comes on top. Avoiding Foundation on the CLI's start-up path would
+go further.
 
 Measuring note: `Process.waitUntilExit()` in swift-corelibs-foundation polls its run loop in
 50 ms steps on Linux, which would add up to 50 ms to every spawn; the benchmark waits on the
-termination handler instead. Anything that times subprocesses with `waitUntilExit()` on Linux
-will see the same artefact.
+termination handler instead.
 NOTES
 } >"$report"
 
