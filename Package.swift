@@ -18,12 +18,20 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // libsecret (the freedesktop Secret Service client), found through pkg-config;
+        // `apt-get install libsecret-1-dev` provides it.
+        .systemLibrary(
+            name: "CLibSecret",
+            pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"])]
+        ),
         // Linux headers Glibc's module lacks (prctl); no library to link.
         .systemLibrary(name: "CLinux"),
         .target(
             name: "Lockbox",
             dependencies: [
                 "CSodium",
+                "CLibSecret",
                 "CLinux",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -45,6 +53,12 @@ let package = Package(
             name: "TokenKeeper",
             dependencies: ["Lockbox"],
             path: "Examples/TokenKeeper"
+        ),
+        // Test helper: a process that keeps a Secret Service connection while its provider stops.
+        .executableTarget(
+            name: "KeyringProbe",
+            dependencies: ["Lockbox"],
+            path: "Tests/KeyringProbe"
         ),
         .testTarget(
             name: "LockboxTests",

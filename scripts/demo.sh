@@ -11,6 +11,8 @@ lockbox() { "$(swift build --show-bin-path)/lockbox" "$@"; }
 workdir=$(mktemp -d)
 trap 'rm -rf "$workdir"' EXIT
 export LOCKBOX_VAULT="$workdir/vault.lockbox" LOCKBOX_KEY_FILE="$workdir/vault.key"
+# Keep the demo's store choice out of your real ~/.config/lockbox/settings.json.
+export XDG_CONFIG_HOME="$workdir/config"
 
 run() { printf '\n$ %s\n' "$*"; }
 

@@ -3,7 +3,12 @@
 # Debian/Ubuntu; run as root, or as a user who may sudo.
 set -euo pipefail
 
-packages=(libsodium-dev pkg-config)
+# libsodium and libsecret to build; with --test also gnome-keyring, secret-tool and dbus-daemon,
+# so the tests can run a real Secret Service on a private session bus.
+packages=(libsodium-dev libsecret-1-dev pkg-config)
+if [ "${1:-}" = "--test" ]; then
+    packages+=(gnome-keyring libsecret-tools dbus-daemon)
+fi
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -36,6 +36,13 @@ enum ExitStatus: Int32, CaseIterable {
     case invalidKeyFile = 11
     case keySlotRefused = 12
     case cancelled = 13
+    case noSessionBus = 20
+    case noSecretService = 21
+    case keyringLocked = 22
+    case secretServiceTimeout = 23
+    case secretServiceFailed = 24
+    case undecodableItem = 25
+    case recordedStoreUnavailable = 26
     case usage = 64
     case ioError = 74
 
@@ -56,6 +63,13 @@ enum ExitStatus: Int32, CaseIterable {
             case .keySlot: self = .keySlotRefused
             case .invalidArgument: self = .usage
             case .io: self = .ioError
+            case .noSessionBus: self = .noSessionBus
+            case .secretServiceUnavailable: self = .noSecretService
+            case .keyringLocked: self = .keyringLocked
+            case .secretServiceTimeout: self = .secretServiceTimeout
+            case .secretServiceFailed: self = .secretServiceFailed
+            case .undecodableItem: self = .undecodableItem
+            case .recordedBackendUnavailable: self = .recordedStoreUnavailable
             }
         case let error as CLIError:
             switch error {

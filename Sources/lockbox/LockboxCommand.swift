@@ -17,12 +17,15 @@ struct LockboxCommand: ParsableCommand {
             Exit codes: 0 ok, 1 unexpected failure, 2 item not found, 3 no vault, 4 vault exists, \
             5 wrong passphrase or key, 6 corrupt or tampered vault, 7 unsupported format version, \
             8 insecure permissions, 9 vault busy, 10 vault re-keyed meanwhile, 11 unusable key file, \
-            12 key-slot change refused, 13 not confirmed, 64 usage error, 74 I/O error.
+            12 key-slot change refused, 13 not confirmed, 20 no D-Bus session bus, 21 no Secret \
+            Service provider, 22 keyring locked, 23 Secret Service timed out, 24 Secret Service failed \
+            (e.g. provider went away), 25 item cannot be decoded, 26 the recorded store is unavailable, \
+            64 usage error, 74 I/O error.
             """,
         version: "0.1.0",
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
-            Passwd.self, RotateKey.self, Slot.self,
+            Passwd.self, RotateKey.self, Slot.self, Doctor.self,
         ]
     )
 
@@ -31,7 +34,7 @@ struct LockboxCommand: ParsableCommand {
         // No core dumps, no ptrace by other processes: a crash or debugger must not leak secrets.
         ProcessHardening.apply()
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(hoistingGlobalOptions(Array(CommandLine.arguments.dropFirst())))
             try command.run()
         } catch let error as LockboxError {
             fail(error)
@@ -40,6 +43,33 @@ struct LockboxCommand: ParsableCommand {
         } catch {
             exit(withError: error)
         }
+    }
+
+    /// Options every subcommand takes, which people also write before the subcommand
+    /// (`lockbox --backend file get S A`).
+    static let globalOptions: Set<String> = ["--backend", "--profile", "--vault", "--key-file", "--passphrase-fd"]
+
+    /// Moves global options written before the subcommand to the end of the arguments (before
+    /// a `--`, if any), where the subcommand's own parser reads them.
+    static func hoistingGlobalOptions(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
+            guard globalOptions.contains(name) else { break }
+            leading.append(argument)
+            if !argument.contains("="), index + 1 < arguments.count {
+                leading.append(arguments[index + 1])
+                index += 1
+            }
+            index += 1
+        }
+        guard !leading.isEmpty, index < arguments.count else { return arguments }
+        var rest = Array(arguments[index...])
+        let insertAt = rest.firstIndex(of: "--") ?? rest.endIndex
+        rest.insert(contentsOf: leading, at: insertAt)
+        return rest
     }
 
     private static func fail(_ error: any Error & CustomStringConvertible) -> Never {

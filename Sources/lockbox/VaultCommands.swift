@@ -42,6 +42,8 @@ struct Init: ParsableCommand {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
         }
         let store = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters)
+        try BackendSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
+                                   at: vaultOptions.settingsPath)
         let slots = try store.keySlots().map(\.kind.rawValue).joined(separator: ", ")
         Console.status("Created vault \(path.string) with key slot(s): \(slots).")
     }
@@ -62,7 +64,7 @@ struct Passwd: ParsableCommand {
     @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
 
     func run() throws {
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.openFileStore()
         let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
         try store.changePassphrase(to: newPassphrase, kdf: kdf.parameters, slot: slot)
@@ -101,7 +103,7 @@ struct Slot: ParsableCommand {
         @OptionGroup var vaultOptions: VaultOptions
 
         func run() throws {
-            for slot in try vaultOptions.openStore().keySlots() { print(slot.description) }
+            for slot in try vaultOptions.openFileStore().keySlots() { print(slot.description) }
         }
     }
 
@@ -114,7 +116,7 @@ struct Slot: ParsableCommand {
         @Option(help: "Argon2id cost for the new slot.") var kdf: KDFPreset = .moderate
 
         func run() throws {
-            let store = try vaultOptions.openStore()
+            let store = try vaultOptions.openFileStore()
             let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
             let index = try store.addKeySlot(.passphrase(passphrase), kdf: kdf.parameters)
@@ -130,7 +132,7 @@ struct Slot: ParsableCommand {
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
 
         func run() throws {
-            let store = try vaultOptions.openStore()
+            let store = try vaultOptions.openFileStore()
             let keyPath = FilePath(path)
             if generate { try KeyFile.generate(at: keyPath) }
             let index = try store.addKeySlot(.keyFile(keyPath))
@@ -145,7 +147,7 @@ struct Slot: ParsableCommand {
         @Argument(help: "The slot's index, from `lockbox slot list`.") var index: Int
 
         func run() throws {
-            try vaultOptions.openStore().removeKeySlot(at: index)
+            try vaultOptions.openFileStore().removeKeySlot(at: index)
             Console.status("Removed key slot \(index).")
         }
     }

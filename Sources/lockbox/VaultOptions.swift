@@ -3,8 +3,26 @@ import Foundation
 import Lockbox
 import SystemPackage
 
-/// The options every command that opens a vault shares: where it is and how to unlock it.
+/// `--backend`: a store, or `auto`.
+enum BackendRequest: String, ExpressibleByArgument, CaseIterable {
+    case auto
+    case secretService = "secret-service"
+    case file
+}
+
+/// The options every command that opens a store shares: which store, where the file vault is
+/// and how to unlock it.
 struct VaultOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.",
+        valueName: "store"))
+    var backend: BackendRequest?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.",
+        valueName: "name"))
+    var profile: String?
+
     @Option(name: .long, help: ArgumentHelp(
         "The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).",
         valueName: "path"))
@@ -57,8 +75,86 @@ struct VaultOptions: ParsableArguments {
         return credentials
     }
 
-    /// Opens the vault with the credentials given.
-    func openStore() throws -> EncryptedFileStore {
+    private var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    var profileName: String { profile ?? environment["LOCKBOX_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default" }
+
+    var settingsPath: FilePath { BackendSettings.defaultPath(environment: environment) }
+
+    /// Whether anything names the file vault or its credentials: that means the file store.
+    private var namesFileVault: Bool {
+        vault != nil || keyFile != nil || passphraseFd != nil
+            || !(environment["LOCKBOX_VAULT"] ?? "").isEmpty || !(environment["LOCKBOX_KEY_FILE"] ?? "").isEmpty
+    }
+
+    /// The store asked for: --backend, then $LOCKBOX_BACKEND, then `file` if a vault or key is
+    /// named, else `auto`.
+    func requestedBackend() throws -> BackendRequest {
+        if let backend { return backend }
+        if let fromEnvironment = environment["LOCKBOX_BACKEND"], !fromEnvironment.isEmpty {
+            guard let parsed = BackendRequest(rawValue: fromEnvironment) else {
+                throw LockboxError.invalidArgument("LOCKBOX_BACKEND is '\(fromEnvironment)'; use auto, secret-service or file")
+            }
+            return parsed
+        }
+        return namesFileVault ? .file : .auto
+    }
+
+    /// Opens the store this invocation should use, and records the choice for the profile the
+    /// first time one is made. With `auto` and a recorded store that is unavailable, it fails
+    /// loudly rather than switch to another, empty store.
+    func openStore() throws -> any SecretStore {
+        let request = try requestedBackend()
+        let recorded = try BackendSettings.load(from: settingsPath).profiles[profileName]
+        switch request {
+        case .file:
+            let store = try openFileStore()
+            try record(.file, reason: "requested explicitly (--backend file, or a vault or key file named)")
+            return store
+        case .secretService:
+            let store = try SecretServiceStore()
+            try record(.secretService, reason: "requested explicitly (--backend secret-service)")
+            return store
+        case .auto:
+            if let recorded {
+                do {
+                    switch recorded.backend {
+                    case .file: return try openFileStore()
+                    case .secretService: return try SecretServiceStore()
+                    }
+                } catch let error as LockboxError {
+                    switch error {
+                    case .vaultNotFound, .noSessionBus, .secretServiceUnavailable, .secretServiceTimeout:
+                        throw LockboxError.recordedBackendUnavailable(
+                            backend: recorded.backend.rawValue, settingsPath: settingsPath.string, reason: error.description)
+                    default:
+                        throw error
+                    }
+                }
+            }
+            var why = "no Secret Service"
+            do {
+                let store = try SecretServiceStore()
+                if try !store.isLocked() {
+                    try record(.secretService, reason: "chosen automatically: the Secret Service was reachable and unlocked")
+                    return store
+                }
+                why = "the Secret Service's default collection was locked"
+            } catch let error as LockboxError {
+                why = error.description
+            }
+            let store = try openFileStore()
+            try record(.file, reason: "chosen automatically: \(why)")
+            return store
+        }
+    }
+
+    private func record(_ backend: Backend, reason: String) throws {
+        try BackendSettings.record(backend, for: profileName, reason: reason, at: settingsPath)
+    }
+
+    /// Opens the file vault with the credentials given (commands that only make sense for it).
+    func openFileStore() throws -> EncryptedFileStore {
         let path = vaultPath
         // Say "no vault" before asking for a passphrase that could not help.
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }

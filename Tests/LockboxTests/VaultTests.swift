@@ -2,7 +2,8 @@ import Foundation
 import Testing
 @testable import Lockbox
 
-/// The `SecretStore` contract, run against every store so they behave the same.
+/// The `SecretStore` contract, run against every store so they behave the same. The Secret
+/// Service runs the same checks in `SecretServiceTests` (serialised: the keyring is shared).
 @Suite("Vault over every store")
 struct VaultContractTests {
     static func stores() throws -> [(String, any SecretStore, AnyObject?)] {
@@ -14,6 +15,47 @@ struct VaultContractTests {
     func roundTrip() throws {
         for (name, store, keepAlive) in try Self.stores() {
             defer { withExtendedLifetime(keepAlive) {} }
+            try StoreContract.roundTrip(name, store)
+        }
+    }
+
+    @Test("binary secrets survive byte for byte")
+    func binary() throws {
+        for (name, store, keepAlive) in try Self.stores() {
+            defer { withExtendedLifetime(keepAlive) {} }
+            try StoreContract.binary(name, store)
+        }
+    }
+
+    @Test("list returns metadata only, filtered and sorted; wipe removes by service or all")
+    func listAndWipe() throws {
+        for (name, store, keepAlive) in try Self.stores() {
+            defer { withExtendedLifetime(keepAlive) {} }
+            try StoreContract.listAndWipe(name, store)
+        }
+    }
+
+    @Test("invalid addresses are refused with a reason")
+    func validation() throws {
+        for (name, store, keepAlive) in try Self.stores() {
+            defer { withExtendedLifetime(keepAlive) {} }
+            try StoreContract.validation(name, store)
+        }
+    }
+
+    @Test("many threads at once lose nothing")
+    func concurrentThreads() async throws {
+        for (name, store, keepAlive) in try Self.stores() {
+            defer { withExtendedLifetime(keepAlive) {} }
+            try await StoreContract.concurrentThreads(name, store)
+        }
+    }
+}
+
+/// The checks every store must pass.
+enum StoreContract {
+    static func roundTrip(_ name: String, _ store: any SecretStore) throws {
+        do {
             let vault = Vault(store: store)
             #expect(try vault.get(service: "svc", account: "alice") == nil, "\(name)")
             try vault.set("token-1", service: "svc", account: "alice", kind: .token)
@@ -32,10 +74,8 @@ struct VaultContractTests {
         }
     }
 
-    @Test("binary secrets survive byte for byte")
-    func binary() throws {
-        for (name, store, keepAlive) in try Self.stores() {
-            defer { withExtendedLifetime(keepAlive) {} }
+    static func binary(_ name: String, _ store: any SecretStore) throws {
+        do {
             let vault = Vault(store: store)
             let bytes: [UInt8] = (0...255).map { UInt8($0) } + [0, 0, 10, 13]
             try vault.set(SecretBytes(copying: bytes), service: "bin", account: "blob")
@@ -45,10 +85,8 @@ struct VaultContractTests {
         }
     }
 
-    @Test("list returns metadata only, filtered and sorted; wipe removes by service or all")
-    func listAndWipe() throws {
-        for (name, store, keepAlive) in try Self.stores() {
-            defer { withExtendedLifetime(keepAlive) {} }
+    static func listAndWipe(_ name: String, _ store: any SecretStore) throws {
+        do {
             let vault = Vault(store: store)
             try vault.set("s1", service: "b", account: "2", attributes: ["env": "prod"])
             try vault.set("s2", service: "a", account: "1", kind: .deviceID)
@@ -69,10 +107,8 @@ struct VaultContractTests {
         }
     }
 
-    @Test("invalid addresses are refused with a reason")
-    func validation() throws {
-        for (name, store, keepAlive) in try Self.stores() {
-            defer { withExtendedLifetime(keepAlive) {} }
+    static func validation(_ name: String, _ store: any SecretStore) throws {
+        do {
             let vault = Vault(store: store)
             expectError(.invalidArgument("the service must not be empty")) { try vault.set("x", service: "", account: "a") }
             expectError(.invalidArgument("the account must not be empty")) { try vault.get(service: "s", account: "") }
@@ -85,10 +121,8 @@ struct VaultContractTests {
         }
     }
 
-    @Test("many threads at once lose nothing")
-    func concurrentThreads() async throws {
-        for (name, store, keepAlive) in try Self.stores() {
-            defer { withExtendedLifetime(keepAlive) {} }
+    static func concurrentThreads(_ name: String, _ store: any SecretStore) async throws {
+        do {
             let vault = Vault(store: store)
             await withTaskGroup(of: Void.self) { group in
                 for worker in 0..<8 {

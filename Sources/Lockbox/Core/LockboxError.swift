@@ -32,6 +32,20 @@ public enum LockboxError: Error, Sendable, Equatable {
     case keySlot(String)
     /// An operating-system call failed.
     case io(operation: String, path: String, errno: Errno)
+    /// There is no D-Bus session bus, so no Secret Service can be reached.
+    case noSessionBus(detail: String)
+    /// The session bus has no Secret Service provider (gnome-keyring, KeePassXC, …).
+    case secretServiceUnavailable(detail: String)
+    /// The keyring collection is locked, and Lockbox never shows an unlock prompt.
+    case keyringLocked(collection: String)
+    /// A Secret Service call did not finish within the time limit.
+    case secretServiceTimeout(operation: String, seconds: Double)
+    /// A Secret Service call failed, e.g. because the provider went away during the session.
+    case secretServiceFailed(operation: String, detail: String)
+    /// An item exists but Lockbox cannot decode it; `reason` says why.
+    case undecodableItem(service: String, account: String, reason: String)
+    /// The store recorded for this profile is not available; Lockbox will not switch to another.
+    case recordedBackendUnavailable(backend: String, settingsPath: String, reason: String)
 }
 
 extension LockboxError: CustomStringConvertible {
@@ -65,6 +79,20 @@ extension LockboxError: CustomStringConvertible {
             return reason
         case let .io(operation, path, errno):
             return "\(operation) failed for \(path): \(errno.description)"
+        case let .noSessionBus(detail):
+            return "no D-Bus session bus, so no Secret Service (\(detail)). Log in to a desktop session, or use the file vault with --backend file."
+        case let .secretServiceUnavailable(detail):
+            return "no Secret Service provider is running on the session bus (\(detail)). Start gnome-keyring or KeePassXC (with Secret Service integration), or use the file vault with --backend file."
+        case let .keyringLocked(collection):
+            return "locked: the keyring collection '\(collection)' is locked. Unlock your keyring (log in to the desktop, or open Passwords and Keys), or use the file vault with --backend file."
+        case let .secretServiceTimeout(operation, seconds):
+            return "the Secret Service did not answer within \(seconds) s (\(operation)); it may be waiting on an unlock prompt nobody can see. Unlock your keyring, or use the file vault with --backend file."
+        case let .secretServiceFailed(operation, detail):
+            return "the Secret Service failed while \(operation): \(detail). If the keyring daemon stopped, start it again and retry."
+        case let .undecodableItem(service, account, reason):
+            return "the item for account '\(account)' on service '\(service)' exists but cannot be read: \(reason). Inspect it with `secret-tool search service '\(service)' username '\(account)'`."
+        case let .recordedBackendUnavailable(backend, settingsPath, reason):
+            return "this profile keeps its credentials in the \(backend) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store. Make that store available, or name a store explicitly with --backend."
         }
     }
 }

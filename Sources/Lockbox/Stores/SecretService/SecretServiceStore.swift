@@ -1,0 +1,353 @@
+import CLibSecret
+import Foundation
+import Synchronization
+
+/// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), through libsecret.
+///
+/// Items go into the default collection with the attributes other tools use — `service` and
+/// `username` (the account) — so `secret-tool lookup service S username A` finds what Lockbox
+/// stores, and Lockbox finds items that other keyring libraries stored under those two
+/// attributes. Lockbox's own attributes carry the `lockbox:` prefix.
+///
+/// Lockbox never shows an unlock prompt: a locked collection is reported as
+/// ``LockboxError/keyringLocked(collection:)``, and every call is bounded by ``timeout`` so a
+/// provider that stops answering cannot hang the caller. The connection is reused across calls.
+///
+/// What `list` and `wipe` cover: `list(service:)` and `wipe(service:)` see every item in the
+/// keyring with that `service` and a `username` (including items other tools stored);
+/// `list(service: nil)` and `wipeAll()` see only the items Lockbox stored.
+public final class SecretServiceStore: SecretStore {
+    /// Attribute names shared with `secret-tool`, Python `keyring` and other libraries.
+    static let serviceAttribute = "service"
+    static let accountAttribute = "username"
+    /// Lockbox's own attributes; the prefix cannot clash with other tools' plain names.
+    static let markerAttribute = "lockbox:store"
+    static let markerValue = "lockbox"
+    static let formatAttribute = "lockbox:format"
+    static let formatVersion = "1"
+    static let kindAttribute = "lockbox:kind"
+    static let userAttributePrefix = "lockbox:attr:"
+    static let schemaAttribute = "xdg:schema"
+    static let schemaName = "org.freedesktop.Secret.Generic"
+
+    /// The collection items are stored in (the `default` alias, usually the login keyring).
+    public let collectionAlias = "default"
+    /// The most a single call may take before it fails with ``LockboxError/secretServiceTimeout(operation:seconds:)``.
+    public let timeout: Double
+
+    private let connection = Mutex<ServiceHandle?>(nil)
+
+    /// A reference to libsecret's shared `SecretService` proxy.
+    private final class ServiceHandle: @unchecked Sendable {
+        let service: UnsafeMutablePointer<SecretService>
+        init(_ service: UnsafeMutablePointer<SecretService>) { self.service = service }
+        deinit { g_object_unref(service) }
+    }
+
+    /// Connects to the Secret Service on the session bus and checks the default collection.
+    ///
+    /// Throws ``LockboxError/noSessionBus(detail:)``, ``LockboxError/secretServiceUnavailable(detail:)``
+    /// or ``LockboxError/secretServiceTimeout(operation:seconds:)`` when it cannot be reached.
+    /// A locked collection is not an error here (reads and writes report it); see ``isLocked()``.
+    public init(timeout: Double = 5) throws {
+        self.timeout = timeout
+        _ = try withService("connecting") { _, _ in () }
+    }
+
+    // MARK: SecretStore
+
+    public func get(_ key: ItemKey) throws -> SecretBytes? {
+        guard let item = try findItem(key, loadSecret: true) else { return nil }
+        return item.secret
+    }
+
+    public func metadata(_ key: ItemKey) throws -> ItemMetadata? {
+        try findItem(key, loadSecret: false)?.metadata
+    }
+
+    public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws {
+        try ItemLimits.validate(key, options: options, secretCount: secret.count)
+        var attributes = Self.addressAttributes(key)
+        attributes[Self.markerAttribute] = Self.markerValue
+        attributes[Self.formatAttribute] = Self.formatVersion
+        attributes[Self.kindAttribute] = options.kind.rawValue
+        attributes[Self.schemaAttribute] = Self.schemaName
+        for (name, value) in options.attributes { attributes[Self.userAttributePrefix + name] = value }
+        let label = options.resolvedLabel(for: key)
+        let contentType = secret.stringValue() == nil ? "application/octet-stream" : "text/plain"
+
+        try withService("storing an item") { service, deadline in
+            try requireUnlocked(service, deadline)
+            // Store first (replacing an item with identical attributes in one step), then remove
+            // any older item at the same address: a crash in between leaves two copies, never none.
+            let table = GStringTable(attributes)
+            // secret_value_new copies the bytes into libsecret's own locked, wiped memory.
+            let value = secret.withUnsafeBytes { bytes in
+                UnsafeRawPointer(bytes.bytes).withMemoryRebound(to: CChar.self, capacity: max(1, bytes.count)) {
+                    secret_value_new($0, bytes.count, contentType)
+                }
+            }
+            defer { if let value { secret_value_unref(UnsafeMutableRawPointer(value)) } }
+            _ = try withGError { error in
+                secret_service_store_sync(service, nil, table.table, collectionAlias, label, value, deadline.cancellable, error)
+            }
+            for old in try search(service, deadline, Self.addressAttributes(key), loadSecrets: false) {
+                defer { g_object_unref(old) }
+                let oldAttributes = Self.attributes(of: old)
+                if oldAttributes != attributes {
+                    _ = try withGError { error in secret_item_delete_sync(old, deadline.cancellable, error) }
+                }
+            }
+        }
+    }
+
+    @discardableResult
+    public func delete(_ key: ItemKey) throws -> Bool {
+        try withService("deleting an item") { service, deadline in
+            try requireUnlocked(service, deadline)
+            let items = try search(service, deadline, Self.addressAttributes(key), loadSecrets: false)
+            defer { items.forEach { g_object_unref($0) } }
+            for item in items {
+                _ = try withGError { error in secret_item_delete_sync(item, deadline.cancellable, error) }
+            }
+            return !items.isEmpty
+        }
+    }
+
+    public func list(service: String?) throws -> [ItemMetadata] {
+        try withService("listing items") { proxy, deadline in
+            let query = service.map { [Self.serviceAttribute: $0] } ?? [Self.markerAttribute: Self.markerValue]
+            let items = try search(proxy, deadline, query, loadSecrets: false)
+            defer { items.forEach { g_object_unref($0) } }
+            if items.contains(where: { secret_item_get_locked($0) != 0 }) {
+                throw LockboxError.keyringLocked(collection: collectionAlias)
+            }
+            if items.isEmpty, try isLocked(proxy, deadline) {
+                throw LockboxError.keyringLocked(collection: collectionAlias)
+            }
+            var byKey: [ItemKey: ItemMetadata] = [:]
+            for item in items {
+                guard let metadata = Self.metadata(of: item) else { continue }
+                if let existing = byKey[metadata.key], existing.modified >= metadata.modified { continue }
+                byKey[metadata.key] = metadata
+            }
+            return Array(byKey.values).sortedForListing()
+        }
+    }
+
+    @discardableResult
+    public func wipe(service: String) throws -> Int {
+        try remove(matching: [Self.serviceAttribute: service], operation: "wiping a service")
+    }
+
+    @discardableResult
+    public func wipeAll() throws -> Int {
+        try remove(matching: [Self.markerAttribute: Self.markerValue], operation: "wiping Lockbox's items")
+    }
+
+    /// Whether the default collection is locked right now (asked of the provider, not cached).
+    public func isLocked() throws -> Bool {
+        try withService("checking the collection") { service, deadline in try isLocked(service, deadline) }
+    }
+
+    // MARK: Internals
+
+    private struct FoundItem {
+        var metadata: ItemMetadata
+        var secret: SecretBytes?
+    }
+
+    private func remove(matching query: [String: String], operation: String) throws -> Int {
+        try withService(operation) { service, deadline in
+            try requireUnlocked(service, deadline)
+            let items = try search(service, deadline, query, loadSecrets: false)
+            defer { items.forEach { g_object_unref($0) } }
+            var removed = Set<ItemKey>()
+            for item in items {
+                guard let metadata = Self.metadata(of: item) else { continue }
+                _ = try withGError { error in secret_item_delete_sync(item, deadline.cancellable, error) }
+                removed.insert(metadata.key)
+            }
+            return removed.count
+        }
+    }
+
+    /// The item at `key`: Lockbox's own first, then the most recently modified.
+    private func findItem(_ key: ItemKey, loadSecret: Bool) throws -> FoundItem? {
+        try withService(loadSecret ? "reading an item" : "reading item metadata") { service, deadline in
+            let items = try search(service, deadline, Self.addressAttributes(key), loadSecrets: loadSecret)
+            defer { items.forEach { g_object_unref($0) } }
+            guard !items.isEmpty else {
+                // A locked keyring can look exactly like a missing item: ask which it is.
+                if try isLocked(service, deadline) { throw LockboxError.keyringLocked(collection: collectionAlias) }
+                return nil
+            }
+            let ranked = items.sorted { a, b in
+                let aOurs = Self.attributes(of: a)[Self.markerAttribute] == Self.markerValue
+                let bOurs = Self.attributes(of: b)[Self.markerAttribute] == Self.markerValue
+                if aOurs != bOurs { return aOurs }
+                return secret_item_get_modified(a) > secret_item_get_modified(b)
+            }
+            let item = ranked[0]
+            if secret_item_get_locked(item) != 0 { throw LockboxError.keyringLocked(collection: collectionAlias) }
+            let attributes = Self.attributes(of: item)
+            if let format = attributes[Self.formatAttribute], format != Self.formatVersion {
+                throw LockboxError.undecodableItem(
+                    service: key.service, account: key.account,
+                    reason: "it was written in Lockbox item format \(format); this Lockbox reads format \(Self.formatVersion)")
+            }
+            guard let metadata = Self.metadata(of: item) else {
+                throw LockboxError.undecodableItem(service: key.service, account: key.account, reason: "its attributes are incomplete")
+            }
+            guard loadSecret else { return FoundItem(metadata: metadata, secret: nil) }
+            guard let value = secret_item_get_secret(item) else {
+                throw LockboxError.undecodableItem(service: key.service, account: key.account,
+                                                   reason: "the provider returned no secret for it")
+            }
+            defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+            var length = 0
+            let bytes = secret_value_get(value, &length)
+            let secret = SecretBytes(count: length) { out in
+                if let bytes, length > 0, let target = out.baseAddress { target.copyMemory(from: bytes, byteCount: length) }
+            }
+            return FoundItem(metadata: metadata, secret: secret)
+        }
+    }
+
+    private static func addressAttributes(_ key: ItemKey) -> [String: String] {
+        [serviceAttribute: key.service, accountAttribute: key.account]
+    }
+
+    private static func attributes(of item: UnsafeMutablePointer<SecretItem>) -> [String: String] {
+        guard let table = secret_item_get_attributes(item) else { return [:] }
+        defer { g_hash_table_unref(table) }
+        return GStringTable.read(table)
+    }
+
+    /// Metadata of an item that has both address attributes; `nil` for other items.
+    private static func metadata(of item: UnsafeMutablePointer<SecretItem>) -> ItemMetadata? {
+        let attributes = attributes(of: item)
+        guard let service = attributes[serviceAttribute], let account = attributes[accountAttribute] else { return nil }
+        let key = ItemKey(service: service, account: account)
+        var label = ""
+        if let raw = secret_item_get_label(item) {
+            label = String(cString: raw)
+            g_free(raw)
+        }
+        var extra: [String: String] = [:]
+        for (name, value) in attributes where name.hasPrefix(userAttributePrefix) {
+            extra[String(name.dropFirst(userAttributePrefix.count))] = value
+        }
+        return ItemMetadata(
+            key: key, kind: ItemKind(rawValue: attributes[kindAttribute] ?? ItemKind.generic.rawValue), label: label,
+            created: Date(timeIntervalSince1970: Double(secret_item_get_created(item))),
+            modified: Date(timeIntervalSince1970: Double(secret_item_get_modified(item))),
+            attributes: extra)
+    }
+
+    /// Items matching `query` exactly (no schema name is matched), locked ones included. Never
+    /// unlocks (that would prompt). The caller unrefs the items.
+    private func search(
+        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ query: [String: String], loadSecrets: Bool
+    ) throws -> [UnsafeMutablePointer<SecretItem>] {
+        let table = GStringTable(query)
+        var flags = SECRET_SEARCH_ALL.rawValue
+        if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
+        let list = try withGError { error in
+            secret_service_search_sync(service, nil, table.table, SecretSearchFlags(flags), deadline.cancellable, error)
+        }
+        defer { g_list_free(list) }
+        return listElements(list).map { $0.assumingMemoryBound(to: SecretItem.self) }
+    }
+
+    /// Asks the provider (not libsecret's cache) whether the default collection is locked.
+    private func isLocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws -> Bool {
+        let collection = try withGError { error in
+            secret_collection_for_alias_sync(service, collectionAlias, SECRET_COLLECTION_NONE, deadline.cancellable, error)
+        }
+        guard let collection else {
+            throw LockboxError.secretServiceFailed(
+                operation: "finding the default collection",
+                detail: "the provider has no '\(collectionAlias)' collection; create one (e.g. in Passwords and Keys) or use --backend file")
+        }
+        defer { g_object_unref(collection) }
+        let proxy = UnsafeMutableRawPointer(collection).assumingMemoryBound(to: GDBusProxy.self)
+        var arguments: [OpaquePointer?] = [
+            g_variant_new_string("org.freedesktop.Secret.Collection"), g_variant_new_string("Locked"),
+        ]
+        let parameters = g_variant_new_tuple(&arguments, 2)
+        let reply = try withGError { error in
+            g_dbus_proxy_call_sync(proxy, "org.freedesktop.DBus.Properties.Get", parameters, G_DBUS_CALL_FLAGS_NONE,
+                                   Int32(timeout * 1000), deadline.cancellable, error)
+        }
+        guard let reply else { return secret_collection_get_locked(collection) != 0 }
+        defer { g_variant_unref(reply) }
+        let boxed = g_variant_get_child_value(reply, 0)
+        defer { if let boxed { g_variant_unref(boxed) } }
+        guard let inner = g_variant_get_variant(boxed) else { return secret_collection_get_locked(collection) != 0 }
+        defer { g_variant_unref(inner) }
+        return g_variant_get_boolean(inner) != 0
+    }
+
+    private func requireUnlocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws {
+        if try isLocked(service, deadline) { throw LockboxError.keyringLocked(collection: collectionAlias) }
+    }
+
+    /// Runs `body` with the shared service proxy and a fresh deadline, serialised, and turns
+    /// every libsecret failure into a typed ``LockboxError``. A failure that means the provider
+    /// went away drops the connection, so the next call reconnects.
+    private func withService<T>(
+        _ operation: String,
+        _ body: (UnsafeMutablePointer<SecretService>, Deadline) throws -> T
+    ) throws -> T {
+        try connection.withLock { (handle: inout ServiceHandle?) throws -> T in
+            let deadline = Deadline(seconds: timeout)
+            do {
+                if handle == nil {
+                    let service = try withGError { error in
+                        secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, deadline.cancellable, error)
+                    }
+                    guard let service else {
+                        throw LockboxError.secretServiceUnavailable(detail: "libsecret returned no service")
+                    }
+                    handle = ServiceHandle(service)
+                }
+                guard let service = handle?.service else {
+                    throw LockboxError.secretServiceUnavailable(detail: "no connection")
+                }
+                return try body(service, deadline)
+            } catch let error as GLibError {
+                let mapped = Self.map(error, operation: operation, deadline: deadline)
+                if case .keyringLocked = mapped {} else {
+                    handle = nil
+                    secret_service_disconnect()
+                }
+                throw mapped
+            }
+        }
+    }
+
+    private static func map(_ error: GLibError, operation: String, deadline: Deadline) -> LockboxError {
+        if error.isCancelled || deadline.expired {
+            return .secretServiceTimeout(operation: operation, seconds: deadline.seconds)
+        }
+        switch error.remoteName {
+        case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
+            return .secretServiceUnavailable(detail: error.message)
+        case "org.freedesktop.Secret.Error.IsLocked":
+            return .keyringLocked(collection: "default")
+        default:
+            break
+        }
+        let message = error.message
+        if message.contains("Cannot autolaunch D-Bus") || message.contains("DBUS_SESSION_BUS_ADDRESS")
+            || (error.domain == "g-io-error-quark" && message.contains("Could not connect"))
+        {
+            return .noSessionBus(detail: message)
+        }
+        if message.contains("was not provided by any .service files") {
+            return .secretServiceUnavailable(detail: message)
+        }
+        return .secretServiceFailed(operation: operation, detail: message)
+    }
+}

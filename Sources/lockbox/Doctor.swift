@@ -1,0 +1,147 @@
+import ArgumentParser
+import Foundation
+import Lockbox
+import SystemPackage
+
+struct Doctor: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check which store is configured and whether each part works, with the fix for each problem.",
+        discussion: "Exits 0 when the store this profile would use is ready, else with that problem's exit code.")
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Flag(help: "Print the report as JSON.") var json = false
+
+    struct Check: Encodable {
+        var name: String
+        var ok: Bool
+        var detail: String
+        var fix: String?
+    }
+
+    struct Report: Encodable {
+        var profile: String
+        var settingsFile: String
+        var recordedStore: String?
+        var recordedReason: String?
+        var storeForThisRun: String
+        var why: String
+        var ready: Bool
+        var checks: [Check]
+        var libsodium: String
+        var libsecret: String
+    }
+
+    func run() throws {
+        var checks: [Check] = []
+        let settingsPath = vaultOptions.settingsPath
+        let recorded = try? BackendSettings.load(from: settingsPath).profiles[vaultOptions.profileName]
+        let request = try vaultOptions.requestedBackend()
+
+        // The Secret Service, part by part.
+        let environment = ProcessInfo.processInfo.environment
+        let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+        var secretServiceProblem: LockboxError?
+        var secretServiceReady = false
+        do {
+            let store = try SecretServiceStore()
+            checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
+            checks.append(Check(name: "Secret Service provider", ok: true, detail: "org.freedesktop.secrets answers"))
+            if try store.isLocked() {
+                secretServiceProblem = .keyringLocked(collection: store.collectionAlias)
+                checks.append(Check(name: "default collection", ok: false, detail: "locked",
+                                    fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --backend file"))
+            } else {
+                secretServiceReady = true
+                checks.append(Check(name: "default collection", ok: true, detail: "unlocked"))
+            }
+        } catch let error as LockboxError {
+            secretServiceProblem = error
+            switch error {
+            case .noSessionBus:
+                checks.append(Check(name: "D-Bus session bus", ok: false, detail: error.description,
+                                    fix: "run inside a desktop login session, or start one for a shell with `dbus-run-session -- $SHELL`; otherwise use --backend file"))
+            case .secretServiceUnavailable:
+                checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
+                checks.append(Check(name: "Secret Service provider", ok: false, detail: error.description,
+                                    fix: "start one: `gnome-keyring-daemon --start --components=secrets`, or enable KeePassXC's Secret Service integration; otherwise use --backend file"))
+            default:
+                checks.append(Check(name: "Secret Service", ok: false, detail: error.description,
+                                    fix: "restart your keyring daemon, or use --backend file"))
+            }
+        }
+
+        // The file vault.
+        let vaultPath = vaultOptions.vaultPath
+        var fileProblem: LockboxError?
+        if let status = try? vaultPath.stat() {
+            let mode = status.permissions.rawValue & 0o7777
+            if mode & 0o077 != 0 {
+                fileProblem = .insecurePermissions(path: vaultPath.string, detail: "mode \(String(mode, radix: 8))")
+                checks.append(Check(name: "file vault", ok: false, detail: "\(vaultPath.string): mode \(String(mode, radix: 8)), readable or writable by others",
+                                    fix: "chmod 600 \(vaultPath.string)"))
+            } else if UInt32(status.userID.rawValue) != geteuid() {
+                fileProblem = .insecurePermissions(path: vaultPath.string, detail: "not owned by you")
+                checks.append(Check(name: "file vault", ok: false, detail: "\(vaultPath.string): owned by user ID \(status.userID.rawValue)",
+                                    fix: "run as its owner, or copy it to a file you own"))
+            } else {
+                checks.append(Check(name: "file vault", ok: true, detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8))"))
+            }
+        } else {
+            fileProblem = .vaultNotFound(path: vaultPath.string)
+            checks.append(Check(name: "file vault", ok: false, detail: "\(vaultPath.string): not created yet",
+                                fix: "lockbox init --vault \(vaultPath.string)   (or --generate-key-file PATH for a service)"))
+        }
+        if let keyFile = vaultOptions.keyFilePath {
+            if let status = try? keyFile.stat() {
+                let mode = status.permissions.rawValue & 0o7777
+                let safe = mode & 0o077 == 0
+                checks.append(Check(name: "key file", ok: safe, detail: "\(keyFile.string): mode \(String(mode, radix: 8))",
+                                    fix: safe ? nil : "chmod 600 \(keyFile.string)"))
+                if !safe && fileProblem == nil { fileProblem = .insecurePermissions(path: keyFile.string, detail: "key file mode") }
+            } else {
+                checks.append(Check(name: "key file", ok: false, detail: "\(keyFile.string): missing",
+                                    fix: "lockbox init --generate-key-file \(keyFile.string), or point --key-file at the right file"))
+                if fileProblem == nil { fileProblem = .invalidKeyFile(path: keyFile.string, reason: "missing") }
+            }
+        }
+
+        // Which store this run would use, and why.
+        let store: Backend
+        let why: String
+        switch request {
+        case .file: (store, why) = (.file, "requested (--backend file, LOCKBOX_BACKEND, or a vault or key file named)")
+        case .secretService: (store, why) = (.secretService, "requested (--backend secret-service or LOCKBOX_BACKEND)")
+        case .auto:
+            if let recorded {
+                (store, why) = (recorded.backend, "recorded for profile '\(vaultOptions.profileName)' on \(recorded.recorded.formatted(.iso8601)): \(recorded.reason)")
+            } else if secretServiceReady {
+                (store, why) = (.secretService, "auto: nothing recorded yet, and the Secret Service is reachable and unlocked (the first command will record it)")
+            } else {
+                (store, why) = (.file, "auto: nothing recorded yet, and no unlocked Secret Service (the first command will record the file vault)")
+            }
+        }
+        let blocking = store == .secretService ? secretServiceProblem : fileProblem
+        let report = Report(
+            profile: vaultOptions.profileName, settingsFile: settingsPath.string,
+            recordedStore: recorded?.backend.rawValue, recordedReason: recorded?.reason,
+            storeForThisRun: store.rawValue, why: why, ready: blocking == nil, checks: checks,
+            libsodium: LibraryVersions.sodium, libsecret: LibraryVersions.libsecret)
+
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else {
+            print("profile        \(report.profile)  (settings: \(report.settingsFile))")
+            print("recorded store \(report.recordedStore ?? "none yet")")
+            print("store in use   \(report.storeForThisRun): \(report.why)")
+            print("libraries      libsodium \(report.libsodium), libsecret \(report.libsecret)")
+            for check in checks {
+                print("\(check.ok ? "ok     " : "PROBLEM") \(check.name): \(check.detail)")
+                if let fix = check.fix { print("        fix: \(fix)") }
+            }
+            print(report.ready ? "Ready: the \(store.rawValue) store can be used." : "Not ready: the \(store.rawValue) store cannot be used (see above).")
+        }
+        if let blocking { throw ExitCode(ExitStatus(for: blocking).rawValue) }
+    }
+}

@@ -1,0 +1,250 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// Set by scripts/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
+/// unlocked default collection is on this process's session bus.
+let keyringMode = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING"]
+let keyringAvailable = keyringMode == "unlocked"
+
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+let keyringSessionScript = repositoryRoot.appendingPathComponent("scripts/keyring-session.sh").path
+
+/// The parts of this process's environment a child needs to reach the same keyring.
+var keyringEnvironment: [String: String] {
+    let environment = ProcessInfo.processInfo.environment
+    var result: [String: String] = [:]
+    for name in ["DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "HOME"] {
+        if let value = environment[name] { result[name] = value }
+    }
+    return result
+}
+
+/// Runs a program, feeding `stdin`; returns status, stdout, stderr and how long it took.
+func run(_ executable: String, _ arguments: [String], stdin: String = "", environment: [String: String]? = nil)
+    throws -> (status: Int32, stdout: String, stderr: String, seconds: Double)
+{
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let input = Pipe(), output = Pipe(), errors = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = errors
+    let start = Date()
+    try process.run()
+    input.fileHandleForWriting.write(Data(stdin.utf8))
+    try input.fileHandleForWriting.close()
+    let out = output.fileHandleForReading.readDataToEndOfFile()
+    let err = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self),
+            Date().timeIntervalSince(start))
+}
+
+@Suite("Secret Service test setup")
+struct KeyringSetupTests {
+    @Test("the test command runs the keyring tests (they are never silently skipped)")
+    func keyringTestsRan() {
+        if ProcessInfo.processInfo.environment["LOCKBOX_REQUIRE_KEYRING_TESTS"] == "1" {
+            #expect(keyringAvailable, "run the tests through scripts/test.sh, which starts a private gnome-keyring")
+        }
+    }
+}
+
+/// Everything that touches the shared keyring, one test at a time.
+@Suite("Secret Service store (real gnome-keyring)", .serialized, .enabled(if: keyringAvailable))
+struct SecretServiceTests {
+    let store: SecretServiceStore
+
+    init() throws {
+        store = try SecretServiceStore()
+        try store.wipeAll()
+        for service in ["svc", "a", "b", "c", "bin", "threads", "interop", "foreign", "cli"] { try store.wipe(service: service) }
+    }
+
+    @Test("the SecretStore contract holds") func contract() async throws {
+        // Each check expects an empty store, as the other stores give it.
+        try StoreContract.roundTrip("secret service", store)
+        try store.wipeAll()
+        try StoreContract.binary("secret service", store)
+        try store.wipeAll()
+        try StoreContract.listAndWipe("secret service", store)
+        try store.wipeAll()
+        try StoreContract.validation("secret service", store)
+        try await StoreContract.concurrentThreads("secret service", store)
+    }
+
+    @Test("secret-tool finds what Lockbox stored, with readable attributes and label")
+    func secretToolReadsLockbox() throws {
+        try Vault(store: store).set("interop-secret\n", service: "interop", account: "alice", kind: .token,
+                                    attributes: ["env": "prod"])
+        let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "interop", "username", "alice"], environment: keyringEnvironment)
+        #expect(lookup.status == 0, "\(lookup.stderr)")
+        #expect(lookup.stdout == "interop-secret\n", "secret-tool prints the exact bytes")
+        // secret-tool prints the secret on stdout and the rest on stderr.
+        let search = try run("/usr/bin/secret-tool", ["search", "--all", "service", "interop"], environment: keyringEnvironment)
+        let shown = search.stdout + search.stderr
+        #expect(shown.contains("label = Password for 'alice' on 'interop'"), "\(shown)")
+        #expect(shown.contains("attribute.lockbox:kind = token"))
+        #expect(shown.contains("attribute.lockbox:attr:env = prod"))
+    }
+
+    @Test("Lockbox finds what secret-tool and other libraries stored, without a schema match")
+    func lockboxReadsSecretTool() throws {
+        var stored = try run("/usr/bin/secret-tool", ["store", "--label", "from tool", "service", "foreign", "username", "bob"],
+                             stdin: "tool-secret", environment: keyringEnvironment)
+        #expect(stored.status == 0, "\(stored.stderr)")
+        // Like Python keyring: a different schema name and an extra attribute.
+        stored = try run("/usr/bin/secret-tool", ["store", "--label", "py", "service", "foreign", "username", "carol",
+                                                  "application", "Python keyring library"],
+                         stdin: "py-secret", environment: keyringEnvironment)
+        #expect(stored.status == 0)
+        let vault = Vault(store: store)
+        #expect(try vault.string(service: "foreign", account: "bob") == "tool-secret")
+        #expect(try vault.string(service: "foreign", account: "carol") == "py-secret")
+        let listed = try vault.list(service: "foreign")
+        #expect(listed.map(\.account) == ["bob", "carol"])
+        #expect(listed.first?.label == "from tool")
+        #expect(try vault.wipe(service: "foreign") == 2)
+        #expect(try vault.get(service: "foreign", account: "bob") == nil)
+    }
+
+    @Test("overwriting keeps one item per address, even when the kind changes")
+    func overwriteKeepsOneItem() throws {
+        let vault = Vault(store: store)
+        try vault.set("v1", service: "svc", account: "x", kind: .password)
+        try vault.set("v2", service: "svc", account: "x", kind: .token, attributes: ["k": "v"])
+        let search = try run("/usr/bin/secret-tool", ["search", "--all", "service", "svc", "username", "x"], environment: keyringEnvironment)
+        #expect(search.stdout.components(separatedBy: "secret = ").count - 1 == 1, "\(search.stdout)")
+        #expect(try vault.string(service: "svc", account: "x") == "v2")
+        #expect(try vault.metadata(service: "svc", account: "x")?.kind == .token)
+    }
+
+    @Test("an item Lockbox cannot decode is a clear error, not data")
+    func undecodableItem() throws {
+        let stored = try run("/usr/bin/secret-tool", ["store", "--label", "future", "service", "svc", "username", "future",
+                                                      "lockbox:store", "lockbox", "lockbox:format", "99"],
+                             stdin: "x", environment: keyringEnvironment)
+        #expect(stored.status == 0)
+        let error = caughtError { try Vault(store: store).get(service: "svc", account: "future") }
+        guard case let .undecodableItem(service, account, reason) = error else {
+            Issue.record("got \(String(describing: error))")
+            return
+        }
+        #expect(service == "svc" && account == "future" && reason.contains("format 99"))
+        let cli = try runLockbox(["--backend", "secret-service", "get", "svc", "future"], environment: keyringEnvironment)
+        #expect(cli.status == 25)
+        #expect(cli.stderr.contains("cannot be read"))
+    }
+
+    @Test("the CLI on the Secret Service: set, get, list, delete, wipe, with interop both ways")
+    func cli() throws {
+        let env = keyringEnvironment
+        var result = try runLockbox(["--backend", "secret-service", "set", "cli", "A"], stdin: Data("cli-secret".utf8), environment: env)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try run("/usr/bin/secret-tool", ["lookup", "service", "cli", "username", "A"], environment: env).stdout == "cli-secret")
+        _ = try run("/usr/bin/secret-tool", ["store", "--label", "x", "service", "cli", "username", "B"], stdin: "from-secret-tool", environment: env)
+        result = try runLockbox(["--backend", "secret-service", "get", "cli", "B"], environment: env)
+        #expect(result.stdoutString == "from-secret-tool")
+        result = try runLockbox(["list", "--backend", "secret-service", "--service", "cli", "--json"], environment: env)
+        #expect(result.stdoutString.contains("\"account\" : \"A\"") && result.stdoutString.contains("\"account\" : \"B\""))
+        #expect(!result.stdoutString.contains("cli-secret"))
+        #expect(try runLockbox(["--backend", "secret-service", "get", "cli", "missing"], environment: env).status == 2)
+        #expect(try runLockbox(["--backend", "secret-service", "delete", "cli", "A"], environment: env).status == 0)
+        #expect(try runLockbox(["--backend", "secret-service", "wipe", "--service", "cli", "--yes"], environment: env).status == 0)
+        #expect(try store.list(service: "cli").isEmpty)
+        result = try runLockbox(["doctor", "--backend", "secret-service", "--json"], environment: env)
+        #expect(result.status == 0, "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("\"storeForThisRun\" : \"secret-service\""))
+    }
+
+    @Test("a get against gnome-keyring reuses its connection and stays fast")
+    func reusesConnection() throws {
+        let vault = Vault(store: store)
+        try vault.set("fast", service: "svc", account: "speed")
+        let start = Date()
+        for _ in 0..<50 { _ = try vault.get(service: "svc", account: "speed") }
+        // Not a timing assertion on speed (that is the benchmark's job): only that 50 reads
+        // complete at all well within the per-call timeout.
+        #expect(Date().timeIntervalSince(start) < 50 * store.timeout)
+    }
+}
+
+/// Each of these starts its own private bus (and keyring, or none), so they touch nothing shared.
+@Suite("Secret Service failure modes (private sessions)", .enabled(if: keyringAvailable))
+struct SecretServiceFailureTests {
+    let lockbox = lockboxBinary.path
+
+    @Test("a locked collection gives exit 22 in well under 5 seconds, for reads and writes, and writes nothing")
+    func locked() throws {
+        // Each command is timed inside the session, so the session's own start-up does not count.
+        let script = """
+            timed() { start=$(date +%s%N); "$@"; status=$?; end=$(date +%s%N); echo "$1=$status in $(( (end - start) / 1000000 )) ms"; }
+            lb() { \(quote(lockbox)) --backend secret-service "$@"; }
+            timed lb get svc a
+            printf x > secret-input; timed lb set svc a < secret-input
+            timed lb list
+            secret-tool search --all service svc > found 2>&1; echo "items-after=$(grep -c '^secret = ' found)"
+            """
+        let result = try run(keyringSessionScript, ["--locked", "--", "/bin/sh", "-c", "cd \"$HOME\" && " + script])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").filter { $0.hasPrefix("lb=") }
+        #expect(lines.count == 3, "\(result.stdout)")
+        for line in lines {
+            #expect(line.hasPrefix("lb=22 in "), "\(line)")
+            let milliseconds = Int(line.split(separator: " ")[2]) ?? .max
+            #expect(milliseconds < 5000, "\(line)")
+        }
+        #expect(result.stdout.contains("items-after=0"), "a locked keyring must not be written")
+        #expect(result.stderr.contains("locked: the keyring collection"))
+    }
+
+    @Test("a bus without a Secret Service provider gives exit 21")
+    func noProvider() throws {
+        let result = try run(keyringSessionScript, ["--no-provider", "--", lockbox, "--backend", "secret-service", "get", "svc", "a"])
+        #expect(result.status == 21, "\(result.stderr)")
+        #expect(result.stderr.contains("no Secret Service provider"))
+    }
+
+    @Test("no session bus at all gives exit 20, and doctor says how to fix it")
+    func noBus() throws {
+        let folder = try TemporaryFolder()
+        let environment = ["PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_RUNTIME_DIR": folder.path.string]
+        var result = try run(lockbox, ["--backend", "secret-service", "get", "svc", "a"], environment: environment)
+        #expect(result.status == 20, "\(result.stderr)")
+        #expect(result.stderr.contains("no D-Bus session bus"))
+        result = try run(lockbox, ["doctor", "--backend", "secret-service"], environment: environment)
+        #expect(result.status == 20)
+        #expect(result.stdout.contains("PROBLEM D-Bus session bus") && result.stdout.contains("fix: "))
+    }
+
+    @Test("the recorded store is used later; if it is gone, Lockbox fails loudly instead of using a new empty vault")
+    func recordedBackend() throws {
+        let persistent = try TemporaryFolder()
+        let config = persistent.file("config").string, data = persistent.file("data").string
+        let first = try run(keyringSessionScript, ["--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)", "XDG_DATA_HOME=\(data)",
+                                                   lockbox, "set", "svc", "a"], stdin: "kept-in-keyring")
+        #expect(first.status == 0, "\(first.stderr)")
+        let settings = try String(contentsOfFile: config + "/lockbox/settings.json", encoding: .utf8)
+        #expect(settings.contains("\"backend\" : \"secret-service\""))
+        let later = try run(keyringSessionScript, ["--no-provider", "--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)",
+                                                   "XDG_DATA_HOME=\(data)", lockbox, "get", "svc", "a"])
+        #expect(later.status == 26, "\(later.stderr)")
+        #expect(later.stderr.contains("will not switch to another, empty store"))
+        #expect(!FileManager.default.fileExists(atPath: data + "/lockbox/vault.lockbox"))
+    }
+
+    @Test("the provider going away mid-session is a clear error, and reconnecting fails fast too")
+    func providerGoesAway() throws {
+        let probe = lockboxBinary.deletingLastPathComponent().appendingPathComponent("KeyringProbe").path
+        let result = try run(keyringSessionScript, ["--", probe])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("went-away attempt 2"))
+    }
+
+    private func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+}
