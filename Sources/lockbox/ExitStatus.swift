@@ -43,6 +43,12 @@ enum ExitStatus: Int32, CaseIterable {
     case secretServiceFailed = 24
     case undecodableItem = 25
     case recordedStoreUnavailable = 26
+    case wrongPin = 30
+    case pinLockedOut = 31
+    case pinDisabled = 32
+    case pinNotSet = 33
+    case pinRejected = 34
+    case pinWiped = 35
     case usage = 64
     case ioError = 74
 
@@ -70,6 +76,12 @@ enum ExitStatus: Int32, CaseIterable {
             case .secretServiceFailed: self = .secretServiceFailed
             case .undecodableItem: self = .undecodableItem
             case .recordedBackendUnavailable: self = .recordedStoreUnavailable
+            case .wrongPin: self = .wrongPin
+            case .pinLockedOut: self = .pinLockedOut
+            case .pinDisabled: self = .pinDisabled
+            case .pinNotSet: self = .pinNotSet
+            case .pinRejected: self = .pinRejected
+            case .pinWiped: self = .pinWiped
             }
         case let error as CLIError:
             switch error {

@@ -20,12 +20,13 @@ struct LockboxCommand: ParsableCommand {
             12 key-slot change refused, 13 not confirmed, 20 no D-Bus session bus, 21 no Secret \
             Service provider, 22 keyring locked, 23 Secret Service timed out, 24 Secret Service failed \
             (e.g. provider went away), 25 item cannot be decoded, 26 the recorded store is unavailable, \
-            64 usage error, 74 I/O error.
+            30 wrong PIN, 31 PIN locked out, 32 PIN disabled, 33 no PIN set, 34 PIN refused by policy, \
+            35 PIN wiped, 64 usage error, 74 I/O error.
             """,
         version: "0.1.0",
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
-            Passwd.self, RotateKey.self, Slot.self, Doctor.self,
+            Passwd.self, RotateKey.self, Slot.self, Pin.self, Doctor.self,
         ]
     )
 

@@ -1,3 +1,4 @@
+import Foundation
 import SystemPackage
 
 /// Everything that can go wrong in Lockbox, each case naming what happened and what to do.
@@ -46,6 +47,19 @@ public enum LockboxError: Error, Sendable, Equatable {
     case undecodableItem(service: String, account: String, reason: String)
     /// The store recorded for this profile is not available; Lockbox will not switch to another.
     case recordedBackendUnavailable(backend: String, settingsPath: String, reason: String)
+    /// A new PIN breaks a rule of the PIN policy; `rule` says which.
+    case pinRejected(rule: String)
+    /// The PIN was wrong. `failures` counts consecutive failures; `retryAt` is when the next
+    /// try is allowed, if this failure started a lockout.
+    case wrongPin(profile: String, failures: Int, retryAt: Date?)
+    /// Too many wrong PINs: no try is accepted (or even hashed) before `retryAt`.
+    case pinLockedOut(profile: String, retryAt: Date, seconds: Double)
+    /// The PIN is disabled after the hard limit of consecutive failures, until a higher authority resets it.
+    case pinDisabled(profile: String, failures: Int)
+    /// No PIN is set for this profile.
+    case pinNotSet(profile: String)
+    /// The PIN and the items listed with it were wiped after too many failures.
+    case pinWiped(profile: String, failures: Int)
 }
 
 extension LockboxError: CustomStringConvertible {
@@ -91,6 +105,19 @@ extension LockboxError: CustomStringConvertible {
             return "the Secret Service failed while \(operation): \(detail). If the keyring daemon stopped, start it again and retry."
         case let .undecodableItem(service, account, reason):
             return "the item for account '\(account)' on service '\(service)' exists but cannot be read: \(reason). Inspect it with `secret-tool search service '\(service)' username '\(account)'`."
+        case let .pinRejected(rule):
+            return "PIN not accepted: \(rule)."
+        case let .wrongPin(profile, failures, retryAt):
+            let lockout = retryAt.map { " Locked until \($0.formatted(.iso8601)) (\(max(0, Int($0.timeIntervalSinceNow.rounded(.up)))) s)." } ?? ""
+            return "wrong PIN for '\(profile)' (\(failures) consecutive failure\(failures == 1 ? "" : "s")).\(lockout)"
+        case let .pinLockedOut(profile, retryAt, seconds):
+            return "the PIN for '\(profile)' is locked after too many wrong tries; try again in \(Int(seconds.rounded(.up))) s (at \(retryAt.formatted(.iso8601)))."
+        case let .pinDisabled(profile, failures):
+            return "the PIN for '\(profile)' is disabled after \(failures) consecutive failures. Reset it with another profile's PIN or the vault passphrase (`lockbox pin reset`)."
+        case let .pinNotSet(profile):
+            return "no PIN is set for '\(profile)'. Set one with `lockbox pin set`."
+        case let .pinWiped(profile, failures):
+            return "after \(failures) consecutive wrong PINs, the PIN for '\(profile)' and the items listed with it were wiped."
         case let .recordedBackendUnavailable(backend, settingsPath, reason):
             return "this profile keeps its credentials in the \(backend) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store. Make that store available, or name a store explicitly with --backend."
         }

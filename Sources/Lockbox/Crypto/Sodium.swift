@@ -160,3 +160,56 @@ extension UnsafeMutableRawBufferPointer {
         baseAddress?.assumingMemoryBound(to: UInt8.self) ?? emptyBuffer
     }
 }
+
+// MARK: Password hashing strings (PHC format): PIN hashes
+
+extension Sodium {
+    /// An Argon2id PHC string (`$argon2id$v=19$m=…,t=…,p=1$salt$hash`) for `secret`, or `nil` if
+    /// libsodium refuses (out of memory).
+    ///
+    /// The corresponding C function is `crypto_pwhash_argon2id_str`.
+    static func hashString(_ secret: SecretBytes, opsLimit: UInt64, memLimit: UInt64) -> String? {
+        ensureInitialized()
+        var out = [CChar](repeating: 0, count: Int(crypto_pwhash_argon2id_strbytes()))
+        let result = secret.withUnsafeBytes { bytes in
+            UnsafeRawPointer(bytes.bytes).withMemoryRebound(to: CChar.self, capacity: max(1, bytes.count)) {
+                crypto_pwhash_argon2id_str(&out, $0, UInt64(bytes.count), opsLimit, Int(memLimit))
+            }
+        }
+        guard result == 0 else { return nil }
+        let length = out.firstIndex(of: 0) ?? out.count
+        return String(decoding: out[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether `secret` matches the PHC string, compared in constant time by libsodium; `nil`
+    /// when the string is not a valid Argon2id hash Lockbox can check.
+    ///
+    /// The corresponding C function is `crypto_pwhash_argon2id_str_verify`.
+    static func verifyHashString(_ hash: String, _ secret: SecretBytes) -> Bool {
+        ensureInitialized()
+        guard hash.utf8.count < Int(crypto_pwhash_argon2id_strbytes()) else { return false }
+        let buffer = phcBuffer(hash)
+        return secret.withUnsafeBytes { bytes in
+            UnsafeRawPointer(bytes.bytes).withMemoryRebound(to: CChar.self, capacity: max(1, bytes.count)) {
+                crypto_pwhash_argon2id_str_verify(buffer, $0, UInt64(bytes.count)) == 0
+            }
+        }
+    }
+
+    /// Whether a PHC string was made with other parameters than these (so it should be rehashed).
+    ///
+    /// The corresponding C function is `crypto_pwhash_argon2id_str_needs_rehash`.
+    static func hashStringNeedsRehash(_ hash: String, opsLimit: UInt64, memLimit: UInt64) -> Bool {
+        ensureInitialized()
+        let buffer = phcBuffer(hash)
+        return crypto_pwhash_argon2id_str_needs_rehash(buffer, opsLimit, Int(memLimit)) != 0
+    }
+}
+
+/// A PHC string in the fixed-size, NUL-terminated buffer libsodium's `_str` functions read
+/// (truncated if too long, which then fails verification rather than overreading).
+private func phcBuffer(_ hash: String) -> [CChar] {
+    var buffer = [CChar](repeating: 0, count: Int(crypto_pwhash_argon2id_strbytes()))
+    for (index, byte) in hash.utf8.prefix(buffer.count - 1).enumerated() { buffer[index] = CChar(bitPattern: byte) }
+    return buffer
+}

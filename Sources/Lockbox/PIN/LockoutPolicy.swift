@@ -1,0 +1,46 @@
+/// How wrong PINs are punished: a delay after each consecutive failure, an optional wipe, and a
+/// hard limit after which the PIN is disabled until a higher authority resets it.
+public struct LockoutPolicy: Sendable, Hashable, Codable {
+    /// Seconds the profile stays locked after the Nth consecutive failure (`delays[0]` after
+    /// the first); the last value repeats for every later failure.
+    public var delays: [Double]
+    /// Wipe the PIN and its listed items after this many consecutive failures; `nil` (the
+    /// default) never wipes.
+    public var wipeAfter: Int?
+    /// Disable the PIN after this many consecutive failures (at most 100, NIST SP 800-63B §5.2.2).
+    public var disableAfter: Int
+
+    /// The most consecutive failures any policy allows before disabling the PIN.
+    public static let hardLimit = 100
+
+    /// Creates a policy; `disableAfter` is capped at ``hardLimit``.
+    public init(delays: [Double], wipeAfter: Int? = nil, disableAfter: Int = LockoutPolicy.hardLimit) throws {
+        guard !delays.isEmpty, delays.allSatisfy({ $0 >= 0 && $0.isFinite }) else {
+            throw LockoutPolicy.invalid("lockout delays must be a non-empty list of seconds, none negative")
+        }
+        if let wipeAfter, wipeAfter < 1 { throw LockoutPolicy.invalid("wipe-after must be at least 1") }
+        guard (1...Self.hardLimit).contains(disableAfter) else {
+            throw LockoutPolicy.invalid("disable-after must be 1...\(Self.hardLimit)")
+        }
+        self.delays = delays
+        self.wipeAfter = wipeAfter
+        self.disableAfter = disableAfter
+    }
+
+    private init(uncheckedDelays delays: [Double]) {
+        self.delays = delays
+        self.wipeAfter = nil
+        self.disableAfter = Self.hardLimit
+    }
+
+    /// Like a phone: 4 free tries, then 1 minute, 5 minutes, 15, 15, and 1 hour from the 9th on.
+    public static let `default` = LockoutPolicy(uncheckedDelays: [0, 0, 0, 0, 60, 300, 900, 900, 3600])
+
+    /// Seconds locked after `failures` consecutive failures.
+    public func delay(afterFailures failures: Int) -> Double {
+        guard failures > 0 else { return 0 }
+        return delays[min(failures, delays.count) - 1]
+    }
+
+    private static func invalid(_ reason: String) -> LockboxError { .invalidArgument(reason) }
+}

@@ -1,0 +1,280 @@
+import Foundation
+import Synchronization
+import SystemPackage
+
+/// A PIN-protected profile: a service (an app) and a profile name within it ("kids", "max").
+public struct PinProfile: Hashable, Sendable, CustomStringConvertible {
+    /// The service the profile belongs to.
+    public var service: String
+    /// The profile's name.
+    public var name: String
+
+    /// Creates a profile address.
+    public init(service: String, name: String) {
+        self.service = service
+        self.name = name
+    }
+
+    /// `name@service`.
+    public var description: String { "\(name)@\(service)" }
+
+    /// The store item that holds the profile's PIN record.
+    var itemKey: ItemKey { ItemKey(service: service, account: "pin:" + name) }
+}
+
+/// What `status` reports: counts and times, never the hash.
+public struct PinStatus: Sendable, Equatable {
+    /// Consecutive failures since the last success.
+    public var failures: Int
+    /// When the next try is allowed, if the profile is locked now.
+    public var lockedUntil: Date?
+    /// Whether the PIN is disabled until a higher authority resets it.
+    public var disabled: Bool
+    /// The lockout rules in force for this profile.
+    public var lockout: LockoutPolicy
+}
+
+/// PINs for profiles: Argon2id hashes kept in a ``SecretStore`` (encrypted at rest in the file
+/// vault), with lockout counters that survive crashes, clock changes and parallel guessing.
+///
+/// - The failure counter is written durably **before** the PIN is compared and cleared only
+///   after a success, so killing the process after a wrong guess cannot erase it.
+/// - Verifications of one profile are serialised across processes (an `flock` per profile), so
+///   N parallel guesses count as N.
+/// - While locked out, a try is refused without hashing, with the time it may be retried.
+/// - Within one boot the lockout runs on the boot clock, which cannot be set; after a reboot
+///   the wall clock is used, and a clock set earlier than the last attempt restarts the lockout.
+public final class PinGuard: Sendable {
+    /// Where PIN records are kept.
+    public let store: any SecretStore
+    /// What new PINs must look like.
+    public let policy: PinPolicy
+    /// Argon2id cost for new hashes; older hashes are upgraded on the next successful verify.
+    public let hashParameters: KDFParameters
+    private let clock: any PinClock
+    private let lockDirectory: FilePath
+    private let lockTimeout: Duration
+
+    /// Argon2id cost of PIN hashes by default: 3 passes over 256 MiB (about 0.4 s here).
+    public static let defaultHashParameters = KDFParameters.moderate
+
+    /// Creates a guard over `store`.
+    /// - Parameters:
+    ///   - lockDirectory: where the per-profile lock files live; every process guarding the same
+    ///     store must use the same one. Default: `$XDG_RUNTIME_DIR/lockbox/pin-locks`, else
+    ///     `~/.local/state/lockbox/pin-locks`.
+    public init(
+        store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
+        clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30)
+    ) {
+        self.store = store
+        self.policy = policy
+        self.hashParameters = hashParameters
+        self.clock = clock
+        self.lockDirectory = lockDirectory ?? Self.defaultLockDirectory()
+        self.lockTimeout = lockTimeout
+    }
+
+    static func defaultLockDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> FilePath {
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+            return FilePath(runtime).appending("lockbox/pin-locks")
+        }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? FileManager.default.homeDirectoryForCurrentUser.path
+        return FilePath(home).appending(".local/state/lockbox/pin-locks")
+    }
+
+    // MARK: Operations
+
+    /// Sets the PIN of a profile that has none. Throws ``LockboxError/pinRejected(rule:)`` if
+    /// the policy refuses it, and ``LockboxError/invalidArgument(_:)`` if a PIN is already set
+    /// (change it with ``change(_:from:to:)``, or ``remove(_:)`` it first).
+    /// - Parameter wipeItems: items to wipe with the PIN if `lockout.wipeAfter` is reached.
+    public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
+        try policy.check(pin)
+        try withProfileLock(profile) {
+            if try load(profile) != nil {
+                throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
+            }
+            let record = PinRecord(hash: try hash(pin), lockout: lockout, wipeItems: wipeItems)
+            try save(record, for: profile)
+        }
+    }
+
+    /// Checks `pin`. Returns normally on success (and resets the failure count); throws
+    /// ``LockboxError/wrongPin(profile:failures:retryAt:)``, ``LockboxError/pinLockedOut(profile:retryAt:seconds:)``,
+    /// ``LockboxError/pinDisabled(profile:failures:)``, ``LockboxError/pinWiped(profile:failures:)``
+    /// or ``LockboxError/pinNotSet(profile:)``.
+    public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
+        try withProfileLock(profile) { try verifyLocked(profile, pin: pin) }
+    }
+
+    /// Replaces the PIN after checking the old one (which counts toward the lockout like any try).
+    public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
+        try policy.check(newPin)
+        try withProfileLock(profile) {
+            try verifyLocked(profile, pin: oldPin)
+            guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            record.hash = try hash(newPin)
+            record.failures = 0
+            record.lastAttempt = nil
+            try save(record, for: profile)
+        }
+    }
+
+    /// Removes a profile's PIN and its counters; returns whether there was one.
+    ///
+    /// Removing needs no PIN: whoever can write the store is the higher authority (with the file
+    /// vault, the holder of its passphrase or key file).
+    @discardableResult
+    public func remove(_ profile: PinProfile) throws -> Bool {
+        try withProfileLock(profile) { try store.delete(profile.itemKey) }
+    }
+
+    /// Clears the failures and re-enables a disabled PIN, after the caller has checked a higher
+    /// authority (the vault passphrase, say). See ``reset(_:authorizedBy:pin:)`` for another profile's PIN.
+    public func reset(_ profile: PinProfile) throws {
+        try withProfileLock(profile) {
+            guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            record.failures = 0
+            record.lastAttempt = nil
+            record.disabled = false
+            try save(record, for: profile)
+        }
+    }
+
+    /// Resets `profile` if `authority`'s PIN verifies (with its own lockout applying).
+    public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) throws {
+        guard authority != profile else {
+            throw LockboxError.invalidArgument("a profile cannot reset itself; use another profile's PIN or the vault passphrase")
+        }
+        try verify(authority, pin: pin)
+        try reset(profile)
+    }
+
+    /// Failures, lockout end and state, without touching the counters.
+    public func status(_ profile: PinProfile) throws -> PinStatus {
+        guard let record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        var lockedUntil: Date?
+        if let last = record.lastAttempt {
+            let now = clock.now()
+            let remaining = record.lockout.delay(afterFailures: record.failures) - max(0, now.secondsSince(last))
+            if remaining > 0 { lockedUntil = now.wall.addingTimeInterval(remaining) }
+        }
+        return PinStatus(failures: record.failures, lockedUntil: lockedUntil, disabled: record.disabled, lockout: record.lockout)
+    }
+
+    // MARK: Internals
+
+    private func verifyLocked(_ profile: PinProfile, pin: SecretBytes) throws {
+        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        if record.disabled { throw LockboxError.pinDisabled(profile: profile.description, failures: record.failures) }
+        let now = clock.now()
+        if let last = record.lastAttempt, record.failures > 0 {
+            var elapsed = now.secondsSince(last)
+            if elapsed < 0 {
+                // The wall clock went back across a reboot: the lockout restarts from now.
+                record.lastAttempt = now
+                try save(record, for: profile)
+                elapsed = 0
+            }
+            let remaining = record.lockout.delay(afterFailures: record.failures) - elapsed
+            if remaining > 0 {
+                throw LockboxError.pinLockedOut(profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining),
+                                                seconds: remaining)
+            }
+        }
+        // Count the try durably before comparing: a kill from here on still counts it.
+        record.failures += 1
+        record.lastAttempt = now
+        try save(record, for: profile)
+
+        if Sodium.verifyHashString(record.hash, pin) {
+            record.failures = 0
+            record.lastAttempt = nil
+            if Sodium.hashStringNeedsRehash(record.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes) {
+                record.hash = try hash(pin)
+            }
+            try save(record, for: profile)
+            return
+        }
+        if let wipeAfter = record.lockout.wipeAfter, record.failures >= wipeAfter {
+            for key in record.wipeItems { try store.delete(key) }
+            try store.delete(profile.itemKey)
+            throw LockboxError.pinWiped(profile: profile.description, failures: record.failures)
+        }
+        if record.failures >= record.lockout.disableAfter {
+            record.disabled = true
+            try save(record, for: profile)
+            throw LockboxError.pinDisabled(profile: profile.description, failures: record.failures)
+        }
+        let delay = record.lockout.delay(afterFailures: record.failures)
+        throw LockboxError.wrongPin(profile: profile.description, failures: record.failures,
+                                    retryAt: delay > 0 ? now.wall.addingTimeInterval(delay) : nil)
+    }
+
+    private func hash(_ pin: SecretBytes) throws -> String {
+        guard let hash = Sodium.hashString(pin, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes) else {
+            throw LockboxError.invalidArgument("Argon2id could not hash the PIN with \(hashParameters) (not enough memory?)")
+        }
+        return hash
+    }
+
+    private func load(_ profile: PinProfile) throws -> PinRecord? {
+        guard let bytes = try store.get(profile.itemKey) else { return nil }
+        do {
+            return try bytes.withUnsafeBytes { try JSONDecoder().decode(PinRecord.self, from: Data($0)) }
+        } catch {
+            throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
+                                               reason: "it is not a Lockbox PIN record")
+        }
+    }
+
+    private func save(_ record: PinRecord, for profile: PinProfile) throws {
+        let data = try JSONEncoder().encode(record)
+        try store.set(SecretBytes(copying: data), for: profile.itemKey,
+                      options: ItemOptions(kind: .pinHash, label: "Lockbox PIN for '\(profile.name)' on '\(profile.service)'"))
+    }
+
+    /// Serialises everything about one profile across threads and processes.
+    private func withProfileLock<T>(_ profile: PinProfile, _ body: () throws -> T) throws -> T {
+        try ItemLimits.validate(profile.itemKey)
+        do {
+            try lockDirectory.createDirectories(permissions: .ownerReadWriteExecute)
+        } catch {
+            throw LockboxError.io(operation: "creating the PIN lock folder", path: lockDirectory.string, errno: error.asErrno)
+        }
+        let name = Array("\(profile.service)\u{0}\(profile.name)".utf8).withUnsafeBytes {
+            Sodium.blake2b($0, length: 16).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        }
+        let lock = VaultLock(vaultPath: lockDirectory.appending(name), timeout: lockTimeout)
+        let threadLock = Self.threadLocks.withLock { locks in
+            if let existing = locks[name] { return existing }
+            let created = NSLock()
+            locks[name] = created
+            return created
+        }
+        // flock is per open file, so two threads opening the lock file separately also exclude
+        // each other; the NSLock only spares them the polling.
+        threadLock.lock()
+        defer { threadLock.unlock() }
+        return try lock.withLock { try body() }
+    }
+
+    private static let threadLocks = Mutex<[String: NSLock]>([:])
+}
+
+/// What is stored for a profile (JSON, inside the store's encryption).
+struct PinRecord: Codable {
+    var hash: String
+    var lockout: LockoutPolicy
+    var wipeItems: [ItemKey]
+    var failures = 0
+    var lastAttempt: PinInstant?
+    var disabled = false
+
+    init(hash: String, lockout: LockoutPolicy, wipeItems: [ItemKey]) {
+        self.hash = hash
+        self.lockout = lockout
+        self.wipeItems = wipeItems
+    }
+}

@@ -1,0 +1,192 @@
+import ArgumentParser
+import Foundation
+import Lockbox
+import SystemPackage
+
+struct Pin: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "PINs for profiles: Argon2id hashes in the store, with lockout after wrong tries.",
+        discussion: """
+            PINs come from a no-echo prompt on the terminal, or from standard input one per line \
+            (`set` reads the PIN twice; `change` reads the old PIN, then the new one twice). Never \
+            from an argument.
+            Exit codes: 30 wrong PIN, 31 locked out (the message says when to retry), 32 PIN disabled \
+            after 100 failures, 33 no PIN set, 34 PIN refused by the policy, 35 PIN wiped after too many failures.
+            """,
+        subcommands: [SetPin.self, VerifyPin.self, ChangePin.self, RemovePin.self, PinStatusCommand.self, ResetPin.self,
+                      Calibrate.self])
+}
+
+/// What every `pin` subcommand shares: the store, the profile, and hashing cost.
+struct PinOptions: ParsableArguments {
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service (app) the profile belongs to, e.g. kids.") var service: String
+    @Argument(help: "The profile, e.g. max.") var profileName: String
+    @Option(help: "Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.")
+    var hashCost: KDFPreset = .moderate
+    @Flag(help: "Allow letters and symbols (a passcode), not only digits.") var alphanumeric = false
+
+    var profile: PinProfile { PinProfile(service: service, name: profileName) }
+
+    func guardian() throws -> PinGuard {
+        PinGuard(store: try vaultOptions.openStore(), policy: PinPolicy(allowsNonDigits: alphanumeric),
+                 hashParameters: hashCost.parameters)
+    }
+}
+
+/// Reads PINs: a no-echo prompt on a terminal, else one line of standard input each.
+enum PinInput {
+    static func read(_ prompt: String) throws -> SecretBytes {
+        if isatty(STDIN_FILENO) == 1, let typed = try Terminal.readHidden(prompt: prompt) { return typed }
+        let line = try SecretInput.read(from: .standardInput, limit: 1024, stopAtNewline: true, what: "PIN")
+        guard line.count > 0 else { throw CLIError.noInput("no PIN on standard input (one PIN per line)") }
+        return line
+    }
+
+    static func readTwice(_ prompt: String) throws -> SecretBytes {
+        let first = try read(prompt)
+        let second = try read("Repeat to confirm: ")
+        guard first == second else { throw CLIError.mismatch("PIN") }
+        return first
+    }
+}
+
+struct SetPin: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "set", abstract: "Set the PIN of a profile that has none (asked twice).")
+    @OptionGroup var options: PinOptions
+    @Option(help: ArgumentHelp("Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats.", valueName: "s,s,…"))
+    var lockoutDelays: String?
+    @Option(help: "Wipe the PIN (and --wipe-item accounts) after this many consecutive failures. Off by default.") var wipeAfter: Int?
+    @Option(help: "An account of the same service to wipe with the PIN; repeatable.") var wipeItem: [String] = []
+    @Option(help: "Disable the PIN after this many consecutive failures (at most 100).") var disableAfter: Int = LockoutPolicy.hardLimit
+
+    func run() throws {
+        var lockout = LockoutPolicy.default
+        if lockoutDelays != nil || wipeAfter != nil || disableAfter != LockoutPolicy.hardLimit {
+            let delays = try lockoutDelays.map { text in
+                try text.split(separator: ",").map { part -> Double in
+                    guard let value = Double(part.trimmingCharacters(in: .whitespaces)) else {
+                        throw ValidationError("--lockout-delays takes seconds separated by commas, e.g. 0,0,0,0,60,300")
+                    }
+                    return value
+                }
+            } ?? LockoutPolicy.default.delays
+            lockout = try LockoutPolicy(delays: delays, wipeAfter: wipeAfter, disableAfter: disableAfter)
+        }
+        let guardian = try options.guardian()
+        let pin = try PinInput.readTwice("New PIN for '\(options.profileName)': ")
+        try guardian.set(options.profile, pin: pin, lockout: lockout,
+                         wipeItems: wipeItem.map { ItemKey(service: options.service, account: $0) })
+        Console.status("PIN set for '\(options.profileName)' on '\(options.service)'.")
+    }
+}
+
+struct VerifyPin: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check a PIN (exit 0 if right).")
+    @OptionGroup var options: PinOptions
+
+    func run() throws {
+        let guardian = try options.guardian()
+        try guardian.verify(options.profile, pin: try PinInput.read("PIN for '\(options.profileName)': "))
+        Console.status("PIN accepted.")
+    }
+}
+
+struct ChangePin: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "change", abstract: "Change a PIN: the old one, then the new one twice.")
+    @OptionGroup var options: PinOptions
+
+    func run() throws {
+        let guardian = try options.guardian()
+        let old = try PinInput.read("Current PIN for '\(options.profileName)': ")
+        let new = try PinInput.readTwice("New PIN: ")
+        try guardian.change(options.profile, from: old, to: new)
+        Console.status("PIN changed.")
+    }
+}
+
+struct RemovePin: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a profile's PIN and its counters.")
+    @OptionGroup var options: PinOptions
+
+    func run() throws {
+        guard try options.guardian().remove(options.profile) else {
+            throw LockboxError.pinNotSet(profile: options.profile.description)
+        }
+        Console.status("PIN removed for '\(options.profileName)'.")
+    }
+}
+
+struct PinStatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Failures and lockout of a profile; nothing secret.")
+    @OptionGroup var options: PinOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let status = try options.guardian().status(options.profile)
+        if json {
+            var object: [String: Any] = ["failures": status.failures, "disabled": status.disabled, "delays": status.lockout.delays,
+                                         "disableAfter": status.lockout.disableAfter]
+            if let until = status.lockedUntil { object["lockedUntil"] = until.formatted(.iso8601) }
+            if let wipe = status.lockout.wipeAfter { object["wipeAfter"] = wipe }
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        print("failures  \(status.failures)")
+        if let until = status.lockedUntil {
+            print("locked    until \(until.formatted(.iso8601)) (\(Int(until.timeIntervalSinceNow.rounded(.up))) s)")
+        } else {
+            print("locked    no")
+        }
+        print("disabled  \(status.disabled ? "yes (reset with `lockbox pin reset`)" : "no")")
+    }
+}
+
+struct ResetPin: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset",
+        abstract: "Clear failures and re-enable a disabled PIN, on a higher authority's word.",
+        discussion: "With --by, another profile's PIN (asked like any PIN); without it, the file vault's passphrase, asked again even if a key file opened the vault.")
+    @OptionGroup var options: PinOptions
+    @Option(help: "Another profile of the same service whose PIN authorises the reset.") var by: String?
+
+    func run() throws {
+        let guardian = try options.guardian()
+        if let by {
+            let pin = try PinInput.read("PIN for '\(by)': ")
+            try guardian.reset(options.profile, authorizedBy: PinProfile(service: options.service, name: by), pin: pin)
+        } else {
+            // The vault passphrase is the higher authority: it must open a passphrase slot now.
+            guard let passphrase = try Terminal.readHidden(prompt: "Vault passphrase: ") ?? stdinPassphrase() else {
+                throw CLIError.noInput("no passphrase to authorise the reset")
+            }
+            _ = try EncryptedFileStore.open(at: options.vaultOptions.vaultPath, credential: .passphrase(passphrase))
+            try guardian.reset(options.profile)
+        }
+        Console.status("PIN reset for '\(options.profileName)'.")
+    }
+
+    private func stdinPassphrase() throws -> SecretBytes? {
+        let line = try SecretInput.read(from: .standardInput, limit: 4096, stopAtNewline: true, what: "passphrase")
+        return line.count > 0 ? line : nil
+    }
+}
+
+struct Calibrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure Argon2id here and suggest PIN hash parameters for a target time.")
+    @Option(help: "Seconds one verification should take.") var target: Double = 0.35
+    @Option(help: "Memory in MiB (at least 64).") var memory: Int = 256
+
+    func run() throws {
+        guard memory >= 64 else { throw ValidationError("--memory must be at least 64 (MiB)") }
+        let results = try PinHashCalibration.measure(target: target, memoryMiB: memory)
+        print("passes  memory   seconds")
+        for row in results.rows {
+            print(String(format: "%6d  %4d MiB  %.3f", row.parameters.opsLimit, row.parameters.memoryLimitBytes >> 20, row.seconds))
+        }
+        print("Suggested: \(results.suggested) (about \(String(format: "%.2f", results.suggestedSeconds)) s per verification).")
+        print("Lockbox's default is \(PinGuard.defaultHashParameters).")
+    }
+}
