@@ -9,7 +9,8 @@
 #                  an unlock prompt, so any prompt fails at once instead of hanging.
 #   --no-provider  a session bus exists but nobody owns org.freedesktop.secrets.
 #
-# COMMAND sees LOCKBOX_TEST_KEYRING=unlocked|locked|none, a session bus in
+# COMMAND sees LOCKBOX_TEST_KEYRING=unlocked|locked|none, the keyring daemon's
+# PID in LOCKBOX_TEST_KEYRING_PID (empty with --no-provider), a session bus in
 # DBUS_SESSION_BUS_ADDRESS, and HOME/XDG_* directories inside a temp folder.
 # Everything (daemons, temp folder) is torn down on every exit path, and the
 # script exits with COMMAND's status. Set LOCKBOX_KEYRING_DEBUG=1 to print the
@@ -19,15 +20,16 @@
 # (SwiftPM: ~/.swiftpm, ~/.cache/org.swift.swiftpm) start cold; build first,
 # then run e.g. `scripts/keyring-session.sh -- swift test --skip-build`.
 #
-# Requires: dbus-daemon, dbus-send, gdbus (libglib2.0-bin), gnome-keyring.
+# Requires: bash >= 5, dbus-daemon + dbus-send (dbus), gdbus (libglib2.0-bin),
+# gnome-keyring, ps (procps).
 set -euo pipefail
 
 readonly PASSWORD='lockbox-test-password'
 readonly NAME_WAIT_SECONDS=10   # upper bound for a daemon to claim its bus name
 readonly STOP_WAIT_SECONDS=5    # upper bound for a daemon to exit after SIGTERM
 
-usage() {
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+usage() { # the header comment above, without the leading "# "
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
 }
 
 die() {
@@ -137,6 +139,7 @@ print_logs() {
     done
 }
 
+# shellcheck disable=SC2317 # only reached through the EXIT trap
 cleanup() {
     ((cleaned)) && return 0
     cleaned=1
@@ -153,7 +156,13 @@ cleanup() {
     fi
 }
 
-trap 'rc=$?; cleanup; exit "$rc"' EXIT
+# shellcheck disable=SC2317 # only reached through the EXIT trap
+on_exit() {
+    local rc=$? # the status the script was exiting with
+    cleanup
+    exit "$rc"
+}
+trap on_exit EXIT
 # Convert signals into an ordinary exit so the EXIT trap runs (128 + signo).
 trap 'exit 129' HUP
 trap 'exit 130' INT
@@ -204,7 +213,8 @@ EOF
 
 # --nofork + & makes the daemon our direct child, so $! is its PID and we can
 # reap it. It prints its address once it is listening: that is our readiness
-# signal.
+# signal. (Like every background child here, it ignores SIGINT, so Ctrl-C
+# cannot take the bus or keyring away while COMMAND is still shutting down.)
 dbus-daemon --config-file="$tmp/bus.conf" --nofork --print-address=3 \
     3>"$tmp/bus.address" </dev/null >/dev/null 2>"$tmp/log/dbus-daemon.log" &
 bus_pid=$!
@@ -219,6 +229,8 @@ if [[ -z $address ]]; then
     print_logs
     die "dbus-daemon did not start"
 fi
+# Same value as unix:path=$XDG_RUNTIME_DIR/bus, which GLib also falls back to
+# when DBUS_SESSION_BUS_ADDRESS is unset.
 export DBUS_SESSION_BUS_ADDRESS="$address"
 
 # ---------------------------------------------------------------- helpers --

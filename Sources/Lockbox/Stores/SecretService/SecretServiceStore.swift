@@ -331,6 +331,9 @@ public final class SecretServiceStore: SecretStore {
         if error.isCancelled || deadline.expired {
             return .secretServiceTimeout(operation: operation, seconds: deadline.seconds)
         }
+        if error.domain == "secret-error" && error.code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) {
+            return .keyringLocked(collection: "default")
+        }
         switch error.remoteName {
         case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
             return .secretServiceUnavailable(detail: error.message)
