@@ -25,6 +25,12 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        // libkeyutils (the kernel keyring), found through pkg-config; `apt-get install libkeyutils-dev`.
+        .systemLibrary(
+            name: "CKeyutils",
+            pkgConfig: "libkeyutils",
+            providers: [.apt(["libkeyutils-dev"])]
+        ),
         // Linux headers Glibc's module lacks (prctl); no library to link.
         .systemLibrary(name: "CLinux"),
         .target(
@@ -32,6 +38,7 @@ let package = Package(
             dependencies: [
                 "CSodium",
                 "CLibSecret",
+                "CKeyutils",
                 "CLinux",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -3,11 +3,12 @@
 # Debian/Ubuntu; run as root, or as a user who may sudo.
 set -euo pipefail
 
-# libsodium and libsecret to build; with --test also gnome-keyring, secret-tool and dbus-daemon,
+# libsodium, libsecret and libkeyutils to build; with --test also gnome-keyring, secret-tool,
+# dbus-daemon and keyctl,
 # so the tests can run a real Secret Service on a private session bus.
-packages=(libsodium-dev libsecret-1-dev pkg-config)
+packages=(libsodium-dev libsecret-1-dev libkeyutils-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils)
 fi
 missing=()
 for package in "${packages[@]}"; do

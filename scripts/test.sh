@@ -23,6 +23,8 @@ swift run --skip-build TokenKeeper
 scripts/check-format.sh "$(swift build --show-bin-path)/lockbox"
 
 # The suite runs inside a private D-Bus session with a real gnome-keyring-daemon (started and
-# stopped by the script); the keyring tests refuse to be skipped when this variable is set.
+# stopped by the script), and in a session keyring of its own (`keyctl session`), as a login
+# session has one, for the re-authentication windows. The keyring tests refuse to be skipped
+# when this variable is set.
 export LOCKBOX_REQUIRE_KEYRING_TESTS=1
-scripts/keyring-session.sh -- swift test --skip-build
+keyctl session - scripts/keyring-session.sh -- swift test --skip-build

@@ -49,6 +49,8 @@ enum ExitStatus: Int32, CaseIterable {
     case pinNotSet = 33
     case pinRejected = 34
     case pinWiped = 35
+    case reauthenticationRequired = 40
+    case kernelKeyringUnavailable = 41
     case usage = 64
     case ioError = 74
 
@@ -82,6 +84,8 @@ enum ExitStatus: Int32, CaseIterable {
             case .pinNotSet: self = .pinNotSet
             case .pinRejected: self = .pinRejected
             case .pinWiped: self = .pinWiped
+            case .reauthenticationRequired: self = .reauthenticationRequired
+            case .kernelKeyringUnavailable: self = .kernelKeyringUnavailable
             }
         case let error as CLIError:
             switch error {

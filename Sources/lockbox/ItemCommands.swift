@@ -21,6 +21,8 @@ struct SetItem: ParsableCommand {
     @Option(name: .customLong("attribute"), help: ArgumentHelp("An extra non-secret attribute; repeatable.", valueName: "name=value"))
     var attributes: [String] = []
     @Flag(help: "Store standard input byte for byte, trailing newline included.") var raw = false
+    @Flag(help: "Readable only inside a re-authentication window (`lockbox unlock`), like user-presence access control.")
+    var protected = false
 
     func validate() throws {
         if vaultOptions.passphraseFd == 0 {
@@ -40,7 +42,7 @@ struct SetItem: ParsableCommand {
             parsed[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
         }
         try Vault(store: store).set(secret, service: service, account: account, kind: ItemKind(rawValue: kind),
-                                    label: label, attributes: parsed)
+                                    label: label, attributes: parsed, access: protected ? .freshAuthentication : .always)
     }
 }
 
@@ -55,7 +57,7 @@ struct GetItem: ParsableCommand {
     @Argument(help: "The account.") var account: String
 
     func run() throws {
-        let secret = try Vault(store: try vaultOptions.openStore()).require(service: service, account: account)
+        let secret = try vaultOptions.openVault().require(service: service, account: account)
         _ = try secret.withUnsafeBytes { bytes in try FileDescriptor.standardOutput.writeAll(bytes) }
         if isatty(STDOUT_FILENO) == 1 { _ = try FileDescriptor.standardOutput.writeAll("\n".utf8) }
     }
@@ -103,7 +105,8 @@ struct ListItems: ParsableCommand {
             return
         }
         let rows = [["SERVICE", "ACCOUNT", "KIND", "MODIFIED", "LABEL"]] + items.map {
-            [$0.service, $0.account, $0.kind.rawValue, $0.modified.formatted(.iso8601), $0.label]
+            [$0.service, $0.account, $0.kind.rawValue + ($0.access == .freshAuthentication ? " (protected)" : ""),
+             $0.modified.formatted(.iso8601), $0.label]
         }
         let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
@@ -114,7 +117,7 @@ struct ListItems: ParsableCommand {
 
     /// The JSON shape of one listed item.
     struct ListedItem: Encodable {
-        var service, account, kind, label: String
+        var service, account, kind, label, access: String
         var created, modified: Date
         var attributes: [String: String]
 
@@ -123,6 +126,7 @@ struct ListItems: ParsableCommand {
             account = item.account
             kind = item.kind.rawValue
             label = item.label
+            access = item.access.rawValue
             created = item.created
             modified = item.modified
             attributes = item.attributes

@@ -67,8 +67,8 @@ struct VaultOptions: ParsableArguments {
         }
         if credentials.isEmpty {
             guard let typed = try Terminal.readHidden(prompt: "Passphrase for \(vaultPath.string): ") else {
-                throw CLIError.noInput(
-                    "no way to unlock the vault: give --key-file PATH (or LOCKBOX_KEY_FILE) or --passphrase-fd N; there is no terminal to prompt on")
+                throw LockboxError.reauthenticationRequired(
+                    "the vault is locked: no window is open, no key file (--key-file, LOCKBOX_KEY_FILE) or --passphrase-fd was given, and there is no terminal to ask on")
             }
             credentials.append(.passphrase(typed))
         }
@@ -104,23 +104,38 @@ struct VaultOptions: ParsableArguments {
     /// first time one is made. With `auto` and a recorded store that is unavailable, it fails
     /// loudly rather than switch to another, empty store.
     func openStore() throws -> any SecretStore {
+        try openStoreDetailed().store
+    }
+
+    /// A vault over the store this invocation uses, able to read protected items when this
+    /// invocation is freshly authenticated: inside a session window (`lockbox unlock`), or with
+    /// the vault passphrase given just now.
+    func openVault() throws -> Vault {
+        let (store, fresh) = try openStoreDetailed()
+        return Vault(store: store, freshness: fresh ? InvocationFreshness.fresh : InvocationFreshness.stale)
+    }
+
+    /// The store, and whether this invocation counts as freshly authenticated.
+    func openStoreDetailed() throws -> (store: any SecretStore, fresh: Bool) {
         let request = try requestedBackend()
         let recorded = try BackendSettings.load(from: settingsPath).profiles[profileName]
         switch request {
         case .file:
-            let store = try openFileStore()
+            let opened = try openFileStoreDetailed()
             try record(.file, reason: "requested explicitly (--backend file, or a vault or key file named)")
-            return store
+            return opened
         case .secretService:
             let store = try SecretServiceStore()
             try record(.secretService, reason: "requested explicitly (--backend secret-service)")
-            return store
+            return (store, try secretServiceWindowOpen(store))
         case .auto:
             if let recorded {
                 do {
                     switch recorded.backend {
-                    case .file: return try openFileStore()
-                    case .secretService: return try SecretServiceStore()
+                    case .file: return try openFileStoreDetailed()
+                    case .secretService:
+                        let store = try SecretServiceStore()
+                        return (store, try secretServiceWindowOpen(store))
                     }
                 } catch let error as LockboxError {
                     switch error {
@@ -137,16 +152,23 @@ struct VaultOptions: ParsableArguments {
                 let store = try SecretServiceStore()
                 if try !store.isLocked() {
                     try record(.secretService, reason: "chosen automatically: the Secret Service was reachable and unlocked")
-                    return store
+                    return (store, try secretServiceWindowOpen(store))
                 }
                 why = "the Secret Service's default collection was locked"
             } catch let error as LockboxError {
                 why = error.description
             }
-            let store = try openFileStore()
+            let opened = try openFileStoreDetailed()
             try record(.file, reason: "chosen automatically: \(why)")
-            return store
+            return opened
         }
+    }
+
+    /// The window scope of the Secret Service for this profile.
+    var secretServiceWindowScope: String { SessionWindow.scope(secretServiceProfile: profileName) }
+
+    private func secretServiceWindowOpen(_ store: SecretServiceStore) throws -> Bool {
+        try SessionWindow.isOpen(scope: secretServiceWindowScope, store: store)
     }
 
     private func record(_ backend: Backend, reason: String) throws {
@@ -155,10 +177,21 @@ struct VaultOptions: ParsableArguments {
 
     /// Opens the file vault with the credentials given (commands that only make sense for it).
     func openFileStore() throws -> EncryptedFileStore {
+        try openFileStoreDetailed().store
+    }
+
+    /// Opens the file vault: through its session window if one is open (no credential needed),
+    /// else with the credentials given. Fresh when a window or a passphrase opened it.
+    func openFileStoreDetailed(useWindow: Bool = true) throws -> (store: EncryptedFileStore, fresh: Bool) {
         let path = vaultPath
         // Say "no vault" before asking for a passphrase that could not help.
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
-        return try EncryptedFileStore.open(at: path, credentials: try unlockCredentials())
+        if useWindow, let store = try SessionWindow.openStore(at: path) { return (store, true) }
+        let credentials = try unlockCredentials()
+        let store = try EncryptedFileStore.open(at: path, credentials: credentials)
+        let passphraseOpened = try store.keySlots().contains { $0.openedThisHandle && $0.kind == .passphrase }
+        let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
+        return (store, byPassphrase)
     }
 }
 
@@ -171,6 +204,17 @@ enum KDFPreset: String, ExpressibleByArgument, CaseIterable {
         case .interactive: return .interactive
         case .moderate: return .moderate
         case .sensitive: return .sensitive
+        }
+    }
+}
+
+/// Whether this invocation is freshly authenticated, decided once when the store was opened.
+enum InvocationFreshness: FreshAuthentication {
+    case fresh, stale
+
+    func requireFreshAuthentication() throws {
+        if self == .stale {
+            throw LockboxError.reauthenticationRequired("this item is protected, and no re-authentication window is open")
         }
     }
 }

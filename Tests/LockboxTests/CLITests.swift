@@ -96,9 +96,9 @@ struct CLITests {
         result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], redirect: "3<'\(newPassFile)'")
         #expect(result.stdoutString == "s3cr3t-value")
 
-        // No credential and no terminal: a usage error, not a hang.
+        // No credential, no window and no terminal: "locked", not a hang.
         result = try lockbox(["get", "--vault", vault, "svc", "acct"])
-        #expect(result.status == 64)
+        #expect(result.status == 40)
         #expect(result.stderr.contains("--passphrase-fd"))
     }
 

@@ -44,6 +44,15 @@ public struct ItemKind: RawRepresentable, Hashable, Sendable, Codable, Expressib
     public static let pinHash: ItemKind = "pin-hash"
 }
 
+/// When an item's secret may be read.
+public enum ItemAccess: String, Sendable, Hashable, Codable {
+    /// Whenever the store is open: tokens a service needs unattended.
+    case always
+    /// Only inside a fresh re-authentication window (a PIN or passphrase proved recently), like
+    /// Apple's user-presence access control. Listing still shows the item's metadata.
+    case freshAuthentication = "fresh-authentication"
+}
+
 /// What may be stored with a secret besides its bytes.
 public struct ItemOptions: Sendable, Hashable {
     /// What the item holds.
@@ -51,13 +60,17 @@ public struct ItemOptions: Sendable, Hashable {
     /// A human-readable label; `nil` gives `Password for 'ACCOUNT' on 'SERVICE'`.
     public var label: String?
     /// Extra non-secret attributes, searchable by other tools in stores that support it.
+    /// Names starting with `lockbox.` are reserved.
     public var attributes: [String: String]
+    /// When the secret may be read.
+    public var access: ItemAccess
 
     /// Creates item options.
-    public init(kind: ItemKind = .generic, label: String? = nil, attributes: [String: String] = [:]) {
+    public init(kind: ItemKind = .generic, label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always) {
         self.kind = kind
         self.label = label
         self.attributes = attributes
+        self.access = access
     }
 
     /// The label to store for `key`: the given one, or the conventional default.
@@ -80,11 +93,13 @@ public struct ItemMetadata: Hashable, Sendable, Codable {
     public var modified: Date
     /// Extra non-secret attributes.
     public var attributes: [String: String]
+    /// When the secret may be read.
+    public var access: ItemAccess
 
     /// Creates item metadata.
     public init(
         key: ItemKey, kind: ItemKind, label: String, created: Date, modified: Date,
-        attributes: [String: String] = [:]
+        attributes: [String: String] = [:], access: ItemAccess = .always
     ) {
         self.key = key
         self.kind = kind
@@ -92,6 +107,7 @@ public struct ItemMetadata: Hashable, Sendable, Codable {
         self.created = created
         self.modified = modified
         self.attributes = attributes
+        self.access = access
     }
 
     /// The item's service.
@@ -110,6 +126,8 @@ public enum ItemLimits {
     public static let maxAttributeValueBytes = 4096
     /// Largest secret, in bytes.
     public static let maxSecretBytes = 1 << 24
+    /// Attribute names Lockbox keeps for itself (e.g. `lockbox.access` in the file vault).
+    public static let reservedAttributePrefix = "lockbox."
 
     /// Throws ``LockboxError/invalidArgument(_:)`` naming the first rule that `key`, `options`
     /// or the secret's size breaks.
@@ -124,6 +142,9 @@ public enum ItemLimits {
         }
         for (name, value) in options.attributes {
             try checkName(name, what: "attribute name")
+            if name.hasPrefix(reservedAttributePrefix) {
+                throw LockboxError.invalidArgument("attribute names starting with '\(reservedAttributePrefix)' are reserved for Lockbox")
+            }
             guard value.utf8.count <= maxAttributeValueBytes else {
                 throw LockboxError.invalidArgument("attribute '\(name)' is longer than \(maxAttributeValueBytes) bytes")
             }

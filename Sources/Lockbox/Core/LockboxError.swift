@@ -60,6 +60,10 @@ public enum LockboxError: Error, Sendable, Equatable {
     case pinNotSet(profile: String)
     /// The PIN and the items listed with it were wiped after too many failures.
     case pinWiped(profile: String, failures: Int)
+    /// The item (or action) needs a fresh authentication: a PIN or passphrase within the window.
+    case reauthenticationRequired(String)
+    /// The kernel keyring cannot hold a re-authentication window here (some containers block it).
+    case kernelKeyringUnavailable(detail: String)
 }
 
 extension LockboxError: CustomStringConvertible {
@@ -118,6 +122,10 @@ extension LockboxError: CustomStringConvertible {
             return "no PIN is set for '\(profile)'. Set one with `lockbox pin set`."
         case let .pinWiped(profile, failures):
             return "after \(failures) consecutive wrong PINs, the PIN for '\(profile)' and the items listed with it were wiped."
+        case let .reauthenticationRequired(what):
+            return "re-authentication required: \(what). Run `lockbox unlock` (PIN or passphrase) and retry within the window."
+        case let .kernelKeyringUnavailable(detail):
+            return "the kernel keyring cannot hold a re-authentication window here (\(detail)); Lockbox will ask each time instead and never writes the window to disk."
         case let .recordedBackendUnavailable(backend, settingsPath, reason):
             return "this profile keeps its credentials in the \(backend) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store. Make that store available, or name a store explicitly with --backend."
         }

@@ -9,6 +9,8 @@ public protocol SecretStore: Sendable {
     func get(_ key: ItemKey) throws -> SecretBytes?
     /// The metadata of the item under `key`, or `nil` if there is none.
     func metadata(_ key: ItemKey) throws -> ItemMetadata?
+    /// The item under `key` with its secret, read together (one lookup where the store can).
+    func item(_ key: ItemKey) throws -> StoredItem?
     /// Stores `secret` under `key`, replacing any item there (its creation time is kept).
     func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws
     /// Removes the item under `key`; returns whether there was one.
@@ -22,6 +24,28 @@ public protocol SecretStore: Sendable {
     /// Removes every item in the store; returns how many were removed.
     @discardableResult
     func wipeAll() throws -> Int
+}
+
+/// An item read with its secret.
+public struct StoredItem: Sendable {
+    /// Everything but the secret.
+    public var metadata: ItemMetadata
+    /// The secret.
+    public var secret: SecretBytes
+
+    /// Creates a stored item.
+    public init(metadata: ItemMetadata, secret: SecretBytes) {
+        self.metadata = metadata
+        self.secret = secret
+    }
+}
+
+extension SecretStore {
+    /// Reads metadata and secret with two calls; stores that can do it in one override this.
+    public func item(_ key: ItemKey) throws -> StoredItem? {
+        guard let metadata = try metadata(key), let secret = try get(key) else { return nil }
+        return StoredItem(metadata: metadata, secret: secret)
+    }
 }
 
 extension Array where Element == ItemMetadata {

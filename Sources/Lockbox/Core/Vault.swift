@@ -14,19 +14,32 @@ import Foundation
 public struct Vault: Sendable {
     /// The store this vault reads and writes.
     public let store: any SecretStore
+    /// What vouches for a fresh authentication when a protected item is read; `nil` means no
+    /// protected item can be read.
+    public let freshness: (any FreshAuthentication)?
 
-    /// Creates a vault over `store`.
-    public init(store: any SecretStore) {
+    /// Creates a vault over `store`. Items stored with ``ItemAccess/freshAuthentication`` are
+    /// returned only while `freshness` (e.g. a ``ReauthGate``) says a fresh authentication is in force.
+    public init(store: any SecretStore, freshness: (any FreshAuthentication)? = nil) {
         self.store = store
+        self.freshness = freshness
     }
 
     // MARK: Binary secrets
 
-    /// The secret under (service, account), or `nil` if none is stored.
+    /// The secret under (service, account), or `nil` if none is stored. A protected item throws
+    /// ``LockboxError/reauthenticationRequired(_:)`` outside a re-authentication window.
     public func get(service: String, account: String) throws -> SecretBytes? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        return try store.get(key)
+        guard let item = try store.item(key) else { return nil }
+        if item.metadata.access == .freshAuthentication {
+            guard let freshness else {
+                throw LockboxError.reauthenticationRequired("'\(account)' on '\(service)' is protected")
+            }
+            try freshness.requireFreshAuthentication()
+        }
+        return item.secret
     }
 
     /// The secret under (service, account); throws ``LockboxError/itemNotFound(service:account:)``
@@ -38,13 +51,14 @@ public struct Vault: Sendable {
         return secret
     }
 
-    /// Stores `secret` under (service, account), replacing what was there.
+    /// Stores `secret` under (service, account), replacing what was there. With
+    /// `access: .freshAuthentication` it can later be read only inside a re-authentication window.
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind = .generic,
-        label: String? = nil, attributes: [String: String] = [:]
+        label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
     ) throws {
         let key = ItemKey(service: service, account: account)
-        let options = ItemOptions(kind: kind, label: label, attributes: attributes)
+        let options = ItemOptions(kind: kind, label: label, attributes: attributes, access: access)
         try ItemLimits.validate(key, options: options, secretCount: secret.count)
         try store.set(secret, for: key, options: options)
     }
@@ -67,10 +81,10 @@ public struct Vault: Sendable {
     /// Stores the UTF-8 bytes of `string` under (service, account).
     public func set(
         _ string: String, service: String, account: String, kind: ItemKind = .generic,
-        label: String? = nil, attributes: [String: String] = [:]
+        label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
     ) throws {
         try set(SecretBytes(utf8: string), service: service, account: account, kind: kind,
-                label: label, attributes: attributes)
+                label: label, attributes: attributes, access: access)
     }
 
     // MARK: Metadata and removal

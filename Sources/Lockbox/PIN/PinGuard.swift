@@ -151,6 +151,14 @@ public final class PinGuard: Sendable {
         try reset(profile)
     }
 
+    /// A fingerprint of the profile's current PIN hash (BLAKE2b), or `nil` without a PIN: it
+    /// changes whenever the PIN is changed, removed or set anew, which closes re-authentication
+    /// windows the old PIN opened. Reveals nothing about the PIN.
+    public func fingerprint(_ profile: PinProfile) throws -> String? {
+        guard let record = try load(profile) else { return nil }
+        return Array(record.hash.utf8).withUnsafeBytes { Sodium.blake2b($0).map { String(format: "%02x", $0) }.joined() }
+    }
+
     /// Failures, lockout end and state, without touching the counters.
     public func status(_ profile: PinProfile) throws -> PinStatus {
         guard let record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }

@@ -160,13 +160,18 @@ public final class EncryptedFileStore: SecretStore {
         try withFreshState { $0.entries[key]?.metadata }
     }
 
+    public func item(_ key: ItemKey) throws -> StoredItem? {
+        try withFreshState { state in state.entries[key].map { StoredItem(metadata: $0.metadata, secret: $0.secret) } }
+    }
+
     public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws {
         try ItemLimits.validate(key, options: options, secretCount: secret.count)
         let time = timestamp()
         try mutateEntries { entries throws in
             let metadata = ItemMetadata(
                 key: key, kind: options.kind, label: options.resolvedLabel(for: key),
-                created: entries[key]?.metadata.created ?? time, modified: time, attributes: options.attributes)
+                created: entries[key]?.metadata.created ?? time, modified: time, attributes: options.attributes,
+                access: options.access)
             entries[key] = VaultEntry(metadata: metadata, secret: secret)
             return ((), true)
         }
@@ -344,6 +349,61 @@ public final class EncryptedFileStore: SecretStore {
             }
             return ((), newKey)
         }
+    }
+
+    // MARK: Re-authentication support
+
+    /// Checks `passphrase` against the vault's passphrase slots (Argon2id); throws
+    /// ``LockboxError/wrongCredential(path:)`` if none opens. Proves a person is present, where a
+    /// key file (a service's credential) does not.
+    public func verifyPassphrase(_ passphrase: SecretBytes) throws {
+        let source = try Self.loadKEKSource(.passphrase(passphrase), kdf: .default)
+        let header = try withFreshState { $0.header }
+        for slot in header.slots where slot.kind == .passphrase {
+            let kek = try KeySlotCrypto.deriveKEK(for: slot, from: source)
+            if KeySlotCrypto.unwrap(slot, vaultID: header.vaultID, kek: kek) != nil { return }
+        }
+        throw LockboxError.wrongCredential(path: path.string)
+    }
+
+    /// A fingerprint of the vault's key slots: it changes with any passphrase change, slot
+    /// change or data-key rotation, which closes re-authentication windows opened before.
+    public func credentialFingerprint() throws -> String {
+        try withFreshState { Self.fingerprint(of: $0.header) }
+    }
+
+    static func fingerprint(of header: VaultHeader) -> String {
+        var bytes = header.vaultID
+        for slot in header.slots { bytes += slot.parameterBytes + slot.wrappedKey }
+        return bytes.withUnsafeBytes { Sodium.blake2b($0).map { String(format: "%02x", $0) }.joined() }
+    }
+
+    /// The vault's ID and the data key, for a session window (kernel keyring).
+    func windowMaterial() throws -> (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes) {
+        try withFreshState { state in (state.header.vaultID, Self.fingerprint(of: state.header), state.dataKey) }
+    }
+
+    /// Opens the vault with a data key taken from a session window, if it still opens it and
+    /// the key slots are as they were when the window opened.
+    static func open(at path: FilePath, windowDataKey dataKey: SecretBytes, fingerprint: String,
+                     lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }) throws -> EncryptedFileStore? {
+        let path = resolvedVaultPath(path)
+        let file = try readVaultFile(path)
+        let (header, headerLength) = try parseHeader(file.bytes, path: path)
+        guard Self.fingerprint(of: header) == fingerprint,
+              decryptBody(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey) != nil
+        else { return nil }
+        let entries = try decryptEntries(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey, path: path)
+        return EncryptedFileStore(
+            path: path, lockTimeout: lockTimeout, now: now,
+            state: State(dataKey: dataKey, unlocker: nil, header: header, entries: entries, identity: file.identity))
+    }
+
+    /// The vault's ID, read from its header without any credential.
+    static func vaultID(at path: FilePath) throws -> [UInt8] {
+        let path = resolvedVaultPath(path)
+        let file = try readVaultFile(path)
+        return try parseHeader(file.bytes, path: path).0.vaultID
     }
 
     // MARK: Reading and writing the file

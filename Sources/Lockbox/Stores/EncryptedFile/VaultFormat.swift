@@ -226,11 +226,21 @@ enum VaultPayload {
         }
     }
 
+    /// The reserved attribute that records an item's access policy (absent for `.always`).
+    static let accessAttribute = ItemLimits.reservedAttributePrefix + "access"
+
+    /// The attributes as stored: the caller's plus Lockbox's reserved ones.
+    private static func storedAttributes(_ m: ItemMetadata) -> [String: String] {
+        var attributes = m.attributes
+        if m.access != .always { attributes[accessAttribute] = m.access.rawValue }
+        return attributes
+    }
+
     private static func encodedSize(_ entry: VaultEntry) -> Int {
         let m = entry.metadata
         var size = 2 + m.key.service.utf8.count + 2 + m.key.account.utf8.count
         size += 2 + m.kind.rawValue.utf8.count + 2 + m.label.utf8.count + 8 + 8 + 2
-        for (name, value) in m.attributes { size += 2 + name.utf8.count + 2 + value.utf8.count }
+        for (name, value) in storedAttributes(m) { size += 2 + name.utf8.count + 2 + value.utf8.count }
         return size + 4 + entry.secret.count
     }
 
@@ -242,10 +252,11 @@ enum VaultPayload {
         writer.appendShortString(m.label)
         writer.append(milliseconds(m.created))
         writer.append(milliseconds(m.modified))
-        writer.append(UInt16(m.attributes.count))
-        for name in m.attributes.keys.sorted() {
+        let attributes = storedAttributes(m)
+        writer.append(UInt16(attributes.count))
+        for name in attributes.keys.sorted() {
             writer.appendShortString(name)
-            writer.appendShortString(m.attributes[name] ?? "")
+            writer.appendShortString(attributes[name] ?? "")
         }
         writer.append(UInt32(entry.secret.count))
         entry.secret.withUnsafeBytes { writer.append($0) }
@@ -288,9 +299,17 @@ enum VaultPayload {
         }
         let secretLength = Int(try reader.read(UInt32.self, "item \(index) secret length"))
         let secret = SecretBytes(copying: try reader.readSlice(secretLength, "item \(index) secret"))
+        var access = ItemAccess.always
+        if let stored = attributes.removeValue(forKey: accessAttribute) {
+            guard let parsed = ItemAccess(rawValue: stored) else {
+                throw FormatError("item \(index) has an unknown access policy")
+            }
+            access = parsed
+        }
         let metadata = ItemMetadata(
             key: ItemKey(service: service, account: account), kind: ItemKind(rawValue: kind), label: label,
-            created: date(milliseconds: created), modified: date(milliseconds: modified), attributes: attributes)
+            created: date(milliseconds: created), modified: date(milliseconds: modified), attributes: attributes,
+            access: access)
         return VaultEntry(metadata: metadata, secret: secret)
     }
 

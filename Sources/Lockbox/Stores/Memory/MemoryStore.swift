@@ -28,6 +28,10 @@ public final class MemoryStore: SecretStore {
         entries.withLock { $0[key]?.metadata }
     }
 
+    public func item(_ key: ItemKey) throws -> StoredItem? {
+        entries.withLock { entries in entries[key].map { StoredItem(metadata: $0.metadata, secret: $0.secret) } }
+    }
+
     public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws {
         try ItemLimits.validate(key, options: options, secretCount: secret.count)
         let time = now()
@@ -35,7 +39,7 @@ public final class MemoryStore: SecretStore {
             let created = entries[key]?.metadata.created ?? time
             let metadata = ItemMetadata(
                 key: key, kind: options.kind, label: options.resolvedLabel(for: key),
-                created: created, modified: time, attributes: options.attributes)
+                created: created, modified: time, attributes: options.attributes, access: options.access)
             entries[key] = Entry(metadata: metadata, secret: secret)
         }
     }

@@ -26,6 +26,7 @@ public final class SecretServiceStore: SecretStore {
     static let formatAttribute = "lockbox:format"
     static let formatVersion = "1"
     static let kindAttribute = "lockbox:kind"
+    static let accessAttribute = "lockbox:access"
     static let userAttributePrefix = "lockbox:attr:"
     static let schemaAttribute = "xdg:schema"
     static let schemaName = "org.freedesktop.Secret.Generic"
@@ -65,12 +66,18 @@ public final class SecretServiceStore: SecretStore {
         try findItem(key, loadSecret: false)?.metadata
     }
 
+    public func item(_ key: ItemKey) throws -> StoredItem? {
+        guard let found = try findItem(key, loadSecret: true), let secret = found.secret else { return nil }
+        return StoredItem(metadata: found.metadata, secret: secret)
+    }
+
     public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws {
         try ItemLimits.validate(key, options: options, secretCount: secret.count)
         var attributes = Self.addressAttributes(key)
         attributes[Self.markerAttribute] = Self.markerValue
         attributes[Self.formatAttribute] = Self.formatVersion
         attributes[Self.kindAttribute] = options.kind.rawValue
+        if options.access != .always { attributes[Self.accessAttribute] = options.access.rawValue }
         attributes[Self.schemaAttribute] = Self.schemaName
         for (name, value) in options.attributes { attributes[Self.userAttributePrefix + name] = value }
         let label = options.resolvedLabel(for: key)
@@ -238,11 +245,13 @@ public final class SecretServiceStore: SecretStore {
         for (name, value) in attributes where name.hasPrefix(userAttributePrefix) {
             extra[String(name.dropFirst(userAttributePrefix.count))] = value
         }
+        // An unknown access value is read as the strictest known one, never as "always".
+        let access = attributes[accessAttribute].map { ItemAccess(rawValue: $0) ?? .freshAuthentication } ?? .always
         return ItemMetadata(
             key: key, kind: ItemKind(rawValue: attributes[kindAttribute] ?? ItemKind.generic.rawValue), label: label,
             created: Date(timeIntervalSince1970: Double(secret_item_get_created(item))),
             modified: Date(timeIntervalSince1970: Double(secret_item_get_modified(item))),
-            attributes: extra)
+            attributes: extra, access: access)
     }
 
     /// Items matching `query` exactly (no schema name is matched), locked ones included. Never

@@ -1,0 +1,68 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CKeyutils
+
+/// Typed wrappers over the few libkeyutils calls Lockbox uses: `user` keys in the calling
+/// process's session keyring, readable only by processes that possess them (that share the
+/// session keyring), with a kernel-enforced expiry. Nothing here ever touches the disk.
+enum KernelKeyring {
+    /// Adds (or replaces) a `user` key in the session keyring with possessor-only permissions and
+    /// a timeout, then checks that it can be found again — some containers accept the call but
+    /// never link the key anywhere a later process could find it.
+    ///
+    /// The corresponding C functions are `add_key`, `keyctl_setperm`, `keyctl_set_timeout` and `keyctl_search`.
+    static func add(description: String, payload: SecretBytes, timeoutSeconds: UInt32) throws -> Int32 {
+        let id = payload.withUnsafeBytes { bytes in
+            add_key("user", description, bytes.baseAddress, bytes.count, KEY_SPEC_SESSION_KEYRING)
+        }
+        guard id >= 0 else { throw unavailable("add_key", errno) }
+        // Possessor only: no user, group or other bits, so a process of the same user outside this
+        // login session cannot read it.
+        if keyctl_setperm(id, UInt32(KEY_POS_ALL)) < 0 || keyctl_set_timeout(id, timeoutSeconds) < 0 {
+            let error = errno
+            _ = keyctl_invalidate(id)
+            throw unavailable("keyctl_setperm/keyctl_set_timeout", error)
+        }
+        guard search(description: description) == id else {
+            _ = keyctl_invalidate(id)
+            throw LockboxError.kernelKeyringUnavailable(
+                detail: "a key added to the session keyring cannot be found again (no login session keyring here?)")
+        }
+        return id
+    }
+
+    /// The key with `description` reachable from the session keyring, or `nil` (none, expired or revoked).
+    ///
+    /// The corresponding C function is `keyctl_search`.
+    static func search(description: String) -> Int32? {
+        let id = keyctl_search(KEY_SPEC_SESSION_KEYRING, "user", description, 0)
+        return id >= 0 ? Int32(id) : nil
+    }
+
+    /// The key's payload, or `nil` if it expired, was revoked or cannot be read.
+    ///
+    /// The corresponding C function is `keyctl_read_alloc`.
+    static func read(_ id: Int32) -> SecretBytes? {
+        var buffer: UnsafeMutableRawPointer?
+        let length = keyctl_read_alloc(id, &buffer)
+        guard length >= 0, let buffer else { return nil }
+        defer {
+            UnsafeMutableRawBufferPointer(start: buffer, count: Int(length)).zeroize()
+            free(buffer)
+        }
+        return SecretBytes(copying: UnsafeRawBufferPointer(start: buffer, count: Int(length)))
+    }
+
+    /// Makes the key unusable at once for everyone who can see it.
+    ///
+    /// The corresponding C function is `keyctl_invalidate` (falling back to `keyctl_revoke`).
+    @discardableResult
+    static func invalidate(_ id: Int32) -> Bool {
+        keyctl_invalidate(id) == 0 || keyctl_revoke(id) == 0
+    }
+
+    private static func unavailable(_ call: String, _ code: Int32) -> LockboxError {
+        .kernelKeyringUnavailable(detail: "\(call) failed: \(String(cString: strerror(code)))")
+    }
+}

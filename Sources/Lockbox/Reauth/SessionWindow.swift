@@ -1,0 +1,163 @@
+import Foundation
+import SystemPackage
+
+/// A re-authentication window shared by the processes of one login session, like sudo's
+/// timestamp — but kept in the Linux kernel keyring, never on disk: a `user` key in the session
+/// keyring, readable only by processes that possess it, that the kernel expires on its own
+/// (`keyctl_set_timeout`) and that dies with the login session or a reboot.
+///
+/// For the file vault the window carries the unwrapped data key, so commands inside it need
+/// neither the passphrase nor the key file, and skip the Argon2id cost. A window is tied to the
+/// credentials that opened it: a passphrase change, slot change or key rotation (or, for a
+/// PIN-opened window, a PIN change) invalidates it.
+public enum SessionWindow {
+    /// What a window says about itself (never its key).
+    public struct Status: Sendable, Equatable {
+        /// Seconds left.
+        public var remaining: Double
+        /// How the window was opened: `passphrase`, or `pin:PROFILE`.
+        public var openedBy: String
+    }
+
+    static let descriptionPrefix = "lockbox:window:"
+    private static let magic = Array("LBW1".utf8)
+
+    /// The window scope of the file vault at `path`: its vault ID, read without a credential.
+    public static func scope(forVaultAt path: FilePath) throws -> String {
+        "vault:" + (try EncryptedFileStore.vaultID(at: path)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The scope of a Secret Service profile's window.
+    public static func scope(secretServiceProfile profile: String) -> String { "secret-service:" + profile }
+
+    /// Opens (or replaces) the window for `scope` for `duration`. Throws
+    /// ``LockboxError/kernelKeyringUnavailable(detail:)`` where the kernel keyring cannot hold it.
+    /// - Parameters:
+    ///   - credentialFingerprint: the vault's key-slot fingerprint (empty for the Secret Service).
+    ///   - pin: the PIN profile that opened the window, with its fingerprint: changing or removing
+    ///     that PIN closes the window.
+    public static func open(scope: String, duration: Duration, openedBy: String, credentialFingerprint: String,
+                            pin: (profile: PinProfile, fingerprint: String)? = nil, dataKey: SecretBytes? = nil) throws {
+        let seconds = max(1, duration.seconds)
+        let expires = ReauthGate.monotonicClock() + seconds
+        let payload = encode(Contents(expires: expires, openedBy: openedBy, fingerprint: credentialFingerprint,
+                                      pinService: pin?.profile.service ?? "", pinName: pin?.profile.name ?? "",
+                                      pinFingerprint: pin?.fingerprint ?? "", dataKey: dataKey))
+        // The kernel's timeout is whole seconds (rounded up); the payload's expiry is exact.
+        _ = try KernelKeyring.add(description: descriptionPrefix + scope, payload: payload,
+                                  timeoutSeconds: UInt32(min(seconds.rounded(.up), Double(UInt32.max))))
+    }
+
+    /// Opens the window for a file vault (carrying its data key), after a passphrase or, with
+    /// `pin`, a PIN check the caller made.
+    public static func open(for store: EncryptedFileStore, duration: Duration, openedBy: String,
+                            pin: PinProfile? = nil) throws {
+        let material = try store.windowMaterial()
+        let scope = "vault:" + material.vaultID.map { String(format: "%02x", $0) }.joined()
+        var binding: (profile: PinProfile, fingerprint: String)?
+        if let pin, let fingerprint = try PinGuard(store: store).fingerprint(pin) { binding = (pin, fingerprint) }
+        try open(scope: scope, duration: duration, openedBy: openedBy, credentialFingerprint: material.fingerprint,
+                 pin: binding, dataKey: material.dataKey)
+    }
+
+    /// Whether the window for `scope` is open and, if a PIN opened it, that PIN is unchanged in `store`.
+    public static func isOpen(scope: String, store: any SecretStore) throws -> Bool {
+        guard let window = read(scope: scope) else { return false }
+        if try pinStillMatches(window, store: store) { return true }
+        close(scope: scope)
+        return false
+    }
+
+    private static func pinStillMatches(_ window: Contents, store: any SecretStore) throws -> Bool {
+        guard !window.pinName.isEmpty else { return true }
+        let profile = PinProfile(service: window.pinService, name: window.pinName)
+        return try PinGuard(store: store).fingerprint(profile) == window.pinFingerprint
+    }
+
+    /// The file vault at `path`, opened through its window, or `nil` if there is no valid window
+    /// (none, expired, revoked, or the vault's keys changed since — then the window is revoked).
+    public static func openStore(at path: FilePath) throws -> EncryptedFileStore? {
+        let scope = try scope(forVaultAt: path)
+        guard let window = read(scope: scope), let dataKey = window.dataKey else { return nil }
+        if let store = try EncryptedFileStore.open(at: path, windowDataKey: dataKey, fingerprint: window.fingerprint),
+           try pinStillMatches(window, store: store)
+        {
+            return store
+        }
+        close(scope: scope)
+        return nil
+    }
+
+    /// The window's state, or `nil` if there is none.
+    public static func status(scope: String) -> Status? {
+        read(scope: scope).map { Status(remaining: $0.expires - ReauthGate.monotonicClock(), openedBy: $0.openedBy) }
+    }
+
+    /// Closes the window at once; returns whether there was one.
+    @discardableResult
+    public static func close(scope: String) -> Bool {
+        guard let id = KernelKeyring.search(description: descriptionPrefix + scope) else { return false }
+        return KernelKeyring.invalidate(id)
+    }
+
+    // MARK: Payload
+
+    struct Contents {
+        var expires: Double
+        var openedBy: String
+        var fingerprint: String
+        var pinService: String
+        var pinName: String
+        var pinFingerprint: String
+        var dataKey: SecretBytes?
+    }
+
+    static func read(scope: String) -> Contents? {
+        guard let id = KernelKeyring.search(description: descriptionPrefix + scope),
+              let payload = KernelKeyring.read(id),
+              let contents = decode(payload)
+        else { return nil }
+        guard contents.expires > ReauthGate.monotonicClock() else {
+            KernelKeyring.invalidate(id)
+            return nil
+        }
+        return contents
+    }
+
+    private static func encode(_ contents: Contents) -> SecretBytes {
+        let fields = [contents.openedBy, contents.fingerprint, contents.pinService, contents.pinName, contents.pinFingerprint]
+            .map { Array($0.utf8.prefix(1024)) }
+        let keyCount = contents.dataKey?.count ?? 0
+        let size = magic.count + 8 + fields.reduce(0) { $0 + 2 + $1.count } + 1 + keyCount
+        return SecretBytes(count: size) { buffer in
+            var writer = FixedBufferWriter(buffer)
+            magic.withUnsafeBytes { writer.append($0) }
+            writer.append(contents.expires.bitPattern)
+            for field in fields {
+                writer.append(UInt16(field.count))
+                field.withUnsafeBytes { writer.append($0) }
+            }
+            writer.append(UInt8(keyCount))
+            contents.dataKey?.withUnsafeBytes { writer.append($0) }
+        }
+    }
+
+    private static func decode(_ payload: SecretBytes) -> Contents? {
+        payload.withUnsafeBytes { bytes -> Contents? in
+            var reader = ByteReader(bytes)
+            do {
+                guard try reader.readBytes(magic.count, "magic") == magic else { return nil }
+                let expires = Double(bitPattern: try reader.read(UInt64.self, "expiry"))
+                var fields: [String] = []
+                for _ in 0..<5 { fields.append(try reader.readShortString("field")) }
+                let keyLength = Int(try reader.read(UInt8.self, "key length"))
+                let key = try reader.readSlice(keyLength, "key")
+                return Contents(expires: expires, openedBy: fields[0], fingerprint: fields[1], pinService: fields[2],
+                                pinName: fields[3], pinFingerprint: fields[4],
+                                dataKey: keyLength > 0 ? SecretBytes(copying: key) : nil)
+            } catch {
+                return nil
+            }
+        }
+    }
+}

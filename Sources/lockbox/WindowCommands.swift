@@ -1,0 +1,118 @@
+import ArgumentParser
+import Foundation
+import Lockbox
+
+/// `10m`, `30s`, `1h`, `90` (seconds).
+struct WindowLength: ExpressibleByArgument {
+    var duration: Duration
+
+    init?(argument: String) {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600]
+        var text = Substring(argument)
+        var scale = 1.0
+        if let last = text.last, let unit = units[last] {
+            scale = unit
+            text = text.dropLast()
+        }
+        guard let value = Double(text), value > 0, value * scale <= 24 * 3600 else { return nil }
+        duration = .milliseconds(Int64(value * scale * 1000))
+    }
+
+    static var defaultValueDescription: String { "5m" }
+}
+
+struct Unlock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Prove who you are once (PIN or passphrase); protected items then open without asking until the window ends.",
+        discussion: """
+            The window lives in the kernel keyring of this login session (never on disk): later \
+            lockbox commands in the session use it, and for the file vault need neither the \
+            passphrase nor the key file. It ends after --for, on `lockbox lock`, when the PIN or \
+            passphrase changes, or when the session ends. With --pin, the profile's PIN is checked \
+            (subject to its lockout); otherwise the vault passphrase is asked — a key file is a \
+            service's credential, not a person's, and cannot open a window.
+            """)
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Option(name: .customLong("for"), help: "How long the window stays open: 30s, 10m, 1h.") var length: WindowLength?
+    @Option(help: ArgumentHelp("Open the window with this profile's PIN instead of the passphrase.", valueName: "service/profile"))
+    var pin: String?
+
+    func run() throws {
+        let duration = length?.duration ?? .seconds(300)
+        let pinProfile = try pin.map { text -> PinProfile in
+            let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ValidationError("--pin takes SERVICE/PROFILE, e.g. kids/max")
+            }
+            return PinProfile(service: parts[0], name: parts[1])
+        }
+        if let pinProfile {
+            let (store, _) = try vaultOptions.openStoreDetailed()
+            let entered = try PinInput.read("PIN for '\(pinProfile.name)': ")
+            try PinGuard(store: store).verify(pinProfile, pin: entered)
+            let fingerprint = try PinGuard(store: store).fingerprint(pinProfile) ?? ""
+            if let fileStore = store as? EncryptedFileStore {
+                try SessionWindow.open(for: fileStore, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
+            } else {
+                try SessionWindow.open(scope: vaultOptions.secretServiceWindowScope, duration: duration,
+                                       openedBy: "pin \(pinProfile)", credentialFingerprint: "",
+                                       pin: (pinProfile, fingerprint))
+            }
+        } else {
+            let request = try vaultOptions.requestedBackend()
+            let recorded = try BackendSettings.load(from: vaultOptions.settingsPath).profiles[vaultOptions.profileName]?.backend
+            if request == .secretService || (request == .auto && recorded == .secretService) {
+                throw LockboxError.invalidArgument("the Secret Service store has no passphrase of Lockbox's: unlock with --pin SERVICE/PROFILE")
+            }
+            let path = vaultOptions.vaultPath
+            if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
+            let passphrase: SecretBytes
+            if let fd = vaultOptions.passphraseFd {
+                passphrase = try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")
+            } else if let typed = try Terminal.readHidden(prompt: "Vault passphrase: ") {
+                passphrase = typed
+            } else {
+                throw CLIError.noInput("unlock needs the vault passphrase (--passphrase-fd N, or a terminal) or --pin SERVICE/PROFILE")
+            }
+            // Opening with the passphrase alone proves it (a key file would not count).
+            let fileStore = try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase))
+            try SessionWindow.open(for: fileStore, duration: duration, openedBy: "passphrase")
+        }
+        Console.status("Unlocked for \(Int(duration.components.seconds)) s. `lockbox lock` closes the window now.")
+    }
+}
+
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Close the re-authentication window now.")
+    @OptionGroup var vaultOptions: VaultOptions
+
+    func run() throws {
+        let closed = SessionWindow.close(scope: try windowScope(vaultOptions))
+        Console.status(closed ? "Locked: the window is closed." : "No window was open.")
+    }
+}
+
+struct WindowStatus: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show whether a re-authentication window is open, and for how long.")
+    @OptionGroup var vaultOptions: VaultOptions
+
+    func run() throws {
+        if let status = SessionWindow.status(scope: try windowScope(vaultOptions)) {
+            print("unlocked: \(Int(status.remaining.rounded(.up))) s left (opened by \(status.openedBy))")
+        } else {
+            print("locked: no re-authentication window is open")
+        }
+    }
+}
+
+/// The window scope of the store this invocation would use, found without any credential.
+func windowScope(_ options: VaultOptions) throws -> String {
+    let request = try options.requestedBackend()
+    let recorded = try BackendSettings.load(from: options.settingsPath).profiles[options.profileName]?.backend
+    let useFile = request == .file || (request == .auto && recorded != .secretService)
+    if useFile, FileManager.default.fileExists(atPath: options.vaultPath.string) {
+        return try SessionWindow.scope(forVaultAt: options.vaultPath)
+    }
+    return options.secretServiceWindowScope
+}

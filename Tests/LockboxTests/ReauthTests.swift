@@ -1,0 +1,247 @@
+import Foundation
+import Synchronization
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// A monotonic clock the test moves by hand.
+final class ManualClock: Sendable {
+    private let seconds = Mutex<Double>(100)
+    var read: ReauthGate.Clock { { [self] in seconds.withLock { $0 } } }
+    func advance(_ delta: Double) { seconds.withLock { $0 += delta } }
+}
+
+@Suite("Re-authentication windows (in process)")
+struct ReauthGateTests {
+    @Test("a window opens after a PIN, expires after the absolute timeout, and lock() closes it")
+    func opensAndExpires() throws {
+        let f = try PinFixture()
+        try f.guardian.set(f.profile, pin: pin("4739"))
+        let clock = ManualClock()
+        let gate = ReauthGate(absoluteTimeout: .seconds(300), clock: clock.read)
+        #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
+        #expect(throws: LockboxError.self) { try gate.open(verifying: pin("0000"), for: f.profile, with: f.guardian) }
+        #expect(!gate.isOpen, "a wrong PIN opens nothing")
+        try gate.open(verifying: pin("4739"), for: f.profile, with: f.guardian)
+        try gate.requireFreshAuthentication()
+        clock.advance(299)
+        try gate.requireFreshAuthentication()
+        #expect(gate.remaining == .seconds(1))
+        clock.advance(1)
+        #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
+        try gate.open(verifying: pin("4739"), for: f.profile, with: f.guardian)
+        gate.lock()
+        #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
+    }
+
+    @Test("an idle timeout closes an unused window; use extends it, up to the absolute limit")
+    func idleTimeout() throws {
+        let clock = ManualClock()
+        let gate = ReauthGate(absoluteTimeout: .seconds(1800), idleTimeout: .seconds(60), clock: clock.read)
+        try gate.open { "credential" }
+        for _ in 0..<10 {
+            clock.advance(59)
+            try gate.requireFreshAuthentication()  // each use extends the idle window
+        }
+        clock.advance(61)
+        #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
+        try gate.open { "credential" }
+        for _ in 0..<32 { clock.advance(59); _ = try? gate.requireFreshAuthentication() }
+        #expect(!gate.isOpen, "never beyond the absolute timeout")
+    }
+
+    @Test("changing or removing the PIN closes windows it opened")
+    func pinChangeCloses() throws {
+        let f = try PinFixture()
+        try f.guardian.set(f.profile, pin: pin("4739"))
+        let gate = ReauthGate()
+        try gate.open(verifying: pin("4739"), for: f.profile, with: f.guardian)
+        try f.guardian.change(f.profile, from: pin("4739"), to: pin("8316"))
+        #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
+        try gate.open(verifying: pin("8316"), for: f.profile, with: f.guardian)
+        try f.guardian.remove(f.profile)
+        #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
+    }
+
+    @Test("changing the vault passphrase closes windows it opened")
+    func passphraseChangeCloses() throws {
+        let fixture = try KeyFileVault(passphrase: "old pass")
+        let gate = ReauthGate()
+        #expect(throws: LockboxError.self) { try gate.open(verifyingPassphrase: secret("nope"), of: fixture.store) }
+        try gate.open(verifyingPassphrase: secret("old pass"), of: fixture.store)
+        try gate.requireFreshAuthentication()
+        try fixture.store.changePassphrase(to: secret("new pass"), kdf: testKDF, slot: 1)
+        #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
+    }
+
+    @Test("the fallback chain: window, then PIN (with its lockout), then passphrase")
+    func fallbackChain() throws {
+        let fixture = try KeyFileVault(passphrase: "vault pass")
+        let clock = TestClock()
+        let pins = PinGuard(store: fixture.store, hashParameters: cheapHash, clock: clock, lockDirectory: fixture.folder.file("locks"))
+        let profile = PinProfile(service: "driver", name: "quick")
+        try pins.set(profile, pin: pin("4739"))
+        let gate = ReauthGate()
+        var asked: [String] = []
+        let pinStep = { (entered: String) in
+            (profile: profile, guard: pins, read: { () throws -> SecretBytes in asked.append("pin"); return pin(entered) })
+        }
+        let passStep = (store: fixture.store, read: { () throws -> SecretBytes in asked.append("passphrase"); return secret("vault pass") })
+        // A wrong PIN is reported (ask again); the passphrase is not tried.
+        #expect(throws: LockboxError.self) { try gate.authenticate(pin: pinStep("0000"), passphrase: passStep) }
+        #expect(asked == ["pin"])
+        // Lock the PIN out: the passphrase path still works.
+        for _ in 0..<4 { _ = outcome { try pins.verify(profile, pin: pin("0000")) } }
+        asked = []
+        try gate.authenticate(pin: pinStep("4739"), passphrase: passStep)
+        #expect(asked == ["pin", "passphrase"])
+        // Inside the window nothing is asked.
+        asked = []
+        try gate.authenticate(pin: pinStep("4739"), passphrase: passStep)
+        #expect(asked.isEmpty)
+    }
+
+    @Test("protected items need a fresh window; unprotected ones and listings do not", arguments: [true, false])
+    func protectedItems(fileStore: Bool) throws {
+        let f = try PinFixture(fileStore: fileStore)
+        try f.guardian.set(f.profile, pin: pin("4739"))
+        let clock = ManualClock()
+        let gate = ReauthGate(absoluteTimeout: .seconds(60), clock: clock.read)
+        let vault = Vault(store: f.store, freshness: gate)
+        try vault.set("parent-only", service: "screen", account: "parent-token", access: .freshAuthentication)
+        try vault.set("always", service: "screen", account: "child-token")
+        #expect(try vault.string(service: "screen", account: "child-token") == "always")
+        let error = caughtError { try vault.get(service: "screen", account: "parent-token") }
+        if case .reauthenticationRequired = error {} else { Issue.record("got \(String(describing: error))") }
+        let listed = try vault.list(service: "screen")
+        #expect(listed.first { $0.account == "parent-token" }?.access == .freshAuthentication)
+        try gate.open(verifying: pin("4739"), for: f.profile, with: f.guardian)
+        #expect(try vault.string(service: "screen", account: "parent-token") == "parent-only")
+        clock.advance(60)
+        #expect(throws: LockboxError.self) { try vault.get(service: "screen", account: "parent-token") }
+        // A vault without a gate never reads protected items.
+        #expect(throws: LockboxError.self) { try Vault(store: f.store).get(service: "screen", account: "parent-token") }
+        // The policy survives reopening the file.
+        if fileStore {
+            #expect(try f.store.metadata(ItemKey(service: "screen", account: "parent-token"))?.access == .freshAuthentication)
+        }
+        #expect(throws: LockboxError.self) { try vault.set("x", service: "s", account: "a", attributes: ["lockbox.access": "always"]) }
+    }
+}
+
+/// The window in the kernel keyring. The test command runs the suite in its own session keyring
+/// (`keyctl session`), as a login session has one.
+@Suite("Re-authentication windows (kernel keyring)", .serialized)
+struct SessionWindowTests {
+    @Test("a window in the kernel keyring opens the vault without a credential, and the kernel expires it")
+    func kernelWindow() throws {
+        let fixture = try KeyFileVault(passphrase: "pass")
+        try Vault(store: fixture.store).set("v", service: "s", account: "a")
+        let scope = try SessionWindow.scope(forVaultAt: fixture.vaultPath)
+        try SessionWindow.open(for: fixture.store, duration: .seconds(1), openedBy: "passphrase")
+        let opened = try #require(try SessionWindow.openStore(at: fixture.vaultPath))
+        #expect(try Vault(store: opened).string(service: "s", account: "a") == "v")
+        let id = try #require(KernelKeyring.search(description: SessionWindow.descriptionPrefix + scope))
+        #expect(SessionWindow.status(scope: scope) != nil)
+        Thread.sleep(forTimeInterval: 1.2)
+        // Ask the kernel, not our own clock: the key itself must be gone or unreadable.
+        #expect(KernelKeyring.read(id) == nil)
+        #expect(KernelKeyring.search(description: SessionWindow.descriptionPrefix + scope) == nil)
+        #expect(try SessionWindow.openStore(at: fixture.vaultPath) == nil)
+    }
+
+    @Test("the key is possessor-only, and a passphrase change or lock makes the window useless")
+    func invalidation() throws {
+        let fixture = try KeyFileVault(passphrase: "pass")
+        let scope = try SessionWindow.scope(forVaultAt: fixture.vaultPath)
+        try SessionWindow.open(for: fixture.store, duration: .seconds(60), openedBy: "passphrase")
+        let id = try #require(KernelKeyring.search(description: SessionWindow.descriptionPrefix + scope))
+        let permissions = try String(contentsOfFile: "/proc/keys", encoding: .utf8).split(separator: "\n")
+            .first { $0.hasPrefix(String(format: "%08x", id)) }
+        #expect(permissions?.contains(" 3f000000 ") == true, "\(permissions ?? "not in /proc/keys")")
+        try fixture.store.changePassphrase(to: secret("new"), kdf: testKDF)
+        #expect(try SessionWindow.openStore(at: fixture.vaultPath) == nil, "keys changed: the window is void")
+        try SessionWindow.open(for: fixture.store, duration: .seconds(60), openedBy: "passphrase")
+        #expect(try SessionWindow.openStore(at: fixture.vaultPath) != nil)
+        #expect(SessionWindow.close(scope: scope))
+        #expect(try SessionWindow.openStore(at: fixture.vaultPath) == nil)
+    }
+
+    @Test("CLI: unlock with a PIN, get a protected item without asking, then lock or expiry brings exit 40; nothing written to disk")
+    func cliWindow() throws {
+        let folder = try TemporaryFolder()
+        let runtime = folder.file("run").string
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let key = folder.file("k.key").string
+        let base = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string,
+                    "XDG_RUNTIME_DIR": runtime]
+        let withKey = base.merging(["LOCKBOX_KEY_FILE": key]) { a, _ in a }
+        #expect(try runLockbox(["init", "--generate-key-file", key], environment: base).status == 0)
+        #expect(try runLockbox(["set", "--protected", "screen", "parent-token"], stdin: Data("parent-only".utf8), environment: withKey).status == 0)
+        #expect(try runLockbox(["pin", "set", "screen", "parent", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
+                               environment: withKey).status == 0)
+        var result = try runLockbox(["get", "screen", "parent-token"], environment: withKey)
+        #expect(result.status == 40, "protected, no window: \(result.stderr)")
+
+        let snapshot = { () throws -> [String: Data] in
+            var files: [String: Data] = [:]
+            for folderPath in [folder.path.string, folder.file("config/lockbox").string] {
+                for name in try FileManager.default.contentsOfDirectory(atPath: folderPath) {
+                    let path = folderPath + "/" + name
+                    var isDirectory: ObjCBool = false
+                    if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                        files[path] = FileManager.default.contents(atPath: path)
+                    }
+                }
+            }
+            return files
+        }
+        result = try runLockbox(["unlock", "--for", "3s", "--pin", "screen/parent"],
+                                stdin: Data("4739\n".utf8), environment: withKey)
+        #expect(result.status == 0, "\(result.stderr)")
+        let afterUnlock = try snapshot()
+        // Inside the window: no key file, no passphrase, no prompt.
+        result = try runLockbox(["get", "screen", "parent-token"], environment: base)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdoutString == "parent-only")
+        #expect(try runLockbox(["status"], environment: base).stdoutString.contains("unlocked"))
+        #expect(try runLockbox(["lock"], environment: base).status == 0)
+        #expect(try runLockbox(["get", "screen", "parent-token"], environment: base).status == 40)
+        #expect(try runLockbox(["get", "screen", "parent-token"], environment: withKey).status == 40)
+        #expect(try snapshot() == afterUnlock, "reads inside the window wrote nothing")
+
+        // A passphrase-less vault cannot be unlocked by its key file: that is not a person.
+        #expect(try runLockbox(["unlock", "--for", "1s"], environment: withKey).status != 0)
+        // Expiry: a 1-second window is gone a moment later.
+        result = try runLockbox(["unlock", "--for", "1s", "--pin", "screen/parent"],
+                                stdin: Data("4739\n".utf8), environment: withKey)
+        #expect(result.status == 0)
+        #expect(try runLockbox(["get", "screen", "parent-token"], environment: base).status == 0)
+        Thread.sleep(forTimeInterval: 1.2)
+        result = try runLockbox(["get", "screen", "parent-token"], environment: withKey)
+        #expect(result.status == 40)
+        #expect(result.stderr.contains("re-authentication required"))
+    }
+
+    @Test("CLI: a passphrase unlock changes no file at all")
+    func passphraseUnlockWritesNothing() throws {
+        let folder = try TemporaryFolder()
+        let passFile = folder.file("pass").string
+        try "vault pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
+        let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string]
+        #expect(try runLockbox(["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: env,
+                               shellRedirect: "3<'\(passFile)'").status == 0)
+        #expect(try runLockbox(["set", "--passphrase-fd", "3", "--protected", "s", "a"], stdin: Data("x".utf8), environment: env,
+                               shellRedirect: "3<'\(passFile)'").status == 0)
+        let vaultBefore = FileManager.default.contents(atPath: folder.file("v.lockbox").string)
+        let settingsBefore = FileManager.default.contents(atPath: folder.file("config/lockbox/settings.json").string)
+        let listingBefore = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).sorted()
+        let result = try runLockbox(["unlock", "--for", "5s", "--passphrase-fd", "3"], environment: env, shellRedirect: "3<'\(passFile)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(FileManager.default.contents(atPath: folder.file("v.lockbox").string) == vaultBefore)
+        #expect(FileManager.default.contents(atPath: folder.file("config/lockbox/settings.json").string) == settingsBefore)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path.string).sorted() == listingBefore)
+        #expect(try runLockbox(["get", "s", "a"], environment: env).stdoutString == "x")
+        _ = try runLockbox(["lock"], environment: env)
+    }
+}
