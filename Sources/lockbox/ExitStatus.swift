@@ -51,6 +51,9 @@ enum ExitStatus: Int32, CaseIterable {
     case pinWiped = 35
     case reauthenticationRequired = 40
     case kernelKeyringUnavailable = 41
+    case sessionExpired = 50
+    case refreshFailed = 51
+    case noTokens = 52
     case usage = 64
     case ioError = 74
 
@@ -86,7 +89,11 @@ enum ExitStatus: Int32, CaseIterable {
             case .pinWiped: self = .pinWiped
             case .reauthenticationRequired: self = .reauthenticationRequired
             case .kernelKeyringUnavailable: self = .kernelKeyringUnavailable
+            case .sessionExpired: self = .sessionExpired
+            case .noTokens: self = .noTokens
             }
+        case is RefreshFailed:
+            self = .refreshFailed
         case let error as CLIError:
             switch error {
             case .noInput, .noTerminal, .mismatch: self = .usage

@@ -21,13 +21,13 @@ struct LockboxCommand: ParsableCommand {
             Service provider, 22 keyring locked, 23 Secret Service timed out, 24 Secret Service failed \
             (e.g. provider went away), 25 item cannot be decoded, 26 the recorded store is unavailable, \
             30 wrong PIN, 31 PIN locked out, 32 PIN disabled, 33 no PIN set, 34 PIN refused by policy, \
-            35 PIN wiped, 40 re-authentication required, 41 kernel keyring unavailable, 64 usage error, \
-            74 I/O error.
+            35 PIN wiped, 40 re-authentication required, 41 kernel keyring unavailable, 50 session \
+            expired, 51 token refresh failed, 52 no tokens stored, 64 usage error, 74 I/O error.
             """,
         version: "0.1.0",
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
-            Passwd.self, RotateKey.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Doctor.self,
+            Passwd.self, RotateKey.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Doctor.self,
         ]
     )
 
@@ -35,12 +35,17 @@ struct LockboxCommand: ParsableCommand {
     static func main() {
         // No core dumps, no ptrace by other processes: a crash or debugger must not leak secrets.
         ProcessHardening.apply()
+        // A reader that goes away (`lockbox get | head -c 8`, a refresher that exits early) is an
+        // error to report, not a signal that kills us mid-write.
+        signal(SIGPIPE, SIG_IGN)
         do {
             var command = try parseAsRoot(hoistingGlobalOptions(Array(CommandLine.arguments.dropFirst())))
             try command.run()
         } catch let error as LockboxError {
             fail(error)
         } catch let error as CLIError {
+            fail(error)
+        } catch let error as RefreshFailed {
             fail(error)
         } catch {
             exit(withError: error)

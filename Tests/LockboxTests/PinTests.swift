@@ -314,7 +314,7 @@ struct PinCLITests {
         process.standardInput = input
         process.standardError = FileHandle.nullDevice
         try process.run()
-        input.fileHandleForWriting.write(Data("9999\n".utf8))
+        try? input.fileHandleForWriting.write(contentsOf: Data("9999\n".utf8))
         try input.fileHandleForWriting.close()
         // Wait until the try is on disk, then kill at once.
         var counted = false

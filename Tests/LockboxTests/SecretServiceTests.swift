@@ -36,7 +36,8 @@ func run(_ executable: String, _ arguments: [String], stdin: String = "", enviro
     process.standardError = errors
     let start = Date()
     try process.run()
-    input.fileHandleForWriting.write(Data(stdin.utf8))
+    _ = ignoreBrokenPipes
+    try? input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8))
     try input.fileHandleForWriting.close()
     let out = output.fileHandleForReading.readDataToEndOfFile()
     let err = errors.fileHandleForReading.readDataToEndOfFile()

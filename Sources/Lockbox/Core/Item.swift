@@ -40,6 +40,8 @@ public struct ItemKind: RawRepresentable, Hashable, Sendable, Codable, Expressib
     public static let token: ItemKind = "token"
     /// A device identifier.
     public static let deviceID: ItemKind = "device-id"
+    /// A guest or anonymous profile's identifier.
+    public static let guestID: ItemKind = "guest-id"
     /// A PIN hash (Argon2id PHC string).
     public static let pinHash: ItemKind = "pin-hash"
 }

@@ -64,6 +64,10 @@ public enum LockboxError: Error, Sendable, Equatable {
     case reauthenticationRequired(String)
     /// The kernel keyring cannot hold a re-authentication window here (some containers block it).
     case kernelKeyringUnavailable(detail: String)
+    /// The refresh token was rejected (invalid, expired or revoked): the tokens were cleared.
+    case sessionExpired(service: String, account: String)
+    /// No token set is stored for (service, account).
+    case noTokens(service: String, account: String)
 }
 
 extension LockboxError: CustomStringConvertible {
@@ -126,7 +130,12 @@ extension LockboxError: CustomStringConvertible {
             return "re-authentication required: \(what). Run `lockbox unlock` (PIN or passphrase) and retry within the window."
         case let .kernelKeyringUnavailable(detail):
             return "the kernel keyring cannot hold a re-authentication window here (\(detail)); Lockbox will ask each time instead and never writes the window to disk."
+        case let .sessionExpired(service, account):
+            return "session expired: the refresh token for '\(account)' on '\(service)' was rejected, so the tokens were cleared. Sign in again."
+        case let .noTokens(service, account):
+            return "no tokens are stored for '\(account)' on '\(service)'. Store them with `lockbox token set`."
         case let .recordedBackendUnavailable(backend, settingsPath, reason):
+            let reason = reason.hasSuffix(".") ? String(reason.dropLast()) : reason
             return "this profile keeps its credentials in the \(backend) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store. Make that store available, or name a store explicitly with --backend."
         }
     }

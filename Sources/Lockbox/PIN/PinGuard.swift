@@ -75,13 +75,7 @@ public final class PinGuard: Sendable {
         self.lockTimeout = lockTimeout
     }
 
-    static func defaultLockDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> FilePath {
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return FilePath(runtime).appending("lockbox/pin-locks")
-        }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? FileManager.default.homeDirectoryForCurrentUser.path
-        return FilePath(home).appending(".local/state/lockbox/pin-locks")
-    }
+    static func defaultLockDirectory() -> FilePath { ItemLock.defaultDirectory("pin-locks") }
 
     // MARK: Operations
 
@@ -246,29 +240,8 @@ public final class PinGuard: Sendable {
     /// Serialises everything about one profile across threads and processes.
     private func withProfileLock<T>(_ profile: PinProfile, _ body: () throws -> T) throws -> T {
         try ItemLimits.validate(profile.itemKey)
-        do {
-            try lockDirectory.createDirectories(permissions: .ownerReadWriteExecute)
-        } catch {
-            throw LockboxError.io(operation: "creating the PIN lock folder", path: lockDirectory.string, errno: error.asErrno)
-        }
-        let name = Array("\(profile.service)\u{0}\(profile.name)".utf8).withUnsafeBytes {
-            Sodium.blake2b($0, length: 16).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
-        }
-        let lock = VaultLock(vaultPath: lockDirectory.appending(name), timeout: lockTimeout)
-        let threadLock = Self.threadLocks.withLock { locks in
-            if let existing = locks[name] { return existing }
-            let created = NSLock()
-            locks[name] = created
-            return created
-        }
-        // flock is per open file, so two threads opening the lock file separately also exclude
-        // each other; the NSLock only spares them the polling.
-        threadLock.lock()
-        defer { threadLock.unlock() }
-        return try lock.withLock { try body() }
+        return try ItemLock(directory: lockDirectory, timeout: lockTimeout).withLock(profile.itemKey, body)
     }
-
-    private static let threadLocks = Mutex<[String: NSLock]>([:])
 }
 
 /// What is stored for a profile (JSON, inside the store's encryption).

@@ -1,0 +1,121 @@
+import Foundation
+
+/// An OAuth-style session: access token, refresh token, expiry, type, scope and subject, kept
+/// as one item so they are always written together.
+public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
+    /// The access token.
+    public var accessToken: SecretBytes
+    /// The refresh token, if the server gave one.
+    public var refreshToken: SecretBytes?
+    /// `Bearer`, usually.
+    public var tokenType: String
+    /// When the access token stops being valid; `nil` if the server did not say.
+    public var expiresAt: Date?
+    /// The granted scope, space-separated.
+    public var scope: String?
+    /// The user the session belongs to.
+    public var subject: String?
+
+    /// Creates a token set.
+    public init(accessToken: SecretBytes, refreshToken: SecretBytes? = nil, tokenType: String = "Bearer",
+                expiresAt: Date? = nil, scope: String? = nil, subject: String? = nil) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.scope = scope
+        self.subject = subject
+    }
+
+    /// Reads an OAuth 2.0 token response (RFC 6749 §5.1: `access_token`, `token_type`,
+    /// `expires_in`, `refresh_token`, `scope`), turning `expires_in` into an absolute expiry from
+    /// `now`. An error response (§5.2) throws ``TokenRefreshError/rejected(_:)`` for
+    /// `invalid_grant` and ``LockboxError/invalidArgument(_:)`` otherwise.
+    /// - Parameter previous: refresh responses often omit the refresh token, meaning "keep the old one".
+    public init(oauthResponse data: Data, now: Date = Date(), subject: String? = nil, previous: TokenSet? = nil) throws {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw LockboxError.invalidArgument("the token response is not a JSON object")
+        }
+        if let error = object["error"] as? String {
+            if error == "invalid_grant" { throw TokenRefreshError.rejected("the server answered invalid_grant") }
+            throw LockboxError.invalidArgument("the token response is an error: \(error)")
+        }
+        guard let access = object["access_token"] as? String, !access.isEmpty else {
+            throw LockboxError.invalidArgument("the token response has no access_token")
+        }
+        guard let type = object["token_type"] as? String, !type.isEmpty else {
+            throw LockboxError.invalidArgument("the token response has no token_type")
+        }
+        var expiresAt: Date?
+        if let expiresIn = object["expires_in"] {
+            let seconds = (expiresIn as? NSNumber)?.doubleValue ?? (expiresIn as? String).flatMap(Double.init)
+            guard let seconds, seconds >= 0, seconds.isFinite else {
+                throw LockboxError.invalidArgument("the token response's expires_in is not a number of seconds")
+            }
+            expiresAt = now.addingTimeInterval(seconds)
+        }
+        let refresh = (object["refresh_token"] as? String).map { SecretBytes(utf8: $0) } ?? previous?.refreshToken
+        self.init(accessToken: SecretBytes(utf8: access), refreshToken: refresh, tokenType: type, expiresAt: expiresAt,
+                  scope: (object["scope"] as? String) ?? previous?.scope, subject: subject ?? previous?.subject)
+    }
+
+    /// Whether the access token is still good at `date`, `leeway` before its expiry.
+    public func isValid(at date: Date, leeway: Duration) -> Bool {
+        guard let expiresAt else { return true }
+        return date.addingTimeInterval(leeway.seconds) < expiresAt
+    }
+
+    /// Never shows a token.
+    public var description: String {
+        "TokenSet(type: \(tokenType), expiresAt: \(expiresAt.map { $0.formatted(.iso8601) } ?? "unknown"), refreshToken: \(refreshToken == nil ? "no" : "<redacted>"), accessToken: <redacted>)"
+    }
+
+    // MARK: Storage (JSON inside the store's encryption)
+
+    private struct Stored: Codable {
+        var access_token: String
+        var refresh_token: String?
+        var token_type: String
+        var expires_at_ms: Int64?
+        var scope: String?
+        var subject: String?
+    }
+
+    func encoded() throws -> SecretBytes {
+        let stored = Stored(
+            access_token: accessToken.stringValue() ?? "", refresh_token: refreshToken?.stringValue(), token_type: tokenType,
+            expires_at_ms: expiresAt.map { VaultPayload.milliseconds($0) }, scope: scope, subject: subject)
+        var data = try JSONEncoder().encode(stored)
+        defer { data.withUnsafeMutableBytes { $0.zeroize() } }
+        return SecretBytes(copying: data)
+    }
+
+    static func decode(_ bytes: SecretBytes, key: ItemKey) throws -> TokenSet {
+        do {
+            let stored = try bytes.withUnsafeBytes { try JSONDecoder().decode(Stored.self, from: Data($0)) }
+            return TokenSet(
+                accessToken: SecretBytes(utf8: stored.access_token), refreshToken: stored.refresh_token.map { SecretBytes(utf8: $0) },
+                tokenType: stored.token_type, expiresAt: stored.expires_at_ms.map { VaultPayload.date(milliseconds: $0) },
+                scope: stored.scope, subject: stored.subject)
+        } catch {
+            throw LockboxError.undecodableItem(service: key.service, account: key.account, reason: "it is not a Lockbox token set")
+        }
+    }
+}
+
+/// What a refresh closure throws to say the session cannot be refreshed any more.
+public enum TokenRefreshError: Error, Sendable {
+    /// The refresh token is invalid, expired or revoked (OAuth `invalid_grant`): the token set is
+    /// cleared and callers get ``LockboxError/sessionExpired(service:account:)``.
+    case rejected(String)
+}
+
+/// Session state changes a ``TokenStore`` reports.
+public enum SessionEvent: Sendable, Equatable {
+    /// A token set was saved for (service, account).
+    case signedIn(ItemKey)
+    /// A refresh stored new tokens.
+    case refreshed(ItemKey)
+    /// The tokens were cleared (sign-out, or a rejected refresh).
+    case signedOut(ItemKey)
+}

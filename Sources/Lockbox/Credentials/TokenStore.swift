@@ -1,0 +1,127 @@
+import Foundation
+import Synchronization
+import SystemPackage
+
+/// Keeps token sets and refreshes them **once**, however many tasks and processes ask at the
+/// same time.
+///
+/// `validAccessToken(service:account:refresh:)` returns the stored access token while it is
+/// valid (with a leeway, default 60 s). When it is not, one task in the process runs the refresh
+/// and every other caller awaits its result (single flight). Across processes, the refresh runs
+/// under a per-item lock and re-reads the store after taking it, so a second process uses the
+/// first one's new tokens instead of spending a rotated refresh token again.
+public final class TokenStore: Sendable {
+    /// Where token sets are kept.
+    public let store: any SecretStore
+    /// How long before expiry a token counts as expired.
+    public let leeway: Duration
+    private let now: @Sendable () -> Date
+    private let lock: ItemLock
+    private let inflight = Mutex<[ItemKey: Task<TokenSet, any Error>]>([:])
+    private let observers = Mutex<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
+
+    /// Creates a token store over `store`.
+    /// - Parameters:
+    ///   - lockDirectory: where the per-item lock files live (shared by every process using the
+    ///     store). Default: `$XDG_RUNTIME_DIR/lockbox/token-locks`.
+    ///   - lockTimeout: how long a refresh waits for another process's refresh.
+    public init(store: any SecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
+                lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120)) {
+        self.store = store
+        self.leeway = leeway
+        self.now = now
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks"), timeout: lockTimeout)
+    }
+
+    /// Session events from now on: signed in, refreshed, signed out.
+    public func events() -> AsyncStream<SessionEvent> {
+        let (stream, continuation) = AsyncStream<SessionEvent>.makeStream()
+        let id = UUID()
+        observers.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.observers.withLock { $0.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// Saves a token set as one item (kind `token`).
+    public func save(_ tokens: TokenSet, service: String, account: String) throws {
+        let key = ItemKey(service: service, account: account)
+        try write(tokens, key)
+        emit(.signedIn(key))
+    }
+
+    /// Saves the tokens of an OAuth 2.0 token response (RFC 6749 §5.1).
+    public func save(oauthResponse: Data, service: String, account: String, subject: String? = nil) throws {
+        try save(TokenSet(oauthResponse: oauthResponse, now: now(), subject: subject), service: service, account: account)
+    }
+
+    /// The stored token set, or `nil`.
+    public func load(service: String, account: String) throws -> TokenSet? {
+        let key = ItemKey(service: service, account: account)
+        return try store.get(key).map { try TokenSet.decode($0, key: key) }
+    }
+
+    /// Removes the token set; returns whether there was one.
+    @discardableResult
+    public func clear(service: String, account: String) throws -> Bool {
+        let key = ItemKey(service: service, account: account)
+        let removed = try lock.withLock(key) { try store.delete(key) }
+        if removed { emit(.signedOut(key)) }
+        return removed
+    }
+
+    /// A valid access token: the stored one, or — once for all concurrent callers — a refreshed one.
+    ///
+    /// `refresh` gets the current token set and returns the new one; it throws
+    /// ``TokenRefreshError/rejected(_:)`` when the refresh token is no longer accepted (the tokens
+    /// are then cleared and this throws ``LockboxError/sessionExpired(service:account:)``), or any
+    /// other error for a transient failure (tokens kept, error passed on).
+    public func validAccessToken(
+        service: String, account: String, refresh: @escaping @Sendable (TokenSet) async throws -> TokenSet
+    ) async throws -> SecretBytes {
+        let key = ItemKey(service: service, account: account)
+        guard let current = try load(service: service, account: account) else {
+            throw LockboxError.noTokens(service: service, account: account)
+        }
+        if current.isValid(at: now(), leeway: leeway) { return current.accessToken }
+        let task = inflight.withLock { tasks -> Task<TokenSet, any Error> in
+            if let running = tasks[key] { return running }
+            let started = Task { [self] in
+                defer { _ = inflight.withLock { $0.removeValue(forKey: key) } }
+                return try await refreshHoldingLock(key, refresh: refresh)
+            }
+            tasks[key] = started
+            return started
+        }
+        return try await task.value.accessToken
+    }
+
+    private func refreshHoldingLock(_ key: ItemKey, refresh: @Sendable (TokenSet) async throws -> TokenSet) async throws -> TokenSet {
+        let held = try await lock.acquire(key)
+        defer { held.release() }
+        // Another process may have refreshed while we waited: use its tokens.
+        guard let current = try store.get(key).map({ try TokenSet.decode($0, key: key) }) else {
+            throw LockboxError.sessionExpired(service: key.service, account: key.account)
+        }
+        if current.isValid(at: now(), leeway: leeway) { return current }
+        let fresh: TokenSet
+        do {
+            fresh = try await refresh(current)
+        } catch TokenRefreshError.rejected {
+            try store.delete(key)
+            emit(.signedOut(key))
+            throw LockboxError.sessionExpired(service: key.service, account: key.account)
+        }
+        try write(fresh, key)
+        emit(.refreshed(key))
+        return fresh
+    }
+
+    private func write(_ tokens: TokenSet, _ key: ItemKey) throws {
+        try store.set(try tokens.encoded(), for: key,
+                      options: ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'"))
+    }
+
+    private func emit(_ event: SessionEvent) {
+        for continuation in observers.withLock({ Array($0.values) }) { continuation.yield(event) }
+    }
+}

@@ -1,0 +1,201 @@
+import ArgumentParser
+import Foundation
+import Lockbox
+import SystemPackage
+
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "OAuth token sets: store, read, refresh once across processes, clear.",
+        discussion: """
+            Exit codes: 50 session expired (the refresh token was rejected; tokens cleared), \
+            51 the refresh failed for another reason (tokens kept), 52 no tokens stored.
+            """,
+        subcommands: [SetTokens.self, GetToken.self, TokenStatusCommand.self, ClearTokens.self])
+}
+
+struct SetTokens: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set", abstract: "Store a token set from an OAuth 2.0 token response (RFC 6749 §5.1 JSON) on standard input.")
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Argument(help: "The account.") var account: String
+    @Option(help: "The user the session belongs to.") var subject: String?
+
+    func run() throws {
+        let store = try vaultOptions.openStore()
+        let json = try SecretInput.read(from: .standardInput, limit: 1 << 20, stopAtNewline: false, what: "token response")
+        let data = json.withUnsafeBytes { Data($0) }
+        try TokenStore(store: store).save(oauthResponse: data, service: service, account: account, subject: subject)
+        Console.status("Tokens stored for '\(account)' on '\(service)'.")
+    }
+}
+
+struct GetToken: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Print a token. With --refresh-with, an expired access token is refreshed first — once, however many processes ask.",
+        discussion: """
+            --refresh-with runs COMMAND with /bin/sh; it gets the refresh token on standard input \
+            (never in its arguments or environment) and must print the OAuth token response JSON. \
+            An `invalid_grant` error response means the session expired (tokens cleared, exit 50); \
+            a non-zero exit or anything else is a transient failure (tokens kept, exit 51).
+            """)
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Argument(help: "The account.") var account: String
+    @Option(help: "Which token: access or refresh.") var field: TokenField = .access
+    @Flag(help: "Print the whole token set as JSON (tokens included).") var json = false
+    @Option(help: ArgumentHelp("A command that refreshes the tokens (see above).", valueName: "command")) var refreshWith: String?
+    @Option(help: "Seconds before expiry that a token counts as expired.") var leeway: Double = 60
+
+    enum TokenField: String, ExpressibleByArgument { case access, refresh }
+
+    func run() throws {
+        let tokens = TokenStore(store: try vaultOptions.openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
+        if let refreshWith {
+            _ = try blockingAwait { try await tokens.validAccessToken(service: service, account: account) { current in
+                try Self.runRefresher(refreshWith, current)
+            } }
+        }
+        guard let set = try tokens.load(service: service, account: account) else {
+            throw LockboxError.noTokens(service: service, account: account)
+        }
+        if json {
+            var object: [String: Any] = ["access_token": set.accessToken.stringValue() ?? "", "token_type": set.tokenType]
+            if let refresh = set.refreshToken?.stringValue() { object["refresh_token"] = refresh }
+            if let expires = set.expiresAt { object["expires_at"] = expires.formatted(.iso8601) }
+            if let scope = set.scope { object["scope"] = scope }
+            if let subject = set.subject { object["subject"] = subject }
+            print(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self))
+            return
+        }
+        guard let token = field == .access ? set.accessToken : set.refreshToken else {
+            throw LockboxError.invalidArgument("no refresh token is stored for '\(account)' on '\(service)'")
+        }
+        _ = try token.withUnsafeBytes { try FileDescriptor.standardOutput.writeAll($0) }
+        if isatty(STDOUT_FILENO) == 1 { _ = try FileDescriptor.standardOutput.writeAll("\n".utf8) }
+    }
+
+    /// Runs the refresher with the refresh token on its standard input; parses its output.
+    static func runRefresher(_ command: String, _ current: TokenSet) throws -> TokenSet {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        if let refresh = current.refreshToken {
+            // A refresher that exits without reading is its own failure, reported below.
+            try? refresh.withUnsafeBytes { try input.fileHandleForWriting.write(contentsOf: Data($0)) }
+        }
+        try? input.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], object["error"] as? String == "invalid_grant" {
+            throw TokenRefreshError.rejected("the refresher answered invalid_grant")
+        }
+        guard process.terminationStatus == 0 else {
+            throw RefreshFailed(detail: "the refresh command exited with status \(process.terminationStatus)")
+        }
+        do {
+            return try TokenSet(oauthResponse: data, previous: current)
+        } catch let error as LockboxError {
+            throw RefreshFailed(detail: error.description)
+        }
+    }
+}
+
+/// A transient refresh failure (network, server error): the tokens stay.
+struct RefreshFailed: Error, CustomStringConvertible {
+    var detail: String
+    var description: String { "the refresh failed (\(detail)); the stored tokens were kept. Retry later." }
+}
+
+struct TokenStatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "When the access token expires; never a token.")
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Argument(help: "The account.") var account: String
+
+    func run() throws {
+        guard let set = try TokenStore(store: try vaultOptions.openStore()).load(service: service, account: account) else {
+            throw LockboxError.noTokens(service: service, account: account)
+        }
+        if let expires = set.expiresAt {
+            let left = Int(expires.timeIntervalSinceNow.rounded())
+            print(left > 0 ? "access token expires in \(left) s (at \(expires.formatted(.iso8601)))"
+                           : "access token expired \(-left) s ago (at \(expires.formatted(.iso8601)))")
+        } else {
+            print("access token: no expiry given")
+        }
+        print("refresh token: \(set.refreshToken == nil ? "none" : "stored")")
+        print("type: \(set.tokenType)" + (set.scope.map { ", scope: \($0)" } ?? "") + (set.subject.map { ", subject: \($0)" } ?? ""))
+    }
+}
+
+struct ClearTokens: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove a token set.")
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Argument(help: "The account.") var account: String
+
+    func run() throws {
+        guard try TokenStore(store: try vaultOptions.openStore()).clear(service: service, account: account) else {
+            throw LockboxError.noTokens(service: service, account: account)
+        }
+        Console.status("Tokens cleared for '\(account)' on '\(service)'.")
+    }
+}
+
+struct DeviceID: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "device-id", abstract: "Print the service's stable device ID, creating it on first use (one, even under concurrent first calls).")
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Option(help: "Another account for the ID, e.g. guest:alice.") var account: String = DeviceIdentity.defaultAccount
+    @Flag(help: "Make a new ID.") var reset = false
+
+    func run() throws {
+        let identity = DeviceIdentity(store: try vaultOptions.openStore())
+        let id = reset ? try identity.reset(service: service, account: account) : try identity.deviceID(service: service, account: account)
+        print(id.uuidString.lowercased())
+    }
+}
+
+struct SignOutCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signout", abstract: "Clear everything a service stored: tokens, PINs, protected items, device ID (unless --keep-device-id).")
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Flag(help: "Keep the device ID.") var keepDeviceId = false
+
+    func run() throws {
+        let report = try SignOut.run(service: service, store: try vaultOptions.openStore(), keepDeviceID: keepDeviceId)
+        for item in report.removed { print("removed  \(item.account)  (\(item.kind))") }
+        for item in report.kept { print("kept     \(item.account)  (\(item.kind))") }
+        Console.status("Signed out of '\(service)': \(report.removed.count) item(s) removed.")
+    }
+}
+
+/// Runs async work from a synchronous command and waits for it.
+func blockingAwait<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do { box.set(.success(try await work())) } catch { box.set(.failure(error)) }
+        done.signal()
+    }
+    done.wait()
+    return try box.get()
+}
+
+private final class ResultBox<T: Sendable>: @unchecked Sendable {
+    private var result: Result<T, any Error>?
+    private let lock = NSLock()
+    func set(_ value: Result<T, any Error>) { lock.withLock { result = value } }
+    func get() throws -> T {
+        guard let result = lock.withLock({ result }) else { throw LockboxError.invalidArgument("no result") }
+        return try result.get()
+    }
+}
