@@ -168,7 +168,12 @@ struct Wipe: ParsableCommand {
 /// Human-readable status lines go to standard error, so standard output carries only data.
 enum Console {
     static func status(_ line: String) {
-        var text = line + "\n"
+        write(line + "\n")
+    }
+
+    /// Writes to standard error as is (no newline added).
+    static func write(_ text: String) {
+        var text = text
         text.withUTF8 { bytes in _ = try? FileDescriptor.standardError.writeAll(UnsafeRawBufferPointer(bytes)) }
     }
 }

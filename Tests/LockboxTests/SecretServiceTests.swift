@@ -64,7 +64,7 @@ struct SecretServiceTests {
     init() throws {
         store = try SecretServiceStore()
         try store.wipeAll()
-        for service in ["svc", "a", "b", "c", "bin", "threads", "interop", "foreign", "cli"] { try store.wipe(service: service) }
+        for service in ["svc", "a", "b", "c", "bin", "threads", "interop", "foreign", "cli", "migrate"] { try store.wipe(service: service) }
     }
 
     @Test("the SecretStore contract holds") func contract() async throws {
@@ -161,6 +161,44 @@ struct SecretServiceTests {
         result = try runLockbox(["doctor", "--backend", "secret-service", "--json"], environment: env)
         #expect(result.status == 0, "\(result.stdoutString)")
         #expect(result.stdoutString.contains("\"storeForThisRun\" : \"secret-service\""))
+    }
+
+    @Test("migrate moves a service from the file vault into gnome-keyring (secret-tool sees it) and back; a re-run after an interruption finishes the job")
+    func migration() throws {
+        let folder = try TemporaryFolder()
+        let key = folder.file("k.key").string
+        let env = keyringEnvironment.merging(["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": key,
+                                              "XDG_CONFIG_HOME": folder.file("config").string]) { _, new in new }
+        #expect(try runLockbox(["init", "--generate-key-file", key], environment: env).status == 0)
+        for index in 1...5 {
+            #expect(try runLockbox(["set", "migrate", "acct\(index)", "--kind", "token"], stdin: Data("value-\(index)".utf8), environment: env).status == 0)
+        }
+        #expect(try runLockbox(["set", "--protected", "migrate", "guarded"], stdin: Data("guarded-value".utf8), environment: env).status == 0)
+        // What an interrupted `--move` run leaves: two items copied, one of them already removed from the file.
+        let file = try EncryptedFileStore.open(at: folder.file("v.lockbox"), credential: .keyFile(FilePath(key)))
+        for index in 1...2 {
+            let item = try #require(try file.item(ItemKey(service: "migrate", account: "acct\(index)")))
+            try store.set(item.secret, for: item.metadata.key, options: ItemOptions(kind: item.metadata.kind, label: item.metadata.label))
+        }
+        try file.delete(ItemKey(service: "migrate", account: "acct1"))
+
+        var result = try runLockbox(["migrate", "--from", "file", "--to", "secret-service", "--service", "migrate", "--move"], environment: env)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("4 copied, 1 already there, 5 removed from the source"), "\(result.stderr)")
+        #expect(try file.list(service: "migrate").isEmpty)
+        let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "migrate", "username", "acct3"], environment: keyringEnvironment)
+        #expect(lookup.stdout == "value-3")
+        #expect(try store.metadata(ItemKey(service: "migrate", account: "guarded"))?.access == .freshAuthentication)
+        #expect(try store.list(service: "migrate").count == 6)
+
+        // And back, copying only (the keyring keeps its items), then a re-run that finds nothing to do.
+        result = try runLockbox(["migrate", "--from", "secret-service", "--to", "file", "--service", "migrate"], environment: env)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try file.list(service: "migrate").count == 6)
+        #expect(try Vault(store: file).string(service: "migrate", account: "acct5") == "value-5")
+        result = try runLockbox(["migrate", "--from", "secret-service", "--to", "file", "--service", "migrate"], environment: env)
+        #expect(result.stderr.contains("0 copied, 6 already there"), "\(result.stderr)")
+        #expect(try store.list(service: "migrate").count == 6)
     }
 
     @Test("a get against gnome-keyring reuses its connection and stays fast")

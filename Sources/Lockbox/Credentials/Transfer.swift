@@ -1,0 +1,96 @@
+import Foundation
+
+/// What to do when the destination already holds a different item at the same address.
+public enum ConflictPolicy: String, Sendable, CaseIterable {
+    /// Leave the destination's item; report the conflict.
+    case skip
+    /// Replace the destination's item.
+    case overwrite
+    /// Keep both: the incoming item goes under `ACCOUNT (imported N)`.
+    case keepBoth = "keep-both"
+}
+
+/// What a ``Transfer`` did, item by item.
+public struct TransferReport: Sendable, Equatable {
+    /// Copied (and verified by reading back).
+    public var copied: [ItemKey] = []
+    /// Already in the destination, identical: nothing to do (a re-run after an interruption).
+    public var alreadyPresent: [ItemKey] = []
+    /// Different in the destination and left alone (`skip`).
+    public var conflictsSkipped: [ItemKey] = []
+    /// Different in the destination and replaced (`overwrite`).
+    public var overwritten: [ItemKey] = []
+    /// Different in the destination and kept both: original address → new address.
+    public var keptBoth: [ItemKey: ItemKey] = [:]
+    /// Removed from the source after a verified copy (`move`).
+    public var removedFromSource: [ItemKey] = []
+}
+
+/// Copies items between stores — migration between the file vault and the Secret Service,
+/// exports to and imports from backup vaults — in memory only (no plaintext temp file), verifying
+/// each copy by reading it back before anything is removed. Safe to re-run: items already copied
+/// are recognised and left alone.
+public enum Transfer {
+    /// Copies the items of `service` (or all items) from `source` to `destination`.
+    /// - Parameters:
+    ///   - move: remove each source item once its copy is verified.
+    ///   - progress: called after each item with (done, total).
+    public static func run(
+        from source: any SecretStore, to destination: any SecretStore, service: String? = nil,
+        onConflict: ConflictPolicy = .skip, move: Bool = false, progress: ((Int, Int) -> Void)? = nil
+    ) throws -> TransferReport {
+        var report = TransferReport()
+        let items = try source.list(service: service)
+        for (index, metadata) in items.enumerated() {
+            defer { progress?(index + 1, items.count) }
+            guard let item = try source.item(metadata.key) else { continue }  // removed meanwhile
+            var target = metadata.key
+            if let existing = try destination.item(target) {
+                if same(existing, item) {
+                    report.alreadyPresent.append(target)
+                    if move { try removeSource(metadata.key, from: source, into: &report) }
+                    continue
+                }
+                switch onConflict {
+                case .skip:
+                    report.conflictsSkipped.append(target)
+                    continue
+                case .overwrite:
+                    report.overwritten.append(target)
+                case .keepBoth:
+                    target = try freeAddress(for: target, in: destination)
+                    report.keptBoth[metadata.key] = target
+                }
+            } else {
+                report.copied.append(target)
+            }
+            let options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access)
+            try destination.set(item.secret, for: target, options: options)
+            guard let written = try destination.item(target), written.secret == item.secret,
+                  written.metadata.kind == metadata.kind, written.metadata.access == metadata.access
+            else {
+                throw LockboxError.invalidArgument(
+                    "the copy of '\(metadata.account)' on '\(metadata.service)' did not read back identically; the source was left as it was")
+            }
+            if move { try removeSource(metadata.key, from: source, into: &report) }
+        }
+        return report
+    }
+
+    private static func same(_ a: StoredItem, _ b: StoredItem) -> Bool {
+        a.secret == b.secret && a.metadata.kind == b.metadata.kind && a.metadata.label == b.metadata.label
+            && a.metadata.attributes == b.metadata.attributes && a.metadata.access == b.metadata.access
+    }
+
+    private static func removeSource(_ key: ItemKey, from source: any SecretStore, into report: inout TransferReport) throws {
+        if try source.delete(key) { report.removedFromSource.append(key) }
+    }
+
+    private static func freeAddress(for key: ItemKey, in store: any SecretStore) throws -> ItemKey {
+        for number in 1...1000 {
+            let candidate = ItemKey(service: key.service, account: "\(key.account) (imported \(number))")
+            if try store.metadata(candidate) == nil { return candidate }
+        }
+        throw LockboxError.invalidArgument("no free name for another copy of '\(key.account)' on '\(key.service)'")
+    }
+}

@@ -1,0 +1,112 @@
+import ArgumentParser
+import Foundation
+import Lockbox
+import SystemPackage
+
+extension ConflictPolicy: ExpressibleByArgument {}
+
+/// Prints `n/total` on one terminal line while a long transfer runs.
+private func progressPrinter(label: String) -> ((Int, Int) -> Void)? {
+    guard isatty(STDERR_FILENO) == 1 else { return nil }
+    return { done, total in
+        guard total >= 20 else { return }
+        Console.write("\r\(label) \(done)/\(total)" + (done == total ? "\n" : ""))
+    }
+}
+
+private func summary(_ report: TransferReport) -> String {
+    var parts = ["\(report.copied.count) copied", "\(report.alreadyPresent.count) already there"]
+    if !report.conflictsSkipped.isEmpty { parts.append("\(report.conflictsSkipped.count) conflicts skipped") }
+    if !report.overwritten.isEmpty { parts.append("\(report.overwritten.count) overwritten") }
+    if !report.keptBoth.isEmpty { parts.append("\(report.keptBoth.count) kept both") }
+    if !report.removedFromSource.isEmpty { parts.append("\(report.removedFromSource.count) removed from the source") }
+    return parts.joined(separator: ", ")
+}
+
+private func printConflicts(_ report: TransferReport) {
+    for key in report.conflictsSkipped { print("conflict  \(key.service)  \(key.account)  (kept the destination's; --on-conflict overwrite|keep-both to change)") }
+    for key in report.overwritten { print("replaced  \(key.service)  \(key.account)") }
+    for (original, copy) in report.keptBoth.sorted(by: { $0.key.description < $1.key.description }) {
+        print("both      \(original.service)  \(original.account)  ->  \(copy.account)")
+    }
+}
+
+struct Migrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy items between the file vault and the Secret Service, verifying each copy.",
+        discussion: """
+            Copies (in memory, never through a temporary file), reads each copy back, and removes the \
+            source only with --move. Safe to re-run after an interruption: items already copied are \
+            recognised. The file vault is unlocked as usual (--vault, --key-file, --passphrase-fd, or a window).
+            """)
+    @OptionGroup var vaultOptions: VaultOptions
+    @Option(help: "Where the items are now: file or secret-service.") var from: Backend
+    @Option(help: "Where they go: file or secret-service.") var to: Backend
+    @Option(help: "Only this service's items.") var service: String?
+    @Flag(help: "Every Lockbox item (required when no --service is given).") var all = false
+    @Flag(help: "Remove each source item once its copy is verified.") var move = false
+    @Option(help: "When the destination has a different item at the same address.") var onConflict: ConflictPolicy = .skip
+
+    func validate() throws {
+        if from == to { throw ValidationError("--from and --to name the same store") }
+        if (service == nil) == !all { throw ValidationError("say what to migrate: --service NAME or --all (one of them)") }
+    }
+
+    func run() throws {
+        let file = try vaultOptions.openFileStore()
+        let keyring = try SecretServiceStore()
+        let (source, destination): (any SecretStore, any SecretStore) = from == .file ? (file, keyring) : (keyring, file)
+        let report = try Transfer.run(from: source, to: destination, service: service, onConflict: onConflict, move: move,
+                                      progress: progressPrinter(label: "migrating"))
+        printConflicts(report)
+        Console.status("Migrated \(from) → \(to): \(summary(report)).")
+    }
+}
+
+extension Backend: ExpressibleByArgument {}
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write an encrypted backup: a vault file with its own passphrase (same format as the vault).")
+    @OptionGroup var vaultOptions: VaultOptions
+    @Option(help: "The backup file to create (refuses to overwrite).") var to: String
+    @Option(help: "Only this service's items.") var service: String?
+    @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked twice).", valueName: "fd"))
+    var backupPassphraseFd: Int32?
+    @Option(help: "Argon2id cost for the backup's passphrase.") var kdf: KDFPreset = .moderate
+
+    func run() throws {
+        let store = try vaultOptions.openStore()
+        let passphrase = try backupPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "backup passphrase") }
+            ?? SecretInput.promptTwice("Backup passphrase: ", what: "backup passphrase")
+        let backup = try EncryptedFileStore.create(at: FilePath(to), credentials: [.passphrase(passphrase)], kdf: kdf.parameters)
+        let report = try Transfer.run(from: store, to: backup, service: service, progress: progressPrinter(label: "exporting"))
+        Console.status("Exported \(report.copied.count) item(s) to \(to).")
+    }
+}
+
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Restore items from a backup made with `lockbox export`, reporting every conflict.")
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The backup file.") var file: String
+    @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked).", valueName: "fd"))
+    var backupPassphraseFd: Int32?
+    @Option(help: "When an item exists with different contents: skip, overwrite, or keep-both.") var onConflict: ConflictPolicy = .skip
+
+    func run() throws {
+        let passphrase: SecretBytes
+        if let fd = backupPassphraseFd {
+            passphrase = try SecretInput.passphrase(fromDescriptor: fd, what: "backup passphrase")
+        } else if let typed = try Terminal.readHidden(prompt: "Backup passphrase: ") {
+            passphrase = typed
+        } else {
+            throw CLIError.noInput("import needs the backup's passphrase: --backup-passphrase-fd N, or a terminal")
+        }
+        let backup = try EncryptedFileStore.open(at: FilePath(file), credential: .passphrase(passphrase))
+        let store = try vaultOptions.openStore()
+        let report = try Transfer.run(from: backup, to: store, onConflict: onConflict, progress: progressPrinter(label: "importing"))
+        printConflicts(report)
+        Console.status("Imported from \(file): \(summary(report)).")
+    }
+}
