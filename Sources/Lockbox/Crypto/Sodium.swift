@@ -213,3 +213,17 @@ private func phcBuffer(_ hash: String) -> [CChar] {
     for (index, byte) in hash.utf8.prefix(buffer.count - 1).enumerated() { buffer[index] = CChar(bitPattern: byte) }
     return buffer
 }
+
+extension Array where Element == UInt8 {
+    /// Lowercase hexadecimal, two digits a byte: for IDs and fingerprints, never for secrets.
+    var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(count * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -150,7 +150,7 @@ public final class PinGuard: Sendable {
     /// windows the old PIN opened. Reveals nothing about the PIN.
     public func fingerprint(_ profile: PinProfile) throws -> String? {
         guard let record = try load(profile) else { return nil }
-        return Array(record.hash.utf8).withUnsafeBytes { Sodium.blake2b($0).map { String(format: "%02x", $0) }.joined() }
+        return Array(record.hash.utf8).withUnsafeBytes { Sodium.blake2b($0).hexString }
     }
 
     /// Failures, lockout end and state, without touching the counters.

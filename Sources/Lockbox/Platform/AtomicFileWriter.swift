@@ -38,7 +38,7 @@ enum AtomicFileWriter {
         let folder = path.removingLastComponent()
         let name = path.lastComponent?.string ?? "vault"
         removeStaleTemporaries(in: folder, prefix: ".\(name).tmp-")
-        let suffix = Sodium.randomBytes(temporarySuffixBytes).map { hexByte($0) }.joined()
+        let suffix = Sodium.randomBytes(temporarySuffixBytes).hexString
         let temporary = folder.appending(".\(name).tmp-\(suffix)")
         var renamed = false
         defer { if !renamed { try? temporary.unlinkIfPresent() } }
@@ -63,11 +63,6 @@ enum AtomicFileWriter {
     }
 
     private static let temporarySuffixBytes = 6
-
-    private static func hexByte(_ byte: UInt8) -> String {
-        let digits = String(byte, radix: 16)
-        return byte < 16 ? "0" + digits : digits
-    }
 
     /// Removes temporary files a killed writer left behind (best effort).
     private static func removeStaleTemporaries(in folder: FilePath, prefix: String) {

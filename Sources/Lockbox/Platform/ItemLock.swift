@@ -27,7 +27,7 @@ struct ItemLock: Sendable {
     /// The lock file's base name: a hash, so item names never appear on disk.
     private func name(for key: ItemKey) -> String {
         Array("\(key.service)\u{0}\(key.account)".utf8).withUnsafeBytes {
-            Sodium.blake2b($0, length: 16).map { String(format: "%02x", $0) }.joined()
+            Sodium.blake2b($0, length: 16).hexString
         }
     }
 

@@ -24,7 +24,7 @@ public enum SessionWindow {
 
     /// The window scope of the file vault at `path`: its vault ID, read without a credential.
     public static func scope(forVaultAt path: FilePath) throws -> String {
-        "vault:" + (try EncryptedFileStore.vaultID(at: path)).map { String(format: "%02x", $0) }.joined()
+        "vault:" + (try EncryptedFileStore.vaultID(at: path)).hexString
     }
 
     /// The scope of a Secret Service profile's window.
@@ -53,7 +53,7 @@ public enum SessionWindow {
     public static func open(for store: EncryptedFileStore, duration: Duration, openedBy: String,
                             pin: PinProfile? = nil) throws {
         let material = try store.windowMaterial()
-        let scope = "vault:" + material.vaultID.map { String(format: "%02x", $0) }.joined()
+        let scope = "vault:" + material.vaultID.hexString
         var binding: (profile: PinProfile, fingerprint: String)?
         if let pin, let fingerprint = try PinGuard(store: store).fingerprint(pin) { binding = (pin, fingerprint) }
         try open(scope: scope, duration: duration, openedBy: openedBy, credentialFingerprint: material.fingerprint,

@@ -375,7 +375,7 @@ public final class EncryptedFileStore: SecretStore {
     static func fingerprint(of header: VaultHeader) -> String {
         var bytes = header.vaultID
         for slot in header.slots { bytes += slot.parameterBytes + slot.wrappedKey }
-        return bytes.withUnsafeBytes { Sodium.blake2b($0).map { String(format: "%02x", $0) }.joined() }
+        return bytes.withUnsafeBytes { Sodium.blake2b($0).hexString }
     }
 
     /// The vault's ID and the data key, for a session window (kernel keyring).
