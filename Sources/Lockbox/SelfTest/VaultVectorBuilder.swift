@@ -1,0 +1,113 @@
+import Foundation
+
+/// Builds vault file bytes from fixed inputs — vault ID, generation, data key, salts, nonces,
+/// credentials, items — with the same encoders the store writes with (``KeySlotCrypto``,
+/// ``KeySlot``, ``VaultHeader``, ``VaultPayload``, ``Sodium``). Only the random choices of
+/// `EncryptedFileStore` (salts, nonces, data key, vault ID) and its generation increment are
+/// replaced by inputs, so the result can be compared byte for byte with a known-answer vector.
+///
+/// Used by the known-answer self-test; nothing in the store calls it.
+enum VaultVectorBuilder {
+    struct SlotInput {
+        var source: KEKSource
+        var salt: [UInt8]
+        var nonce: [UInt8]
+    }
+
+    struct Inputs {
+        var vaultID: [UInt8]
+        var generation: UInt64
+        var dataKey: SecretBytes
+        var bodyNonce: [UInt8]
+        var slots: [SlotInput]
+        var entries: [VaultEntry]
+    }
+
+    struct Output {
+        var file: [UInt8]
+        var headerLength: Int
+        var bodyLength: Int
+        var slotKEKs: [SecretBytes]
+        var slotAdditionalData: [[UInt8]]
+        var headerChecksum: [UInt8]
+        var plaintext: SecretBytes
+    }
+
+    static func build(_ inputs: Inputs) throws -> Output {
+        var slots: [KeySlot] = []
+        var keks: [SecretBytes] = []
+        var additionalData: [[UInt8]] = []
+        for input in inputs.slots {
+            var slot: KeySlot
+            switch input.source {
+            case let .passphrase(_, kdf):
+                slot = KeySlot(kind: .passphrase, kdf: kdf, salt: input.salt, nonce: input.nonce, wrappedKey: [])
+            case .key:
+                slot = KeySlot(kind: .keyFile, kdf: nil, salt: input.salt, nonce: input.nonce, wrappedKey: [])
+            }
+            guard input.salt.count == KeySlot.saltBytes, input.nonce.count == Sodium.aeadNonceBytes else {
+                throw VectorError("a slot needs a \(KeySlot.saltBytes)-byte salt and a \(Sodium.aeadNonceBytes)-byte nonce")
+            }
+            let kek = try KeySlotCrypto.deriveKEK(for: slot, from: input.source)
+            let ad = inputs.vaultID + slot.parameterBytes
+            slot.wrappedKey = inputs.dataKey.withUnsafeBytes {
+                Sodium.seal($0, additionalData: ad, nonce: slot.nonce, key: kek)
+            }
+            slots.append(slot)
+            keks.append(kek)
+            additionalData.append(ad)
+        }
+        guard inputs.vaultID.count == VaultHeader.vaultIDBytes, inputs.bodyNonce.count == Sodium.aeadNonceBytes,
+              inputs.dataKey.count == Sodium.aeadKeyBytes
+        else {
+            throw VectorError("the vault ID must be 16 bytes, the body nonce 24 and the data key 32")
+        }
+        guard (1...VaultHeader.maxSlots).contains(slots.count) else {
+            throw VectorError("a vault has 1 to \(VaultHeader.maxSlots) key slots, not \(slots.count)")
+        }
+        var entries: [ItemKey: VaultEntry] = [:]
+        for entry in inputs.entries {
+            guard entries.updateValue(entry, forKey: entry.metadata.key) == nil else {
+                throw VectorError("two items at \(entry.metadata.key)")
+            }
+        }
+        let plaintext = VaultPayload.encode(entries)
+        let header = VaultHeader(
+            vaultID: inputs.vaultID, generation: inputs.generation, slots: slots, bodyNonce: inputs.bodyNonce,
+            bodyLength: UInt64(plaintext.count + Sodium.aeadTagBytes))
+        let headerBytes = header.encoded()
+        let body = plaintext.withUnsafeBytes {
+            Sodium.seal($0, additionalData: headerBytes, nonce: inputs.bodyNonce, key: inputs.dataKey)
+        }
+        return Output(
+            file: headerBytes + body, headerLength: headerBytes.count, bodyLength: body.count, slotKEKs: keks,
+            slotAdditionalData: additionalData,
+            headerChecksum: Array(headerBytes[(headerBytes.count - VaultHeader.checksumBytes)...]),
+            plaintext: plaintext)
+    }
+
+    /// The unpadded length of a plaintext: the position of the `0x80` that ends it, found as
+    /// `sodium_unpad` finds it; `nil` if the padding is bad.
+    static func unpaddedLength(_ plaintext: SecretBytes) -> Int? {
+        plaintext.withUnsafeBytes { bytes -> Int? in
+            var index = bytes.count - 1
+            let lowest = max(0, bytes.count - VaultPayload.blockSize)
+            while index >= lowest && bytes[index] == 0 { index -= 1 }
+            return index >= lowest && bytes[index] == 0x80 ? index : nil
+        }
+    }
+
+    /// `file` with the header checksum recomputed over its (possibly changed) header, as a
+    /// deliberate tamperer would; unchanged if the header length field is unusable.
+    static func recomputingChecksum(_ file: [UInt8]) -> [UInt8] {
+        guard file.count >= VaultHeader.fixedPrefixBytes else { return file }
+        let length = Int(file[12]) | Int(file[13]) << 8 | Int(file[14]) << 16 | Int(file[15]) << 24
+        guard length >= VaultHeader.fixedPrefixBytes + VaultHeader.checksumBytes, length <= file.count else { return file }
+        var result = file
+        let checksum = file[0..<(length - VaultHeader.checksumBytes)].withUnsafeBytes {
+            Sodium.blake2b($0, length: VaultHeader.checksumBytes)
+        }
+        result.replaceSubrange((length - VaultHeader.checksumBytes)..<length, with: checksum)
+        return result
+    }
+}
