@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus in Fuzz/corpus/<target>/ (small, valid-looking inputs for each harness;
+libFuzzer mutates from there). Vault seeds come from Tests/Vectors/lockbox-vault-v1.json.
+
+Usage: Fuzz/make-seeds.py     (rewrites the seed files; the fuzzer's own finds go to a work folder)
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def write(target, name, data):
+    folder = os.path.join(CORPUS, target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+vectors = json.load(open(os.path.join(ROOT, "Tests", "Vectors", "lockbox-vault-v1.json"), encoding="utf-8"))["vectors"]
+for v in vectors:
+    e = v["expected"]
+    file, plain, h = bytes.fromhex(e["file_hex"]), bytes.fromhex(e["plaintext_hex"]), e["header_length"]
+    # Mode byte: 0 = as is, 1 = checksum recomputed, 2 = header + plaintext, resealed (see FuzzingEntryPoints.vaultFile).
+    write("vault-file", f"{v['id']}-as-is", b"\x00" + file)
+    write("vault-file", f"{v['id']}-checksum-fixed", b"\x01" + file)
+    write("vault-file", f"{v['id']}-resealed", b"\x02" + file[:h] + plain)
+    write("vault-file", f"{v['id']}-header-only", b"\x00" + file[:h])
+    write("vault-payload", v["id"], plain)
+write("vault-payload", "empty-vault", struct.pack("<I", 0) + b"\x80" + bytes(251))
+
+settings = {
+    "profiles": {
+        "default": {"backend": "file", "reason": "chosen automatically: no D-Bus session bus", "recorded": "2026-11-21T05:57:03Z"},
+        "desktop": {"backend": "secret-service", "reason": "requested explicitly", "recorded": "2026-01-02T03:04:05Z"},
+    }
+}
+write("settings", "two-profiles.json", json.dumps(settings, indent=2, sort_keys=True))
+write("settings", "empty.json", '{\n  "profiles" : {\n\n  }\n}')
+
+HASH = "$argon2id$v=19$m=65536,t=2,p=1$c29tZXNhbHQ$CTFhFdXPJO1aFaMaO6Mm5c8y7cJHAph8ArZWb2GRPPc"
+default_lockout = {"delays": [0, 0, 0, 0, 60, 300, 900, 900, 3600], "disableAfter": 100}
+# Dates in Foundation's default Codable form: seconds since 2001-01-01.
+records = {
+    "fresh": {"hash": HASH, "lockout": default_lockout, "wipeItems": [], "failures": 0, "disabled": False},
+    "five-failures-same-boot": {"hash": "not-an-argon2-hash", "lockout": default_lockout, "wipeItems": [], "failures": 5,
+                                "lastAttempt": {"wall": 821692700.0, "bootID": "fuzz-boot", "sinceBoot": 900.5}, "disabled": False},
+    "wipe-after-3-other-boot": {"hash": "x", "lockout": {"delays": [1.5], "wipeAfter": 3, "disableAfter": 10},
+                                "wipeItems": [{"service": "fuzz", "account": "token"}], "failures": 2,
+                                "lastAttempt": {"wall": 821692000.0, "bootID": "earlier-boot", "sinceBoot": 5.0}, "disabled": False},
+    "disabled": {"hash": HASH, "lockout": default_lockout, "wipeItems": [], "failures": 100,
+                 "lastAttempt": {"wall": 821692799.0, "bootID": "fuzz-boot", "sinceBoot": 999.0}, "disabled": True},
+}
+for name, record in records.items():
+    write("pin-record", name + ".json", json.dumps(record, separators=(",", ":")))
+
+
+def window(expires, fields, key):
+    out = b"LBW1" + struct.pack("<d", expires)
+    for f in fields:
+        b = f.encode()
+        out += struct.pack("<H", len(b)) + b
+    return out + bytes([len(key)]) + key
+
+
+fp = "bec9bd1d513ac38bd88c9205a090abe0274ed2872e2dff2f62d02c85e916a85e"
+write("session-window", "passphrase-with-key", window(1e12, ["passphrase", fp, "", "", ""], bytes(range(32))))
+write("session-window", "pin-no-key", window(1e12, ["pin:max", "", "kids", "max", fp], b""))
+write("session-window", "expired", window(1.0, ["passphrase", fp, "", "", ""], bytes(range(32))))
+
+write("key-file", "raw-32", bytes(range(32)))
+write("key-file", "hex-lf", bytes(range(32)).hex() + "\n")
+write("key-file", "hex-crlf-upper", bytes(range(32)).hex().upper() + "\r\n")
+print("make-seeds: wrote", CORPUS)
