@@ -10,6 +10,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
     ],
     targets: [
         // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
@@ -60,6 +62,25 @@ let package = Package(
             name: "TokenKeeper",
             dependencies: ["Lockbox"],
             path: "Examples/TokenKeeper"
+        ),
+        // Real apps' credential flows, each runnable headless (see Examples/README.md).
+        .target(
+            name: "ExampleSupport",
+            dependencies: ["Lockbox", .product(name: "SystemPackage", package: "swift-system")],
+            path: "Examples/ExampleSupport"
+        ),
+        .executableTarget(name: "FamilyProfiles", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/FamilyProfiles"),
+        .executableTarget(name: "ParentMode", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/ParentMode"),
+        .executableTarget(name: "SessionRestore", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/SessionRestore"),
+        .executableTarget(name: "DriverUnlock", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/DriverUnlock"),
+        .executableTarget(
+            name: "DeviceLogin",
+            dependencies: [
+                "Lockbox", "ExampleSupport",
+                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "FlyingSocks", package: "FlyingFox"),
+            ],
+            path: "Examples/DeviceLogin"
         ),
         // Test helper: a process that keeps a Secret Service connection while its provider stops.
         .executableTarget(

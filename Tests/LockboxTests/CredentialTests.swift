@@ -85,6 +85,32 @@ struct CredentialTests {
         #expect(try tokens.load(service: "api", account: "alice")?.accessToken == SecretBytes(utf8: "new"))
     }
 
+    @Test("a token the server rejected (401) is refreshed once for every caller that saw it")
+    func refreshAfterRejection() async throws {
+        let tokens = tokens()
+        try tokens.save(oauthResponse: oauth("rejected", expiresIn: 3600), service: "api", account: "alice")
+        let calls = Counter()
+        let refresher: @Sendable (TokenSet) async throws -> TokenSet = { _ in
+            calls.increment()
+            try await Task.sleep(for: .milliseconds(100))
+            return TokenSet(accessToken: SecretBytes(utf8: "renewed"), expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
+        }
+        let results = try await withThrowingTaskGroup(of: SecretBytes.self) { group in
+            for _ in 0..<10 {
+                group.addTask { try await tokens.accessToken(afterRejecting: SecretBytes(utf8: "rejected"), service: "api", account: "alice", refresh: refresher) }
+            }
+            var all: [SecretBytes] = []
+            for try await token in group { all.append(token) }
+            return all
+        }
+        #expect(calls.count == 1)
+        #expect(results.allSatisfy { $0 == SecretBytes(utf8: "renewed") })
+        // A late caller still holding the old rejected token gets the new one without a refresh.
+        #expect(try await tokens.accessToken(afterRejecting: SecretBytes(utf8: "rejected"), service: "api", account: "alice", refresh: refresher)
+                == SecretBytes(utf8: "renewed"))
+        #expect(calls.count == 1)
+    }
+
     @Test("the leeway decides when a token counts as expired")
     func leeway() async throws {
         try tokens().save(oauthResponse: oauth("at", expiresIn: 30), service: "api", account: "alice")

@@ -83,26 +83,50 @@ public final class TokenStore: Sendable {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if current.isValid(at: now(), leeway: leeway) { return current.accessToken }
+        return try await singleFlightRefresh(key, rejected: nil, refresh: refresh).accessToken
+    }
+
+    /// After a server rejected `rejectedToken` (HTTP 401), a new access token: refreshed once for
+    /// every caller that saw the same rejection; callers that arrive after another refresh
+    /// already replaced the token get the new one without refreshing again.
+    public func accessToken(
+        afterRejecting rejectedToken: SecretBytes, service: String, account: String,
+        refresh: @escaping @Sendable (TokenSet) async throws -> TokenSet
+    ) async throws -> SecretBytes {
+        let key = ItemKey(service: service, account: account)
+        guard let current = try load(service: service, account: account) else {
+            throw LockboxError.noTokens(service: service, account: account)
+        }
+        if current.accessToken != rejectedToken && current.isValid(at: now(), leeway: leeway) { return current.accessToken }
+        return try await singleFlightRefresh(key, rejected: rejectedToken, refresh: refresh).accessToken
+    }
+
+    /// One refresh per item in this process at a time; callers arriving meanwhile share it.
+    private func singleFlightRefresh(
+        _ key: ItemKey, rejected: SecretBytes?, refresh: @escaping @Sendable (TokenSet) async throws -> TokenSet
+    ) async throws -> TokenSet {
         let task = inflight.withLock { tasks -> Task<TokenSet, any Error> in
             if let running = tasks[key] { return running }
             let started = Task { [self] in
                 defer { _ = inflight.withLock { $0.removeValue(forKey: key) } }
-                return try await refreshHoldingLock(key, refresh: refresh)
+                return try await refreshHoldingLock(key, rejected: rejected, refresh: refresh)
             }
             tasks[key] = started
             return started
         }
-        return try await task.value.accessToken
+        return try await task.value
     }
 
-    private func refreshHoldingLock(_ key: ItemKey, refresh: @Sendable (TokenSet) async throws -> TokenSet) async throws -> TokenSet {
+    private func refreshHoldingLock(
+        _ key: ItemKey, rejected: SecretBytes?, refresh: @Sendable (TokenSet) async throws -> TokenSet
+    ) async throws -> TokenSet {
         let held = try await lock.acquire(key)
         defer { held.release() }
         // Another process may have refreshed while we waited: use its tokens.
         guard let current = try store.get(key).map({ try TokenSet.decode($0, key: key) }) else {
             throw LockboxError.sessionExpired(service: key.service, account: key.account)
         }
-        if current.isValid(at: now(), leeway: leeway) { return current }
+        if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return current }
         let fresh: TokenSet
         do {
             fresh = try await refresh(current)

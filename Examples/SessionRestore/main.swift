@@ -1,0 +1,71 @@
+// Session restore, as in a trading-game app: signing in stores the session, a restart restores
+// it, signing out clears it, and the app follows the session state on an AsyncStream.
+//
+// Run: swift run SessionRestore
+
+import Foundation
+import ExampleSupport
+import Lockbox
+
+let app = "com.example.tradinggame"
+let run = ExampleRun("Session restore")
+
+/// The app's view of the session, fed by the token store's events.
+func follow(_ tokens: TokenStore, into log: EventLog) -> Task<Void, Never> {
+    let events = tokens.events()
+    return Task {
+        for await event in events { await log.append(event) }
+    }
+}
+
+actor EventLog {
+    private(set) var events: [SessionEvent] = []
+    func append(_ event: SessionEvent) { events.append(event) }
+    func waitFor(count: Int) async -> [SessionEvent] {
+        for _ in 0..<200 where events.count < count { try? await Task.sleep(for: .milliseconds(10)) }
+        return events
+    }
+}
+
+let key = ItemKey(service: app, account: "player")
+let log = EventLog()
+
+run.step("Launch 1: the player signs in; the session is stored")
+var tokens = TokenStore(store: run.store)
+var watcher = follow(tokens, into: log)
+try tokens.save(oauthResponse: Data(#"{"access_token":"a1","token_type":"Bearer","expires_in":3600,"refresh_token":"r1"}"#.utf8),
+                service: app, account: "player", subject: "trader-17")
+let firstEvents = await log.waitFor(count: 1)
+run.expect(firstEvents == [.signedIn(key)], "a signed-in event")
+run.say("event: signed in")
+
+run.step("The access token expires; the next call refreshes it once and the app hears about it")
+try tokens.save(oauthResponse: Data(#"{"access_token":"a1","token_type":"Bearer","expires_in":0,"refresh_token":"r1"}"#.utf8),
+                service: app, account: "player", subject: "trader-17")
+let fresh = try await tokens.validAccessToken(service: app, account: "player") { current in
+    TokenSet(accessToken: SecretBytes(utf8: "a2"), refreshToken: SecretBytes(utf8: "r2"), expiresAt: Date().addingTimeInterval(3600),
+             subject: current.subject)
+}
+run.expect(fresh == SecretBytes(utf8: "a2"), "the refreshed token")
+let refreshEvents = await log.waitFor(count: 3)
+run.expect(refreshEvents.last == .refreshed(key), "a refreshed event")
+run.say("event: refreshed")
+watcher.cancel()
+
+run.step("Launch 2: the app restarts and restores the session from the store")
+tokens = TokenStore(store: try run.reopen())
+let restored = try tokens.load(service: app, account: "player")
+run.expect(restored?.subject == "trader-17", "the session survives a restart")
+run.expect(restored?.accessToken == SecretBytes(utf8: "a2"), "with the refreshed token")
+run.say("restored the session of \(restored?.subject ?? "?") (token \(restored.map { "\($0.accessToken)" } ?? "none"))")
+
+run.step("The player signs out; the session is gone and the app hears it")
+watcher = follow(tokens, into: log)
+try await Task.sleep(for: .milliseconds(20))
+run.expect(try tokens.clear(service: app, account: "player"), "there was a session")
+let lastEvents = await log.waitFor(count: 4)
+run.expect(lastEvents.last == .signedOut(key), "a signed-out event")
+run.say("event: signed out")
+run.expect(try TokenStore(store: try run.reopen()).load(service: app, account: "player") == nil, "nothing to restore after sign-out")
+watcher.cancel()
+run.finish(services: [app])
