@@ -110,7 +110,7 @@ extension SecretBytes: Equatable {
         if lhs.count == 0 { return true }
         return lhs.withUnsafeBytes { a in
             rhs.withUnsafeBytes { b in
-                sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
+                sodium_memcmp(a.bytes, b.bytes, a.count) == 0
             }
         }
     }

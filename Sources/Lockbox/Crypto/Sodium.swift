@@ -40,10 +40,10 @@ enum Sodium {
         precondition(nonce.count == aeadNonceBytes && key.count == aeadKeyBytes)
         var output = [UInt8](repeating: 0, count: plaintext.count + aeadTagBytes)
         var outputLength: UInt64 = 0
-        let result = output.withUnsafeMutableBufferPointer { out in
+        let result = output.withUnsafeMutableBytes { out in
             key.withUnsafeBytes { k in
                 crypto_aead_xchacha20poly1305_ietf_encrypt(
-                    out.baseAddress!, &outputLength,
+                    out.bytes, &outputLength,
                     plaintext.bytes, UInt64(plaintext.count),
                     additionalData, UInt64(additionalData.count),
                     nil, nonce, k.bytes)
