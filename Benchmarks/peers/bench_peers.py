@@ -763,6 +763,10 @@ def write_report(path: Path, *, args, facts, load_before, load_after, load_sampl
     w(f"- **Stores**: \"0 items\" means only the benchmark's own items; \"1,000 items\" adds 1,000 other items "
       f"(service `{BULK_SERVICE}`) to each store first. All Secret Service tools share one gnome-keyring login "
       "collection; every file tool has its own vault or keyring file.")
+    w("- **Baselines** (not compared with anything): `true` spawned and reaped by the same code, the floor "
+      "under every process row; and, in the file tables, an in-process atomic replace of a small file "
+      "(write a temporary file, fsync it, rename, fsync the folder: what a crash-safe write costs on this disk "
+      "at that moment; Lockbox's `set` and `delete` do this, keyrings.cryptfile rewrites its file without fsync).")
     w("- **Ratios** are Lockbox's time ÷ the peer's time for the same operation: below 1 Lockbox is faster; "
       "`1/N` means Lockbox takes 1/N of the peer's time. Process rows are compared with Lockbox's process row, "
       "in-process rows with Lockbox's in-process row. Median and p90 are nearest-rank percentiles.")
@@ -825,7 +829,7 @@ def write_report(path: Path, *, args, facts, load_before, load_after, load_sampl
     seen: list[str] = []
     for phase in phases:
         for tool in phase.tools:
-            if tool.name not in seen:
+            if tool.name not in seen and tool.name != "fsync-baseline":
                 seen.append(tool.name)
     for name in seen:
         label, cells = name, []
@@ -1038,6 +1042,8 @@ def main() -> int:
                        env=env_with(XDG_DATA_HOME=str(s["cf_inproc"])), first_line=cf_password.decode(),
                        warm_up=False),
         ]
+        tools.append(WorkerTool("fsync-baseline", "baseline: atomic replace + 2 fsyncs (in-process)",
+                                [python, worker_py, "fsync-baseline", str(s["vault"].parent)]))
         if args.worker:
             tools.append(WorkerTool("lockbox-file-inproc", "Lockbox in-process, key file",
                                     [args.worker, "file", str(s["inproc_vault"]), str(s["key"])], lockbox=True))

@@ -17,6 +17,11 @@ Usage: python keyring_worker.py secretservice
 
 Setup helpers for keyrings.cryptfile (password on the first stdin line, file under
 $XDG_DATA_HOME/python_keyring/ as the library places it):
+       python keyring_worker.py fsync-baseline FOLDER
+                                               (no keyring: each set/delete atomically replaces
+                                                one small file, with an fsync of the file and of
+                                                the folder, as a durable store must; get reads it.
+                                                The floor under any store that survives a crash.)
        python keyring_worker.py init-cryptfile             create the keyring file
        python keyring_worker.py fill-cryptfile SERVICE N   add N items user-00000... to SERVICE
 """
@@ -101,6 +106,43 @@ def fill_cryptfile(service: str, count: int) -> int:
     return 0
 
 
+class AtomicFileBaseline:
+    """The disk's share of a durable write: write a temporary file, fsync, rename, fsync the folder."""
+
+    def __init__(self, folder: str):
+        import os
+
+        self.os = os
+        self.folder = folder
+        self.path = os.path.join(folder, "baseline.bin")
+        self.temporary = self.path + ".tmp"
+
+    def _replace(self, data: bytes) -> None:
+        os = self.os
+        fd = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(self.temporary, self.path)
+        folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+    def set_password(self, service, account, secret):
+        self._replace(secret.encode())
+
+    def get_password(self, service, account):
+        with open(self.path, "rb") as handle:
+            return handle.read().decode()
+
+    def delete_password(self, service, account):
+        self._replace(b"")
+
+
 def main() -> int:
     backend = sys.argv[1] if len(sys.argv) > 1 else ""
     if backend == "init-cryptfile":
@@ -118,8 +160,10 @@ def main() -> int:
         password = sys.stdin.readline().rstrip("\n")
         kr.keyring_key = password  # unlocks: checks the reference entry (one Argon2id run)
         del password
+    elif backend == "fsync-baseline":
+        kr = AtomicFileBaseline(sys.argv[2])
     else:
-        print("usage: keyring_worker.py secretservice|cryptfile", file=sys.stderr)
+        print("usage: keyring_worker.py secretservice|cryptfile|fsync-baseline FOLDER", file=sys.stderr)
         return 64
     print("ready", flush=True)
 
