@@ -315,6 +315,13 @@ struct EncryptedFileEdgeCaseTests {
             #expect(VaultPayload.milliseconds(date) == milliseconds, "\(milliseconds)")
         }
         #expect(VaultPayload.milliseconds(VaultPayload.date(milliseconds: .max)) == VaultPayload.timestampLimit)
+        // Every value near the limits, and a spread of random ones, survive a round trip.
+        var generator = SystemRandomNumberGenerator()
+        let limit = VaultPayload.timestampLimit
+        let samples = (0..<5000).flatMap { [limit - $0, -limit + $0] }
+            + (0..<100_000).map { _ in Int64.random(in: -limit...limit, using: &generator) }
+        let drifting = samples.filter { VaultPayload.milliseconds(VaultPayload.date(milliseconds: $0)) != $0 }
+        #expect(drifting.isEmpty, "\(drifting.prefix(5))")
         let fixed = VaultPayload.date(milliseconds: 1_086_000_000_001)
         let folder = try TemporaryFolder()
         let key = folder.file("k")

@@ -43,4 +43,15 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
     }
 
     private static func invalid(_ reason: String) -> LockboxError { .invalidArgument(reason) }
+
+    private enum CodingKeys: String, CodingKey { case delays, wipeAfter, disableAfter }
+
+    /// Decodes through the checking initialiser: a stored policy is data someone could have
+    /// edited, and an empty delay list or an out-of-range limit must be refused, not trusted.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(delays: try container.decode([Double].self, forKey: .delays),
+                      wipeAfter: try container.decodeIfPresent(Int.self, forKey: .wipeAfter),
+                      disableAfter: try container.decode(Int.self, forKey: .disableAfter))
+    }
 }

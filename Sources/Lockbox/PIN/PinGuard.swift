@@ -223,12 +223,19 @@ public final class PinGuard: Sendable {
 
     private func load(_ profile: PinProfile) throws -> PinRecord? {
         guard let bytes = try store.get(profile.itemKey) else { return nil }
+        let record: PinRecord
         do {
-            return try bytes.withUnsafeBytes { try JSONDecoder().decode(PinRecord.self, from: Data($0)) }
+            record = try bytes.withUnsafeBytes { try JSONDecoder().decode(PinRecord.self, from: Data($0)) }
         } catch {
             throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
                                                reason: "it is not a Lockbox PIN record")
         }
+        // A count can never pass the disable limit (verify stops there), so anything else was edited.
+        guard (0...LockoutPolicy.hardLimit).contains(record.failures), record.lastAttempt?.sinceBoot.isFinite ?? true else {
+            throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
+                                               reason: "its failure count or last attempt is out of range")
+        }
+        return record
     }
 
     private func save(_ record: PinRecord, for profile: PinProfile) throws {

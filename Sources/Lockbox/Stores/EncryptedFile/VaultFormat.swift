@@ -313,9 +313,11 @@ enum VaultPayload {
         return VaultEntry(metadata: metadata, secret: secret)
     }
 
-    /// Timestamps are kept within ±2^53 ms (±285,000 years), where a `Double` holds every
-    /// millisecond exactly, so decoding and re-encoding always gives back the same value.
-    static let timestampLimit: Int64 = 1 << 53
+    /// Timestamps are kept within ±2^48 ms (±8,900 years). A `Date` is a `Double` of seconds
+    /// since 2001, which cannot hold every millisecond beyond about ±2^51 ms (fuzzing found the
+    /// old ±2^53 limit drifting by a millisecond per rewrite); within ±2^48 decoding and
+    /// re-encoding always give back the same value, with room to spare.
+    static let timestampLimit: Int64 = 1 << 48
 
     /// Milliseconds since 1970, rounded to the nearest (not down: `Date` is a binary fraction,
     /// and a value decoded from milliseconds may sit a hair below the exact millisecond).

@@ -1,0 +1,101 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// Issues the fuzzers found in library code (docs/SECURITY-TESTING.md, "Findings"), fixed and
+/// kept as regression tests.
+@Suite("Fuzzing findings")
+struct FuzzFindingsTests {
+    // MARK: Finding 1: timestamps beyond ±2^51 ms changed when a vault was rewritten
+
+    @Test("timestamps outside ±2^48 ms are clamped once, then stable; inside they are exact (finding 1)")
+    func farTimestampsRoundTrip() {
+        let limit = VaultPayload.timestampLimit
+        for value: Int64 in [(1 << 53) - 2999, -((1 << 53) - 2999), (1 << 52) + 3, .max, .min] {
+            let once = VaultPayload.milliseconds(VaultPayload.date(milliseconds: value))
+            #expect(once == (value > 0 ? limit : -limit))
+            #expect(VaultPayload.milliseconds(VaultPayload.date(milliseconds: once)) == once, "stable after clamping")
+        }
+        for value: Int64 in [limit, -limit, limit - 2999, (1 << 47) + 3] {
+            #expect(VaultPayload.milliseconds(VaultPayload.date(milliseconds: value)) == value)
+        }
+    }
+
+    @Test("an item's creation time is unchanged when another item is written (finding 1, through the store)")
+    func farTimestampSurvivesARewrite() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("far.lockbox")
+        let key = SecretBytes(copying: (0..<32).map { UInt8($0) })
+        let created: Int64 = VaultPayload.timestampLimit - 2999
+        let item = VaultEntry(
+            metadata: ItemMetadata(key: ItemKey(service: "s", account: "far"), kind: .generic, label: "",
+                                   created: VaultPayload.date(milliseconds: created),
+                                   modified: VaultPayload.date(milliseconds: created)),
+            secret: SecretBytes(utf8: "x"))
+        let built = try VaultVectorBuilder.build(.init(
+            vaultID: Array(repeating: 1, count: 16), generation: 1, dataKey: SecretBytes(copying: Array(repeating: 2, count: 32)),
+            bodyNonce: Array(repeating: 3, count: 24),
+            slots: [.init(source: .key(key), salt: Array(repeating: 4, count: 16), nonce: Array(repeating: 5, count: 24))],
+            entries: [item]))
+        try Data(built.file).write(to: URL(fileURLWithPath: path.string))
+        chmod(path.string, 0o600)
+
+        // Another item is stored: the store re-encodes "far" from what it decoded.
+        try EncryptedFileStore.open(at: path, credential: .key(key)).set(SecretBytes(utf8: "y"), for: ItemKey(service: "s", account: "other"), options: ItemOptions())
+        let reopened = try EncryptedFileStore.open(at: path, credential: .key(key))
+        let after = try #require(try reopened.metadata(ItemKey(service: "s", account: "far")))
+        #expect(VaultPayload.milliseconds(after.created) == created)
+    }
+
+    // MARK: Findings 2 and 3: PIN records the decoder accepted but PinGuard trapped on
+
+    /// Stores `record` as the PIN record of kids/max in a fresh vault, then runs `lockbox`
+    /// with `arguments` (+ the vault options) and a PIN on standard input.
+    func runPinCommand(record: String, _ arguments: [String]) throws -> Process.TerminationReason {
+        let folder = try TemporaryFolder()
+        let vault = folder.file("v.lockbox").string, key = folder.file("v.key").string
+        #expect(try runLockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try runLockbox(["set", "--vault", vault, "--key-file", key, "--kind", "pin-hash", "kids", "pin:max"],
+                               stdin: Data(record.utf8)).status == 0)
+        let runtime = folder.file("run")
+        mkdir(runtime.string, 0o700)
+        let process = Process()
+        process.executableURL = lockboxBinary
+        process.arguments = arguments + ["--vault", vault, "--key-file", key, "kids", "max"]
+        process.environment = ["PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_RUNTIME_DIR": runtime.string,
+                               "SWIFT_BACKTRACE": "enable=no"]
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        _ = ignoreBrokenPipes
+        try? input.fileHandleForWriting.write(contentsOf: Data("4739\n".utf8))
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        return process.terminationReason
+    }
+
+    @Test("a PIN record with an empty delay list is refused or handled, not a crash (finding 2)")
+    func emptyDelayList() throws {
+        let verify = try runPinCommand(
+            record: #"{"hash":"x","lockout":{"delays":[],"disableAfter":100},"wipeItems":[],"failures":0,"disabled":false}"#,
+            ["pin", "verify"])
+        let status = try runPinCommand(
+            record: #"{"hash":"x","lockout":{"delays":[],"disableAfter":100},"wipeItems":[],"failures":3,"lastAttempt":{"wall":0,"bootID":"b","sinceBoot":1},"disabled":false}"#,
+            ["pin", "status"])
+        // Fixed: LockoutPolicy decodes through its checking initialiser; the record is reported as undecodable.
+        #expect(verify == .exit, "lockbox pin verify died of a signal")
+        #expect(status == .exit, "lockbox pin status died of a signal")
+    }
+
+    @Test("a PIN record with the failure count at Int.max is refused or handled, not a crash (finding 3)")
+    func failureCountAtTheLimit() throws {
+        let verify = try runPinCommand(
+            record: #"{"hash":"x","lockout":{"delays":[0],"disableAfter":100},"wipeItems":[],"failures":9223372036854775807,"disabled":false}"#,
+            ["pin", "verify"])
+        // Fixed: a failure count outside 0...100 makes the record undecodable instead of trapping.
+        #expect(verify == .exit, "lockbox pin verify died of a signal")
+    }
+}
