@@ -155,7 +155,7 @@ V2 = {
          "created_ms": 1700000000000, "modified_ms": 1795240623183, "attributes": {},
          "access": "fresh-authentication", "secret": b"correct horse"},
         {"service": "device", "account": "id", "kind": "device-id", "label": "Password for 'id' on 'device'",
-         "created_ms": 1 << 53, "modified_ms": -(1 << 53), "attributes": {"a": "1", "b": "2"},
+         "created_ms": 1 << 48, "modified_ms": -(1 << 48), "attributes": {"a": "1", "b": "2"},
          "access": "always", "secret": bytes(range(256)) + bytes(range(44))},
         {"service": "zz", "account": "empty", "kind": "generic", "label": "nothing", "created_ms": 1,
          "modified_ms": 2, "attributes": {}, "access": "always", "secret": b""},
