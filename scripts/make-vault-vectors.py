@@ -135,7 +135,7 @@ V1 = {
 # Vector 2: edge cases of the payload and header. Every byte is a pattern, so it can be typed in.
 V2 = {
     "id": "edge-cases",
-    "description": "Two key-file slots and a passphrase slot at the smallest Argon2id cost (t=1, 8 KiB, non-ASCII passphrase); generation above 2^32; items with an empty label, non-ASCII names and attributes, an empty attribute value, a protected item (lockbox.access), timestamps before 1970 and at the +-2^53 ms clamp, a 300-byte binary secret, an empty secret; the unpadded payload is exactly 768 bytes, so padding adds a whole block (1024)",
+    "description": "Two key-file slots and a passphrase slot at the smallest Argon2id cost (t=1, 8 KiB, non-ASCII passphrase); generation above 2^32; items with an empty label, non-ASCII names and attributes, an empty attribute value, a protected item (lockbox.access), timestamps before 1970 and at the +-2^48 ms clamp, a 300-byte binary secret, an empty secret; the unpadded payload is exactly 768 bytes, so padding adds a whole block (1024)",
     "vault_id": seq(0xF0, 16),
     "generation": (1 << 52) + 1,
     "data_key": seq(0x20, 32),

@@ -409,7 +409,7 @@ enum EmbeddedVectors {
     },
     {
       "id": "edge-cases",
-      "description": "Two key-file slots and a passphrase slot at the smallest Argon2id cost (t=1, 8 KiB, non-ASCII passphrase); generation above 2^32; items with an empty label, non-ASCII names and attributes, an empty attribute value, a protected item (lockbox.access), timestamps before 1970 and at the +-2^53 ms clamp, a 300-byte binary secret, an empty secret; the unpadded payload is exactly 768 bytes, so padding adds a whole block (1024)",
+      "description": "Two key-file slots and a passphrase slot at the smallest Argon2id cost (t=1, 8 KiB, non-ASCII passphrase); generation above 2^32; items with an empty label, non-ASCII names and attributes, an empty attribute value, a protected item (lockbox.access), timestamps before 1970 and at the +-2^48 ms clamp, a 300-byte binary secret, an empty secret; the unpadded payload is exactly 768 bytes, so padding adds a whole block (1024)",
       "inputs": {
         "vault_id_hex": "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff",
         "generation": 4503599627370497,
