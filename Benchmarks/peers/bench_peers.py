@@ -1096,7 +1096,7 @@ def main() -> int:
         "keyrings.cryptfile derives a fresh AES key with Argon2id (its defaults: time cost 15, 64 MiB, "
         "2 lanes) for *every* item it encrypts or decrypts, and its CLI first decrypts a reference entry to "
         "check the password: one `keyring get` pays two Argon2id runs, one in-process get pays one. To fill "
-        "its file with 1,000 items in seconds rather than half an hour, the harness runs its own `encrypt` "
+        "its file with 1,000 items in seconds rather than many minutes, the harness runs its own `encrypt` "
         "with one salt for all of them (one Argon2id run, reused); the file format is unchanged, and reading "
         "any item still costs a full Argon2id run.")
     notes.append(
