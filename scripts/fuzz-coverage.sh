@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Source coverage of the fuzzing corpora: which lines of the parsers the inputs scripts/fuzz.sh
+# kept (Fuzz/work/TARGET/corpus) and the seeds (Fuzz/corpus/TARGET) actually execute.
+#
+# Usage: scripts/fuzz-coverage.sh [TARGET...]     (default: every target with a corpus)
+#
+# Builds the harnesses a second time, in debug (no inlining, so every line is attributed to its
+# own function) with LLVM source-based coverage and without AddressSanitizer, into
+# .build-fuzz-cov; replays each corpus once (libFuzzer -runs=0); prints llvm-cov's report for the
+# files that target is about. HTML per target: .build-fuzz-cov/coverage/TARGET/index.html.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+declare -A files=(
+    [vault-file]="Stores/EncryptedFile/VaultFormat.swift Stores/EncryptedFile/ByteCoding.swift Stores/EncryptedFile/KeySlotCrypto.swift"
+    [vault-payload]="Stores/EncryptedFile/VaultFormat.swift Stores/EncryptedFile/ByteCoding.swift"
+    [settings]="Selection/BackendSettings.swift"
+    [pin-record]="PIN/PinGuard.swift PIN/LockoutPolicy.swift PIN/PinClock.swift"
+    [session-window]="Reauth/SessionWindow.swift Platform/KernelKeyring.swift"
+    [key-file]="Stores/EncryptedFile/VaultCredential.swift"
+)
+if (($#)); then targets=("$@"); else targets=(vault-file vault-payload settings pin-record session-window key-file); fi
+for target in "${targets[@]}"; do
+    [[ -n ${files[$target]:-} ]] || { echo "fuzz-coverage: unknown target '$target'" >&2; exit 64; }
+done
+
+scratch=$repo/.build-fuzz-cov
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+echo "fuzz-coverage: building the harnesses with coverage in $scratch" >&2
+if ! swift build --package-path Fuzz --scratch-path "$scratch" -c debug \
+    -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library \
+    -Xswiftc -profile-generate -Xswiftc -profile-coverage-mapping >"$log" 2>&1; then
+    cat "$log" >&2
+    exit 1
+fi
+toolchain_bin=$(dirname "$(readlink -f "$(command -v swift)")")
+llvm_cov=$toolchain_bin/llvm-cov
+llvm_profdata=$toolchain_bin/llvm-profdata
+
+for target in "${targets[@]}"; do
+    out=$scratch/coverage/$target
+    rm -rf "$out" && mkdir -p "$out/tmp" "$out/profiles"
+    corpora=("$repo/Fuzz/corpus/$target")
+    [[ -d $repo/Fuzz/work/$target/corpus ]] && corpora=("$repo/Fuzz/work/$target/corpus" "${corpora[@]}")
+    inputs=$(cat "${corpora[@]/%//*}" 2>/dev/null | wc -c; true)
+    run=(env TMPDIR="$out/tmp" SWIFT_BACKTRACE=enable=no LLVM_PROFILE_FILE="$out/profiles/%p.profraw"
+        "$scratch/debug/fuzz-$target" -runs=0 "${corpora[@]}")
+    [[ $target == session-window ]] && run=(keyctl session - "${run[@]}")
+    "${run[@]}" >"$out/replay.log" 2>&1 || { echo "fuzz-coverage: replaying $target failed (see $out/replay.log)" >&2; exit 1; }
+    "$llvm_profdata" merge -sparse "$out"/profiles/*.profraw -o "$out/merged.profdata"
+    sources=()
+    for f in ${files[$target]}; do sources+=("$repo/Sources/Lockbox/$f"); done
+    count=$(find "${corpora[@]}" -type f | wc -l)
+    echo "== $target: $count inputs replayed"
+    "$llvm_cov" report "$scratch/debug/fuzz-$target" -instr-profile="$out/merged.profdata" "${sources[@]}" |
+        sed "s|$repo/Sources/Lockbox/||"
+    "$llvm_cov" show "$scratch/debug/fuzz-$target" -instr-profile="$out/merged.profdata" -format=html \
+        -output-dir="$out" "${sources[@]}" >/dev/null
+    rm -rf "$out/tmp" "$out/profiles"
+done
