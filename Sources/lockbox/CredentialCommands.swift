@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "token",
         abstract: "OAuth token sets: store, read, refresh once across processes, clear.",
         discussion: """
             Exit codes: 50 session expired (the refresh token was rejected; tokens cleared), \

@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Doctor: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "doctor",
         abstract: "Check which store is configured and whether each part works, with the fix for each problem.",
         discussion: "Exits 0 when the store this profile would use is ready, else with that problem's exit code.")
 

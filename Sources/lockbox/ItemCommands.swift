@@ -136,6 +136,7 @@ struct ListItems: ParsableCommand {
 
 struct Wipe: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "wipe",
         abstract: "Remove every item of one service, or of the whole vault.",
         discussion: "Asks for confirmation on the terminal unless --yes; without a terminal, --yes is required.")
 

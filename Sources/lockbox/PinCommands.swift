@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Pin: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pin",
         abstract: "PINs for profiles: Argon2id hashes in the store, with lockout after wrong tries.",
         discussion: """
             PINs come from a no-echo prompt on the terminal, or from standard input one per line \
@@ -175,6 +176,7 @@ struct ResetPin: ParsableCommand {
 
 struct Calibrate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "calibrate",
         abstract: "Measure Argon2id here and suggest PIN hash parameters for a target time.")
     @Option(help: "Seconds one verification should take.") var target: Double = 0.35
     @Option(help: "Memory in MiB (at least 64).") var memory: Int = 256

@@ -33,6 +33,7 @@ private func printConflicts(_ report: TransferReport) {
 
 struct Migrate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "migrate",
         abstract: "Copy items between the file vault and the Secret Service, verifying each copy.",
         discussion: """
             Copies (in memory, never through a temporary file), reads each copy back, and removes the \
@@ -67,6 +68,7 @@ extension Backend: ExpressibleByArgument {}
 
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "export",
         abstract: "Write an encrypted backup: a vault file with its own passphrase (same format as the vault).")
     @OptionGroup var vaultOptions: VaultOptions
     @Option(help: "The backup file to create (refuses to overwrite).") var to: String
@@ -87,6 +89,7 @@ struct Export: ParsableCommand {
 
 struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "import",
         abstract: "Restore items from a backup made with `lockbox export`, reporting every conflict.")
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The backup file.") var file: String

@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "init",
         abstract: "Create a new, empty vault.",
         discussion: """
             Give a key file (--key-file to use one, --generate-key-file to make one), a passphrase \
@@ -51,6 +52,7 @@ struct Init: ParsableCommand {
 
 struct Passwd: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "passwd",
         abstract: "Change the vault's passphrase.",
         discussion: """
             Unlock with the current passphrase or a key file; the new passphrase comes from \
@@ -95,6 +97,7 @@ struct RotateKey: ParsableCommand {
 
 struct Slot: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "slot",
         abstract: "List, add and remove key slots.",
         subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, RemoveSlot.self])
 

@@ -23,6 +23,7 @@ struct WindowLength: ExpressibleByArgument {
 
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unlock",
         abstract: "Prove who you are once (PIN or passphrase); protected items then open without asking until the window ends.",
         discussion: """
             The window lives in the kernel keyring of this login session (never on disk): later \
@@ -84,7 +85,7 @@ struct Unlock: ParsableCommand {
 }
 
 struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Close the re-authentication window now.")
+    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Close the re-authentication window now.")
     @OptionGroup var vaultOptions: VaultOptions
 
     func run() throws {

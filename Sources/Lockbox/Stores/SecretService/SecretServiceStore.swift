@@ -269,31 +269,41 @@ public final class SecretServiceStore: SecretStore {
         return listElements(list).map { $0.assumingMemoryBound(to: SecretItem.self) }
     }
 
-    /// Asks the provider (not libsecret's cache) whether the default collection is locked.
+    /// Asks the provider (not libsecret's cache) whether the default collection is locked: two
+    /// plain D-Bus calls on the service's connection — `ReadAlias("default")`, then the
+    /// collection's `Locked` property — whatever the number of items (building a collection
+    /// proxy would fetch its item list too).
     private func isLocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws -> Bool {
-        let collection = try withGError { error in
-            secret_collection_for_alias_sync(service, collectionAlias, SECRET_COLLECTION_NONE, deadline.cancellable, error)
+        let connection = g_dbus_proxy_get_connection(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
+        let busName = g_dbus_proxy_get_name(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
+            .map { String(cString: $0) } ?? "org.freedesktop.secrets"
+        func call(_ path: String, _ interface: String, _ method: String, _ strings: [String]) throws -> OpaquePointer? {
+            var arguments: [OpaquePointer?] = strings.map { g_variant_new_string($0) }
+            let parameters = g_variant_new_tuple(&arguments, gsize(arguments.count))
+            return try withGError { error in
+                g_dbus_connection_call_sync(connection, busName, path, interface, method, parameters, nil,
+                                            G_DBUS_CALL_FLAGS_NONE, Int32(timeout * 1000), deadline.cancellable, error)
+            }
         }
-        guard let collection else {
+        guard let aliasReply = try call("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "ReadAlias", [collectionAlias])
+        else { throw LockboxError.secretServiceFailed(operation: "finding the default collection", detail: "no answer") }
+        defer { g_variant_unref(aliasReply) }
+        let pathValue = g_variant_get_child_value(aliasReply, 0)
+        defer { if let pathValue { g_variant_unref(pathValue) } }
+        let path = g_variant_get_string(pathValue, nil).map { String(cString: $0) } ?? "/"
+        guard path != "/" else {
             throw LockboxError.secretServiceFailed(
                 operation: "finding the default collection",
                 detail: "the provider has no '\(collectionAlias)' collection; create one (e.g. in Passwords and Keys) or use --backend file")
         }
-        defer { g_object_unref(collection) }
-        let proxy = UnsafeMutableRawPointer(collection).assumingMemoryBound(to: GDBusProxy.self)
-        var arguments: [OpaquePointer?] = [
-            g_variant_new_string("org.freedesktop.Secret.Collection"), g_variant_new_string("Locked"),
-        ]
-        let parameters = g_variant_new_tuple(&arguments, 2)
-        let reply = try withGError { error in
-            g_dbus_proxy_call_sync(proxy, "org.freedesktop.DBus.Properties.Get", parameters, G_DBUS_CALL_FLAGS_NONE,
-                                   Int32(timeout * 1000), deadline.cancellable, error)
-        }
-        guard let reply else { return secret_collection_get_locked(collection) != 0 }
+        guard let reply = try call(path, "org.freedesktop.DBus.Properties", "Get", ["org.freedesktop.Secret.Collection", "Locked"])
+        else { throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "no answer") }
         defer { g_variant_unref(reply) }
         let boxed = g_variant_get_child_value(reply, 0)
         defer { if let boxed { g_variant_unref(boxed) } }
-        guard let inner = g_variant_get_variant(boxed) else { return secret_collection_get_locked(collection) != 0 }
+        guard let inner = g_variant_get_variant(boxed) else {
+            throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "an unexpected reply")
+        }
         defer { g_variant_unref(inner) }
         return g_variant_get_boolean(inner) != 0
     }
