@@ -98,4 +98,19 @@ struct FuzzFindingsTests {
         // Fixed: a failure count outside 0...100 makes the record undecodable instead of trapping.
         #expect(verify == .exit, "lockbox pin verify died of a signal")
     }
+
+    // MARK: Finding 4: recorded times lost their fractional seconds when the file was rewritten
+
+    @Test("recording a profile keeps the other profiles' recorded times exactly (finding 4)")
+    func settingsKeepFractionalSeconds() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("settings.json")
+        let json = #"{"profiles":{"default":{"backend":"file","reason":"requested explicitly","recorded":"2026-01-02T03:04:05.5Z"}}}"#
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path.string))
+        let before = try #require(try BackendSettings.load(from: path).profiles["default"])
+        try BackendSettings.record(.secretService, for: "desktop", reason: "requested explicitly", at: path)
+        let after = try #require(try BackendSettings.load(from: path).profiles["default"])
+        // Fixed: the settings file keeps fractional seconds.
+        #expect(after.recorded == before.recorded)
+    }
 }

@@ -13,7 +13,7 @@ import SystemPackage
 public enum FuzzingEntryPoints {
     /// With `LOCKBOX_FUZZ_SKIP_KNOWN=1`, inputs that would only hit an issue already found and
     /// still open (docs/SECURITY-TESTING.md, "Findings") are stepped over, so a long run keeps
-    /// looking for new ones instead of stopping at the known one. Today: finding 4 (settings).
+    /// looking for new ones instead of stopping at the known one. Today: none (findings 1-4 are fixed).
     static let skipKnownIssues = ProcessInfo.processInfo.environment["LOCKBOX_FUZZ_SKIP_KNOWN"] == "1"
 
     // MARK: Vault files
@@ -157,19 +157,19 @@ public enum FuzzingEntryPoints {
         } catch {
             fatalError("settings written as BackendSettings.record writes them do not load again: \(error)")
         }
-        if reloaded != settings && !(skipKnownIssues && sameToTheSecond(reloaded, settings)) {
+        if reloaded != settings && !sameToTheMillisecond(reloaded, settings) {
             fatalError("settings changed on a write and reload")
         }
     }
 
-    /// Finding 4 (open): `load` accepts recorded times with fractional seconds, which the ISO 8601
-    /// encoding `record` writes drops.
-    private static func sameToTheSecond(_ a: BackendSettings, _ b: BackendSettings) -> Bool {
+    /// Finding 4 (fixed): recorded times lost their fractional seconds on a rewrite. The file now
+    /// keeps milliseconds, its documented precision; finer fractions may round.
+    private static func sameToTheMillisecond(_ a: BackendSettings, _ b: BackendSettings) -> Bool {
         guard a.profiles.keys.sorted() == b.profiles.keys.sorted() else { return false }
         return a.profiles.allSatisfy { name, profile in
             guard let other = b.profiles[name] else { return false }
             return profile.backend == other.backend && profile.reason == other.reason
-                && abs(profile.recorded.timeIntervalSince(other.recorded)) < 1
+                && abs(profile.recorded.timeIntervalSince(other.recorded)) < 0.001
         }
     }
 

@@ -50,7 +50,13 @@ public struct BackendSettings: Codable, Sendable, Equatable {
         guard let data = FileManager.default.contents(atPath: path.string) else { return BackendSettings() }
         do {
             let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
+            decoder.dateDecodingStrategy = .custom { decoder in
+                let text = try decoder.singleValueContainer().decode(String.self)
+                if let date = (try? Date(text, strategy: fractionalISO8601)) ?? (try? Date(text, strategy: Date.ISO8601FormatStyle())) {
+                    return date
+                }
+                throw DecodingError.dataCorruptedError(in: try decoder.singleValueContainer(), debugDescription: "not an ISO 8601 time")
+            }
             return try decoder.decode(BackendSettings.self, from: data)
         } catch {
             throw LockboxError.invalidArgument(
@@ -76,10 +82,17 @@ public struct BackendSettings: Codable, Sendable, Equatable {
             settings.profiles[profile] = entry
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            encoder.dateEncodingStrategy = .iso8601
+            // Fractional seconds, so rewriting the file never changes another profile's time.
+            encoder.dateEncodingStrategy = .custom { date, encoder in
+                var container = encoder.singleValueContainer()
+                try container.encode(date.formatted(fractionalISO8601))
+            }
             let data = try encoder.encode(settings)
             _ = try AtomicFileWriter.write([Array(data)], to: path)
             return entry
         }
     }
 }
+
+/// ISO 8601 with milliseconds: what the settings file writes.
+private let fractionalISO8601 = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
