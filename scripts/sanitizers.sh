@@ -11,8 +11,9 @@
 # read a child's standard error; the script prints every report at the end. Leaks at exit inside
 # Foundation and XCTest are suppressed (scripts/sanitizers/lsan-suppressions.txt).
 # Exits 0 only if the suite passed and no sanitizer reported anything. Known today (see
-# docs/SECURITY-TESTING.md): two tests whose timing the slower sanitized binaries miss, and one
-# ThreadSanitizer report that is a false positive of Synchronization.Mutex on Linux.
+# docs/SECURITY-TESTING.md): one ThreadSanitizer report, a false positive of
+# Synchronization.Mutex on Linux; and the re-authentication CLI test opens a 1-second window,
+# which a loaded machine running sanitized binaries can miss.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -48,6 +49,9 @@ for sanitizer in "${sanitizers[@]}"; do
     echo "== $sanitizer: running the suite" >&2
     test_start=$SECONDS
     status=0
+    # CrashTests is skipped: it kills writers 0-90 ms after starting them and requires that some
+    # finish first, which a sanitized `lockbox set` (200 ms and more) never does, so it fails on
+    # timing alone; scripts/crash-injection.sh covers crash safety with any binary.
     # Options are inherited by every process the suite starts that keeps the environment; the
     # tests' lockbox children get a clean environment and so the defaults (reports on stderr),
     # which a test then sees as unexpected output.
@@ -57,19 +61,24 @@ for sanitizer in "${sanitizers[@]}"; do
     export LSAN_OPTIONS="suppressions=$repo/scripts/sanitizers/lsan-suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
     export LOCKBOX_REQUIRE_KEYRING_TESTS=1
     keyctl session - scripts/keyring-session.sh -- \
-        swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" >"$reports_root/$short.log" 2>&1 || status=$?
+        swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip CrashTests \
+        >"$reports_root/$short.log" 2>&1 || status=$?
     unset TSAN_OPTIONS ASAN_OPTIONS LSAN_OPTIONS
     test_seconds=$((SECONDS - test_start))
 
-    count=$(find "$reports" -type f | wc -l)
+    # A report file may hold only LeakSanitizer's "Suppressions used" table: not a finding.
+    mapfile -t found < <(grep -lE 'ERROR: |WARNING: ThreadSanitizer' "$reports"/* 2>/dev/null || true)
+    count=${#found[@]}
     tail -n 3 "$reports_root/$short.log" >&2
     if ((count)); then
-        echo "== $sanitizer: $count report file(s):" >&2
-        for f in "$reports"/*; do echo "---- ${f##*/}" >&2; cat "$f" >&2; done
+        echo "== $sanitizer: reports from $count process(es):" >&2
+        for f in "${found[@]}"; do echo "---- ${f##*/}" >&2; cat "$f" >&2; done
     fi
+    suppressed=$(cat "$reports"/* 2>/dev/null | awk '/^ +[0-9]+ +[0-9]+ /' | sort | uniq -c | awk '{printf "%s%s x%s", sep, $4, $2; sep=", "}')
+    [[ -z $suppressed ]] || echo "== $sanitizer: suppressed leaks (scripts/sanitizers/lsan-suppressions.txt): $suppressed" >&2
     grep -E '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: AddressSanitizer|SUMMARY: )' "$reports_root/$short.log" >&2 || true
     grep -E '^✘ Test ' "$reports_root/$short.log" | grep -v 'known issue' >&2 || true
-    result="suite exit $status, $count report file(s)"
+    result="suite exit $status, sanitizer reports from $count process(es)"
     summary+=("$sanitizer: build ${build_seconds}s, tests ${test_seconds}s, $result")
     if ((status != 0 || count != 0)); then
         overall=1
