@@ -3,6 +3,13 @@
 //     swift build -c release --scratch-path .build-bench
 //     .build-bench/release/LockboxBenchmarks            # full run, about a minute and a half
 //     .build-bench/release/LockboxBenchmarks --quick    # smoke run, seconds (CI)
+//     scripts/keyring-session.sh -- .build-bench/release/LockboxBenchmarks --only secret-service
+//
+// The `secret-service` group needs an unlocked, throwaway Secret Service: it runs only when
+// LOCKBOX_TEST_KEYRING=unlocked (which scripts/keyring-session.sh sets), and is skipped with a
+// note otherwise, because it stores 1,000 items in the keyring (100 with --quick). It adds about
+// a minute and a half: gnome-keyring rewrites its whole file on every write, so filling and
+// emptying the keyring alone take about 35 s and 18 s.
 //
 // Results go to standard output as Markdown; progress goes to standard error. Every vault lives
 // in a fresh temporary folder that is deleted at the end, whatever happens.
@@ -10,6 +17,7 @@
 // No external benchmark package: each operation is timed on its own with CLOCK_MONOTONIC after a
 // warm-up, and the report gives the median, p90 and p99 (nearest rank) and ops/s (from the mean).
 
+import CLibSecret
 import Foundation
 import Lockbox
 import SystemPackage
@@ -25,7 +33,7 @@ struct Options {
     /// Which benchmark groups to run (default: all).
     var only: Set<String> = Options.groups
 
-    static let groups: Set<String> = ["get", "set", "unlock", "process"]
+    static let groups: Set<String> = ["get", "set", "unlock", "process", "secret-service"]
 
     static let usage = """
         usage: LockboxBenchmarks [--quick] [--dir PATH] [--lockbox PATH] [--only LIST]
@@ -35,8 +43,12 @@ struct Options {
                             it must be on the file system whose fsync you want to measure
           --lockbox PATH    the lockbox binary for the process benchmark
                             (default: `lockbox` next to this executable)
-          --only LIST       run only these groups, comma-separated: get, set, unlock, process
-                            (handy under a profiler)
+          --only LIST       run only these groups, comma-separated: get, set, unlock, process,
+                            secret-service (handy under a profiler)
+
+        The secret-service group runs only inside a throwaway keyring session
+        (scripts/keyring-session.sh -- LockboxBenchmarks ...), which sets LOCKBOX_TEST_KEYRING=unlocked;
+        elsewhere it is skipped with a note.
         """
 
     static func parse(_ arguments: [String]) throws -> Options {
@@ -83,6 +95,11 @@ struct Plan {
     var keyFileUnlockIterations: Int, keyFileUnlockWarmup: Int
     var interactiveIterations: Int, moderateIterations: Int, kdfWarmup: Int
     var processIterations: Int, processWarmup: Int
+    /// Secret Service: items filled into the keyring, in-process get/set runs, process runs (each tool).
+    var keyringItems: Int
+    var keyringGetIterations: Int, keyringGetWarmup: Int
+    var keyringSetIterations: Int, keyringSetWarmup: Int
+    var keyringProcessIterations: Int, keyringProcessWarmup: Int
 
     static let full = Plan(
         sizes: [10, 1_000, 10_000], processSizes: [10, 1_000, 10_000],
@@ -90,7 +107,11 @@ struct Plan {
         setIterations: 200, setWarmup: 10,
         keyFileUnlockIterations: 200, keyFileUnlockWarmup: 10,
         interactiveIterations: 10, moderateIterations: 5, kdfWarmup: 1,
-        processIterations: 200, processWarmup: 10)
+        processIterations: 200, processWarmup: 10,
+        keyringItems: 1_000,
+        keyringGetIterations: 2_000, keyringGetWarmup: 200,
+        keyringSetIterations: 200, keyringSetWarmup: 10,
+        keyringProcessIterations: 200, keyringProcessWarmup: 10)
 
     static let quick = Plan(
         sizes: [10, 1_000], processSizes: [10, 1_000],
@@ -98,7 +119,11 @@ struct Plan {
         setIterations: 10, setWarmup: 2,
         keyFileUnlockIterations: 10, keyFileUnlockWarmup: 2,
         interactiveIterations: 2, moderateIterations: 1, kdfWarmup: 0,
-        processIterations: 10, processWarmup: 2)
+        processIterations: 10, processWarmup: 2,
+        keyringItems: 100,
+        keyringGetIterations: 50, keyringGetWarmup: 10,
+        keyringSetIterations: 10, keyringSetWarmup: 2,
+        keyringProcessIterations: 10, keyringProcessWarmup: 2)
 }
 
 // MARK: - Timing and statistics
@@ -210,6 +235,10 @@ final class Fixtures {
     /// building 10,000 items one `set` at a time takes seconds, not minutes), else `root`.
     let staging: URL
     let keyFile: FilePath
+    /// The environment of measured `lockbox` children: ours, except that the CLI records its
+    /// store choice in a settings file inside `root` (never in the user's ~/.config), and no
+    /// LOCKBOX_* variable picks a store, profile, vault or key behind the arguments' back.
+    let childEnvironment: [String: String]
     private(set) var tokens: [Int: [String]] = [:]
     private var counter = 0
 
@@ -230,6 +259,12 @@ final class Fixtures {
             staging = root.appendingPathComponent("staging", isDirectory: true)
         }
         keyFile = FilePath(root.appendingPathComponent("vault.key").path)
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["LOCKBOX_BACKEND", "LOCKBOX_PROFILE", "LOCKBOX_VAULT", "LOCKBOX_KEY_FILE"] {
+            environment[name] = nil
+        }
+        environment["XDG_CONFIG_HOME"] = root.appendingPathComponent("config", isDirectory: true).path
+        childEnvironment = environment
         do {
             try FileManager.default.createDirectory(
                 at: staging, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -331,9 +366,13 @@ final class Report {
     private(set) var notes: [String] = []
 
     func add(_ group: String, _ name: String, items: Int?, _ stats: Stats, note: String = "") {
-        rows.append(Row(group: group, name: name, items: items.map(formatCount) ?? "–", stats: stats, note: note))
+        add(group, name, itemsLabel: items.map(formatCount) ?? "–", stats, note: note)
+    }
+
+    func add(_ group: String, _ name: String, itemsLabel: String, _ stats: Stats, note: String = "") {
+        rows.append(Row(group: group, name: name, items: itemsLabel, stats: stats, note: note))
         progress(String(format: "  %@ %@ [%@]: median %@, p90 %@, p99 %@ (%d runs)",
-                        group, name, items.map(formatCount) ?? "-", formatDuration(stats.median),
+                        group, name, itemsLabel, formatDuration(stats.median),
                         formatDuration(stats.percentile(90)), formatDuration(stats.percentile(99)), stats.count))
     }
 
@@ -343,6 +382,9 @@ final class Report {
     }
 
     func note(_ text: String) { notes.append(text) }
+
+    /// `lockbox get` / `secret-tool lookup` (medians), from the interleaved Secret Service runs.
+    var processRatio: (lockbox: Stats, secretTool: Stats)?
 
     func stats(group: String, items: Int?) -> Stats? {
         let label = items.map(formatCount) ?? "–"
@@ -385,6 +427,16 @@ final class Report {
         for size in [10, 1_000, 10_000] {
             aim("`lockbox get` process, key file, \(formatCount(size))-item vault", Group.process, size, limit: 10_000_000)
         }
+        aim("Secret Service in-process `get`, 1,000 items in the keyring", Group.keyringGet, 1_000, limit: 1_000_000)
+        let ratioTitle = "`lockbox get` / `secret-tool lookup`, Secret Service, same item, same run"
+        if let (lockbox, secretTool) = processRatio, secretTool.median > 0 {
+            let ratio = lockbox.median / secretTool.median
+            out += "| \(ratioTitle) | ≤ 1.00 | \(String(format: "%.2f", ratio)) "
+                + "(\(formatDuration(lockbox.median)) / \(formatDuration(secretTool.median))) "
+                + "| \(String(format: "%.0f%%", ratio * 100)) | \(ratio <= 1.0 ? "yes" : "**no**") |\n"
+        } else {
+            out += "| \(ratioTitle) | ≤ 1.00 | not measured | – | – |\n"
+        }
         if !notes.isEmpty {
             out += "\n" + notes.map { "- \($0)" }.joined(separator: "\n") + "\n"
         }
@@ -401,6 +453,13 @@ enum Group {
     static let process = "`lockbox get` process"
     static let spawnBaseline = "process spawn baseline"
     static let secretTool = "`secret-tool lookup` process"
+    static let keyringFill = "set (Secret Service, filling)"
+    static let keyringGet = "get (Secret Service, in-process)"
+    static let keyringLookupBaseline = "libsecret lookup (baseline)"
+    static let keyringSet = "set (Secret Service, in-process)"
+    static let keyringProcess = "`lockbox get` process, Secret Service"
+    static let startup = "`lockbox` start-up"
+    static let secretToolStore = "`secret-tool store` process"
 }
 
 // MARK: - Benchmarks
@@ -517,13 +576,27 @@ struct ChildResult {
     var output: Data
     var errorOutput: Data
     var nanoseconds: UInt64
+    /// CPU time (user + system) the child used, from `RUSAGE_CHILDREN`.
+    var cpuNanoseconds: UInt64
+}
+
+/// CPU time (user + system) of this process (`RUSAGE_SELF`, all threads) or of its reaped
+/// children (`RUSAGE_CHILDREN`), in nanoseconds.
+func cpuNanoseconds(_ who: Int32) -> UInt64 {
+    var usage = rusage()
+    getrusage(__rusage_who_t(who), &usage)
+    func nanoseconds(_ time: timeval) -> UInt64 { UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_usec) &* 1_000 }
+    return nanoseconds(usage.ru_utime) &+ nanoseconds(usage.ru_stime)
 }
 
 /// Runs a process to completion and times it from `run()` until it has exited and been reaped.
-func runChild(_ executable: URL, _ arguments: [String], input: Data? = nil) throws -> ChildResult {
+func runChild(
+    _ executable: URL, _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil
+) throws -> ChildResult {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
+    if let environment { process.environment = environment }
     let stdout = Pipe(), stderr = Pipe()
     process.standardOutput = stdout
     process.standardError = stderr
@@ -534,6 +607,7 @@ func runChild(_ executable: URL, _ arguments: [String], input: Data? = nil) thro
     // fires as soon as the child is reaped.
     let exited = DispatchSemaphore(value: 0)
     process.terminationHandler = { _ in exited.signal() }
+    let childCPUBefore = cpuNanoseconds(RUSAGE_CHILDREN.rawValue)
     let start = monotonicNanoseconds()
     try process.run()
     if let stdin, let input {
@@ -542,22 +616,25 @@ func runChild(_ executable: URL, _ arguments: [String], input: Data? = nil) thro
     }
     exited.wait()
     let elapsed = monotonicNanoseconds() &- start
+    let childCPU = cpuNanoseconds(RUSAGE_CHILDREN.rawValue) &- childCPUBefore
     process.waitUntilExit()  // returns at once now; makes terminationStatus safe to read
     // Outputs are far smaller than a pipe buffer, so reading after the exit cannot block the child.
     let output = try stdout.fileHandleForReading.readToEnd() ?? Data()
     let errorOutput = try stderr.fileHandleForReading.readToEnd() ?? Data()
-    return ChildResult(status: process.terminationStatus, output: output, errorOutput: errorOutput, nanoseconds: elapsed)
+    return ChildResult(status: process.terminationStatus, output: output, errorOutput: errorOutput,
+                       nanoseconds: elapsed, cpuNanoseconds: childCPU)
 }
 
 /// Times child processes: `warmup` untimed runs, then `iterations` timed runs, each checked.
 func measureProcess(
-    warmup: Int, iterations: Int, _ executable: URL, _ arguments: [String], check: (ChildResult) throws -> Void
+    warmup: Int, iterations: Int, _ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
+    check: (ChildResult) throws -> Void
 ) throws -> Stats {
-    for _ in 0..<warmup { try check(try runChild(executable, arguments)) }
+    for _ in 0..<warmup { try check(try runChild(executable, arguments, environment: environment)) }
     var samples: [UInt64] = []
     samples.reserveCapacity(iterations)
     for _ in 0..<iterations {
-        let result = try runChild(executable, arguments)
+        let result = try runChild(executable, arguments, environment: environment)
         try check(result)
         samples.append(result.nanoseconds)
     }
@@ -580,8 +657,8 @@ func lockboxBinary(_ options: Options) -> URL? {
     return FileManager.default.isExecutableFile(atPath: sibling.path) ? sibling : nil
 }
 
-/// `lockbox get` as a whole process with a key-file slot, plus a spawn baseline and, when
-/// available, `secret-tool lookup` for comparison.
+/// `lockbox get` as a whole process with a key-file slot, plus a spawn baseline. (The
+/// `secret-tool lookup` comparison is in the `secret-service` group.)
 func benchProcesses(_ fixtures: Fixtures, _ report: Report, plan: Plan, options: Options) throws {
     // What spawning and reaping any process costs with Foundation's Process here.
     if let truePath = findExecutable("true") {
@@ -605,7 +682,10 @@ func benchProcesses(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
         let (service, account) = itemAddress(index)
         let expected = Data(try fixtures.token(size: size, index: index).utf8)
         let arguments = ["get", "--vault", path.string, "--key-file", fixtures.keyFile.string, service, account]
-        let stats = try measureProcess(warmup: plan.processWarmup, iterations: plan.processIterations, lockbox, arguments) {
+        let stats = try measureProcess(
+            warmup: plan.processWarmup, iterations: plan.processIterations, lockbox, arguments,
+            environment: fixtures.childEnvironment
+        ) {
             guard $0.status == 0, $0.output == expected else {
                 let message = String(decoding: $0.errorOutput, as: UTF8.self)
                 throw BenchError("`lockbox get` exited with \($0.status) or printed the wrong secret: \(message)")
@@ -613,26 +693,342 @@ func benchProcesses(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
         }
         report.add(Group.process, "key-file slot", items: size, stats)
     }
+}
 
-    guard let secretTool = findExecutable("secret-tool") else {
-        report.note("`secret-tool` is not installed here, so there is no same-machine Secret Service comparison.")
+// MARK: - Secret Service
+
+/// The address of keyring item `index`: 100 accounts per service, in a namespace of the
+/// benchmark's own (`.invalid` cannot be anyone's real service), so cleaning up touches nothing else.
+func keyringAddress(_ index: Int) -> (service: String, account: String) {
+    ("lockbox-bench.invalid.service-\(index / 100)", "account-\(index)")
+}
+
+/// Removes every item in the benchmark's own services (whoever stored it); returns how many.
+func removeKeyringItems(_ store: SecretServiceStore, count: Int) throws -> Int {
+    var removed = 0
+    for service in Set((0..<count).map { keyringAddress($0).service }).sorted() {
+        removed += try store.wipe(service: service)
+    }
+    return removed
+}
+
+/// Looks one item up with bare libsecret on libsecret's shared `SecretService` connection (the
+/// one `SecretServiceStore` uses too): a `SearchItems` and a `GetSecrets` call, nothing else.
+/// The floor for an in-process `get` over D-Bus.
+func libsecretLookup(_ service: UnsafeMutablePointer<SecretService>, service name: String, account: String) throws -> Data? {
+    let table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)
+    defer { g_hash_table_unref(table) }
+    g_hash_table_insert(table, g_strdup("service"), g_strdup(name))
+    g_hash_table_insert(table, g_strdup("username"), g_strdup(account))
+    var error: UnsafeMutablePointer<GError>?
+    let value = secret_service_lookup_sync(service, nil, table, nil, &error)
+    if let error {
+        defer { g_error_free(error) }
+        throw BenchError("secret_service_lookup_sync: \(error.pointee.message.map { String(cString: $0) } ?? "failed")")
+    }
+    guard let value else { return nil }
+    defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+    var length = 0
+    guard let bytes = secret_value_get(value, &length) else { return Data() }
+    return Data(bytes: bytes, count: length)
+}
+
+/// CPU time of the Secret Service provider (LOCKBOX_TEST_KEYRING_PID, which
+/// scripts/keyring-session.sh exports), so each row can say which side of the bus the time is on.
+struct ProviderCPU {
+    let pid: Int32?
+    private let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+
+    init() {
+        pid = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING_PID"].flatMap { Int32($0) }
+    }
+
+    /// User + system time from /proc/PID/stat (fields 14 and 15, in clock ticks), in nanoseconds.
+    func nanoseconds() -> Double? {
+        guard let pid, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")")
+        else { return nil }
+        // Fields after the command name, which may hold spaces: state is field 3, utime 14, stime 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / ticksPerSecond * 1e9
+    }
+}
+
+/// Where one benchmark's time went: CPU per operation in this process (all threads, including
+/// GLib's D-Bus worker) and in the provider, averaged over the timed runs.
+struct CPUSplit {
+    var client: Double
+    var provider: Double?
+
+    var note: String {
+        "CPU/op: client \(formatDuration(client))" + (provider.map { ", gnome-keyring \(formatDuration($0))" } ?? "")
+    }
+}
+
+/// `measure`, plus this process's and the provider's CPU per timed run.
+func measureWithCPU(
+    warmup: Int, iterations: Int, provider: ProviderCPU, _ body: (Int) throws -> Void
+) rethrows -> (Stats, CPUSplit) {
+    for index in 0..<warmup { try body(index) }
+    let clientBefore = cpuNanoseconds(RUSAGE_SELF.rawValue), providerBefore = provider.nanoseconds()
+    let stats = try measure(warmup: 0, iterations: iterations) { try body(warmup + $0) }
+    let client = Double(cpuNanoseconds(RUSAGE_SELF.rawValue) &- clientBefore) / Double(max(iterations, 1))
+    var providerShare: Double?
+    if let providerBefore, let providerAfter = provider.nanoseconds() {
+        providerShare = (providerAfter - providerBefore) / Double(max(iterations, 1))
+    }
+    return (stats, CPUSplit(client: client, provider: providerShare))
+}
+
+/// The Secret Service benchmarks, against the running provider (gnome-keyring under
+/// scripts/keyring-session.sh): fill `plan.keyringItems` items through `SecretServiceStore`, then
+/// in-process `get` and `set` with one reused connection next to a bare-libsecret floor, and
+/// `lockbox get` versus `secret-tool lookup` as whole processes, interleaved, on the same item.
+func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, options: Options) throws {
+    let size = plan.keyringItems
+    let mode = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING"]
+    guard mode == "unlocked" else {
+        let reason = "needs LOCKBOX_TEST_KEYRING=unlocked (is \(mode.map { "'\($0)'" } ?? "unset"))"
+        for (group, name) in [
+            (Group.keyringGet, "SecretServiceStore"), (Group.keyringSet, "SecretServiceStore"),
+            (Group.keyringProcess, "`lockbox --backend secret-service get`"), (Group.secretTool, "`secret-tool lookup`"),
+        ] {
+            report.skip(group, name, items: size, reason: reason)
+        }
+        report.note("The Secret Service rows were skipped: they store \(formatCount(size)) items in the keyring, so they "
+            + "run only against a throwaway one. Run `scripts/keyring-session.sh -- LockboxBenchmarks …` "
+            + "(scripts/bench.sh does), which starts a private, unlocked gnome-keyring and sets LOCKBOX_TEST_KEYRING=unlocked.")
         return
     }
-    // Store one item in the running Secret Service, look it up repeatedly, then remove it.
-    let attributes = ["service", "lockbox-bench.invalid", "account", "bench-\(getpid())"]
-    let token = Data("lockbox-benchmark-token-0123456789abcdef".utf8)
-    let stored = try runChild(secretTool, ["store", "--label=lockbox benchmark (safe to delete)"] + attributes, input: token)
-    guard stored.status == 0 else {
-        report.note("`secret-tool` is installed but storing a test item failed (no unlocked Secret Service?), so no comparison.")
-        return
+
+    let provider = ProviderCPU()
+    let store = try SecretServiceStore(timeout: 10)
+    guard try !store.isLocked() else {
+        throw BenchError("LOCKBOX_TEST_KEYRING=unlocked, but the Secret Service's default collection is locked")
     }
-    defer { _ = try? runChild(secretTool, ["clear"] + attributes) }
-    let stats = try measureProcess(warmup: plan.processWarmup, iterations: plan.processIterations, secretTool, ["lookup"] + attributes) {
-        guard $0.status == 0, $0.output.starts(with: token) else {
-            throw BenchError("`secret-tool lookup` exited with \($0.status) or printed the wrong secret")
+    let vault = Vault(store: store)
+    var generator = SplitMix64(seed: 0x5EC2E7)
+    var tokens = (0..<size).map { _ in makeToken(&generator) }
+    let addresses = (0..<size).map(keyringAddress)
+
+    var removedAtEnd = false
+    defer {
+        if !removedAtEnd { _ = try? removeKeyringItems(store, count: size) }
+    }
+    // Start from an empty namespace, so the fill row always measures new items.
+    _ = try removeKeyringItems(store, count: size)
+
+    // Fill, one `set` at a time (there is no bulk API); every set is timed as the keyring grows.
+    progress("filling the keyring with \(formatCount(size)) items through SecretServiceStore.set…")
+    let fillStart = monotonicNanoseconds()
+    let (fillStats, fillCPU) = try measureWithCPU(warmup: 0, iterations: size, provider: provider) { index in
+        try vault.set(tokens[index], service: addresses[index].service, account: addresses[index].account, kind: .token)
+    }
+    let fillTime = Double(monotonicNanoseconds() &- fillStart)
+    progress("  filled in \(formatDuration(fillTime))")
+    report.add(Group.keyringFill, "SecretServiceStore, new item", itemsLabel: "0 → \(formatCount(size))", fillStats,
+               note: fillCPU.note)
+
+    // In-process get of a random item, connection reused. Correctness first, untimed.
+    for index in [0, size / 2, size - 1] {
+        let (service, account) = addresses[index]
+        guard try vault.string(service: service, account: account) == tokens[index] else {
+            throw BenchError("Secret Service get returned the wrong secret for item \(index)")
         }
     }
-    report.add(Group.secretTool, "Secret Service", items: 1, stats)
+    progress("Secret Service get…")
+    let getPicks = (0..<(plan.keyringGetWarmup + plan.keyringGetIterations)).map { _ in Int(generator.next() % UInt64(size)) }
+    var bytesRead = 0
+    let (getStats, getCPU) = try measureWithCPU(
+        warmup: plan.keyringGetWarmup, iterations: plan.keyringGetIterations, provider: provider
+    ) { iteration in
+        let (service, account) = addresses[getPicks[iteration]]
+        guard let secret = try vault.get(service: service, account: account) else {
+            throw BenchError("item \(getPicks[iteration]) missing from the keyring")
+        }
+        bytesRead &+= secret.count
+    }
+    guard bytesRead > 0 else { throw BenchError("Secret Service get read nothing") }
+    report.add(Group.keyringGet, "SecretServiceStore via Vault, random item, connection reused", items: size, getStats,
+               note: getCPU.note)
+
+    // A miss: `get` then also asks whether the collection is locked (a locked keyring looks empty).
+    let missIterations = max(plan.keyringGetIterations / 4, 10), missWarmup = max(plan.keyringGetWarmup / 4, 2)
+    let (missStats, missCPU) = try measureWithCPU(warmup: missWarmup, iterations: missIterations, provider: provider) { iteration in
+        guard try vault.get(service: addresses[iteration % size].service, account: "absent-\(iteration)") == nil else {
+            throw BenchError("an absent item was found")
+        }
+    }
+    report.add(Group.keyringGet, "SecretServiceStore via Vault, absent item (returns nil)", items: size, missStats,
+               note: missCPU.note)
+
+    // The floor: bare libsecret, same shared connection, same picks.
+    var connectError: UnsafeMutablePointer<GError>?
+    if let service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, nil, &connectError) {
+        defer { g_object_unref(service) }
+        var floorBytes = 0
+        let (floorStats, floorCPU) = try measureWithCPU(
+            warmup: plan.keyringGetWarmup, iterations: plan.keyringGetIterations, provider: provider
+        ) { iteration in
+            let index = getPicks[iteration]
+            guard let secret = try libsecretLookup(service, service: addresses[index].service, account: addresses[index].account),
+                  secret == Data(tokens[index].utf8)
+            else { throw BenchError("libsecret lookup of item \(index) failed or returned the wrong secret") }
+            floorBytes &+= secret.count
+        }
+        guard floorBytes > 0 else { throw BenchError("libsecret lookup read nothing") }
+        report.add(Group.keyringLookupBaseline, "bare `secret_service_lookup_sync`, same connection, random item",
+                   items: size, floorStats, note: floorCPU.note)
+    } else {
+        if let connectError { g_error_free(connectError) }
+        report.note("The bare libsecret baseline could not connect, so it is missing.")
+    }
+
+    // In-process set, overwriting a random existing item.
+    progress("Secret Service set…")
+    let setTotal = plan.keyringSetWarmup + plan.keyringSetIterations
+    let setPicks = (0..<setTotal).map { _ in Int(generator.next() % UInt64(size)) }
+    let newTokens = (0..<setTotal).map { _ in makeToken(&generator) }
+    let (setStats, setCPU) = try measureWithCPU(
+        warmup: plan.keyringSetWarmup, iterations: plan.keyringSetIterations, provider: provider
+    ) { iteration in
+        let index = setPicks[iteration]
+        try vault.set(newTokens[iteration], service: addresses[index].service, account: addresses[index].account, kind: .token)
+        tokens[index] = newTokens[iteration]
+    }
+    let lastIndex = setPicks[setTotal - 1]
+    guard try vault.string(service: addresses[lastIndex].service, account: addresses[lastIndex].account) == tokens[lastIndex] else {
+        throw BenchError("Secret Service set: the last write is not what get returns")
+    }
+    let sameService = addresses[lastIndex].service
+    guard try vault.list(service: sameService).count == addresses.filter({ $0.service == sameService }).count else {
+        throw BenchError("Secret Service set changed the number of items in \(sameService)")
+    }
+    report.add(Group.keyringSet, "SecretServiceStore via Vault, overwrite random item", items: size, setStats, note: setCPU.note)
+
+    try benchSecretServiceProcesses(fixtures, report, plan: plan, options: options, provider: provider,
+                                    address: addresses[size / 2], secret: tokens[size / 2], size: size)
+
+    let removeStart = monotonicNanoseconds()
+    let removed = try removeKeyringItems(store, count: size)
+    removedAtEnd = true
+    report.note("Secret Service rows ran against gnome-keyring on a private session bus (scripts/keyring-session.sh), "
+        + "with \(formatCount(size)) items stored through `SecretServiceStore` one `set` at a time: filling took "
+        + "\(formatDuration(fillTime)); removing the \(formatCount(removed)) items afterwards (`wipe(service:)`) took "
+        + "\(formatDuration(Double(monotonicNanoseconds() &- removeStart))). \"CPU/op\" is CPU time per timed run in the "
+        + "benchmark process (all threads) or its child, and in gnome-keyring-daemon (from /proc, 10 ms ticks, averaged); "
+        + "the bus daemon's share is not counted.")
+}
+
+/// Whole processes on the same keyring item, interleaved (the order rotates every round so no
+/// command always follows another): `lockbox --backend secret-service get`, `secret-tool lookup`,
+/// and `lockbox --version` for the CLI's start-up alone; then `secret-tool store` as the
+/// provider's cost of a write.
+func benchSecretServiceProcesses(
+    _ fixtures: Fixtures, _ report: Report, plan: Plan, options: Options, provider: ProviderCPU,
+    address: (service: String, account: String), secret: String, size: Int
+) throws {
+    let lockbox = lockboxBinary(options).flatMap { FileManager.default.isExecutableFile(atPath: $0.path) ? $0 : nil }
+    let secretTool = findExecutable("secret-tool")
+    if lockbox == nil {
+        report.skip(Group.keyringProcess, "`lockbox --backend secret-service get`", items: size,
+                    reason: "no lockbox binary next to the benchmark; build the `lockbox` product or pass --lockbox")
+    }
+    if secretTool == nil {
+        report.skip(Group.secretTool, "`secret-tool lookup`", items: size, reason: "secret-tool is not installed")
+    }
+    guard lockbox != nil || secretTool != nil else { return }
+    progress("Secret Service processes…")
+
+    let expected = Data(secret.utf8)
+    struct Command {
+        var executable: URL
+        var arguments: [String]
+        var output: Data?  // nil: any output
+        var samples: [UInt64] = []
+        var cpu: UInt64 = 0
+        var providerCPU: Double = 0
+    }
+    var commands: [Command] = []
+    if let lockbox {
+        commands.append(Command(executable: lockbox, arguments: ["--backend", "secret-service", "get", address.service, address.account],
+                                output: expected))
+        commands.append(Command(executable: lockbox, arguments: ["--version"], output: nil))
+    }
+    if let secretTool {
+        commands.append(Command(executable: secretTool, arguments: ["lookup", "service", address.service, "username", address.account],
+                                output: expected))
+    }
+    func run(_ command: Command) throws -> ChildResult {
+        let result = try runChild(command.executable, command.arguments, environment: fixtures.childEnvironment)
+        // Neither tool adds a newline when its output is not a terminal.
+        guard result.status == 0, command.output.map({ result.output == $0 }) ?? true else {
+            throw BenchError("`\(command.executable.lastPathComponent) \(command.arguments.joined(separator: " "))` exited with "
+                + "\(result.status) or printed the wrong secret: \(String(decoding: result.errorOutput, as: UTF8.self))")
+        }
+        return result
+    }
+    for _ in 0..<plan.keyringProcessWarmup {
+        for command in commands { _ = try run(command) }
+    }
+    for round in 0..<plan.keyringProcessIterations {
+        for offset in 0..<commands.count {
+            let slot = (round + offset) % commands.count
+            let providerBefore = provider.nanoseconds()
+            let result = try run(commands[slot])
+            commands[slot].samples.append(result.nanoseconds)
+            commands[slot].cpu &+= result.cpuNanoseconds
+            if let providerBefore, let providerAfter = provider.nanoseconds() {
+                commands[slot].providerCPU += providerAfter - providerBefore
+            }
+        }
+    }
+    func split(_ command: Command) -> CPUSplit {
+        let runs = Double(max(command.samples.count, 1))
+        return CPUSplit(client: Double(command.cpu) / runs, provider: provider.pid == nil ? nil : command.providerCPU / runs)
+    }
+    var lockboxStats: Stats?, toolStats: Stats?
+    for command in commands {
+        let stats = Stats(command.samples)
+        switch command.arguments.first {
+        case "--backend":
+            lockboxStats = stats
+            report.add(Group.keyringProcess, "`lockbox --backend secret-service get S A`", items: size, stats,
+                       note: split(command).note)
+        case "--version":
+            report.add(Group.startup, "`lockbox --version` (no store opened)", items: nil, stats, note: split(command).note)
+        default:
+            toolStats = stats
+            report.add(Group.secretTool, "`secret-tool lookup service S username A`, same item", items: size, stats,
+                       note: split(command).note)
+        }
+    }
+    if let lockboxStats, let toolStats {
+        report.processRatio = (lockboxStats, toolStats)
+    }
+
+    // The provider's cost of a write, for comparison with SecretServiceStore.set: secret-tool
+    // storing one item (replaced each time) in the same, full keyring.
+    if let secretTool {
+        let attributes = ["service", address.service, "username", "secret-tool-store"]
+        let runs = max(plan.keyringSetIterations / 8, 3)
+        var samples: [UInt64] = [], cpu: UInt64 = 0, providerCPU = 0.0
+        for run in 0...runs {  // run 0, which creates the item, is the warm-up
+            let providerBefore = provider.nanoseconds()
+            let result = try runChild(secretTool, ["store", "--label=lockbox benchmark"] + attributes,
+                                      input: Data(secret.utf8), environment: fixtures.childEnvironment)
+            guard result.status == 0 else {
+                throw BenchError("`secret-tool store` exited with \(result.status): \(String(decoding: result.errorOutput, as: UTF8.self))")
+            }
+            if run == 0 { continue }
+            samples.append(result.nanoseconds)
+            cpu &+= result.cpuNanoseconds
+            if let providerBefore, let providerAfter = provider.nanoseconds() { providerCPU += providerAfter - providerBefore }
+        }
+        let split = CPUSplit(client: Double(cpu) / Double(runs), provider: provider.pid == nil ? nil : providerCPU / Double(runs))
+        report.add(Group.secretToolStore, "`secret-tool store`, overwrite one item", items: size, Stats(samples), note: split.note)
+    }
 }
 
 // MARK: - Main
@@ -648,7 +1044,10 @@ func run() throws -> Int32 {
     let report = Report()
     let started = monotonicNanoseconds()
 
-    let sizes = options.only == ["process"] ? plan.processSizes : plan.sizes + plan.processSizes
+    // Build the file vaults the chosen groups need up front, so their progress comes first.
+    var sizes: [Int] = []
+    if !options.only.isDisjoint(with: ["get", "set", "unlock"]) { sizes += plan.sizes }
+    if options.only.contains("process") { sizes += plan.processSizes }
     for size in Set(sizes).sorted() { _ = try fixtures.populatedVault(size: size) }
     if options.only.contains("get") {
         progress("get…")
@@ -670,10 +1069,19 @@ func run() throws -> Int32 {
         progress("processes…")
         try benchProcesses(fixtures, report, plan: plan, options: options)
     }
+    if options.only.contains("secret-service") {
+        progress("Secret Service…")
+        try benchSecretService(fixtures, report, plan: plan, options: options)
+    }
 
-    report.note("Vault files live in `\(fixtures.root.deletingLastPathComponent().path)` (the fsync in `set` hits that file system); "
-        + "items are 40-byte tokens, 100 accounts per service.")
-    if options.quick { report.note("Quick smoke run (`--quick`): few iterations, vaults of at most 1,000 items.") }
+    if !sizes.isEmpty {
+        report.note("Vault files live in `\(fixtures.root.deletingLastPathComponent().path)` (the fsync in `set` hits that file system); "
+            + "items are 40-byte tokens, 100 accounts per service.")
+    }
+    if options.quick {
+        report.note("Quick smoke run (`--quick`): few iterations, vaults of at most 1,000 items, "
+            + "\(formatCount(plan.keyringItems)) items in the keyring.")
+    }
     print(report.markdown(quick: options.quick), terminator: "")
     progress("done in \(formatDuration(Double(monotonicNanoseconds() - started)))")
     return 0
