@@ -11,8 +11,6 @@
 # A crash (memory error, trap, failed property) is saved in Fuzz/work/TARGET/artifacts/ and the
 # script exits 1 after the remaining targets, printing how to reproduce it. Logs go to
 # Fuzz/work/TARGET/log. Prints one summary line per target: time, executions, coverage.
-# LOCKBOX_FUZZ_SKIP_KNOWN=1 steps over inputs that only hit issues already reported (see
-# FuzzingEntryPoints.swift), so a long run keeps searching past them.
 # docs/SECURITY-TESTING.md says what each target covers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,13 +44,15 @@ failed=()
 printf '%-15s %8s %12s %10s %8s %8s %s\n' target seconds executions exec/s cov features result
 for target in "${targets[@]}"; do
     work=$repo/Fuzz/work/$target
-    mkdir -p "$work/corpus" "$work/artifacts" "$work/tmp"
+    mkdir -p "$work/corpus" "$work/artifacts"
+    # Scratch files the harnesses write (settings.json, PIN lock files): on tmpfs when there is
+    # one, since the settings harness writes through BackendSettings.record, which fsyncs.
+    scratch_tmp=$(mktemp -d /dev/shm/lockbox-fuzz.XXXXXX 2>/dev/null || mktemp -d "$work/tmp.XXXXXX")
     max_len=4096
     [[ $target == vault-file || $target == vault-payload ]] && max_len=16384
-    # The harness writes scratch files under TMPDIR; keep them in the work folder.
     # SWIFT_BACKTRACE=enable=no: the Swift runtime's crash handler would race libFuzzer's (and
     # trip ASan reading memory); libFuzzer prints the stack of a trap itself.
-    run=(env TMPDIR="$work/tmp" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=0}"
+    run=(env TMPDIR="$scratch_tmp" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=0}"
         "$bin/fuzz-$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096
         -use_value_profile=1 -print_final_stats=1 -artifact_prefix="$work/artifacts/"
         "$work/corpus" "$repo/Fuzz/corpus/$target")
@@ -60,7 +60,7 @@ for target in "${targets[@]}"; do
     [[ $target == session-window ]] && run=(keyctl session - "${run[@]}")
     status=0
     "${run[@]}" >"$work/log" 2>&1 || status=$?
-    rm -rf "$work/tmp"
+    rm -rf "$scratch_tmp"
     executions=$(awk '/^stat::number_of_executed_units:/ { print $2 }' "$work/log" | tail -1)
     rate=$(awk '/^stat::average_exec_per_sec:/ { print $2 }' "$work/log" | tail -1)
     cov=$(grep -Eo 'cov: [0-9]+' "$work/log" | tail -1 | awk '{print $2}')

@@ -11,11 +11,6 @@ import SystemPackage
 /// `@testable` (which release and sanitizer builds do not allow). See docs/SECURITY-TESTING.md.
 @_spi(Fuzzing)
 public enum FuzzingEntryPoints {
-    /// With `LOCKBOX_FUZZ_SKIP_KNOWN=1`, inputs that would only hit an issue already found and
-    /// still open (docs/SECURITY-TESTING.md, "Findings") are stepped over, so a long run keeps
-    /// looking for new ones instead of stopping at the known one. Today: none (findings 1-4 are fixed).
-    static let skipKnownIssues = ProcessInfo.processInfo.environment["LOCKBOX_FUZZ_SKIP_KNOWN"] == "1"
-
     // MARK: Vault files
 
     /// Key-file keys the harness tries on key-file slots: those of the vectors in
@@ -138,27 +133,30 @@ public enum FuzzingEntryPoints {
 
     // MARK: Settings
 
-    /// The settings file (`BackendSettings.load`), written to a private temporary file first;
-    /// settings that load must survive what `BackendSettings.record` does to them (encode, load).
+    /// The settings file (`BackendSettings.load`), written to a private temporary file first.
+    /// Settings that load must survive `BackendSettings.record` adding a profile (it loads,
+    /// adds and rewrites the whole file): every other profile reads back the same, to the
+    /// millisecond the file keeps.
     public static func settings(_ input: UnsafeRawBufferPointer) {
         let path = scratchFile("settings.json")
         guard (try? writeFile(input, to: path)) != nil else { return }
         guard let settings = try? BackendSettings.load(from: path) else { return }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        guard let data = try? encoder.encode(settings) else {
-            fatalError("settings that loaded cannot be encoded again")
+        let probe = "lockbox-fuzz-probe"
+        guard settings.profiles[probe] == nil else { return }
+        do {
+            try BackendSettings.record(.file, for: probe, reason: "fuzzing", at: path)
+        } catch {
+            fatalError("settings that load cannot be recorded into: \(error)")
         }
-        guard data.withUnsafeBytes({ (try? writeFile($0, to: path)) != nil }) else { return }
-        let reloaded: BackendSettings
+        var reloaded: BackendSettings
         do {
             reloaded = try BackendSettings.load(from: path)
         } catch {
-            fatalError("settings written as BackendSettings.record writes them do not load again: \(error)")
+            fatalError("settings BackendSettings.record wrote do not load again: \(error)")
         }
+        guard reloaded.profiles.removeValue(forKey: probe) != nil else { fatalError("the recorded profile is missing") }
         if reloaded != settings && !sameToTheMillisecond(reloaded, settings) {
-            fatalError("settings changed on a write and reload")
+            fatalError("recording a profile changed the others")
         }
     }
 
