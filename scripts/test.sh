@@ -27,4 +27,12 @@ scripts/check-format.sh "$(swift build --show-bin-path)/lockbox"
 # session has one, for the re-authentication windows. The keyring tests refuse to be skipped
 # when this variable is set.
 export LOCKBOX_REQUIRE_KEYRING_TESTS=1
+# Evidence a reviewer can rerun (docs/SECURITY-TESTING.md): the known-answer vectors match their
+# generators and the copy compiled into lockbox, and the binary passes every one of them; every
+# fuzzing harness builds and runs for 5 seconds.
+python3 scripts/make-vault-vectors.py --check
+python3 scripts/embed-vectors.py --check
+"$(swift build --show-bin-path)/lockbox" selftest | tail -n 1
+scripts/fuzz.sh 5
+
 keyctl session - scripts/keyring-session.sh -- swift test --skip-build
