@@ -11,6 +11,12 @@ import SystemPackage
 /// `@testable` (which release and sanitizer builds do not allow). See docs/SECURITY-TESTING.md.
 @_spi(Fuzzing)
 public enum FuzzingEntryPoints {
+    /// Inputs that would only hit a finding already reported and still open
+    /// (docs/SECURITY-TESTING.md, "Findings"; each has a reproduction in OpenFindingsTests) are
+    /// stepped over, so runs keep looking for new ones and the CI smoke run is not flaky;
+    /// `LOCKBOX_FUZZ_STRICT=1` checks them too. Today: finding 5 (settings times drift by 1 ms).
+    static let skipKnownIssues = ProcessInfo.processInfo.environment["LOCKBOX_FUZZ_STRICT"] != "1"
+
     // MARK: Vault files
 
     /// Key-file keys the harness tries on key-file slots: those of the vectors in
@@ -155,19 +161,21 @@ public enum FuzzingEntryPoints {
             fatalError("settings BackendSettings.record wrote do not load again: \(error)")
         }
         guard reloaded.profiles.removeValue(forKey: probe) != nil else { fatalError("the recorded profile is missing") }
-        if reloaded != settings && !sameToTheMillisecond(reloaded, settings) {
+        if reloaded != settings && !sameRecordedTimes(reloaded, settings, within: skipKnownIssues ? 0.002 : 0.001) {
             fatalError("recording a profile changed the others")
         }
     }
 
     /// Finding 4 (fixed): recorded times lost their fractional seconds on a rewrite. The file now
-    /// keeps milliseconds, its documented precision; finer fractions may round.
-    private static func sameToTheMillisecond(_ a: BackendSettings, _ b: BackendSettings) -> Bool {
+    /// keeps milliseconds, its documented precision, so finer fractions may round (`tolerance`
+    /// 1 ms). Finding 5 (open): writing truncates instead of rounding, so a time can lose 1 ms on
+    /// a rewrite; with `skipKnownIssues` the tolerance is 2 ms.
+    private static func sameRecordedTimes(_ a: BackendSettings, _ b: BackendSettings, within tolerance: Double) -> Bool {
         guard a.profiles.keys.sorted() == b.profiles.keys.sorted() else { return false }
         return a.profiles.allSatisfy { name, profile in
             guard let other = b.profiles[name] else { return false }
             return profile.backend == other.backend && profile.reason == other.reason
-                && abs(profile.recorded.timeIntervalSince(other.recorded)) < 0.001
+                && abs(profile.recorded.timeIntervalSince(other.recorded)) < tolerance
         }
     }
 
