@@ -103,7 +103,7 @@ missed="$(awk -F'|' '/^#### Aims/ { on = 1 } on && NF > 6 && $6 ~ /no/ { gsub(/^
     echo "## How it was measured"
     echo
     echo "- Command: \`$invocation\`, which ran"
-    echo "  \`${build_cmd[*]/#"$root/"/}\` and then"
+    echo "  \`${build_cmd[*]/#"$root/"/}\` (and the same for \`--product LockboxBenchmarks\`), then"
     echo "  \`${bench_cmd[*]/#"$root/"/}\`"
     echo "- Date: $started"
     echo "- Machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}${hypervisor:+ (virtual machine, $hypervisor)}, ${mem_total:-unknown} RAM;"
@@ -191,33 +191,34 @@ go further.
 **Secret Service (gnome-keyring 42.1, 1,000 items).** From `dbus-monitor --profile`, `perf
 stat`/`perf record` and the CPU/op split in the table:
 
-- *In-process `get`* misses its 1 ms aim by 2-3x, and the cost is in `SecretServiceStore`, not
-  the bus: it makes 9 D-Bus calls per `get` where the bare libsecret lookup makes 2
-  (`SearchItems`, `GetSecrets`). `secret_service_search_sync` hands back `SecretItem` proxies,
-  and each proxy costs `AddMatch` x2, `StartServiceByName`, `GetNameOwner` and an item
-  `GetAll` (then `RemoveMatch` x2 when released). That `GetAll` costs gnome-keyring about 1 ms
-  of CPU at this size, and the client's CPU per `get` is about 3x the bare lookup's. The
-  floor is itself 0.8-1.1 ms on this VM, so only a path without proxies can get near 1 ms:
-  search for object paths, fetch the secret by path, and read attributes (one
-  `Properties.Get`) only when several items match.
-- *`get` of an absent item* costs about twice a hit: to tell "missing" from "locked" it builds a
-  `SecretCollection` proxy (`secret_collection_for_alias_sync`), whose `GetAll` returns the
-  collection's `Items`, so every item path in the keyring, and then asks for `Locked` once more.
-  That is O(items). `ReadAlias` plus one `Properties.Get("Locked")` would be O(1). `set` runs
-  the same check before every write.
-- *`set`* is gnome-keyring's own cost: the daemon re-encrypts and rewrites the whole keyring
-  file on every change (daemon CPU about 57 ms per write at 1,000 items), and `secret-tool
-  store` takes just as long. So filling 1,000 items one at a time is O(n²) (about 35 s) and
-  removing them takes about 18 s. Lockbox adds the O(items) lock check and a proxy-building
-  search after each write, a few ms.
-- *`lockbox get` as a process* runs about 1.6x `secret-tool lookup`. Start-up alone
-  (`lockbox --version`) is 6-7 ms against about 2 ms for `secret-tool` with no arguments: the
-  Swift runtime's protocol-conformance scans driven by swift-argument-parser's reflection,
-  dynamic linking of libsecret/GLib/libgcrypt, and page faults in a larger binary. Both tools
-  pay about 3 ms of libgcrypt Diffie-Hellman for the encrypted session. On top, lockbox pays
-  the proxy round trips above, and it reads `settings.json` twice with `JSONDecoder` (ISO-8601
-  dates) and takes its lock on every run, about 1 ms of CPU. Reaching a ratio of 1.0 needs both
-  a leaner lookup and a cheaper start-up; either alone is not enough.
+- *In-process `get` (2.6 ms against a 1 ms aim)* loses its time in `SecretServiceStore`, not on
+  the bus. A hit makes 9 D-Bus calls where the bare libsecret lookup makes 2 (`SearchItems`,
+  `GetSecrets`). `secret_service_search_sync` hands back `SecretItem` proxies, and each proxy
+  costs `AddMatch` x2, `StartServiceByName`, `GetNameOwner` and an item `GetAll` (then
+  `RemoveMatch` x2 when released). That `GetAll` makes gnome-keyring's CPU per `get` 3x the
+  bare lookup's (about 1.6 ms against 0.5 ms), and the client's CPU goes up about 4x.
+  Evidence that the proxies are the cost: a *miss* now takes about 1 ms, less than half a hit,
+  because it makes `SearchItems` plus the two-call locked check (`ReadAlias`,
+  `Properties.Get Locked`) and builds no proxy. The floor (bare lookup) is 0.8-0.9 ms on this
+  VM, so only a path without proxies can get near 1 ms: search for object paths
+  (`secret_service_search_for_dbus_paths_sync`), fetch the secret by path, and read attributes
+  (one `Properties.Get`) only when several items match or metadata is asked for.
+- *`set` (about 60 ms at 1,000 items)* is gnome-keyring's own cost: the daemon re-encrypts
+  and rewrites the whole keyring file on every change (about 59 ms of daemon CPU per write),
+  and `secret-tool store` is no faster (about 68 ms). Lockbox's own share is about 2 ms of
+  client CPU. Filling 1,000 items one at a time is therefore O(n²), about 35 s, and removing
+  them takes about 19 s, which together are most of this group's run time.
+- *`lockbox get` as a process runs about 1.6x `secret-tool lookup`.* Start-up alone
+  (`lockbox --version`, no store opened) is about 6 ms, against about 2.5 ms for `secret-tool`
+  run with no arguments: Swift runtime metadata and conformance lookups, dynamic linking of
+  libsecret/GLib/libgcrypt on top of the static Swift runtime, and page faults in a larger
+  binary (about 960 page faults per run against 340). On the bus, lockbox makes 19 calls to
+  `secret-tool`'s 11: the proxy round trips above plus a `GetNameOwner` before the search.
+  Both tools spend about 3 ms of libgcrypt Diffie-Hellman on the encrypted session
+  (`OpenSession`). Lockbox also reads `settings.json` twice with `JSONDecoder` (ISO-8601
+  dates) and takes the settings lock on every run, about 1 ms of CPU. Per run the client
+  uses about 12.6 ms of CPU against 6.4 ms. A ratio of 1.0 needs both the proxy-free lookup
+  and a cheaper start-up; neither is enough alone.
 
 Measuring note: `Process.waitUntilExit()` in swift-corelibs-foundation polls its run loop in
 50 ms steps on Linux, which would add up to 50 ms to every spawn; the benchmark waits on the
@@ -236,6 +237,11 @@ about 1.2 on 2 cores); one verification costs one Argon2id hash:
 The last two columns are what an attacker holding the hash would spend offline; SECURITY.md
 ("PINs") explains why that is minutes to hours on rented hardware, and why the hash is
 therefore kept inside the encrypted store and guarded by the lockout rather than trusted alone.
+## Against the tools people use today
+
+`scripts/bench-peers.sh` measures `lockbox` side by side with `secret-tool`, Python `keyring`
+(CLI and in-process) and `keyrings.cryptfile` in one interleaved run, with ratios, lookups at
+1,000 items and peak memory: see [PERFORMANCE-PEERS.md](PERFORMANCE-PEERS.md).
 NOTES
 } >"$report"
 
