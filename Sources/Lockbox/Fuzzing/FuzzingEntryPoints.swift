@@ -14,7 +14,7 @@ public enum FuzzingEntryPoints {
     /// Inputs that would only hit a finding already reported and still open
     /// (docs/SECURITY-TESTING.md, "Findings"; each has a reproduction in OpenFindingsTests) are
     /// stepped over, so runs keep looking for new ones and the CI smoke run is not flaky;
-    /// `LOCKBOX_FUZZ_STRICT=1` checks them too. Today: finding 5 (settings times drift by 1 ms).
+    /// `LOCKBOX_FUZZ_STRICT=1` checks them too. Today: none (findings 1-5 are fixed).
     static let skipKnownIssues = ProcessInfo.processInfo.environment["LOCKBOX_FUZZ_STRICT"] != "1"
 
     // MARK: Vault files
@@ -168,8 +168,8 @@ public enum FuzzingEntryPoints {
 
     /// Finding 4 (fixed): recorded times lost their fractional seconds on a rewrite. The file now
     /// keeps milliseconds, its documented precision, so finer fractions may round (`tolerance`
-    /// 1 ms). Finding 5 (open): writing truncates instead of rounding, so a time can lose 1 ms on
-    /// a rewrite; with `skipKnownIssues` the tolerance is 2 ms.
+    /// 1 ms). Finding 5 (fixed): writing truncated instead of rounding, so a time could lose 1 ms on
+    /// a rewrite; the wider tolerance without `LOCKBOX_FUZZ_STRICT` is kept for older corpora.
     private static func sameRecordedTimes(_ a: BackendSettings, _ b: BackendSettings, within tolerance: Double) -> Bool {
         guard a.profiles.keys.sorted() == b.profiles.keys.sorted() else { return false }
         return a.profiles.allSatisfy { name, profile in

@@ -53,7 +53,7 @@ public struct BackendSettings: Codable, Sendable, Equatable {
             decoder.dateDecodingStrategy = .custom { decoder in
                 let text = try decoder.singleValueContainer().decode(String.self)
                 if let date = (try? Date(text, strategy: fractionalISO8601)) ?? (try? Date(text, strategy: Date.ISO8601FormatStyle())) {
-                    return date
+                    return wholeMilliseconds(date)
                 }
                 throw DecodingError.dataCorruptedError(in: try decoder.singleValueContainer(), debugDescription: "not an ISO 8601 time")
             }
@@ -78,14 +78,14 @@ public struct BackendSettings: Codable, Sendable, Equatable {
         return try VaultLock(vaultPath: path, timeout: .seconds(10)).withLock {
             var settings = try load(from: path)
             if let existing = settings.profiles[profile] { return existing }
-            let entry = Profile(backend: backend, recorded: Date(), reason: reason)
+            let entry = Profile(backend: backend, recorded: wholeMilliseconds(Date()), reason: reason)
             settings.profiles[profile] = entry
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             // Fractional seconds, so rewriting the file never changes another profile's time.
             encoder.dateEncodingStrategy = .custom { date, encoder in
                 var container = encoder.singleValueContainer()
-                try container.encode(date.formatted(fractionalISO8601))
+                try container.encode(millisecondTimestamp(date))
             }
             let data = try encoder.encode(settings)
             _ = try AtomicFileWriter.write([Array(data)], to: path)
@@ -94,5 +94,21 @@ public struct BackendSettings: Codable, Sendable, Equatable {
     }
 }
 
-/// ISO 8601 with milliseconds: what the settings file writes.
+/// ISO 8601 with fractional seconds, for reading.
 private let fractionalISO8601 = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+/// The nearest whole millisecond: the settings file's precision.
+private func wholeMilliseconds(_ date: Date) -> Date {
+    Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
+}
+
+/// `2026-11-21T05:57:03.183Z`, with the milliseconds computed as an integer (a formatter
+/// truncates, and .183 as a binary fraction sits just below it, so it would write .182).
+private func millisecondTimestamp(_ date: Date) -> String {
+    let total = Int64((date.timeIntervalSince1970 * 1000).rounded())
+    let seconds = total >= 0 ? total / 1000 : (total - 999) / 1000
+    let milliseconds = total - seconds * 1000
+    let base = Date(timeIntervalSince1970: Double(seconds)).formatted(Date.ISO8601FormatStyle())  // …05Z
+    let digits = String(milliseconds)
+    return String(base.dropLast()) + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
+}
