@@ -141,13 +141,17 @@ struct SessionWindowTests {
         try SessionWindow.open(for: fixture.store, duration: .seconds(1), openedBy: "passphrase")
         let opened = try #require(try SessionWindow.openStore(at: fixture.vaultPath))
         #expect(try Vault(store: opened).string(service: "s", account: "a") == "v")
-        let id = try #require(KernelKeyring.search(description: SessionWindow.descriptionPrefix + scope))
         #expect(SessionWindow.status(scope: scope) != nil)
-        Thread.sleep(forTimeInterval: 1.2)
-        // Ask the kernel, not our own clock: the key itself must be gone or unreadable.
+        // Lockbox itself refuses the window once its exact expiry passes.
+        Thread.sleep(forTimeInterval: 1.05)
+        #expect(try SessionWindow.openStore(at: fixture.vaultPath) == nil)
+        // And the kernel expires the key on its own (whole seconds, one spare second): with a new
+        // window left untouched, ask the kernel — not our clock — after 2.2 s.
+        try SessionWindow.open(for: fixture.store, duration: .seconds(1), openedBy: "passphrase")
+        let id = try #require(KernelKeyring.search(description: SessionWindow.descriptionPrefix + scope))
+        Thread.sleep(forTimeInterval: 2.2)
         #expect(KernelKeyring.read(id) == nil)
         #expect(KernelKeyring.search(description: SessionWindow.descriptionPrefix + scope) == nil)
-        #expect(try SessionWindow.openStore(at: fixture.vaultPath) == nil)
     }
 
     @Test("the key is possessor-only, and a passphrase change or lock makes the window useless")

@@ -43,9 +43,11 @@ public enum SessionWindow {
         let payload = encode(Contents(expires: expires, openedBy: openedBy, fingerprint: credentialFingerprint,
                                       pinService: pin?.profile.service ?? "", pinName: pin?.profile.name ?? "",
                                       pinFingerprint: pin?.fingerprint ?? "", dataKey: dataKey))
-        // The kernel's timeout is whole seconds (rounded up); the payload's expiry is exact.
+        // The kernel counts whole seconds from the current second (not from now), so a timeout of
+        // N can fire up to a second early: give it one more and let the payload's exact expiry,
+        // checked on every read, end the window on time.
         _ = try KernelKeyring.add(description: descriptionPrefix + scope, payload: payload,
-                                  timeoutSeconds: UInt32(min(seconds.rounded(.up), Double(UInt32.max))))
+                                  timeoutSeconds: UInt32(min(seconds.rounded(.up) + 1, Double(UInt32.max))))
     }
 
     /// Opens the window for a file vault (carrying its data key), after a passphrase or, with
