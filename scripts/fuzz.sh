@@ -11,8 +11,6 @@
 # A crash (memory error, trap, failed property) is saved in Fuzz/work/TARGET/artifacts/ and the
 # script exits 1 after the remaining targets, printing how to reproduce it. Logs go to
 # Fuzz/work/TARGET/log. Prints one summary line per target: time, executions, coverage.
-# Inputs that only hit a finding already reported and still open are stepped over (see
-# FuzzingEntryPoints.swift), so runs keep searching past it; LOCKBOX_FUZZ_STRICT=1 checks them too.
 # docs/SECURITY-TESTING.md says what each target covers.
 set -euo pipefail
 cd "$(dirname "$0")/.."

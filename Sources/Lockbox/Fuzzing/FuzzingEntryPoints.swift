@@ -11,12 +11,6 @@ import SystemPackage
 /// `@testable` (which release and sanitizer builds do not allow). See docs/SECURITY-TESTING.md.
 @_spi(Fuzzing)
 public enum FuzzingEntryPoints {
-    /// Inputs that would only hit a finding already reported and still open
-    /// (docs/SECURITY-TESTING.md, "Findings"; each has a reproduction in OpenFindingsTests) are
-    /// stepped over, so runs keep looking for new ones and the CI smoke run is not flaky;
-    /// `LOCKBOX_FUZZ_STRICT=1` checks them too. Today: none (findings 1-5 are fixed).
-    static let skipKnownIssues = ProcessInfo.processInfo.environment["LOCKBOX_FUZZ_STRICT"] != "1"
-
     // MARK: Vault files
 
     /// Key-file keys the harness tries on key-file slots: those of the vectors in
@@ -161,15 +155,14 @@ public enum FuzzingEntryPoints {
             fatalError("settings BackendSettings.record wrote do not load again: \(error)")
         }
         guard reloaded.profiles.removeValue(forKey: probe) != nil else { fatalError("the recorded profile is missing") }
-        if reloaded != settings && !sameRecordedTimes(reloaded, settings, within: skipKnownIssues ? 0.002 : 0.001) {
+        if reloaded != settings && !sameRecordedTimes(reloaded, settings, within: 0.001) {
             fatalError("recording a profile changed the others")
         }
     }
 
-    /// Finding 4 (fixed): recorded times lost their fractional seconds on a rewrite. The file now
-    /// keeps milliseconds, its documented precision, so finer fractions may round (`tolerance`
-    /// 1 ms). Finding 5 (fixed): writing truncated instead of rounding, so a time could lose 1 ms on
-    /// a rewrite; the wider tolerance without `LOCKBOX_FUZZ_STRICT` is kept for older corpora.
+    /// The file keeps milliseconds, its documented precision, so a finer fraction in a
+    /// hand-written time may round once (`tolerance` 1 ms). Findings 4 and 5 (both fixed) were
+    /// whole seconds dropped, then a millisecond lost, on every rewrite.
     private static func sameRecordedTimes(_ a: BackendSettings, _ b: BackendSettings, within tolerance: Double) -> Bool {
         guard a.profiles.keys.sorted() == b.profiles.keys.sorted() else { return false }
         return a.profiles.allSatisfy { name, profile in
