@@ -191,24 +191,24 @@ go further.
 **Secret Service (gnome-keyring 42.1, 1,000 items).** From `dbus-monitor --profile`, `perf
 stat`/`perf record` and the CPU/op split in the table:
 
-- *In-process `get` (2.6 ms against a 1 ms aim)* loses its time in `SecretServiceStore`, not on
+- *In-process `get` (2.6-3.0 ms against a 1 ms aim)* loses its time in `SecretServiceStore`, not on
   the bus. A hit makes 9 D-Bus calls where the bare libsecret lookup makes 2 (`SearchItems`,
   `GetSecrets`). `secret_service_search_sync` hands back `SecretItem` proxies, and each proxy
   costs `AddMatch` x2, `StartServiceByName`, `GetNameOwner` and an item `GetAll` (then
-  `RemoveMatch` x2 when released). That `GetAll` makes gnome-keyring's CPU per `get` 3x the
-  bare lookup's (about 1.6 ms against 0.5 ms), and the client's CPU goes up about 4x.
-  Evidence that the proxies are the cost: a *miss* now takes about 1 ms, less than half a hit,
+  `RemoveMatch` x2 when released). That `GetAll` makes gnome-keyring's CPU per `get` about 3x
+  the bare lookup's (1.6-1.7 ms against 0.5-0.6 ms), and the client's CPU goes up 3-4x.
+  Evidence that the proxies are the cost: a *miss* takes 1.0-1.3 ms, less than half a hit,
   because it makes `SearchItems` plus the two-call locked check (`ReadAlias`,
-  `Properties.Get Locked`) and builds no proxy. The floor (bare lookup) is 0.8-0.9 ms on this
+  `Properties.Get Locked`) and builds no proxy. The floor (bare lookup) is 0.8-1.1 ms on this
   VM, so only a path without proxies can get near 1 ms: search for object paths
   (`secret_service_search_for_dbus_paths_sync`), fetch the secret by path, and read attributes
   (one `Properties.Get`) only when several items match or metadata is asked for.
 - *`set` (about 60 ms at 1,000 items)* is gnome-keyring's own cost: the daemon re-encrypts
   and rewrites the whole keyring file on every change (about 59 ms of daemon CPU per write),
   and `secret-tool store` is no faster (about 68 ms). Lockbox's own share is about 2 ms of
-  client CPU. Filling 1,000 items one at a time is therefore O(n²), about 35 s, and removing
+  client CPU. Filling 1,000 items one at a time is therefore O(n²), 32-36 s, and removing
   them takes about 19 s, which together are most of this group's run time.
-- *`lockbox get` as a process runs about 1.6x `secret-tool lookup`.* Start-up alone
+- *`lockbox get` as a process runs 1.6-1.7x `secret-tool lookup`.* Start-up alone
   (`lockbox --version`, no store opened) is about 6 ms, against about 2.5 ms for `secret-tool`
   run with no arguments: Swift runtime metadata and conformance lookups, dynamic linking of
   libsecret/GLib/libgcrypt on top of the static Swift runtime, and page faults in a larger
@@ -217,12 +217,13 @@ stat`/`perf record` and the CPU/op split in the table:
   Both tools spend about 3 ms of libgcrypt Diffie-Hellman on the encrypted session
   (`OpenSession`). Lockbox also reads `settings.json` twice with `JSONDecoder` (ISO-8601
   dates) and takes the settings lock on every run, about 1 ms of CPU. Per run the client
-  uses about 12.6 ms of CPU against 6.4 ms. A ratio of 1.0 needs both the proxy-free lookup
+  uses about 13 ms of CPU against 6.5 ms. A ratio of 1.0 needs both the proxy-free lookup
   and a cheaper start-up; neither is enough alone.
 
 Measuring note: `Process.waitUntilExit()` in swift-corelibs-foundation polls its run loop in
 50 ms steps on Linux, which would add up to 50 ms to every spawn; the benchmark waits on the
 termination handler instead.
+
 ## PIN verification (Argon2id)
 
 Measured with `lockbox pin calibrate --memory 64 --target 0.055` and
@@ -237,6 +238,7 @@ about 1.2 on 2 cores); one verification costs one Argon2id hash:
 The last two columns are what an attacker holding the hash would spend offline; SECURITY.md
 ("PINs") explains why that is minutes to hours on rented hardware, and why the hash is
 therefore kept inside the encrypted store and guarded by the lockout rather than trusted alone.
+
 ## Against the tools people use today
 
 `scripts/bench-peers.sh` measures `lockbox` side by side with `secret-tool`, Python `keyring`
