@@ -74,7 +74,8 @@ for sanitizer in "${sanitizers[@]}"; do
         echo "== $sanitizer: reports from $count process(es):" >&2
         for f in "${found[@]}"; do echo "---- ${f##*/}" >&2; cat "$f" >&2; done
     fi
-    suppressed=$(cat "$reports"/* 2>/dev/null | awk '/^ +[0-9]+ +[0-9]+ /' | sort | uniq -c | awk '{printf "%s%s x%s", sep, $4, $2; sep=", "}')
+    suppressed=$({ cat "$reports"/* 2>/dev/null || true; } | awk '/^ +[0-9]+ +[0-9]+ /' | sort | uniq -c |
+        awk '{printf "%s%s x%s", sep, $4, $2; sep=", "}')
     [[ -z $suppressed ]] || echo "== $sanitizer: suppressed leaks (scripts/sanitizers/lsan-suppressions.txt): $suppressed" >&2
     grep -E '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: AddressSanitizer|SUMMARY: )' "$reports_root/$short.log" >&2 || true
     grep -E '^✘ Test ' "$reports_root/$short.log" | grep -v 'known issue' >&2 || true
