@@ -22,6 +22,9 @@ public final class TokenStore: Sendable {
 
     /// Creates a token store over `store`.
     /// - Parameters:
+    ///   - store: where the token sets are kept, one item per (service, account).
+    ///   - leeway: how long before its expiry an access token already counts as expired.
+    ///   - now: the wall clock token expiry is judged by (injectable for tests).
     ///   - lockDirectory: where the per-item lock files live (shared by every process using the
     ///     store). Default: `$XDG_RUNTIME_DIR/lockbox/token-locks`.
     ///   - lockTimeout: how long a refresh waits for another process's refresh.

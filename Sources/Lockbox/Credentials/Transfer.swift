@@ -33,8 +33,17 @@ public struct TransferReport: Sendable, Equatable {
 public enum Transfer {
     /// Copies the items of `service` (or all items) from `source` to `destination`.
     /// - Parameters:
+    ///   - source: the store to read items from.
+    ///   - destination: the store to copy them into.
+    ///   - service: copy only this service's items; `nil` copies every item.
+    ///   - onConflict: what to do when `destination` holds a different item at the same address.
     ///   - move: remove each source item once its copy is verified.
     ///   - progress: called after each item with (done, total).
+    /// - Returns: which items were copied, already present, skipped as conflicts, overwritten, kept
+    ///   alongside (``ConflictPolicy/keepBoth``) or removed from the source.
+    /// - Throws: whatever either store throws, or ``LockboxError/invalidArgument(_:)`` when a copy
+    ///   does not read back identically (that item's source is left as it was) or no free
+    ///   `(imported N)` address is left for ``ConflictPolicy/keepBoth``.
     public static func run(
         from source: any SecretStore, to destination: any SecretStore, service: String? = nil,
         onConflict: ConflictPolicy = .skip, move: Bool = false, progress: ((Int, Int) -> Void)? = nil

@@ -60,9 +60,17 @@ public final class PinGuard: Sendable {
 
     /// Creates a guard over `store`.
     /// - Parameters:
+    ///   - store: where the PIN records (hash, failure counter, lockout policy) are kept, one item
+    ///     per profile.
+    ///   - policy: what new PINs must look like; checked by ``set(_:pin:lockout:wipeItems:)`` and
+    ///     ``change(_:from:to:)``.
+    ///   - hashParameters: Argon2id cost for new hashes.
+    ///   - clock: where lockout times come from; inject your own in tests.
     ///   - lockDirectory: where the per-profile lock files live; every process guarding the same
     ///     store must use the same one. Default: `$XDG_RUNTIME_DIR/lockbox/pin-locks`, else
     ///     `~/.local/state/lockbox/pin-locks`.
+    ///   - lockTimeout: how long an operation waits for another process's lock on the same
+    ///     profile before it throws ``LockboxError/vaultBusy(path:waitedSeconds:)``.
     public init(
         store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
         clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30)
@@ -82,7 +90,11 @@ public final class PinGuard: Sendable {
     /// Sets the PIN of a profile that has none. Throws ``LockboxError/pinRejected(rule:)`` if
     /// the policy refuses it, and ``LockboxError/invalidArgument(_:)`` if a PIN is already set
     /// (change it with ``change(_:from:to:)``, or ``remove(_:)`` it first).
-    /// - Parameter wipeItems: items to wipe with the PIN if `lockout.wipeAfter` is reached.
+    /// - Parameters:
+    ///   - profile: the profile the PIN belongs to.
+    ///   - pin: the new PIN; only its Argon2id hash is stored.
+    ///   - lockout: the delays and limits that wrong tries of this PIN trigger.
+    ///   - wipeItems: items to wipe with the PIN if `lockout.wipeAfter` is reached.
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
         try policy.check(pin)
         try withProfileLock(profile) {

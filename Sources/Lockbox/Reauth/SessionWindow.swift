@@ -33,9 +33,16 @@ public enum SessionWindow {
     /// Opens (or replaces) the window for `scope` for `duration`. Throws
     /// ``LockboxError/kernelKeyringUnavailable(detail:)`` where the kernel keyring cannot hold it.
     /// - Parameters:
+    ///   - scope: which window: see ``scope(forVaultAt:)`` and ``scope(secretServiceProfile:)``.
+    ///   - duration: how long the window stays open (at least one second), on the monotonic
+    ///     clock; the kernel also expires the key on its own.
+    ///   - openedBy: how the window was opened, as ``Status/openedBy`` reports it: `passphrase`,
+    ///     or `pin:PROFILE`.
     ///   - credentialFingerprint: the vault's key-slot fingerprint (empty for the Secret Service).
     ///   - pin: the PIN profile that opened the window, with its fingerprint: changing or removing
     ///     that PIN closes the window.
+    ///   - dataKey: the file vault's unwrapped data key, kept in the window so commands inside it
+    ///     need no credential; `nil` for the Secret Service.
     public static func open(scope: String, duration: Duration, openedBy: String, credentialFingerprint: String,
                             pin: (profile: PinProfile, fingerprint: String)? = nil, dataKey: SecretBytes? = nil) throws {
         let seconds = max(1, duration.seconds)

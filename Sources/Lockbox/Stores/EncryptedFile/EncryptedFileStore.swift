@@ -70,6 +70,9 @@ public final class EncryptedFileStore: SecretStore {
     /// Missing folders are created with mode 0700; the vault file gets mode 0600. Fails with
     /// ``LockboxError/vaultAlreadyExists(path:)`` rather than overwrite anything.
     /// - Parameters:
+    ///   - path: where the vault file goes.
+    ///   - credentials: at least one passphrase, key file or key; each gets its own key slot, and
+    ///     the returned handle is unlocked by the first.
     ///   - kdf: Argon2id cost for passphrase slots.
     ///   - lockTimeout: how long a write waits for another process's lock before failing.
     ///   - now: the clock for item timestamps.
@@ -279,8 +282,13 @@ public final class EncryptedFileStore: SecretStore {
 
     /// Replaces a passphrase slot with one for `newPassphrase`, wrapping the same data key.
     ///
-    /// - Parameter slot: which passphrase slot; by default the one that opened this handle, or the
-    ///   vault's only passphrase slot.
+    /// Throws ``LockboxError/keySlot(_:)`` when there is no such passphrase slot, or when `slot`
+    /// is `nil` and the vault has several passphrase slots, none of which opened this handle.
+    /// - Parameters:
+    ///   - newPassphrase: the new passphrase; must not be empty.
+    ///   - kdf: Argon2id cost for the new slot.
+    ///   - slot: which passphrase slot; by default the one that opened this handle, or the
+    ///     vault's only passphrase slot.
     public func changePassphrase(to newPassphrase: SecretBytes, kdf: KDFParameters = .default, slot: Int? = nil) throws {
         let source = try Self.loadKEKSource(.passphrase(newPassphrase), kdf: kdf)
         try mutateHeader { state throws in
