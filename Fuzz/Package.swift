@@ -12,7 +12,7 @@ import PackageDescription
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
 let rootIdentity = root.lastPathComponent.lowercased()
 
-let harnesses = ["vault-file", "vault-payload", "settings", "pin-record", "session-window", "key-file"]
+let harnesses = ["vault-file", "vault-payload", "settings", "pin-record", "session-window", "key-file", "token-response", "token-record"]
 
 let package = Package(
     name: "LockboxFuzz",

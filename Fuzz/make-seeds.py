@@ -74,4 +74,27 @@ write("session-window", "expired", window(1.0, ["passphrase", fp, "", "", ""], b
 write("key-file", "raw-32", bytes(range(32)))
 write("key-file", "hex-lf", bytes(range(32)).hex() + "\n")
 write("key-file", "hex-crlf-upper", bytes(range(32)).hex().upper() + "\r\n")
+# OAuth 2.0 token responses (RFC 6749 §5.1, §5.2), as servers send them.
+responses = {
+    "full": {"access_token": "2YotnFZFEjr1zCsicMWpAA", "token_type": "Bearer", "expires_in": 3600,
+             "refresh_token": "tGzv3JOkF0XG5Qx2TlKWIA", "scope": "read write"},
+    "no-refresh": {"access_token": "eyJhbGciOiJIUzI1NiJ9.e30.sig", "token_type": "bearer", "expires_in": "120"},
+    "no-expiry": {"access_token": "abc", "token_type": "mac"},
+    "fractional-expiry": {"access_token": "a.b.c", "token_type": "Bearer", "expires_in": 59.5, "scope": None},
+    "invalid-grant": {"error": "invalid_grant", "error_description": "refresh token revoked"},
+    "other-error": {"error": "invalid_client"},
+}
+for name, body in responses.items():
+    write("token-response", name + ".json", json.dumps(body))
+write("token-response", "not-an-object.json", "[1, 2, 3]")
+# Stored token records (TokenSet's JSON inside the store), milliseconds since 1970.
+token_records = {
+    "full": {"access_token": "2YotnFZFEjr1zCsicMWpAA", "refresh_token": "tGzv3JOkF0XG5Qx2TlKWIA", "token_type": "Bearer",
+             "expires_at_ms": 1800003600000, "scope": "read write", "subject": "alice"},
+    "minimal": {"access_token": "x", "token_type": "Bearer"},
+    "far-expiry": {"access_token": "x", "token_type": "Bearer", "expires_at_ms": 281474976710655},
+}
+for name, record in token_records.items():
+    write("token-record", name + ".json", json.dumps(record, separators=(",", ":")))
+
 print("make-seeds: wrote", CORPUS)

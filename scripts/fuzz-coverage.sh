@@ -20,7 +20,7 @@ declare -A files=(
     [session-window]="Reauth/SessionWindow.swift Platform/KernelKeyring.swift"
     [key-file]="Stores/EncryptedFile/VaultCredential.swift"
 )
-if (($#)); then targets=("$@"); else targets=(vault-file vault-payload settings pin-record session-window key-file); fi
+if (($#)); then targets=("$@"); else targets=(vault-file vault-payload settings pin-record session-window key-file token-response token-record); fi
 for target in "${targets[@]}"; do
     [[ -n ${files[$target]:-} ]] || { echo "fuzz-coverage: unknown target '$target'" >&2; exit 64; }
 done

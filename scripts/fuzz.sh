@@ -3,7 +3,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET]
 #   SECONDS  how long each target runs (default 60)
-#   TARGET   one of: vault-file vault-payload settings pin-record session-window key-file
+#   TARGET   one of: vault-file vault-payload settings pin-record session-window key-file token-response token-record
 #            (default: all of them, one after the other)
 #
 # Each target starts from its seed corpus, Fuzz/corpus/TARGET (see Fuzz/make-seeds.py), and keeps
@@ -18,7 +18,7 @@ repo=$(pwd)
 
 seconds=${1:-60}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: SECONDS must be a whole number, not '$seconds'" >&2; exit 64; }
-all=(vault-file vault-payload settings pin-record session-window key-file)
+all=(vault-file vault-payload settings pin-record session-window key-file token-response token-record)
 if [[ -n ${2:-} ]]; then
     [[ " ${all[*]} " == *" $2 "* ]] || { echo "fuzz: unknown target '$2' (one of: ${all[*]})" >&2; exit 64; }
     targets=("$2")

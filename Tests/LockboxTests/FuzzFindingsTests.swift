@@ -131,4 +131,43 @@ struct FuzzFindingsTests {
         #expect(after.recorded == before.recorded)
         #expect(text.contains("2026-11-21T05:57:03.183Z"))
     }
+
+    // MARK: Finding 6: a stored token record with an empty access token loaded, but could not be stored again
+
+    @Test("a stored token record with an empty access token is undecodable, not a session (finding 6)")
+    func emptyStoredAccessToken() throws {
+        let key = ItemKey(service: "api", account: "alice")
+        let record = #"{"access_token":"","token_type":"Bearer","expires_at_ms":1800003600000,"subject":"alice"}"#
+        // Before the fix this loaded, and the session then failed to save after its first refresh.
+        expectError(.undecodableItem(service: "api", account: "alice", reason: "it is not a Lockbox token set")) {
+            _ = try TokenSet.decode(SecretBytes(utf8: record), key: key)
+        }
+        let store = MemoryStore()
+        try store.set(SecretBytes(utf8: record), for: key, options: ItemOptions(kind: .token))
+        #expect(throws: LockboxError.self) { _ = try TokenStore(store: store).load(service: "api", account: "alice") }
+    }
+
+    @Test("a token that is not UTF-8 text is refused when saved, never stored as something else")
+    func nonTextTokensAreRefused() throws {
+        let store = MemoryStore()
+        let tokens = TokenStore(store: store)
+        let binary = TokenSet(accessToken: SecretBytes(copying: [0xFF, 0xFE, 0x00]), tokenType: "Bearer")
+        #expect(throws: LockboxError.self) { try tokens.save(binary, service: "api", account: "alice") }
+        let binaryRefresh = TokenSet(accessToken: SecretBytes(utf8: "ok"), refreshToken: SecretBytes(copying: [0xC3]))
+        #expect(throws: LockboxError.self) { try tokens.save(binaryRefresh, service: "api", account: "alice") }
+        #expect(try store.get(ItemKey(service: "api", account: "alice")) == nil)
+    }
+
+    @Test("a token error response repeats only a well-formed RFC 6749 error code")
+    func tokenErrorTextIsNotEchoed() {
+        let known = caughtError { _ = try TokenSet(oauthResponse: Data(#"{"error":"invalid_client"}"#.utf8)) }
+        #expect(String(describing: known).contains("invalid_client"))
+        let odd = #"{"error":"token \"eyJhbGciOiJIUzI1NiJ9.secret\" rejected"}"#
+        let echoed = caughtError { _ = try TokenSet(oauthResponse: Data(odd.utf8)) }
+        #expect(echoed != nil)
+        #expect(!String(describing: echoed).contains("eyJhbGciOiJIUzI1NiJ9"))
+        // A null expires_in means "not given" (RFC 6749 makes it optional), not an error.
+        let tokens = try? TokenSet(oauthResponse: Data(#"{"access_token":"a","token_type":"Bearer","expires_in":null}"#.utf8))
+        #expect(tokens?.expiresAt == nil && tokens != nil)
+    }
 }

@@ -31,14 +31,27 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
     /// `expires_in`, `refresh_token`, `scope`), turning `expires_in` into an absolute expiry from
     /// `now`. An error response (§5.2) throws ``TokenRefreshError/rejected(_:)`` for
     /// `invalid_grant` and ``LockboxError/invalidArgument(_:)`` otherwise.
-    /// - Parameter previous: refresh responses often omit the refresh token, meaning "keep the old one".
+    /// - Parameters:
+    ///   - data: the response body, a JSON object.
+    ///   - now: when the response arrived; `expires_in` counts from here.
+    ///   - subject: the user the session belongs to (kept from `previous` when `nil`).
+    ///   - previous: the session being refreshed: refresh responses often omit the refresh token
+    ///     and scope, meaning "keep the old ones".
+    /// - Throws: ``TokenRefreshError/rejected(_:)`` for `invalid_grant`;
+    ///   ``LockboxError/invalidArgument(_:)`` for anything else that is not a usable token response.
     public init(oauthResponse data: Data, now: Date = Date(), subject: String? = nil, previous: TokenSet? = nil) throws {
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw LockboxError.invalidArgument("the token response is not a JSON object")
         }
         if let error = object["error"] as? String {
             if error == "invalid_grant" { throw TokenRefreshError.rejected("the server answered invalid_grant") }
-            throw LockboxError.invalidArgument("the token response is an error: \(error)")
+            // Only an RFC 6749 error code (§5.2: printable ASCII, no quote or backslash) is
+            // repeated in the message: the field is the server's text and must not carry
+            // anything else into logs.
+            let isErrorCode = (1...64).contains(error.utf8.count)
+                && error.utf8.allSatisfy { (0x20...0x7E).contains($0) && $0 != 0x22 && $0 != 0x5C }
+            throw LockboxError.invalidArgument(
+                isErrorCode ? "the token response is an error: \(error)" : "the token response is an error (with an unrecognised error code)")
         }
         guard let access = object["access_token"] as? String, !access.isEmpty else {
             throw LockboxError.invalidArgument("the token response has no access_token")
@@ -47,7 +60,7 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
             throw LockboxError.invalidArgument("the token response has no token_type")
         }
         var expiresAt: Date?
-        if let expiresIn = object["expires_in"] {
+        if let expiresIn = object["expires_in"], !(expiresIn is NSNull) {
             let seconds = (expiresIn as? NSNumber)?.doubleValue ?? (expiresIn as? String).flatMap(Double.init)
             guard let seconds, seconds >= 0, seconds.isFinite else {
                 throw LockboxError.invalidArgument("the token response's expires_in is not a number of seconds")
@@ -81,9 +94,21 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
         var subject: String?
     }
 
+    /// The stored record (JSON). Tokens are text in every protocol Lockbox knows; one that is
+    /// not UTF-8 is refused here rather than stored as something else.
     func encoded() throws -> SecretBytes {
+        guard let access = accessToken.stringValue(), !access.isEmpty else {
+            throw LockboxError.invalidArgument("the access token is empty or not UTF-8 text")
+        }
+        var refresh: String?
+        if let refreshToken {
+            guard let text = refreshToken.stringValue() else {
+                throw LockboxError.invalidArgument("the refresh token is not UTF-8 text")
+            }
+            refresh = text
+        }
         let stored = Stored(
-            access_token: accessToken.stringValue() ?? "", refresh_token: refreshToken?.stringValue(), token_type: tokenType,
+            access_token: access, refresh_token: refresh, token_type: tokenType,
             expires_at_ms: expiresAt.map { VaultPayload.milliseconds($0) }, scope: scope, subject: subject)
         var data = try JSONEncoder().encode(stored)
         defer { data.withUnsafeMutableBytes { $0.zeroize() } }
@@ -93,6 +118,8 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
     static func decode(_ bytes: SecretBytes, key: ItemKey) throws -> TokenSet {
         do {
             let stored = try bytes.withUnsafeBytes { try JSONDecoder().decode(Stored.self, from: Data($0)) }
+            // Lockbox never stores an empty access token (``encoded()`` refuses one).
+            guard !stored.access_token.isEmpty else { throw LockboxError.invalidArgument("empty access token") }
             return TokenSet(
                 accessToken: SecretBytes(utf8: stored.access_token), refreshToken: stored.refresh_token.map { SecretBytes(utf8: $0) },
                 tokenType: stored.token_type, expiresAt: stored.expires_at_ms.map { VaultPayload.date(milliseconds: $0) },

@@ -224,6 +224,79 @@ public enum FuzzingEntryPoints {
         }
     }
 
+    // MARK: Token sets
+
+    /// The fixed "now" and previous session the token harnesses parse against.
+    static let tokenNow = Date(timeIntervalSince1970: 1_800_000_000)
+    static let previousTokens = TokenSet(accessToken: SecretBytes(utf8: "previous-access-token"),
+                                         refreshToken: SecretBytes(utf8: "previous-refresh-token"),
+                                         scope: "read", subject: "alice")
+
+    /// An OAuth 2.0 token response as a server sends it (`TokenSet(oauthResponse:)`, what
+    /// `TokenStore` parses after every sign-in and refresh). Whatever parses must store and load
+    /// back as the same session (see `checkStoredRoundTrip`); whatever is refused must not
+    /// repeat the response's tokens in the error.
+    public static func tokenResponse(_ input: UnsafeRawBufferPointer) {
+        let data = Data(input)
+        do {
+            let tokens = try TokenSet(oauthResponse: data, now: tokenNow, previous: previousTokens)
+            if tokens.accessToken.count == 0 { fatalError("an empty access token was accepted") }
+            checkStoredRoundTrip(tokens)
+        } catch {
+            let message = String(describing: error)
+            for token in tokenStrings(in: data) where token.utf8.count >= 8 && message.contains(token) {
+                fatalError("the error for a refused token response repeats one of its tokens")
+            }
+        }
+    }
+
+    /// A stored token record (the JSON `TokenStore` keeps inside the store's encryption):
+    /// whatever loads must store and load back the same.
+    public static func tokenRecord(_ input: UnsafeRawBufferPointer) {
+        let key = ItemKey(service: "fuzz", account: "session")
+        guard let tokens = try? TokenSet.decode(SecretBytes(copying: input), key: key) else { return }
+        checkStoredRoundTrip(tokens)
+    }
+
+    /// Stored and loaded, a token set is the same session: equal tokens, type, scope and
+    /// subject, and the expiry to the millisecond the record keeps (or the record's limit, for an
+    /// expiry further away than that); a second round trip changes nothing. `description` shows
+    /// no token: it does not change when the tokens do.
+    private static func checkStoredRoundTrip(_ tokens: TokenSet) {
+        let key = ItemKey(service: "fuzz", account: "session")
+        let loaded: TokenSet
+        let again: TokenSet
+        do {
+            loaded = try TokenSet.decode(try tokens.encoded(), key: key)
+            again = try TokenSet.decode(try loaded.encoded(), key: key)
+        } catch {
+            fatalError("a token set that parsed does not store and load back: \(error)")
+        }
+        guard loaded.accessToken == tokens.accessToken, loaded.refreshToken == tokens.refreshToken,
+              loaded.tokenType == tokens.tokenType, loaded.scope == tokens.scope, loaded.subject == tokens.subject
+        else { fatalError("storing a token set changed its tokens, type, scope or subject") }
+        switch (tokens.expiresAt, loaded.expiresAt) {
+        case (nil, nil):
+            break
+        case let (before?, after?):
+            let expected = VaultPayload.date(milliseconds: VaultPayload.milliseconds(before))
+            if abs(after.timeIntervalSince(expected)) > 0.0005 { fatalError("storing a token set moved its expiry") }
+        default:
+            fatalError("storing a token set added or lost its expiry")
+        }
+        if again != loaded { fatalError("a second store and load changed the token set") }
+        var masked = tokens
+        masked.accessToken = SecretBytes(utf8: "x")
+        masked.refreshToken = tokens.refreshToken.map { _ in SecretBytes(utf8: "x") }
+        if masked.description != tokens.description { fatalError("TokenSet.description depends on the tokens") }
+    }
+
+    /// The `access_token` and `refresh_token` strings of a JSON object, if it is one.
+    private static func tokenStrings(in data: Data) -> [String] {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return [] }
+        return ["access_token", "refresh_token"].compactMap { object[$0] as? String }
+    }
+
     // MARK: Scratch files
 
     /// A private folder for this process (mode 0700), made once.
