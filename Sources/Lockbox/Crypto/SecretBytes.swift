@@ -3,7 +3,8 @@ import CSodium
 /// Secret bytes — a passphrase, a key, a token — held in memory that is zeroed when released.
 ///
 /// Every secret that passes through Lockbox lives in a `SecretBytes`: the bytes are copied once
-/// into a private heap buffer, never printed (``description``, ``debugDescription`` and `dump`
+/// into guarded memory (libsodium's `sodium_malloc`: locked into RAM, excluded from core dumps,
+/// behind guard pages; see `SecureHeap`), never printed (``description``, ``debugDescription`` and `dump`
 /// show `<redacted>`), compared in constant time, and wiped with `sodium_memzero` when the last
 /// reference goes away. The value is immutable, so it is safe to share across threads.
 ///
@@ -26,13 +27,12 @@ public final class SecretBytes: @unchecked Sendable {
             try initializer(UnsafeMutableRawBufferPointer(start: nil, count: 0))
             return
         }
-        let pointer = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 16)
-        pointer.initializeMemory(as: UInt8.self, repeating: 0, count: count)
+        let pointer = SecureHeap.allocate(count)  // zero-filled, guarded, locked, not dumped
         do {
             try initializer(UnsafeMutableRawBufferPointer(start: pointer, count: count))
         } catch {
             sodium_memzero(pointer, count)
-            pointer.deallocate()
+            SecureHeap.deallocate(pointer, count: count)
             throw error
         }
         base = pointer
@@ -70,7 +70,7 @@ public final class SecretBytes: @unchecked Sendable {
     deinit {
         if let base {
             sodium_memzero(base, count)
-            base.deallocate()
+            SecureHeap.deallocate(base, count: count)
         }
     }
 
