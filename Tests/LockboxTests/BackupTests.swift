@@ -64,4 +64,43 @@ struct BackupTests {
         #expect(result.status == 0)
         #expect(try runLockbox(["get", "api", "alice"], environment: env).stdoutString == "BACKUP-CANARY")
     }
+
+    @Test("corruption sweep: every truncation and bit flip of an exported backup is a typed error, and imports nothing")
+    func corruptedBackups() throws {
+        let source = try KeyFileVault()
+        let vault = Vault(store: source.store)
+        try vault.set("refresh-token-value", service: "api", account: "alice", kind: .token, attributes: ["env": "prod"])
+        try vault.set(SecretBytes(copying: [0, 1, 255]), service: "api", account: "binary")
+        let backupPath = source.folder.file("backup.lockbox")
+        let backup = try EncryptedFileStore.create(at: backupPath, credentials: [.passphrase(secret("backup pass"))], kdf: testKDF)
+        #expect(try Transfer.run(from: source.store, to: backup).copied.count == 2)
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: backupPath.string)))
+
+        /// What `lockbox import` does: open the backup with its passphrase, copy into the store.
+        func importBackup(into store: MemoryStore) throws -> TransferReport {
+            try Transfer.run(from: try EncryptedFileStore.open(at: backupPath, credential: .passphrase(secret("backup pass"))), to: store)
+        }
+        let control = MemoryStore()
+        #expect(try importBackup(into: control).copied.count == 2, "the undamaged backup imports")
+
+        var checked = 0
+        for damage in everyCorruption(of: bytes) {
+            try Data(damage.bytes).write(to: URL(fileURLWithPath: backupPath.string))
+            let target = MemoryStore()
+            do {
+                let report = try importBackup(into: target)
+                Issue.record("\(damage.what): imported \(report.copied.count) items from a damaged backup")
+            } catch let error as LockboxError {
+                guard case .corruptVault = error else {
+                    Issue.record("\(damage.what): expected corruptVault, got \(error)")
+                    continue
+                }
+            } catch {
+                Issue.record("\(damage.what): an untyped error \(error)")
+            }
+            #expect(try target.list(service: nil).isEmpty, "\(damage.what): nothing is imported")
+            checked += 1
+        }
+        #expect(checked == 2 * bytes.count + 1)
+    }
 }

@@ -139,3 +139,18 @@ func runLockbox(
 
 /// A child that exits before reading all its input must fail the test, not kill the runner.
 let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
+/// Every damaged copy of `bytes` the corruption sweeps try: each truncation (0 up to one byte
+/// short), one trailing byte added, and each position with one bit flipped (bit `position % 8`,
+/// so every bit index is exercised across the file). `position` is the damaged byte, or the
+/// length kept for a truncation.
+func everyCorruption(of bytes: [UInt8]) -> [(what: String, position: Int, bytes: [UInt8])] {
+    var out: [(what: String, position: Int, bytes: [UInt8])] = (0..<bytes.count).map { ("truncated to \($0) bytes", $0, Array(bytes[0..<$0])) }
+    out.append(("one trailing byte", bytes.count, bytes + [0]))
+    for position in 0..<bytes.count {
+        var damaged = bytes
+        damaged[position] ^= UInt8(1) << UInt8(position % 8)
+        out.append(("bit \(position % 8) of byte \(position) flipped", position, damaged))
+    }
+    return out
+}
