@@ -43,6 +43,7 @@ struct SetItem: ParsableCommand {
         }
         try Vault(store: store).set(secret, service: service, account: account, kind: ItemKind(rawValue: kind),
                                     label: label, attributes: parsed, access: protected ? .freshAuthentication : .always)
+        Trace.log("stored '\(account)' on '\(service)' (kind \(kind), \(parsed.count) attributes, \(protected ? "protected" : "not protected"))")
     }
 }
 
@@ -58,6 +59,7 @@ struct GetItem: ParsableCommand {
 
     func run() throws {
         let secret = try vaultOptions.openVault().require(service: service, account: account)
+        Trace.log("read '\(account)' on '\(service)'; writing it to standard output")
         _ = try secret.withUnsafeBytes { bytes in try FileDescriptor.standardOutput.writeAll(bytes) }
         if isatty(STDOUT_FILENO) == 1 { _ = try FileDescriptor.standardOutput.writeAll("\n".utf8) }
     }

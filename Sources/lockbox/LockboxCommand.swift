@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ArgumentParser
+import Foundation
 import Lockbox
 
 @main
@@ -13,6 +14,9 @@ struct LockboxCommand: ParsableCommand {
             Secrets never travel in arguments: `set` reads standard input (or prompts without echo on \
             a terminal), and passphrases come from a prompt or --passphrase-fd. A service unlocks with \
             a key file (--key-file or LOCKBOX_KEY_FILE).
+
+            --verbose (anywhere) or LOCKBOX_LOG=debug traces what lockbox decides and does on standard \
+            error: store choice, paths, credential kinds, timings; never secrets or argument values.
 
             Exit codes: 0 ok, 1 unexpected failure, 2 item not found, 3 no vault, 4 vault exists, \
             5 wrong passphrase or key, 6 corrupt or tampered vault, 7 unsupported format version, \
@@ -39,8 +43,11 @@ struct LockboxCommand: ParsableCommand {
         // error to report, not a signal that kills us mid-write.
         signal(SIGPIPE, SIG_IGN)
         do {
-            var command = try parseAsRoot(hoistingGlobalOptions(Array(CommandLine.arguments.dropFirst())))
+            let arguments = Trace.configure(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+            var command = try parseAsRoot(hoistingGlobalOptions(arguments))
+            Trace.log("command: \(commandPath(of: command)) (\(arguments.count) arguments; their values are not logged)")
             try command.run()
+            Trace.log("done: exit 0")
         } catch let error as LockboxError {
             fail(error)
         } catch let error as CLIError {
@@ -48,9 +55,65 @@ struct LockboxCommand: ParsableCommand {
         } catch let error as RefreshFailed {
             fail(error)
         } catch {
-            exit(withError: error)
+            usageFailure(error)
         }
     }
+
+    /// Reports an argument-parsing failure without repeating what was typed: a secret must never
+    /// be an argument, but when one is given anyway ("lockbox set svc acct hunter2") the error
+    /// message must not copy it into logs as well. Help and `--version` print as usual.
+    static func usageFailure(_ error: any Error) -> Never {
+        let code = exitCode(for: error)
+        guard code != .success else { exit(withError: error) }
+        let (message, redacted) = redactingArguments(in: fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()))
+        var text = message
+        if redacted {
+            text += "\n(Arguments are not repeated in errors. Secrets are never arguments: `set` reads standard input or "
+                + "prompts, passphrases come from a prompt or --passphrase-fd. If you typed a secret on the command line, "
+                + "it is in your shell history and was visible to other processes: rotate it.)"
+        }
+        text += "\n"
+        text.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
+        Glibc.exit(code.rawValue)
+    }
+
+    /// `message` with every quoted value the user typed replaced by `'<not shown>'`: each
+    /// argument that is not an option name, and the value part of `--option=value`. Option names
+    /// and subcommand names stay, so the message still says which option was wrong.
+    static func redactingArguments(in message: String, arguments: [String]) -> (String, Bool) {
+        var values: Set<String> = []
+        for argument in arguments where !argument.isEmpty {
+            if argument.hasPrefix("-") {
+                guard let equals = argument.firstIndex(of: "=") else { continue }
+                values.insert(argument)
+                values.insert(String(argument[argument.index(after: equals)...]))
+            } else if !subcommandNames.contains(argument) {
+                values.insert(argument)
+            }
+        }
+        var result = message
+        var redacted = false
+        // Longest first, so a value that contains another is replaced whole.
+        for value in values.filter({ !$0.isEmpty }).sorted(by: { $0.count > $1.count }) {
+            let quoted = "'\(value)'"
+            if result.contains(quoted) {
+                result = result.replacingOccurrences(of: quoted, with: "'<not shown>'")
+                redacted = true
+            }
+        }
+        return (result, redacted)
+    }
+
+    /// Every command and subcommand name, which errors may repeat.
+    static let subcommandNames: Set<String> = {
+        var names: Set<String> = []
+        func collect(_ command: any ParsableCommand.Type) {
+            if let name = command.configuration.commandName { names.insert(name) }
+            command.configuration.subcommands.forEach(collect)
+        }
+        collect(LockboxCommand.self)
+        return names
+    }()
 
     /// Options every subcommand takes, which people also write before the subcommand
     /// (`lockbox --backend file get S A`).
@@ -79,7 +142,20 @@ struct LockboxCommand: ParsableCommand {
         return rest
     }
 
+    /// "pin verify" for a parsed `pin verify` command: the names of the commands, never values.
+    static func commandPath(of command: any ParsableCommand) -> String {
+        var path: [String] = []
+        func find(_ type: any ParsableCommand.Type, _ trail: [String]) -> Bool {
+            let here = trail + [type.configuration.commandName ?? "\(type)"]
+            if type == Swift.type(of: command) { path = here; return true }
+            return type.configuration.subcommands.contains { find($0, here) }
+        }
+        _ = find(LockboxCommand.self, [])
+        return path.dropFirst().joined(separator: " ")
+    }
+
     private static func fail(_ error: any Error & CustomStringConvertible) -> Never {
+        Trace.log("failed: exit \(ExitStatus(for: error).rawValue): \(error.description)")
         var message = "lockbox: \(error.description)\n"
         message.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
         Glibc.exit(ExitStatus(for: error).rawValue)

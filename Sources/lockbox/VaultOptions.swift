@@ -25,12 +25,12 @@ struct VaultOptions: ParsableArguments {
 
     @Option(name: .long, help: ArgumentHelp(
         "The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).",
-        valueName: "path"))
+        valueName: "path"), completion: .file())
     var vault: String?
 
     @Option(name: .long, help: ArgumentHelp(
         "Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.",
-        valueName: "path"))
+        valueName: "path"), completion: .file())
     var keyFile: String?
 
     @Option(name: .long, help: ArgumentHelp(
@@ -61,11 +61,16 @@ struct VaultOptions: ParsableArguments {
     /// no-echo prompt on the terminal.
     func unlockCredentials() throws -> [VaultCredential] {
         var credentials: [VaultCredential] = []
-        if let keyFilePath { credentials.append(.keyFile(keyFilePath)) }
+        if let keyFilePath {
+            Trace.log("credential: key file \(keyFilePath.string)")
+            credentials.append(.keyFile(keyFilePath))
+        }
         if let passphraseFd {
+            Trace.log("credential: passphrase from file descriptor \(passphraseFd)")
             credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: passphraseFd, what: "passphrase")))
         }
         if credentials.isEmpty {
+            Trace.log("credential: none given; asking on the terminal")
             guard let typed = try Terminal.readHidden(prompt: "Passphrase for \(vaultPath.string): ") else {
                 throw LockboxError.reauthenticationRequired(
                     "the vault is locked: no window is open, no key file (--key-file, LOCKBOX_KEY_FILE) or --passphrase-fd was given, and there is no terminal to ask on")
@@ -119,14 +124,23 @@ struct VaultOptions: ParsableArguments {
     func openStoreDetailed() throws -> (store: any SecretStore, fresh: Bool) {
         let request = try requestedBackend()
         let recorded = try BackendSettings.load(from: settingsPath).profiles[profileName]
+        Trace.log("store requested: \(request.rawValue); settings \(settingsPath.string), profile '\(profileName)' "
+            + (recorded.map { "recorded \($0.backend.rawValue) (\($0.reason))" } ?? "has no recorded store"))
+        // The settings keep the first choice per profile; once one is recorded there is nothing to write.
+        func recordIfNew(_ backend: Backend, reason: String) throws {
+            if recorded == nil {
+                Trace.log("recording \(backend.rawValue) for profile '\(profileName)': \(reason)")
+                try record(backend, reason: reason)
+            }
+        }
         switch request {
         case .file:
             let opened = try openFileStoreDetailed()
-            try record(.file, reason: "requested explicitly (--backend file, or a vault or key file named)")
+            try recordIfNew(.file, reason: "requested explicitly (--backend file, or a vault or key file named)")
             return opened
         case .secretService:
             let store = try SecretServiceStore()
-            try record(.secretService, reason: "requested explicitly (--backend secret-service)")
+            try recordIfNew(.secretService, reason: "requested explicitly (--backend secret-service)")
             return (store, try secretServiceWindowOpen(store))
         case .auto:
             if let recorded {
@@ -151,15 +165,16 @@ struct VaultOptions: ParsableArguments {
             do {
                 let store = try SecretServiceStore()
                 if try !store.isLocked() {
-                    try record(.secretService, reason: "chosen automatically: the Secret Service was reachable and unlocked")
+                    try recordIfNew(.secretService, reason: "chosen automatically: the Secret Service was reachable and unlocked")
                     return (store, try secretServiceWindowOpen(store))
                 }
                 why = "the Secret Service's default collection was locked"
             } catch let error as LockboxError {
                 why = error.description
             }
+            Trace.log("not using the Secret Service: \(why)")
             let opened = try openFileStoreDetailed()
-            try record(.file, reason: "chosen automatically: \(why)")
+            try recordIfNew(.file, reason: "chosen automatically: \(why)")
             return opened
         }
     }
@@ -168,7 +183,9 @@ struct VaultOptions: ParsableArguments {
     var secretServiceWindowScope: String { SessionWindow.scope(secretServiceProfile: profileName) }
 
     private func secretServiceWindowOpen(_ store: SecretServiceStore) throws -> Bool {
-        try SessionWindow.isOpen(scope: secretServiceWindowScope, store: store)
+        let open = try SessionWindow.isOpen(scope: secretServiceWindowScope, store: store)
+        Trace.log("store: Secret Service; re-authentication window \(open ? "open" : "not open")")
+        return open
     }
 
     private func record(_ backend: Backend, reason: String) throws {
@@ -186,10 +203,16 @@ struct VaultOptions: ParsableArguments {
         let path = vaultPath
         // Say "no vault" before asking for a passphrase that could not help.
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
-        if useWindow, let store = try SessionWindow.openStore(at: path) { return (store, true) }
+        Trace.log("store: file vault \(path.string)")
+        if useWindow, let store = try SessionWindow.openStore(at: path) {
+            Trace.log("opened through the session window (no credential needed)")
+            return (store, true)
+        }
         let credentials = try unlockCredentials()
         let store = try EncryptedFileStore.open(at: path, credentials: credentials)
-        let passphraseOpened = try store.keySlots().contains { $0.openedThisHandle && $0.kind == .passphrase }
+        let slots = try store.keySlots()
+        Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
+        let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
         let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
         return (store, byPassphrase)
     }

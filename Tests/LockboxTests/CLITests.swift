@@ -175,6 +175,48 @@ struct CLITests {
             #expect(!output.stdoutString.contains("LEAK-CANARY"))
             #expect(!output.stderr.contains("LEAK-CANARY"))
         }
+        // The most verbose trace (--verbose, LOCKBOX_LOG=debug) shows what happens, never a secret.
+        let passFile = folder.file("canary-pass").string
+        try "PASS-CANARY-77\n".write(toFile: passFile, atomically: true, encoding: .utf8)
+        #expect(try lockbox(withKey(["slot", "add-passphrase", "--new-passphrase-fd", "3", "--kdf", "interactive", "--verbose"]),
+                            redirect: "3<'\(passFile)'").status == 0)
+        var traces: [ProcessResult] = [
+            try lockbox(withKey(["set", "svc", "acct2", "--verbose"]), stdin: "LEAK-CANARY-43"),
+            try lockbox(withKey(["get", "svc", "acct", "--verbose"])),
+            try lockbox(["get", "svc", "acct", "--vault", vault, "--passphrase-fd", "3", "--verbose"], redirect: "3<'\(passFile)'"),
+            try lockbox(withKey(["list", "--json", "--verbose"])),
+            try lockbox(withKey(["delete", "svc", "acct2", "--verbose"])),
+            try lockbox(withKey(["get", "svc", "acct2", "--verbose"])),
+        ]
+        #expect(traces[1].stdoutString == "LEAK-CANARY-42" && traces[2].stdoutString == "LEAK-CANARY-42")
+        #expect(traces[5].status == 2)
+        for trace in traces {
+            #expect(trace.stderr.contains("lockbox: [debug]"), "the trace is on")
+            #expect(!trace.stderr.contains("CANARY"), "\(trace.stderr)")
+        }
+        traces[1].stdout = Data()
+        traces[2].stdout = Data()
+        #expect(traces.allSatisfy { !$0.stdoutString.contains("CANARY") })
+        #expect(traces[2].stderr.contains("passphrase from file descriptor 3") && traces[2].stderr.contains("opened: key slot(s) 1 of 2"))
+
+        // A secret typed as an argument anyway is refused (usage error) and not repeated.
+        let misuses: [[String]] = [
+            withKey(["set", "svc", "acct", "LEAK-CANARY-42"]),
+            withKey(["set", "svc", "acct", "--passphrase=LEAK-CANARY-42"]),
+            withKey(["get", "svc", "acct", "--secret", "LEAK-CANARY-42"]),
+            ["--backend", "LEAK-CANARY-42", "get", "svc", "acct"],
+            withKey(["pin", "set", "kids", "max", "LEAK-CANARY-42"]),
+        ]
+        for arguments in misuses {
+            let result = try lockbox(arguments)
+            #expect(result.status == 64, "\(arguments.count) arguments: usage error")
+            #expect(!result.stderr.contains("LEAK-CANARY") && !result.stdoutString.contains("LEAK-CANARY"), "\(result.stderr)")
+        }
+        let refused = try lockbox(withKey(["set", "svc", "acct", "LEAK-CANARY-42"]))
+        #expect(refused.stderr.contains("'<not shown>'") && refused.stderr.contains("rotate it"))
+        #expect(try lockbox(withKey(["get", "svc", "acct"])).stdoutString == "LEAK-CANARY-42", "the stored value is unchanged")
+        // Names still show: a mistyped option is named.
+        #expect(try lockbox(withKey(["set", "svc", "acct", "--passphrase", "x"])).stderr.contains("'--passphrase'"))
         // There is no option that takes a secret value.
         let help = try lockbox(["set", "--help"]).stdoutString + (try lockbox(["init", "--help"])).stdoutString
         #expect(!help.contains("--passphrase ") && !help.contains("--secret"))
