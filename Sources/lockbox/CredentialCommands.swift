@@ -46,8 +46,8 @@ struct GetToken: ParsableCommand {
     @Argument(help: "The account.") var account: String
     @Option(help: "Which token: access or refresh.") var field: TokenField = .access
     @Flag(help: "Print the whole token set as JSON (tokens included).") var json = false
-    @Option(help: ArgumentHelp("A command that refreshes the tokens (see above).", valueName: "command")) var refreshWith: String?
-    @Option(help: "Seconds before expiry that a token counts as expired.") var leeway: Double = 60
+    @Option(help: ArgumentHelp("A command that refreshes the tokens (it is described in this command's help).", valueName: "command")) var refreshWith: String?
+    @Option(help: ArgumentHelp("Seconds before expiry that a token counts as expired.", valueName: "seconds")) var leeway: Double = 60
 
     enum TokenField: String, ExpressibleByArgument { case access, refresh }
 

@@ -55,11 +55,11 @@ enum PinInput {
 struct SetPin: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "set", abstract: "Set the PIN of a profile that has none (asked twice).")
     @OptionGroup var options: PinOptions
-    @Option(help: ArgumentHelp("Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats.", valueName: "s,s,…"))
+    @Option(help: ArgumentHelp("Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats. Default: 0,0,0,0,60,300,900,900,3600.", valueName: "s,s,…"))
     var lockoutDelays: String?
-    @Option(help: "Wipe the PIN (and --wipe-item accounts) after this many consecutive failures. Off by default.") var wipeAfter: Int?
-    @Option(help: "An account of the same service to wipe with the PIN; repeatable.") var wipeItem: [String] = []
-    @Option(help: "Disable the PIN after this many consecutive failures (at most 100).") var disableAfter: Int = LockoutPolicy.hardLimit
+    @Option(help: ArgumentHelp("Wipe the PIN (and --wipe-item accounts) after this many consecutive failures. Off by default.", valueName: "n")) var wipeAfter: Int?
+    @Option(help: ArgumentHelp("An account of the same service to wipe with the PIN; repeatable.", valueName: "account")) var wipeItem: [String] = []
+    @Option(help: ArgumentHelp("Disable the PIN after this many consecutive failures (at most 100).", valueName: "n")) var disableAfter: Int = LockoutPolicy.hardLimit
 
     func run() throws {
         var lockout = LockoutPolicy.default
@@ -150,7 +150,7 @@ struct ResetPin: ParsableCommand {
         abstract: "Clear failures and re-enable a disabled PIN, on a higher authority's word.",
         discussion: "With --by, another profile's PIN (asked like any PIN); without it, the file vault's passphrase, asked again even if a key file opened the vault.")
     @OptionGroup var options: PinOptions
-    @Option(help: "Another profile of the same service whose PIN authorises the reset.") var by: String?
+    @Option(help: ArgumentHelp("Another profile of the same service whose PIN authorises the reset.", valueName: "profile")) var by: String?
 
     func run() throws {
         let guardian = try options.guardian()
@@ -178,8 +178,8 @@ struct Calibrate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "calibrate",
         abstract: "Measure Argon2id here and suggest PIN hash parameters for a target time.")
-    @Option(help: "Seconds one verification should take.") var target: Double = 0.35
-    @Option(help: "Memory in MiB (at least 64).") var memory: Int = 256
+    @Option(help: ArgumentHelp("Seconds one verification should take.", valueName: "seconds")) var target: Double = 0.35
+    @Option(help: ArgumentHelp("Memory in MiB (at least 64).", valueName: "MiB")) var memory: Int = 256
 
     func run() throws {
         guard memory >= 64 else { throw ValidationError("--memory must be at least 64 (MiB)") }

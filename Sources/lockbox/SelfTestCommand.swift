@@ -18,7 +18,7 @@ struct SelfTest: ParsableCommand {
             """)
 
     @Flag(help: "Print the results as JSON.") var json = false
-    @Option(help: ArgumentHelp("Read the vector files (*.json) from this folder instead of the built-in copy.", valueName: "dir"))
+    @Option(help: ArgumentHelp("Read the vector files (*.json) from this folder instead of the built-in copy.", valueName: "dir"), completion: .directory)
     var vectors: String?
 
     struct Report: Encodable {

@@ -41,12 +41,12 @@ struct Migrate: ParsableCommand {
             recognised. The file vault is unlocked as usual (--vault, --key-file, --passphrase-fd, or a window).
             """)
     @OptionGroup var vaultOptions: VaultOptions
-    @Option(help: "Where the items are now: file or secret-service.") var from: Backend
-    @Option(help: "Where they go: file or secret-service.") var to: Backend
+    @Option(help: ArgumentHelp("Where the items are now: file or secret-service.", valueName: "store")) var from: Backend
+    @Option(help: ArgumentHelp("Where they go: file or secret-service.", valueName: "store")) var to: Backend
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Every Lockbox item (required when no --service is given).") var all = false
     @Flag(help: "Remove each source item once its copy is verified.") var move = false
-    @Option(help: "When the destination has a different item at the same address.") var onConflict: ConflictPolicy = .skip
+    @Option(help: ArgumentHelp("When the destination has a different item at the same address: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
 
     func validate() throws {
         if from == to { throw ValidationError("--from and --to name the same store") }
@@ -71,7 +71,7 @@ struct Export: ParsableCommand {
         commandName: "export",
         abstract: "Write an encrypted backup: a vault file with its own passphrase (same format as the vault).")
     @OptionGroup var vaultOptions: VaultOptions
-    @Option(help: "The backup file to create (refuses to overwrite).") var to: String
+    @Option(help: ArgumentHelp("The backup file to create (refuses to overwrite).", valueName: "path"), completion: .file()) var to: String
     @Option(help: "Only this service's items.") var service: String?
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked twice).", valueName: "fd"))
     var backupPassphraseFd: Int32?
@@ -92,10 +92,10 @@ struct Import: ParsableCommand {
         commandName: "import",
         abstract: "Restore items from a backup made with `lockbox export`, reporting every conflict.")
     @OptionGroup var vaultOptions: VaultOptions
-    @Argument(help: "The backup file.") var file: String
+    @Argument(help: "The backup file.", completion: .file()) var file: String
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked).", valueName: "fd"))
     var backupPassphraseFd: Int32?
-    @Option(help: "When an item exists with different contents: skip, overwrite, or keep-both.") var onConflict: ConflictPolicy = .skip
+    @Option(help: ArgumentHelp("When an item exists with different contents: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
 
     func run() throws {
         let passphrase: SecretBytes

@@ -14,7 +14,7 @@ struct Init: ParsableCommand {
             """)
 
     @OptionGroup var vaultOptions: VaultOptions
-    @Option(help: ArgumentHelp("Create a new key file here (32 random bytes, mode 0600) and add a slot for it.", valueName: "path"))
+    @Option(help: ArgumentHelp("Create a new key file here (32 random bytes, mode 0600) and add a slot for it.", valueName: "path"), completion: .file())
     var generateKeyFile: String?
     @Flag(help: "Also add a passphrase slot, asked on the terminal, when a key file is given.") var withPassphrase = false
     @Option(help: "Argon2id cost for the passphrase slot.") var kdf: KDFPreset = .moderate
@@ -62,7 +62,7 @@ struct Passwd: ParsableCommand {
     @OptionGroup var vaultOptions: VaultOptions
     @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
     var newPassphraseFd: Int32?
-    @Option(help: "Which passphrase slot to change, when there are several (see `lockbox slot list`).") var slot: Int?
+    @Option(help: ArgumentHelp("Which passphrase slot to change, when there are several (see `lockbox slot list`).", valueName: "index")) var slot: Int?
     @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
 
     func run() throws {
@@ -131,7 +131,7 @@ struct Slot: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add-key-file", abstract: "Add a key-file slot (unlock with an existing credential first).")
         @OptionGroup var vaultOptions: VaultOptions
-        @Argument(help: "The key file for the new slot.") var path: String
+        @Argument(help: "The key file for the new slot.", completion: .file()) var path: String
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
 
         func run() throws {

@@ -35,7 +35,7 @@ struct Unlock: ParsableCommand {
             """)
 
     @OptionGroup var vaultOptions: VaultOptions
-    @Option(name: .customLong("for"), help: "How long the window stays open: 30s, 10m, 1h.") var length: WindowLength?
+    @Option(name: .customLong("for"), help: ArgumentHelp("How long the window stays open: 30s, 10m, 1h. Default: 5m.", valueName: "duration")) var length: WindowLength?
     @Option(help: ArgumentHelp("Open the window with this profile's PIN instead of the passphrase.", valueName: "service/profile"))
     var pin: String?
 
