@@ -18,6 +18,10 @@ fi
 # The examples must still do what they say, on the file vault and on gnome-keyring.
 scripts/run-examples.sh
 
+# Every public symbol of the library has its own doc comment (the CLI reference, man page and
+# completions are checked against the command definitions by CLIDocsTests in the suite).
+scripts/check-docs.sh
+
 # docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
 # written from the document alone) must read what lockbox writes.
 scripts/check-format.sh "$(swift build --show-bin-path)/lockbox"
