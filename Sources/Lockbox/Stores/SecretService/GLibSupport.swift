@@ -98,3 +98,63 @@ final class Deadline: @unchecked Sendable {
 
     deinit { g_object_unref(cancellable) }
 }
+
+/// The strings of a NULL-terminated `gchar **` (not freed).
+func stringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
+    guard let array else { return [] }
+    var result: [String] = []
+    var index = 0
+    while let element = array[index] {
+        result.append(String(cString: element))
+        index += 1
+    }
+    return result
+}
+
+/// One D-Bus value, read by its type signature; anything of another type reads as `nil`.
+enum GVariantReader {
+    static func string(_ value: OpaquePointer) -> String? {
+        guard typeString(value) == "s" || typeString(value) == "o" else { return nil }
+        return g_variant_get_string(value, nil).map { String(cString: $0) }
+    }
+
+    static func uint64(_ value: OpaquePointer) -> UInt64? {
+        typeString(value) == "t" ? UInt64(g_variant_get_uint64(value)) : nil
+    }
+
+    static func bool(_ value: OpaquePointer) -> Bool? {
+        typeString(value) == "b" ? g_variant_get_boolean(value) != 0 : nil
+    }
+
+    /// An `a{ss}` dictionary.
+    static func stringDictionary(_ value: OpaquePointer) -> [String: String]? {
+        guard typeString(value) == "a{ss}" else { return nil }
+        var result: [String: String] = [:]
+        for index in 0..<g_variant_n_children(value) {
+            guard let entry = g_variant_get_child_value(value, index) else { continue }
+            defer { g_variant_unref(entry) }
+            guard let key = g_variant_get_child_value(entry, 0), let item = g_variant_get_child_value(entry, 1) else { continue }
+            defer { g_variant_unref(key); g_variant_unref(item) }
+            if let name = string(key), let text = string(item) { result[name] = text }
+        }
+        return result
+    }
+
+    /// Calls `body` with each entry of an `a{sv}` dictionary: its name and its unboxed value.
+    static func forEachProperty(_ value: OpaquePointer, _ body: (String, OpaquePointer) -> Void) {
+        guard typeString(value) == "a{sv}" else { return }
+        for index in 0..<g_variant_n_children(value) {
+            guard let entry = g_variant_get_child_value(value, index) else { continue }
+            defer { g_variant_unref(entry) }
+            guard let key = g_variant_get_child_value(entry, 0), let boxed = g_variant_get_child_value(entry, 1) else { continue }
+            defer { g_variant_unref(key); g_variant_unref(boxed) }
+            guard let name = string(key), let inner = g_variant_get_variant(boxed) else { continue }
+            defer { g_variant_unref(inner) }
+            body(name, inner)
+        }
+    }
+
+    static func typeString(_ value: OpaquePointer) -> String {
+        g_variant_get_type_string(value).map { String(cString: $0) } ?? ""
+    }
+}

@@ -98,11 +98,10 @@ public final class SecretServiceStore: SecretStore {
             _ = try withGError { error in
                 secret_service_store_sync(service, nil, table.table, collectionAlias, label, value, deadline.cancellable, error)
             }
-            for old in try search(service, deadline, Self.addressAttributes(key), loadSecrets: false) {
-                defer { g_object_unref(old) }
-                let oldAttributes = Self.attributes(of: old)
-                if oldAttributes != attributes {
-                    _ = try withGError { error in secret_item_delete_sync(old, deadline.cancellable, error) }
+            let (unlocked, locked) = try searchPaths(service, deadline, Self.addressAttributes(key))
+            for path in unlocked + locked {
+                if try itemProperties(service, deadline, path).attributes != attributes {
+                    try deleteItem(service, deadline, path)
                 }
             }
         }
@@ -112,12 +111,9 @@ public final class SecretServiceStore: SecretStore {
     public func delete(_ key: ItemKey) throws -> Bool {
         try withService("deleting an item") { service, deadline in
             try requireUnlocked(service, deadline)
-            let items = try search(service, deadline, Self.addressAttributes(key), loadSecrets: false)
-            defer { items.forEach { g_object_unref($0) } }
-            for item in items {
-                _ = try withGError { error in secret_item_delete_sync(item, deadline.cancellable, error) }
-            }
-            return !items.isEmpty
+            let (unlocked, locked) = try searchPaths(service, deadline, Self.addressAttributes(key))
+            for path in unlocked + locked { try deleteItem(service, deadline, path) }
+            return !(unlocked.isEmpty && locked.isEmpty)
         }
     }
 
@@ -180,34 +176,43 @@ public final class SecretServiceStore: SecretStore {
     }
 
     /// The item at `key`: Lockbox's own first, then the most recently modified.
+    ///
+    /// Three D-Bus calls for the usual single match, on the kept connection: `SearchItems` (item
+    /// paths, locked and unlocked apart), the item's properties in one `GetAll`, and, for a read,
+    /// `GetSecrets` for that one path. No item proxy is built (libsecret's proxies cost several
+    /// calls and bus match rules each), and no other match's secret is fetched.
     private func findItem(_ key: ItemKey, loadSecret: Bool) throws -> FoundItem? {
         try withService(loadSecret ? "reading an item" : "reading item metadata") { service, deadline in
-            let items = try search(service, deadline, Self.addressAttributes(key), loadSecrets: loadSecret)
-            defer { items.forEach { g_object_unref($0) } }
-            guard !items.isEmpty else {
+            let (unlocked, locked) = try searchPaths(service, deadline, Self.addressAttributes(key))
+            guard !(unlocked.isEmpty && locked.isEmpty) else {
                 // A locked keyring can look exactly like a missing item: ask which it is.
                 if try isLocked(service, deadline) { throw LockboxError.keyringLocked(collection: collectionAlias) }
                 return nil
             }
-            let ranked = items.sorted { a, b in
-                let aOurs = Self.attributes(of: a)[Self.markerAttribute] == Self.markerValue
-                let bOurs = Self.attributes(of: b)[Self.markerAttribute] == Self.markerValue
+            var candidates = try (unlocked + locked).map { try itemProperties(service, deadline, $0) }
+            for index in candidates.indices where locked.contains(candidates[index].path) { candidates[index].locked = true }
+            let ranked = candidates.sorted { a, b in
+                let aOurs = a.attributes[Self.markerAttribute] == Self.markerValue
+                let bOurs = b.attributes[Self.markerAttribute] == Self.markerValue
                 if aOurs != bOurs { return aOurs }
-                return secret_item_get_modified(a) > secret_item_get_modified(b)
+                return a.modified > b.modified
             }
             let item = ranked[0]
-            if secret_item_get_locked(item) != 0 { throw LockboxError.keyringLocked(collection: collectionAlias) }
-            let attributes = Self.attributes(of: item)
-            if let format = attributes[Self.formatAttribute], format != Self.formatVersion {
+            if item.locked { throw LockboxError.keyringLocked(collection: collectionAlias) }
+            if let format = item.attributes[Self.formatAttribute], format != Self.formatVersion {
                 throw LockboxError.undecodableItem(
                     service: key.service, account: key.account,
                     reason: "it was written in Lockbox item format \(format); this Lockbox reads format \(Self.formatVersion)")
             }
-            guard let metadata = Self.metadata(of: item) else {
+            guard let metadata = Self.metadata(attributes: item.attributes, label: item.label, created: item.created, modified: item.modified)
+            else {
                 throw LockboxError.undecodableItem(service: key.service, account: key.account, reason: "its attributes are incomplete")
             }
             guard loadSecret else { return FoundItem(metadata: metadata, secret: nil) }
-            guard let value = secret_item_get_secret(item) else {
+            let fetched = try withGError { error in
+                secret_service_get_secret_for_dbus_path_sync(service, item.path, deadline.cancellable, error)
+            }
+            guard let value = fetched else {
                 throw LockboxError.undecodableItem(service: key.service, account: key.account,
                                                    reason: "the provider returned no secret for it")
             }
@@ -218,6 +223,69 @@ public final class SecretServiceStore: SecretStore {
                 if let bytes, length > 0, let target = out.baseAddress { target.copyMemory(from: bytes, byteCount: length) }
             }
             return FoundItem(metadata: metadata, secret: secret)
+        }
+    }
+
+    /// An item's D-Bus properties, as one `Properties.GetAll` returns them.
+    private struct ItemProperties {
+        var path: String
+        var attributes: [String: String] = [:]
+        var label = ""
+        var created: UInt64 = 0
+        var modified: UInt64 = 0
+        var locked = false
+    }
+
+    /// Item paths matching `query` exactly (no schema name is matched): `SearchItems`, one call.
+    /// Never unlocks (that would prompt).
+    private func searchPaths(
+        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ query: [String: String]
+    ) throws -> (unlocked: [String], locked: [String]) {
+        let table = GStringTable(query)
+        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        _ = try withGError { error in
+            secret_service_search_for_dbus_paths_sync(service, nil, table.table, deadline.cancellable, &unlocked, &locked, error)
+        }
+        defer {
+            g_strfreev(unlocked)
+            g_strfreev(locked)
+        }
+        return (stringArray(unlocked), stringArray(locked))
+    }
+
+    /// The properties of the item at `path`, in one call.
+    private func itemProperties(
+        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ path: String
+    ) throws -> ItemProperties {
+        guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.DBus.Properties", "GetAll", ["org.freedesktop.Secret.Item"])
+        else { throw LockboxError.secretServiceFailed(operation: "reading an item's properties", detail: "no answer") }
+        defer { g_variant_unref(reply) }
+        var properties = ItemProperties(path: path)
+        guard let dictionary = g_variant_get_child_value(reply, 0) else { return properties }
+        defer { g_variant_unref(dictionary) }
+        GVariantReader.forEachProperty(dictionary) { name, value in
+            switch name {
+            case "Attributes": properties.attributes = GVariantReader.stringDictionary(value) ?? [:]
+            case "Label": properties.label = GVariantReader.string(value) ?? ""
+            case "Created": properties.created = GVariantReader.uint64(value) ?? 0
+            case "Modified": properties.modified = GVariantReader.uint64(value) ?? 0
+            case "Locked": properties.locked = GVariantReader.bool(value) ?? false
+            default: break
+            }
+        }
+        return properties
+    }
+
+    /// Deletes the item at `path` (`Item.Delete`, one call). A provider that asks for a prompt
+    /// (it should not, for an unlocked collection) is refused rather than shown.
+    private func deleteItem(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ path: String) throws {
+        guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.Secret.Item", "Delete", []) else { return }
+        defer { g_variant_unref(reply) }
+        guard let prompt = g_variant_get_child_value(reply, 0) else { return }
+        defer { g_variant_unref(prompt) }
+        if let promptPath = GVariantReader.string(prompt), promptPath != "/" {
+            throw LockboxError.keyringLocked(collection: collectionAlias)
         }
     }
 
@@ -233,14 +301,20 @@ public final class SecretServiceStore: SecretStore {
 
     /// Metadata of an item that has both address attributes; `nil` for other items.
     private static func metadata(of item: UnsafeMutablePointer<SecretItem>) -> ItemMetadata? {
-        let attributes = attributes(of: item)
-        guard let service = attributes[serviceAttribute], let account = attributes[accountAttribute] else { return nil }
-        let key = ItemKey(service: service, account: account)
         var label = ""
         if let raw = secret_item_get_label(item) {
             label = String(cString: raw)
             g_free(raw)
         }
+        return metadata(attributes: attributes(of: item), label: label,
+                        created: UInt64(secret_item_get_created(item)), modified: UInt64(secret_item_get_modified(item)))
+    }
+
+    /// Metadata from an item's attributes, label and times (seconds since 1970); `nil` unless
+    /// both address attributes are there.
+    private static func metadata(attributes: [String: String], label: String, created: UInt64, modified: UInt64) -> ItemMetadata? {
+        guard let service = attributes[serviceAttribute], let account = attributes[accountAttribute] else { return nil }
+        let key = ItemKey(service: service, account: account)
         var extra: [String: String] = [:]
         for (name, value) in attributes where name.hasPrefix(userAttributePrefix) {
             extra[String(name.dropFirst(userAttributePrefix.count))] = value
@@ -249,8 +323,8 @@ public final class SecretServiceStore: SecretStore {
         let access = attributes[accessAttribute].map { ItemAccess(rawValue: $0) ?? .freshAuthentication } ?? .always
         return ItemMetadata(
             key: key, kind: ItemKind(rawValue: attributes[kindAttribute] ?? ItemKind.generic.rawValue), label: label,
-            created: Date(timeIntervalSince1970: Double(secret_item_get_created(item))),
-            modified: Date(timeIntervalSince1970: Double(secret_item_get_modified(item))),
+            created: Date(timeIntervalSince1970: Double(created)),
+            modified: Date(timeIntervalSince1970: Double(modified)),
             attributes: extra, access: access)
     }
 
@@ -274,16 +348,8 @@ public final class SecretServiceStore: SecretStore {
     /// collection's `Locked` property — whatever the number of items (building a collection
     /// proxy would fetch its item list too).
     private func isLocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws -> Bool {
-        let connection = g_dbus_proxy_get_connection(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
-        let busName = g_dbus_proxy_get_name(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
-            .map { String(cString: $0) } ?? "org.freedesktop.secrets"
         func call(_ path: String, _ interface: String, _ method: String, _ strings: [String]) throws -> OpaquePointer? {
-            var arguments: [OpaquePointer?] = strings.map { g_variant_new_string($0) }
-            let parameters = g_variant_new_tuple(&arguments, gsize(arguments.count))
-            return try withGError { error in
-                g_dbus_connection_call_sync(connection, busName, path, interface, method, parameters, nil,
-                                            G_DBUS_CALL_FLAGS_NONE, Int32(timeout * 1000), deadline.cancellable, error)
-            }
+            try dbusCall(service, deadline, path, interface, method, strings)
         }
         guard let aliasReply = try call("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "ReadAlias", [collectionAlias])
         else { throw LockboxError.secretServiceFailed(operation: "finding the default collection", detail: "no answer") }
@@ -306,6 +372,23 @@ public final class SecretServiceStore: SecretStore {
         }
         defer { g_variant_unref(inner) }
         return g_variant_get_boolean(inner) != 0
+    }
+
+    /// One plain D-Bus method call to the provider on the service's connection, with string
+    /// arguments; the caller unrefs the reply.
+    private func dbusCall(
+        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline,
+        _ path: String, _ interface: String, _ method: String, _ strings: [String]
+    ) throws -> OpaquePointer? {
+        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        let connection = g_dbus_proxy_get_connection(proxy)
+        let busName = g_dbus_proxy_get_name(proxy).map { String(cString: $0) } ?? "org.freedesktop.secrets"
+        var arguments: [OpaquePointer?] = strings.map { g_variant_new_string($0) }
+        let parameters = g_variant_new_tuple(&arguments, gsize(arguments.count))
+        return try withGError { error in
+            g_dbus_connection_call_sync(connection, busName, path, interface, method, parameters, nil,
+                                        G_DBUS_CALL_FLAGS_NONE, Int32(timeout * 1000), deadline.cancellable, error)
+        }
     }
 
     private func requireUnlocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws {
