@@ -191,34 +191,35 @@ go further.
 **Secret Service (gnome-keyring 42.1, 1,000 items).** From `dbus-monitor --profile`, `perf
 stat`/`perf record` and the CPU/op split in the table:
 
-- *In-process `get` (2.6-3.0 ms against a 1 ms aim)* loses its time in `SecretServiceStore`, not on
-  the bus. A hit makes 9 D-Bus calls where the bare libsecret lookup makes 2 (`SearchItems`,
-  `GetSecrets`). `secret_service_search_sync` hands back `SecretItem` proxies, and each proxy
-  costs `AddMatch` x2, `StartServiceByName`, `GetNameOwner` and an item `GetAll` (then
-  `RemoveMatch` x2 when released). That `GetAll` makes gnome-keyring's CPU per `get` about 3x
-  the bare lookup's (1.6-1.7 ms against 0.5-0.6 ms), and the client's CPU goes up 3-4x.
-  Evidence that the proxies are the cost: a *miss* takes 1.0-1.3 ms, less than half a hit,
-  because it makes `SearchItems` plus the two-call locked check (`ReadAlias`,
-  `Properties.Get Locked`) and builds no proxy. The floor (bare lookup) is 0.8-1.1 ms on this
-  VM, so only a path without proxies can get near 1 ms: search for object paths
-  (`secret_service_search_for_dbus_paths_sync`), fetch the secret by path, and read attributes
-  (one `Properties.Get`) only when several items match or metadata is asked for.
+- *In-process `get` (about 2.4 ms against a 1 ms aim; 2.6-3.0 ms before the change below).*
+  Until d7d6f5d a hit made 9 D-Bus calls: `secret_service_search_sync` hands back `SecretItem`
+  proxies, and each proxy costs `AddMatch` x2, `StartServiceByName`, `GetNameOwner` and an item
+  `GetAll` (then `RemoveMatch` x2 when released). `SecretServiceStore` now searches for object
+  paths (`secret_service_search_for_dbus_paths_sync`), reads the chosen item's properties in one
+  `Properties.GetAll` (the format check and the metadata need its attributes), and fetches that
+  one secret by path: 3 calls on the kept connection, counted with `dbus-monitor`. The client's
+  CPU per `get` fell from about 0.98 ms to 0.55 ms. What remains is gnome-keyring's own CPU,
+  about 1.65 ms per hit at 1,000 items (its search scans the collection; `GetSecrets` encrypts
+  the value for the session), which no client change removes: a *miss* (`SearchItems` plus the
+  two-call locked check) costs the daemon about 0.65 ms, and the bare libsecret lookup loop
+  about 0.8-1.1 ms in all. So 1 ms is out of reach against gnome-keyring at this size; the
+  remaining client-side step would be to skip the `GetAll` when one item matches, at the price
+  of the item-format check.
 - *`set` (about 60 ms at 1,000 items)* is gnome-keyring's own cost: the daemon re-encrypts
   and rewrites the whole keyring file on every change (about 59 ms of daemon CPU per write),
   and `secret-tool store` is no faster (about 68 ms). Lockbox's own share is about 2 ms of
   client CPU. Filling 1,000 items one at a time is therefore O(n²), 32-36 s, and removing
   them takes about 19 s, which together are most of this group's run time.
-- *`lockbox get` as a process runs 1.6-1.7x `secret-tool lookup`.* Start-up alone
+- *`lockbox get` as a process runs about 1.6x `secret-tool lookup`.* Start-up alone
   (`lockbox --version`, no store opened) is about 6 ms, against about 2.5 ms for `secret-tool`
   run with no arguments: Swift runtime metadata and conformance lookups, dynamic linking of
   libsecret/GLib/libgcrypt on top of the static Swift runtime, and page faults in a larger
-  binary (about 960 page faults per run against 340). On the bus, lockbox makes 19 calls to
-  `secret-tool`'s 11: the proxy round trips above plus a `GetNameOwner` before the search.
-  Both tools spend about 3 ms of libgcrypt Diffie-Hellman on the encrypted session
-  (`OpenSession`). Lockbox also reads `settings.json` twice with `JSONDecoder` (ISO-8601
-  dates) and takes the settings lock on every run, about 1 ms of CPU. Per run the client
-  uses about 13 ms of CPU against 6.5 ms. A ratio of 1.0 needs both the proxy-free lookup
-  and a cheaper start-up; neither is enough alone.
+  binary (about 960 page faults per run against 340). On the bus, lockbox now makes 13 calls
+  to `secret-tool`'s 11 (19 before the path-based reads): one item `GetAll` and one
+  `GetNameOwner` more. Both tools spend about 3 ms of libgcrypt Diffie-Hellman on the encrypted
+  session (`OpenSession`). Lockbox reads `settings.json` once per run (twice, with the
+  settings lock taken, before 8a657de). A ratio of 1.0 now needs a cheaper start-up: the
+  Swift runtime and Foundation's initialisation, not the store.
 
 Measuring note: `Process.waitUntilExit()` in swift-corelibs-foundation polls its run loop in
 50 ms steps on Linux, which would add up to 50 ms to every spawn; the benchmark waits on the
@@ -243,9 +244,28 @@ therefore kept inside the encrypted store and guarded by the lockout rather than
 
 `scripts/bench-peers.sh` measures `lockbox` side by side with `secret-tool`, Python `keyring`
 (CLI and in-process) and `keyrings.cryptfile` in one interleaved run, with ratios, lookups at
-1,000 items and peak memory: see [PERFORMANCE-PEERS.md](PERFORMANCE-PEERS.md).
+1,000 items and peak memory. It installs the peers itself (apt, pip into a venv), writes the
+full report to [PERFORMANCE-PEERS.md](PERFORMANCE-PEERS.md) and copies its tables here:
+
+<!-- peer-table:begin -->
+_Not measured yet: run `scripts/bench-peers.sh`._
+<!-- peer-table:end -->
 NOTES
 } >"$report"
+
+# The peer table comes from another script (bench-peers.sh): keep the one already in the
+# output file rather than the placeholder above.
+if [[ "$output" != "-" && -f "$output" ]] && grep -q "<!-- peer-table:begin -->" "$output"; then
+    python3 - "$output" "$report" <<'KEEP'
+import sys
+begin, end = "<!-- peer-table:begin -->", "<!-- peer-table:end -->"
+old = open(sys.argv[1], encoding="utf-8").read()
+new = open(sys.argv[2], encoding="utf-8").read()
+block = old[old.index(begin):old.index(end) + len(end)]
+new = new[:new.index(begin)] + block + new[new.index(end) + len(end):]
+open(sys.argv[2], "w", encoding="utf-8").write(new)
+KEEP
+fi
 
 if [[ "$output" == "-" ]]; then
     cat "$report"

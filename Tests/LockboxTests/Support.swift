@@ -113,6 +113,11 @@ func runLockbox(
 ) throws -> ProcessResult {
     let process = Process()
     var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
+    // Under scripts/sanitizers.sh the children are sanitized too: they keep its report path and
+    // suppressions (else a suppressed leak at exit would turn a usage error's 64 into 1).
+    for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
+        if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }
+    }
     env.merge(environment) { _, new in new }
     process.environment = env
     if let shellRedirect {
