@@ -10,10 +10,11 @@
 # sanitized too. Sanitizer reports go to files (log_path) so they cannot disturb tests that
 # read a child's standard error; the script prints every report at the end. Leaks at exit inside
 # Foundation and XCTest are suppressed (scripts/sanitizers/lsan-suppressions.txt).
-# Exits 0 only if the suite passed and no sanitizer reported anything. Known today (see
-# docs/SECURITY-TESTING.md): one ThreadSanitizer report, a false positive of
-# Synchronization.Mutex on Linux; and the re-authentication CLI test opens a 1-second window,
-# which a loaded machine running sanitized binaries can miss.
+# Exits 0 only if the suite passed and no sanitizer reported anything. CI runs `all`
+# (scripts/test.sh). Lockbox's locks are pthread mutexes (`Locked`), which ThreadSanitizer sees;
+# Synchronization.Mutex gave false positives (docs/SECURITY-TESTING.md). Known risk: the
+# re-authentication CLI test opens a 1-second window, which a heavily loaded machine running
+# sanitized binaries could miss.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)

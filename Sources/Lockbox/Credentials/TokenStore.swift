@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import SystemPackage
 
 /// Keeps token sets and refreshes them **once**, however many tasks and processes ask at the
@@ -17,8 +16,8 @@ public final class TokenStore: Sendable {
     public let leeway: Duration
     private let now: @Sendable () -> Date
     private let lock: ItemLock
-    private let inflight = Mutex<[ItemKey: Task<TokenSet, any Error>]>([:])
-    private let observers = Mutex<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
+    private let inflight = Locked<[ItemKey: Task<TokenSet, any Error>]>([:])
+    private let observers = Locked<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
 
     /// Creates a token store over `store`.
     /// - Parameters:

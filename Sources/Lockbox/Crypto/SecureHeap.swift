@@ -1,5 +1,4 @@
 import CSodium
-import Synchronization
 
 /// Where ``SecretBytes`` keep their bytes: memory from libsodium's guarded allocator
 /// (`sodium_malloc`), which is locked into RAM (`mlock`, so it is never written to swap),
@@ -32,7 +31,7 @@ enum SecureHeap {
         var slabs: [UInt] = []
     }
 
-    private static let state = Mutex(State())
+    private static let state = Locked(State())
 
     /// A zero-filled block of at least `count` bytes (`count` > 0), 16-byte aligned.
     static func allocate(_ count: Int) -> UnsafeMutableRawPointer {

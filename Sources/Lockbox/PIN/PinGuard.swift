@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import SystemPackage
 
 /// A PIN-protected profile: a service (an app) and a profile name within it ("kids", "max").

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import SystemPackage
 
 /// A cross-process lock per item: `flock` on a file named after the item's address in a folder
@@ -83,14 +82,14 @@ struct ItemLock: Sendable {
         }
     }
 
-    private static let threadLocks = Mutex<[String: NSLock]>([:])
+    private static let threadLocks = Locked<[String: NSLock]>([:])
 }
 
 /// A held ``ItemLock``; closing the descriptor releases the `flock`.
 final class HeldLock: Sendable {
-    private let descriptor: Mutex<FileDescriptor?>
+    private let descriptor: Locked<FileDescriptor?>
 
-    init(_ fd: FileDescriptor) { descriptor = Mutex(fd) }
+    init(_ fd: FileDescriptor) { descriptor = Locked(fd) }
 
     func release() {
         descriptor.withLock { fd in

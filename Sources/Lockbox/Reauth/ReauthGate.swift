@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Something that can say whether a fresh authentication is in force — a ``ReauthGate`` in a
 /// process, or a window shared through the kernel keyring. ``Vault`` asks it before it returns
@@ -26,7 +25,7 @@ public final class ReauthGate: FreshAuthentication {
     /// If set, a window also closes after this long without use; each use extends it.
     public let idleTimeout: Double?
     private let clock: Clock
-    private let window = Mutex<Window?>(nil)
+    private let window = Locked<Window?>(nil)
 
     private struct Window {
         var opened: Double

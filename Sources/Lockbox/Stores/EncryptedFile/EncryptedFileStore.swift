@@ -18,7 +18,7 @@ public final class EncryptedFileStore: SecretStore {
     /// The vault file.
     public let path: FilePath
     private let lock: VaultLock
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let now: @Sendable () -> Date
 
     /// The largest vault file Lockbox reads (1 GiB).
@@ -46,7 +46,7 @@ public final class EncryptedFileStore: SecretStore {
         self.path = path
         self.lock = VaultLock(vaultPath: path, timeout: lockTimeout)
         self.now = now
-        self.state = Mutex(state)
+        self.state = Locked(state)
     }
 
     // MARK: Locating, creating and opening

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A store that keeps items in process memory only: for your own unit tests, like swift-log's
 /// in-memory log handler. Nothing is written anywhere; everything is gone when it is released.
@@ -12,7 +11,7 @@ public final class MemoryStore: SecretStore {
         var secret: SecretBytes
     }
 
-    private let entries = Mutex<[ItemKey: Entry]>([:])
+    private let entries = Locked<[ItemKey: Entry]>([:])
     private let now: @Sendable () -> Date
 
     /// Creates an empty store. `now` supplies timestamps (inject a fixed clock in tests).

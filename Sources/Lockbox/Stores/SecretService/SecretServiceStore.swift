@@ -1,6 +1,5 @@
 import CLibSecret
 import Foundation
-import Synchronization
 
 /// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), through libsecret.
 ///
@@ -36,7 +35,7 @@ public final class SecretServiceStore: SecretStore {
     /// The most a single call may take before it fails with ``LockboxError/secretServiceTimeout(operation:seconds:)``.
     public let timeout: Double
 
-    private let connection = Mutex<ServiceHandle?>(nil)
+    private let connection = Locked<ServiceHandle?>(nil)
 
     /// A reference to libsecret's shared `SecretService` proxy.
     private final class ServiceHandle: @unchecked Sendable {

@@ -1,0 +1,38 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A value that one thread at a time may read or change, behind a `pthread_mutex_t`.
+///
+/// Lockbox uses this rather than `Synchronization.Mutex`: on Linux that type locks with raw
+/// futex system calls, which ThreadSanitizer cannot see, so every access made inside its
+/// `withLock` is reported as a data race and real races would be lost among the false ones
+/// (docs/SECURITY-TESTING.md, "Sanitizers"). ThreadSanitizer intercepts `pthread_mutex_lock`,
+/// so with this type a clean run means something. The cost is the same uncontended lock.
+final class Locked<Value: ~Copyable>: @unchecked Sendable {
+    // The mutex lives at a stable heap address (a pthread mutex must not move); `value` is only
+    // touched with the mutex held.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    init(_ value: consuming Value) {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        let status = pthread_mutex_init(mutex, nil)
+        precondition(status == 0, "pthread_mutex_init failed: \(status)")
+        self.value = value
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with exclusive access to the value.
+    func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}
