@@ -174,8 +174,10 @@ an error label for every field decoded (10% of `open`); `readToEnd` now reads in
 sized from `fstat`. What remains at 10,000 items is encoding, page faults on fresh
 multi-megabyte buffers (~11%) and the write itself; XChaCha20-Poly1305 is ~5%. Meeting 10 ms
 there needs a format that does not rewrite everything (per-item records or an append log):
-a design change, left as follow-up work. There is no bulk-insert API yet, so filling a vault
-one `set` at a time is O(n²).
+a design change, left as follow-up work. Filling a vault one `set` at a time is O(n²); the
+batch write `SecretStore.set(_:)` (one rewrite per batch, used by `Transfer`, so by `lockbox
+import`, `export` and `migrate`) is linear: in a debug build, copying 3,000 items into a file
+vault took 0.12 s in batches against 28.6 s one item at a time.
 
 **Unlock.** A key-file unlock costs about 0.9 µs per item, almost all in decoding the
 decrypted body: `String(validating:as:)` (generic, unspecialised) and dictionary insertion.

@@ -13,6 +13,12 @@ public protocol SecretStore: Sendable {
     func item(_ key: ItemKey) throws -> StoredItem?
     /// Stores `secret` under `key`, replacing any item there (its creation time is kept).
     func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws
+    /// Stores several items, each as ``set(_:for:options:)`` would. Stores that can write them in
+    /// one step do: ``EncryptedFileStore`` rewrites its file once for the whole batch (all of it
+    /// or none of it after a crash) instead of once per item, which is what makes importing or
+    /// migrating thousands of items linear rather than quadratic. The default stores them one
+    /// at a time, in order. Every write is validated before any is made.
+    func set(_ writes: [ItemWrite]) throws
     /// Removes the item under `key`; returns whether there was one.
     @discardableResult
     func delete(_ key: ItemKey) throws -> Bool
@@ -40,7 +46,30 @@ public struct StoredItem: Sendable {
     }
 }
 
+/// One item for ``SecretStore/set(_:)``: what ``SecretStore/set(_:for:options:)`` takes, as a value.
+public struct ItemWrite: Sendable {
+    /// Where the item goes.
+    public var key: ItemKey
+    /// Its secret.
+    public var secret: SecretBytes
+    /// Its kind, label, attributes and access policy.
+    public var options: ItemOptions
+
+    /// Creates a write of `secret` under `key`.
+    public init(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions = ItemOptions()) {
+        self.key = key
+        self.secret = secret
+        self.options = options
+    }
+}
+
 extension SecretStore {
+    /// One ``set(_:for:options:)`` per write, in order, after validating them all.
+    public func set(_ writes: [ItemWrite]) throws {
+        for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
+        for write in writes { try set(write.secret, for: write.key, options: write.options) }
+    }
+
     /// Reads metadata and secret with two calls; stores that can do it in one override this.
     public func item(_ key: ItemKey) throws -> StoredItem? {
         guard let metadata = try metadata(key), let secret = try get(key) else { return nil }

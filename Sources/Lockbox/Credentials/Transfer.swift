@@ -28,8 +28,9 @@ public struct TransferReport: Sendable, Equatable {
 
 /// Copies items between stores — migration between the file vault and the Secret Service,
 /// exports to and imports from backup vaults — in memory only (no plaintext temp file), verifying
-/// each copy by reading it back before anything is removed. Safe to re-run: items already copied
-/// are recognised and left alone.
+/// each copy by reading it back before anything is removed. Items go to the destination in
+/// batches of 500 through ``SecretStore/set(_:)`` (one file rewrite per batch for a file vault).
+/// Safe to re-run: items already copied are recognised and left alone.
 public enum Transfer {
     /// Copies the items of `service` (or all items) from `source` to `destination`.
     /// - Parameters:
@@ -50,41 +51,63 @@ public enum Transfer {
     ) throws -> TransferReport {
         var report = TransferReport()
         let items = try source.list(service: service)
-        for (index, metadata) in items.enumerated() {
-            defer { progress?(index + 1, items.count) }
-            guard let item = try source.item(metadata.key) else { continue }  // removed meanwhile
-            var target = metadata.key
-            if let existing = try destination.item(target) {
-                if same(existing, item) {
-                    report.alreadyPresent.append(target)
-                    if move { try removeSource(metadata.key, from: source, into: &report) }
-                    continue
+        // A keep-both copy never takes an address a source item will be copied to.
+        let sourceKeys = Set(items.map(\.key))
+        var done = 0
+        // In batches: each batch is one `set(_:)` on the destination (one file rewrite for the
+        // file vault), then every copy in it is read back before any source item is removed.
+        var start = 0
+        while start < items.count {
+            let batch = items[start..<min(start + batchSize, items.count)]
+            start += batch.count
+            var writes: [(write: ItemWrite, source: ItemKey)] = []
+            var taken = Set<ItemKey>()  // keep-both addresses claimed earlier in this batch
+            for metadata in batch {
+                guard let item = try source.item(metadata.key) else { continue }  // removed meanwhile
+                var target = metadata.key
+                if let existing = try destination.item(target) {
+                    if same(existing, item) {
+                        report.alreadyPresent.append(target)
+                        if move { try removeSource(metadata.key, from: source, into: &report) }
+                        continue
+                    }
+                    switch onConflict {
+                    case .skip:
+                        report.conflictsSkipped.append(target)
+                        continue
+                    case .overwrite:
+                        report.overwritten.append(target)
+                    case .keepBoth:
+                        target = try freeAddress(for: target, in: destination) { taken.contains($0) || sourceKeys.contains($0) }
+                        report.keptBoth[metadata.key] = target
+                    }
+                } else {
+                    report.copied.append(target)
                 }
-                switch onConflict {
-                case .skip:
-                    report.conflictsSkipped.append(target)
-                    continue
-                case .overwrite:
-                    report.overwritten.append(target)
-                case .keepBoth:
-                    target = try freeAddress(for: target, in: destination)
-                    report.keptBoth[metadata.key] = target
+                taken.insert(target)
+                let options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access)
+                writes.append((ItemWrite(item.secret, for: target, options: options), metadata.key))
+            }
+            try destination.set(writes.map(\.write))
+            for (write, sourceKey) in writes {
+                guard let written = try destination.item(write.key), written.secret == write.secret,
+                      written.metadata.kind == write.options.kind, written.metadata.access == write.options.access
+                else {
+                    throw LockboxError.invalidArgument(
+                        "the copy of '\(sourceKey.account)' on '\(sourceKey.service)' did not read back identically; the source was left as it was")
                 }
-            } else {
-                report.copied.append(target)
+                if move { try removeSource(sourceKey, from: source, into: &report) }
             }
-            let options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access)
-            try destination.set(item.secret, for: target, options: options)
-            guard let written = try destination.item(target), written.secret == item.secret,
-                  written.metadata.kind == metadata.kind, written.metadata.access == metadata.access
-            else {
-                throw LockboxError.invalidArgument(
-                    "the copy of '\(metadata.account)' on '\(metadata.service)' did not read back identically; the source was left as it was")
+            for _ in batch {
+                done += 1
+                progress?(done, items.count)
             }
-            if move { try removeSource(metadata.key, from: source, into: &report) }
         }
         return report
     }
+
+    /// How many items go into one destination write.
+    static let batchSize = 500
 
     private static func same(_ a: StoredItem, _ b: StoredItem) -> Bool {
         a.secret == b.secret && a.metadata.kind == b.metadata.kind && a.metadata.label == b.metadata.label
@@ -95,10 +118,12 @@ public enum Transfer {
         if try source.delete(key) { report.removedFromSource.append(key) }
     }
 
-    private static func freeAddress(for key: ItemKey, in store: any SecretStore) throws -> ItemKey {
+    private static func freeAddress(
+        for key: ItemKey, in store: any SecretStore, excluding isTaken: (ItemKey) -> Bool
+    ) throws -> ItemKey {
         for number in 1...1000 {
             let candidate = ItemKey(service: key.service, account: "\(key.account) (imported \(number))")
-            if try store.metadata(candidate) == nil { return candidate }
+            if !isTaken(candidate), try store.metadata(candidate) == nil { return candidate }
         }
         throw LockboxError.invalidArgument("no free name for another copy of '\(key.account)' on '\(key.service)'")
     }

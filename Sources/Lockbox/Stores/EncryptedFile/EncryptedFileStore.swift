@@ -180,6 +180,24 @@ public final class EncryptedFileStore: SecretStore {
         }
     }
 
+    /// Stores every write with one rewrite of the vault file: after a crash the file holds all of
+    /// them or none. Later writes to the same key win, as with separate calls.
+    public func set(_ writes: [ItemWrite]) throws {
+        for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
+        guard !writes.isEmpty else { return }
+        let time = timestamp()
+        try mutateEntries { entries throws in
+            for write in writes {
+                let metadata = ItemMetadata(
+                    key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
+                    created: entries[write.key]?.metadata.created ?? time, modified: time,
+                    attributes: write.options.attributes, access: write.options.access)
+                entries[write.key] = VaultEntry(metadata: metadata, secret: write.secret)
+            }
+            return ((), true)
+        }
+    }
+
     @discardableResult
     public func delete(_ key: ItemKey) throws -> Bool {
         try mutateEntries { entries throws in
