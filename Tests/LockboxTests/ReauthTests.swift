@@ -248,4 +248,49 @@ struct SessionWindowTests {
         #expect(try runLockbox(["get", "s", "a"], environment: env).stdoutString == "x")
         _ = try runLockbox(["lock"], environment: env)
     }
+
+    @Test("CLI: when the kernel keyring cannot hold a window (key quota full), unlock says so with exit 41 and nothing is opened",
+          .enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+                   && FileManager.default.isExecutableFile(atPath: "/usr/bin/keyctl")))
+    func keyringFull() throws {
+        // A real kernel refusing add_key: user `nobody`, in a session keyring of its own, first
+        // fills its key quota (kernel/keys/maxbytes, 20,000 bytes by default) with one big key.
+        let folder = try TemporaryFolder()
+        chmod(folder.path.string, 0o777)
+        let passFile = folder.file("pass").string
+        try "vault pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
+        chmod(passFile, 0o644)
+        let script = """
+            set -u
+            L='\(lockboxBinary.path)'; V='\(folder.file("v.lockbox").string)'; P='\(passFile)'
+            "$L" init --vault "$V" --passphrase-fd 3 --kdf interactive 3<"$P" >/dev/null 2>&1 || { echo "init failed"; exit 90; }
+            filled=no
+            for n in 19990 19950 19900 19800 19500 19000; do
+                if head -c "$n" /dev/zero | keyctl padd user filler @s >/dev/null 2>&1; then filled=$n; break; fi
+            done
+            echo "filled=$filled"
+            "$L" unlock --vault "$V" --passphrase-fd 3 --for 1m 3<"$P"; echo "unlock=$?"
+            "$L" status --vault "$V"; echo "status=$?"
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/keyctl", "session", "-", "/bin/bash", "-c", script]
+        var environment = ["PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
+                           "XDG_RUNTIME_DIR": folder.file("run").string]
+        // Under scripts/sanitizers.sh, `nobody` cannot write the report folder; leaks at exit
+        // are the toolchain's (see its suppressions) and must not change the exit status.
+        if SecretBytesTests.sanitized { environment["ASAN_OPTIONS"] = "detect_leaks=0" }
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(!text.contains("filled=no"), "the quota could not be filled: \(text)")
+        #expect(text.contains("unlock=41"), "\(text)")
+        #expect(text.contains("cannot hold a re-authentication window") && text.contains("add_key failed"), "\(text)")
+        #expect(text.contains("locked: no re-authentication window is open") && text.contains("status=0"), "\(text)")
+    }
 }
+
