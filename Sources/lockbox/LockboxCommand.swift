@@ -44,6 +44,7 @@ struct LockboxCommand: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         do {
             let arguments = Trace.configure(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+            try refuseUnknownShortOptions(arguments)
             var command = try parseAsRoot(hoistingGlobalOptions(arguments))
             Trace.log("command: \(commandPath(of: command)) (\(arguments.count) arguments; their values are not logged)")
             try command.run()
@@ -77,18 +78,16 @@ struct LockboxCommand: ParsableCommand {
         Glibc.exit(code.rawValue)
     }
 
-    /// `message` with every quoted value the user typed replaced by `'<not shown>'`: each
-    /// argument that is not an option name, and the value part of `--option=value`. Option names
-    /// and subcommand names stay, so the message still says which option was wrong.
+    /// `message` with every quoted value the user typed replaced by `'<not shown>'`: every
+    /// argument that is not exactly an option or command name of lockbox (so `-hunter2` and
+    /// `--Tr0ub4dor` are hidden too, and everything after `--`), and the value part of
+    /// `--option=value`. Known names stay, so the message still says which option was wrong.
     static func redactingArguments(in message: String, arguments: [String]) -> (String, Bool) {
         var values: Set<String> = []
-        for argument in arguments where !argument.isEmpty {
-            if argument.hasPrefix("-") {
-                guard let equals = argument.firstIndex(of: "=") else { continue }
-                values.insert(argument)
+        for argument in arguments where !argument.isEmpty && !knownNames.contains(argument) {
+            values.insert(argument)
+            if argument.hasPrefix("-"), let equals = argument.firstIndex(of: "=") {
                 values.insert(String(argument[argument.index(after: equals)...]))
-            } else if !subcommandNames.contains(argument) {
-                values.insert(argument)
             }
         }
         var result = message
@@ -104,11 +103,28 @@ struct LockboxCommand: ParsableCommand {
         return (result, redacted)
     }
 
-    /// Every command and subcommand name, which errors may repeat.
-    static let subcommandNames: Set<String> = {
-        var names: Set<String> = []
+    /// Lockbox has no short options but `-h`. swift-argument-parser reads `-hunter2` as `-h`
+    /// plus more and prints help, so a secret pasted after a command would be silently dropped
+    /// with exit 0; such an argument is a usage error instead (its text not repeated).
+    static func refuseUnknownShortOptions(_ arguments: [String]) throws {
+        let end = arguments.firstIndex(of: "--") ?? arguments.endIndex
+        for argument in arguments[..<end] where argument.count > 2 && argument.hasPrefix("-") && !argument.hasPrefix("--") {
+            if !knownNames.contains(argument) {
+                throw ValidationError("'\(argument)' is not an option of lockbox (its only short option is -h).")
+            }
+        }
+    }
+
+    /// Every command name and every option name the commands declare, as their help shows
+    /// them, plus argument-parser's built-in flags: what usage errors may repeat.
+    static let knownNames: Set<String> = {
+        var names: Set<String> = ["-h", "--help", "--version", "--verbose", "--generate-completion-script", "--experimental-dump-help"]
+        let option = /(?:^|[^A-Za-z0-9-])(--?[A-Za-z][A-Za-z0-9-]*)/
         func collect(_ command: any ParsableCommand.Type) {
             if let name = command.configuration.commandName { names.insert(name) }
+            for match in LockboxCommand.helpMessage(for: command, columns: 10_000).matches(of: option) {
+                names.insert(String(match.output.1))
+            }
             command.configuration.subcommands.forEach(collect)
         }
         collect(LockboxCommand.self)

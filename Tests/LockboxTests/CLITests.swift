@@ -206,6 +206,12 @@ struct CLITests {
             withKey(["get", "svc", "acct", "--secret", "LEAK-CANARY-42"]),
             ["--backend", "LEAK-CANARY-42", "get", "svc", "acct"],
             withKey(["pin", "set", "kids", "max", "LEAK-CANARY-42"]),
+            // Secrets that look like options: unknown long options, grouped short ones (which
+            // argument-parser would read as -h and answer with help), and after `--`.
+            withKey(["set", "svc", "acct", "--LEAK-CANARY-42"]),
+            withKey(["set", "svc", "acct", "-LEAK-CANARY-42"]),
+            withKey(["set", "svc", "acct", "-hLEAK-CANARY-42"]),
+            withKey(["set", "svc", "acct"]) + ["--", "--LEAK-CANARY-42"],
         ]
         for arguments in misuses {
             let result = try lockbox(arguments)
@@ -215,8 +221,11 @@ struct CLITests {
         let refused = try lockbox(withKey(["set", "svc", "acct", "LEAK-CANARY-42"]))
         #expect(refused.stderr.contains("'<not shown>'") && refused.stderr.contains("rotate it"))
         #expect(try lockbox(withKey(["get", "svc", "acct"])).stdoutString == "LEAK-CANARY-42", "the stored value is unchanged")
-        // Names still show: a mistyped option is named.
-        #expect(try lockbox(withKey(["set", "svc", "acct", "--passphrase", "x"])).stderr.contains("'--passphrase'"))
+        // Known names still show: a mistyped option gets its suggestion; a known option keeps its
+        // name while its value is hidden.
+        #expect(try lockbox(withKey(["set", "svc", "acct", "--passphrase", "x"])).stderr.contains("Did you mean '--passphrase-fd'"))
+        let kdf = try lockbox(withKey(["get", "svc", "acct", "--kdf=LEAK-CANARY-42"]))
+        #expect(kdf.status == 64 && kdf.stderr.contains("'--kdf'") && !kdf.stderr.contains("LEAK-CANARY"))
         // There is no option that takes a secret value.
         let help = try lockbox(["set", "--help"]).stdoutString + (try lockbox(["init", "--help"])).stdoutString
         #expect(!help.contains("--passphrase ") && !help.contains("--secret"))
