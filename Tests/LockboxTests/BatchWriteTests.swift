@@ -82,3 +82,34 @@ struct BatchWriteTests {
         #expect(try vault.string(service: "s", account: "alice (imported 2)") == "incoming alice")
     }
 }
+
+@Suite("Batch removal")
+struct BatchRemovalTests {
+    @Test("a batch delete is one rewrite and reports which keys held items")
+    func oneRewrite() throws {
+        let fixture = try KeyFileVault()
+        try fixture.store.set((0..<50).map { ItemWrite(SecretBytes(utf8: "v\($0)"), for: ItemKey(service: "s", account: "a\($0)")) })
+        let before = try BatchWriteTests.generation(fixture)
+        let keys = (0..<50).map { ItemKey(service: "s", account: "a\($0)") } + [ItemKey(service: "s", account: "missing")]
+        let removed = try fixture.store.delete(keys)
+        #expect(removed.count == 50 && !removed.contains(ItemKey(service: "s", account: "missing")))
+        #expect(try BatchWriteTests.generation(fixture) == before + 1)
+        #expect(try fixture.reopen().list(service: nil).isEmpty)
+        #expect(try fixture.store.delete([ItemKey(service: "s", account: "missing")]).isEmpty)
+        #expect(try BatchWriteTests.generation(fixture) == before + 1, "nothing removed, nothing written")
+    }
+
+    @Test("moving out of a file vault removes the sources in one rewrite per batch")
+    func moveIsLinear() throws {
+        let source = try KeyFileVault()
+        let count = Transfer.batchSize + 100
+        try source.store.set((0..<count).map { ItemWrite(SecretBytes(utf8: "v\($0)"), for: ItemKey(service: "m", account: "a\($0)")) })
+        let before = try BatchWriteTests.generation(source)
+        let destination = MemoryStore()
+        let report = try Transfer.run(from: source.store, to: destination, move: true)
+        #expect(report.copied.count == count && report.removedFromSource.count == count)
+        #expect(try BatchWriteTests.generation(source) == before + 2, "two batches, two rewrites of the source")
+        #expect(try source.reopen().list(service: nil).isEmpty)
+        #expect(try destination.list(service: "m").count == count)
+    }
+}

@@ -22,6 +22,11 @@ public protocol SecretStore: Sendable {
     /// Removes the item under `key`; returns whether there was one.
     @discardableResult
     func delete(_ key: ItemKey) throws -> Bool
+    /// Removes the items under `keys`; returns the keys that held an item. Stores that can do it
+    /// in one step do (``EncryptedFileStore``: one rewrite, all or nothing); the default removes
+    /// them one at a time, in order.
+    @discardableResult
+    func delete(_ keys: [ItemKey]) throws -> [ItemKey]
     /// Metadata of every item, or of one service's items, sorted by service then account.
     func list(service: String?) throws -> [ItemMetadata]
     /// Removes every item of `service`; returns how many were removed.
@@ -64,6 +69,12 @@ public struct ItemWrite: Sendable {
 }
 
 extension SecretStore {
+    /// One single-key `delete(_:)` per key, in order.
+    @discardableResult
+    public func delete(_ keys: [ItemKey]) throws -> [ItemKey] {
+        try keys.filter { try delete($0) }
+    }
+
     /// One ``set(_:for:options:)`` per write, in order, after validating them all.
     public func set(_ writes: [ItemWrite]) throws {
         for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }

@@ -38,8 +38,8 @@ public enum Transfer {
     ///   - destination: the store to copy them into.
     ///   - service: copy only this service's items; `nil` copies every item.
     ///   - onConflict: what to do when `destination` holds a different item at the same address.
-    ///   - move: remove each source item once its copy is verified.
-    ///   - progress: called after each item with (done, total).
+    ///   - move: remove the source items once their copies are verified (one removal per batch).
+    ///   - progress: called with (done, total) for every item, as each batch of 500 finishes.
     /// - Returns: which items were copied, already present, skipped as conflicts, overwritten, kept
     ///   alongside (``ConflictPolicy/keepBoth``) or removed from the source.
     /// - Throws: whatever either store throws, or ``LockboxError/invalidArgument(_:)`` when a copy
@@ -61,14 +61,14 @@ public enum Transfer {
             let batch = items[start..<min(start + batchSize, items.count)]
             start += batch.count
             var writes: [(write: ItemWrite, source: ItemKey)] = []
-            var taken = Set<ItemKey>()  // keep-both addresses claimed earlier in this batch
+            var remove: [ItemKey] = []  // with `move`: source items to remove once all is verified
             for metadata in batch {
                 guard let item = try source.item(metadata.key) else { continue }  // removed meanwhile
                 var target = metadata.key
                 if let existing = try destination.item(target) {
                     if same(existing, item) {
                         report.alreadyPresent.append(target)
-                        if move { try removeSource(metadata.key, from: source, into: &report) }
+                        if move { remove.append(metadata.key) }
                         continue
                     }
                     switch onConflict {
@@ -78,13 +78,12 @@ public enum Transfer {
                     case .overwrite:
                         report.overwritten.append(target)
                     case .keepBoth:
-                        target = try freeAddress(for: target, in: destination) { taken.contains($0) || sourceKeys.contains($0) }
+                        target = try freeAddress(for: target, in: destination) { sourceKeys.contains($0) }
                         report.keptBoth[metadata.key] = target
                     }
                 } else {
                     report.copied.append(target)
                 }
-                taken.insert(target)
                 let options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access)
                 writes.append((ItemWrite(item.secret, for: target, options: options), metadata.key))
             }
@@ -96,8 +95,10 @@ public enum Transfer {
                     throw LockboxError.invalidArgument(
                         "the copy of '\(sourceKey.account)' on '\(sourceKey.service)' did not read back identically; the source was left as it was")
                 }
-                if move { try removeSource(sourceKey, from: source, into: &report) }
+                if move { remove.append(sourceKey) }
             }
+            // One removal per batch (one rewrite of a file vault), after every copy in it verified.
+            report.removedFromSource += try source.delete(remove)
             for _ in batch {
                 done += 1
                 progress?(done, items.count)
@@ -112,10 +113,6 @@ public enum Transfer {
     private static func same(_ a: StoredItem, _ b: StoredItem) -> Bool {
         a.secret == b.secret && a.metadata.kind == b.metadata.kind && a.metadata.label == b.metadata.label
             && a.metadata.attributes == b.metadata.attributes && a.metadata.access == b.metadata.access
-    }
-
-    private static func removeSource(_ key: ItemKey, from source: any SecretStore, into report: inout TransferReport) throws {
-        if try source.delete(key) { report.removedFromSource.append(key) }
     }
 
     private static func freeAddress(

@@ -198,6 +198,16 @@ public final class EncryptedFileStore: SecretStore {
         }
     }
 
+    /// Removes every key's item with one rewrite of the vault file (none if nothing was there).
+    @discardableResult
+    public func delete(_ keys: [ItemKey]) throws -> [ItemKey] {
+        guard !keys.isEmpty else { return [] }
+        return try mutateEntries { entries throws in
+            let removed = keys.filter { entries.removeValue(forKey: $0) != nil }
+            return (removed, !removed.isEmpty)
+        }
+    }
+
     @discardableResult
     public func delete(_ key: ItemKey) throws -> Bool {
         try mutateEntries { entries throws in
