@@ -99,7 +99,9 @@ public final class SecretServiceStore: SecretStore {
             }
             let (unlocked, locked) = try searchPaths(service, deadline, Self.addressAttributes(key))
             for path in unlocked + locked {
-                if try itemProperties(service, deadline, path).attributes != attributes {
+                // Only an item whose attributes were read and differ is an older copy; one whose
+                // attributes could not be read is left alone rather than guessed at.
+                if let old = try itemProperties(service, deadline, path).attributes, old != attributes {
                     try deleteItem(service, deadline, path)
                 }
             }
@@ -162,12 +164,14 @@ public final class SecretServiceStore: SecretStore {
     private func remove(matching query: [String: String], operation: String) throws -> Int {
         try withService(operation) { service, deadline in
             try requireUnlocked(service, deadline)
-            let items = try search(service, deadline, query, loadSecrets: false)
-            defer { items.forEach { g_object_unref($0) } }
+            let (unlocked, locked) = try searchPaths(service, deadline, query)
             var removed = Set<ItemKey>()
-            for item in items {
-                guard let metadata = Self.metadata(of: item) else { continue }
-                _ = try withGError { error in secret_item_delete_sync(item, deadline.cancellable, error) }
+            for path in unlocked + locked {
+                let item = try itemProperties(service, deadline, path)
+                guard let attributes = item.attributes,
+                      let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
+                else { continue }
+                try deleteItem(service, deadline, path)
                 removed.insert(metadata.key)
             }
             return removed.count
@@ -191,19 +195,20 @@ public final class SecretServiceStore: SecretStore {
             var candidates = try (unlocked + locked).map { try itemProperties(service, deadline, $0) }
             for index in candidates.indices where locked.contains(candidates[index].path) { candidates[index].locked = true }
             let ranked = candidates.sorted { a, b in
-                let aOurs = a.attributes[Self.markerAttribute] == Self.markerValue
-                let bOurs = b.attributes[Self.markerAttribute] == Self.markerValue
+                let aOurs = a.attributes?[Self.markerAttribute] == Self.markerValue
+                let bOurs = b.attributes?[Self.markerAttribute] == Self.markerValue
                 if aOurs != bOurs { return aOurs }
                 return a.modified > b.modified
             }
             let item = ranked[0]
             if item.locked { throw LockboxError.keyringLocked(collection: collectionAlias) }
-            if let format = item.attributes[Self.formatAttribute], format != Self.formatVersion {
+            if let format = item.attributes?[Self.formatAttribute], format != Self.formatVersion {
                 throw LockboxError.undecodableItem(
                     service: key.service, account: key.account,
                     reason: "it was written in Lockbox item format \(format); this Lockbox reads format \(Self.formatVersion)")
             }
-            guard let metadata = Self.metadata(attributes: item.attributes, label: item.label, created: item.created, modified: item.modified)
+            guard let attributes = item.attributes,
+                  let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
             else {
                 throw LockboxError.undecodableItem(service: key.service, account: key.account, reason: "its attributes are incomplete")
             }
@@ -228,7 +233,8 @@ public final class SecretServiceStore: SecretStore {
     /// An item's D-Bus properties, as one `Properties.GetAll` returns them.
     private struct ItemProperties {
         var path: String
-        var attributes: [String: String] = [:]
+        /// `nil` when the reply had no `Attributes` of type `a{ss}`.
+        var attributes: [String: String]?
         var label = ""
         var created: UInt64 = 0
         var modified: UInt64 = 0
@@ -257,7 +263,8 @@ public final class SecretServiceStore: SecretStore {
     private func itemProperties(
         _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ path: String
     ) throws -> ItemProperties {
-        guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.DBus.Properties", "GetAll", ["org.freedesktop.Secret.Item"])
+        guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.DBus.Properties", "GetAll",
+                                       ["org.freedesktop.Secret.Item"], replyType: "(a{sv})")
         else { throw LockboxError.secretServiceFailed(operation: "reading an item's properties", detail: "no answer") }
         defer { g_variant_unref(reply) }
         var properties = ItemProperties(path: path)
@@ -265,7 +272,7 @@ public final class SecretServiceStore: SecretStore {
         defer { g_variant_unref(dictionary) }
         GVariantReader.forEachProperty(dictionary) { name, value in
             switch name {
-            case "Attributes": properties.attributes = GVariantReader.stringDictionary(value) ?? [:]
+            case "Attributes": properties.attributes = GVariantReader.stringDictionary(value)
             case "Label": properties.label = GVariantReader.string(value) ?? ""
             case "Created": properties.created = GVariantReader.uint64(value) ?? 0
             case "Modified": properties.modified = GVariantReader.uint64(value) ?? 0
@@ -276,16 +283,23 @@ public final class SecretServiceStore: SecretStore {
         return properties
     }
 
-    /// Deletes the item at `path` (`Item.Delete`, one call). A provider that asks for a prompt
-    /// (it should not, for an unlocked collection) is refused rather than shown.
+    /// Deletes the item at `path` (`Item.Delete`, one call). Lockbox never shows a prompt: if
+    /// the provider wants the deletion confirmed (KeePassXC can be set to), the prompt is
+    /// dismissed and the deletion reported as refused, with what to do.
     private func deleteItem(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ path: String) throws {
-        guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.Secret.Item", "Delete", []) else { return }
+        guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.Secret.Item", "Delete", [], replyType: "(o)")
+        else { return }
         defer { g_variant_unref(reply) }
         guard let prompt = g_variant_get_child_value(reply, 0) else { return }
         defer { g_variant_unref(prompt) }
-        if let promptPath = GVariantReader.string(prompt), promptPath != "/" {
-            throw LockboxError.keyringLocked(collection: collectionAlias)
+        guard let promptPath = GVariantReader.string(prompt), promptPath != "/" else { return }
+        if let dismissed = try? dbusCall(service, deadline, promptPath, "org.freedesktop.Secret.Prompt", "Dismiss", [], replyType: "()") {
+            g_variant_unref(dismissed)
         }
+        throw LockboxError.secretServiceFailed(
+            operation: "deleting an item",
+            detail: "the provider asked to confirm the deletion with a prompt, which Lockbox never shows; allow deleting "
+                + "without confirmation in the provider's settings, or delete the item there")
     }
 
     private static func addressAttributes(_ key: ItemKey) -> [String: String] {
@@ -347,10 +361,10 @@ public final class SecretServiceStore: SecretStore {
     /// collection's `Locked` property — whatever the number of items (building a collection
     /// proxy would fetch its item list too).
     private func isLocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws -> Bool {
-        func call(_ path: String, _ interface: String, _ method: String, _ strings: [String]) throws -> OpaquePointer? {
-            try dbusCall(service, deadline, path, interface, method, strings)
+        func call(_ path: String, _ interface: String, _ method: String, _ strings: [String], _ replyType: String) throws -> OpaquePointer? {
+            try dbusCall(service, deadline, path, interface, method, strings, replyType: replyType)
         }
-        guard let aliasReply = try call("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "ReadAlias", [collectionAlias])
+        guard let aliasReply = try call("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "ReadAlias", [collectionAlias], "(o)")
         else { throw LockboxError.secretServiceFailed(operation: "finding the default collection", detail: "no answer") }
         defer { g_variant_unref(aliasReply) }
         let pathValue = g_variant_get_child_value(aliasReply, 0)
@@ -361,7 +375,7 @@ public final class SecretServiceStore: SecretStore {
                 operation: "finding the default collection",
                 detail: "the provider has no '\(collectionAlias)' collection; create one (e.g. in Passwords and Keys) or use --backend file")
         }
-        guard let reply = try call(path, "org.freedesktop.DBus.Properties", "Get", ["org.freedesktop.Secret.Collection", "Locked"])
+        guard let reply = try call(path, "org.freedesktop.DBus.Properties", "Get", ["org.freedesktop.Secret.Collection", "Locked"], "(v)")
         else { throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "no answer") }
         defer { g_variant_unref(reply) }
         let boxed = g_variant_get_child_value(reply, 0)
@@ -377,15 +391,19 @@ public final class SecretServiceStore: SecretStore {
     /// arguments; the caller unrefs the reply.
     private func dbusCall(
         _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline,
-        _ path: String, _ interface: String, _ method: String, _ strings: [String]
+        _ path: String, _ interface: String, _ method: String, _ strings: [String], replyType: String
     ) throws -> OpaquePointer? {
         let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
         let connection = g_dbus_proxy_get_connection(proxy)
         let busName = g_dbus_proxy_get_name(proxy).map { String(cString: $0) } ?? "org.freedesktop.secrets"
         var arguments: [OpaquePointer?] = strings.map { g_variant_new_string($0) }
         let parameters = g_variant_new_tuple(&arguments, gsize(arguments.count))
+        // GDBus checks the reply against this signature and fails the call otherwise, so a reply
+        // of another shape is an error here, never a crash in the reading code.
+        let expected = g_variant_type_new(replyType)
+        defer { g_variant_type_free(expected) }
         return try withGError { error in
-            g_dbus_connection_call_sync(connection, busName, path, interface, method, parameters, nil,
+            g_dbus_connection_call_sync(connection, busName, path, interface, method, parameters, expected,
                                         G_DBUS_CALL_FLAGS_NONE, Int32(timeout * 1000), deadline.cancellable, error)
         }
     }
