@@ -166,6 +166,9 @@ struct FuzzFindingsTests {
         let echoed = caughtError { _ = try TokenSet(oauthResponse: Data(odd.utf8)) }
         #expect(echoed != nil)
         #expect(!String(describing: echoed).contains("eyJhbGciOiJIUzI1NiJ9"))
+        // A short token-like value is not a code either, even without spaces or quotes.
+        let tokenLike = caughtError { _ = try TokenSet(oauthResponse: Data(#"{"error":"Xk29Pq"}"#.utf8)) }
+        #expect(!String(describing: tokenLike).contains("Xk29Pq"))
         // A null expires_in means "not given" (RFC 6749 makes it optional), not an error.
         let tokens = try? TokenSet(oauthResponse: Data(#"{"access_token":"a","token_type":"Bearer","expires_in":null}"#.utf8))
         #expect(tokens?.expiresAt == nil && tokens != nil)

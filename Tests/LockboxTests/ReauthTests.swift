@@ -254,7 +254,8 @@ struct SessionWindowTests {
                    && FileManager.default.isExecutableFile(atPath: "/usr/bin/keyctl")))
     func keyringFull() throws {
         // A real kernel refusing add_key: user `nobody`, in a session keyring of its own, first
-        // fills its key quota (kernel/keys/maxbytes, 20,000 bytes by default) with one big key.
+        // fills its key quota (kernel/keys/maxbytes, 20,000 bytes by default) with one big key,
+        // leaving less than 25 bytes, too few for any window.
         let folder = try TemporaryFolder()
         chmod(folder.path.string, 0o777)
         let passFile = folder.file("pass").string
@@ -265,8 +266,12 @@ struct SessionWindowTests {
             L='\(lockboxBinary.path)'; V='\(folder.file("v.lockbox").string)'; P='\(passFile)'
             "$L" init --vault "$V" --passphrase-fd 3 --kdf interactive 3<"$P" >/dev/null 2>&1 || { echo "init failed"; exit 90; }
             filled=no
-            for n in 19990 19950 19900 19800 19500 19000; do
+            # The largest key that still fits this user's quota (kernel/keys/maxbytes, whatever
+            # it is set to here, less what the user already holds), so almost nothing is left.
+            n=$(cat /proc/sys/kernel/keys/maxbytes)
+            while [ "$n" -gt 0 ]; do
                 if head -c "$n" /dev/zero | keyctl padd user filler @s >/dev/null 2>&1; then filled=$n; break; fi
+                n=$((n - 25))
             done
             echo "filled=$filled"
             "$L" unlock --vault "$V" --passphrase-fd 3 --for 1m 3<"$P"; echo "unlock=$?"

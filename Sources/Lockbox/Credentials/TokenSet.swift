@@ -45,11 +45,11 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
         }
         if let error = object["error"] as? String {
             if error == "invalid_grant" { throw TokenRefreshError.rejected("the server answered invalid_grant") }
-            // Only an RFC 6749 error code (§5.2: printable ASCII, no quote or backslash) is
-            // repeated in the message: the field is the server's text and must not carry
-            // anything else into logs.
+            // Only something shaped like an OAuth error code (RFC 6749 §5.2 and the registry:
+            // lower-case words joined by underscores, e.g. invalid_client, slow_down) is repeated
+            // in the message: the field is the server's text and must carry nothing else into logs.
             let isErrorCode = (1...64).contains(error.utf8.count)
-                && error.utf8.allSatisfy { (0x20...0x7E).contains($0) && $0 != 0x22 && $0 != 0x5C }
+                && error.utf8.allSatisfy { (0x61...0x7A).contains($0) || $0 == 0x5F }
             throw LockboxError.invalidArgument(
                 isErrorCode ? "the token response is an error: \(error)" : "the token response is an error (with an unrecognised error code)")
         }

@@ -1,4 +1,7 @@
 import CSodium
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where ``SecretBytes`` keep their bytes: memory from libsodium's guarded allocator
 /// (`sodium_malloc`), which is locked into RAM (`mlock`, so it is never written to swap),
@@ -50,6 +53,7 @@ enum SecureHeap {
             return state.free[sizeClass].removeLast()
         }
         guard let pointer = UnsafeMutableRawPointer(bitPattern: address) else { fatalError("SecureHeap: a null chunk") }
+        AddressSanitizer.unpoison(pointer, chunkSizes[sizeClass])
         return pointer
     }
 
@@ -60,6 +64,7 @@ enum SecureHeap {
             return
         }
         let address = UInt(bitPattern: pointer)
+        AddressSanitizer.poison(pointer, chunkSizes[sizeClass])
         state.withLock { $0.free[sizeClass].append(address) }
     }
 
@@ -67,11 +72,24 @@ enum SecureHeap {
     private static func addSlab(for sizeClass: Int, to state: inout State) {
         guard let slab = sodium_malloc(slabBytes) else { fatalError("out of guarded memory (a \(slabBytes)-byte slab)") }
         sodium_memzero(slab, slabBytes)
+        AddressSanitizer.poison(slab, slabBytes)  // free chunks: any access is a use-after-free
         let size = chunkSizes[sizeClass]
         let start = UInt(bitPattern: slab)
         state.slabs.append(start)
         // Handed out from the low end first (removeLast pops the lowest address).
         state.free[sizeClass].append(contentsOf: stride(from: start + UInt(slabBytes - size), through: start, by: -size))
+    }
+
+    /// For tests: runs `body` with the chunk for `count` bytes at `address` and its size, under
+    /// the heap's lock, if that chunk is free (still poisoned under AddressSanitizer); `nil` if
+    /// it is not free (handed out again meanwhile).
+    static func withFreeChunk<T>(at address: UInt, count: Int, _ body: (UnsafeMutableRawPointer, Int) -> T) -> T? {
+        guard let sizeClass = chunkSizes.firstIndex(where: { $0 >= count }),
+              let pointer = UnsafeMutableRawPointer(bitPattern: address) else { return nil }
+        return state.withLock { state -> T? in
+            guard state.free[sizeClass].contains(address) else { return nil }
+            return body(pointer, chunkSizes[sizeClass])
+        }
     }
 
     /// Whether `pointer` lies in one of the slabs (for tests and `lockbox doctor`).
@@ -82,3 +100,22 @@ enum SecureHeap {
         }
     }
 }
+
+/// AddressSanitizer's manual poisoning, when the process runs under it (scripts/sanitizers.sh,
+/// the fuzzers): free slab chunks are poisoned, so a read or write of a released secret's
+/// memory is reported like any use-after-free. Looked up at run time, so normal builds carry
+/// no dependency on the sanitizer runtime; without it these do nothing.
+enum AddressSanitizer {
+    private typealias RegionFunction = @convention(c) (UnsafeRawPointer?, Int) -> Void
+
+    private static let poisonFunction: RegionFunction? = lookUp("__asan_poison_memory_region")
+    private static let unpoisonFunction: RegionFunction? = lookUp("__asan_unpoison_memory_region")
+
+    private static func lookUp(_ name: String) -> RegionFunction? {
+        dlsym(UnsafeMutableRawPointer(bitPattern: 0), name).map { unsafeBitCast($0, to: RegionFunction.self) }
+    }
+
+    static func poison(_ pointer: UnsafeRawPointer, _ count: Int) { poisonFunction?(pointer, count) }
+    static func unpoison(_ pointer: UnsafeRawPointer, _ count: Int) { unpoisonFunction?(pointer, count) }
+}
+

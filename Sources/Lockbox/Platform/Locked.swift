@@ -18,7 +18,13 @@ final class Locked<Value: ~Copyable>: @unchecked Sendable {
     init(_ value: consuming Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        let status = pthread_mutex_init(mutex, nil)
+        // An error-checking mutex: taking it twice on one thread traps with a message below
+        // instead of deadlocking silently (Synchronization.Mutex trapped too).
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+        let status = pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
         precondition(status == 0, "pthread_mutex_init failed: \(status)")
         self.value = value
     }
@@ -31,7 +37,8 @@ final class Locked<Value: ~Copyable>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the value.
     func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
+        let locked = pthread_mutex_lock(mutex)
+        precondition(locked == 0, "Locked: the lock is already held by this thread (re-entrant use), or locking failed: \(locked)")
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
