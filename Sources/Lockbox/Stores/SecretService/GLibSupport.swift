@@ -67,17 +67,6 @@ final class GStringTable {
     }
 }
 
-/// The `data` pointers of a `GList`, in order.
-func listElements(_ list: UnsafeMutablePointer<GList>?) -> [gpointer] {
-    var result: [gpointer] = []
-    var node = list
-    while let current = node {
-        if let data = current.pointee.data { result.append(data) }
-        node = current.pointee.next
-    }
-    return result
-}
-
 /// A `GCancellable` that cancels itself after `seconds`: every libsecret call gets one, so no
 /// call can hang on a prompt nobody can answer or a provider that stopped answering.
 final class Deadline: @unchecked Sendable {

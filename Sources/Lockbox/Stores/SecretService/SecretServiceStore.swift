@@ -121,17 +121,19 @@ public final class SecretServiceStore: SecretStore {
     public func list(service: String?) throws -> [ItemMetadata] {
         try withService("listing items") { proxy, deadline in
             let query = service.map { [Self.serviceAttribute: $0] } ?? [Self.markerAttribute: Self.markerValue]
-            let items = try search(proxy, deadline, query, loadSecrets: false)
-            defer { items.forEach { g_object_unref($0) } }
-            if items.contains(where: { secret_item_get_locked($0) != 0 }) {
-                throw LockboxError.keyringLocked(collection: collectionAlias)
-            }
-            if items.isEmpty, try isLocked(proxy, deadline) {
+            // Paths, then one GetAll per item: no item proxies (each costs six more bus calls).
+            let (unlocked, locked) = try searchPaths(proxy, deadline, query)
+            if !locked.isEmpty { throw LockboxError.keyringLocked(collection: collectionAlias) }
+            if unlocked.isEmpty, try isLocked(proxy, deadline) {
                 throw LockboxError.keyringLocked(collection: collectionAlias)
             }
             var byKey: [ItemKey: ItemMetadata] = [:]
-            for item in items {
-                guard let metadata = Self.metadata(of: item) else { continue }
+            for path in unlocked {
+                let item = try itemProperties(proxy, deadline, path)
+                if item.locked { throw LockboxError.keyringLocked(collection: collectionAlias) }
+                guard let attributes = item.attributes,
+                      let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
+                else { continue }
                 if let existing = byKey[metadata.key], existing.modified >= metadata.modified { continue }
                 byKey[metadata.key] = metadata
             }
@@ -306,23 +308,6 @@ public final class SecretServiceStore: SecretStore {
         [serviceAttribute: key.service, accountAttribute: key.account]
     }
 
-    private static func attributes(of item: UnsafeMutablePointer<SecretItem>) -> [String: String] {
-        guard let table = secret_item_get_attributes(item) else { return [:] }
-        defer { g_hash_table_unref(table) }
-        return GStringTable.read(table)
-    }
-
-    /// Metadata of an item that has both address attributes; `nil` for other items.
-    private static func metadata(of item: UnsafeMutablePointer<SecretItem>) -> ItemMetadata? {
-        var label = ""
-        if let raw = secret_item_get_label(item) {
-            label = String(cString: raw)
-            g_free(raw)
-        }
-        return metadata(attributes: attributes(of: item), label: label,
-                        created: UInt64(secret_item_get_created(item)), modified: UInt64(secret_item_get_modified(item)))
-    }
-
     /// Metadata from an item's attributes, label and times (seconds since 1970); `nil` unless
     /// both address attributes are there.
     private static func metadata(attributes: [String: String], label: String, created: UInt64, modified: UInt64) -> ItemMetadata? {
@@ -339,21 +324,6 @@ public final class SecretServiceStore: SecretStore {
             created: Date(timeIntervalSince1970: Double(created)),
             modified: Date(timeIntervalSince1970: Double(modified)),
             attributes: extra, access: access)
-    }
-
-    /// Items matching `query` exactly (no schema name is matched), locked ones included. Never
-    /// unlocks (that would prompt). The caller unrefs the items.
-    private func search(
-        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ query: [String: String], loadSecrets: Bool
-    ) throws -> [UnsafeMutablePointer<SecretItem>] {
-        let table = GStringTable(query)
-        var flags = SECRET_SEARCH_ALL.rawValue
-        if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
-        let list = try withGError { error in
-            secret_service_search_sync(service, nil, table.table, SecretSearchFlags(flags), deadline.cancellable, error)
-        }
-        defer { g_list_free(list) }
-        return listElements(list).map { $0.assumingMemoryBound(to: SecretItem.self) }
     }
 
     /// Asks the provider (not libsecret's cache) whether the default collection is locked: two
