@@ -386,11 +386,16 @@ def md_inline(text: str, table: bool = False) -> str:
     return result
 
 
-def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
+def prepare(root: Command, cases: dict[int, str]):
+    """What both renderers start from: the shared options (and their signatures), the root
+    description without its exit-code paragraph, the exit codes, and every command below root."""
     shared = shared_options(root)
-    shared_keys = {signature(a) for a in shared}
     description, exits = split_exit_codes(root, cases)
-    commands = [c for c in root.walk() if c is not root]
+    return shared, {signature(a) for a in shared}, description, exits, [c for c in root.walk() if c is not root]
+
+
+def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
+    shared, shared_keys, description, exits, commands = prepare(root, cases)
     lines: list[str] = []
     add = lines.append
 
@@ -673,10 +678,7 @@ def roff_option_body(arg: dict) -> str:
 
 
 def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
-    shared = shared_options(root)
-    shared_keys = {signature(a) for a in shared}
-    description, exits = split_exit_codes(root, cases)
-    commands = [c for c in root.walk() if c is not root]
+    shared, shared_keys, description, exits, commands = prepare(root, cases)
     lines: list[str] = []
     add = lines.append
 
