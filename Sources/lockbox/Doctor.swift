@@ -30,6 +30,7 @@ struct Doctor: ParsableCommand {
         var checks: [Check]
         var libsodium: String
         var libsecret: String
+        var hardening: ProcessHardening.Status
     }
 
     func run() throws {
@@ -106,6 +107,21 @@ struct Doctor: ParsableCommand {
             }
         }
 
+        // What protects secrets in this process (the same as in every lockbox command): advice,
+        // never a reason to refuse, since an unlocked buffer still works.
+        let hardening = ProcessHardening.status()
+        checks.append(Check(name: "process hardening", ok: hardening.nonDumpable && hardening.coreDumpsOff,
+                            detail: hardening.nonDumpable && hardening.coreDumpsOff
+                                ? "non-dumpable, core dumps off" : "dumpable \(!hardening.nonDumpable), core dumps \(hardening.coreDumpsOff ? "off" : "on")",
+                            fix: hardening.nonDumpable && hardening.coreDumpsOff ? nil : "report this: lockbox sets both at start-up"))
+        let limit = hardening.lockableBytes.map { "RLIMIT_MEMLOCK \($0 / 1024) KiB" } ?? "RLIMIT_MEMLOCK unlimited"
+        checks.append(Check(
+            name: "secret memory", ok: hardening.secretsLocked && hardening.secretsExcludedFromDumps,
+            detail: (hardening.secretsLocked ? "locked in RAM" : "NOT locked in RAM (may be swapped)")
+                + (hardening.secretsExcludedFromDumps ? ", excluded from core dumps" : ", NOT excluded from core dumps") + " (\(limit))",
+            fix: hardening.secretsLocked ? nil
+                : "raise the locked-memory limit (`ulimit -l`, systemd LimitMEMLOCK=, /etc/security/limits.conf) or use encrypted swap"))
+
         // Which store this run would use, and why.
         let store: Backend
         let why: String
@@ -126,7 +142,7 @@ struct Doctor: ParsableCommand {
             profile: vaultOptions.profileName, settingsFile: settingsPath.string,
             recordedStore: recorded?.backend.rawValue, recordedReason: recorded?.reason,
             storeForThisRun: store.rawValue, why: why, ready: blocking == nil, checks: checks,
-            libsodium: LibraryVersions.sodium, libsecret: LibraryVersions.libsecret)
+            libsodium: LibraryVersions.sodium, libsecret: LibraryVersions.libsecret, hardening: hardening)
 
         if json {
             let encoder = JSONEncoder()

@@ -77,4 +77,38 @@ struct HardeningTests {
         lockbox.waitUntilExit()
         #expect(lockbox.terminationStatus != 0, "an empty passphrase is refused")
     }
+
+    @Test("lockbox doctor reports the protections in force, and says when secrets cannot be locked in RAM",
+          .enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func doctorReportsHardening() throws {
+        struct Report: Decodable { var hardening: ProcessHardening.Status; var checks: [Check] }
+        struct Check: Decodable { var name: String; var ok: Bool; var fix: String? }
+        func doctor(memlockKiB: String) throws -> (Report, String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            // As nobody, so RLIMIT_MEMLOCK applies (root may always lock memory).
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/bash", "-c",
+                                 "ulimit -l \(memlockKiB) && exec \"$0\" doctor --backend file --vault /nonexistent/v --json", lockboxBinary.path]
+            process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent"]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (try JSONDecoder().decode(Report.self, from: data), String(decoding: data, as: UTF8.self))
+        }
+        let (normal, _) = try doctor(memlockKiB: "8192")
+        #expect(normal.hardening.nonDumpable && normal.hardening.coreDumpsOff)
+        #expect(normal.hardening.secretsExcludedFromDumps)
+        if !SecretBytesTests.sanitized {  // the sanitizers make mlock a no-op
+            #expect(normal.hardening.secretsLocked && normal.hardening.lockableBytes == 8192 * 1024)
+            #expect(normal.checks.first { $0.name == "secret memory" }?.ok == true)
+        }
+        let (starved, text) = try doctor(memlockKiB: "0")
+        #expect(!starved.hardening.secretsLocked && starved.hardening.lockableBytes == 0, "\(text)")
+        let check = try #require(starved.checks.first { $0.name == "secret memory" })
+        #expect(!check.ok && (check.fix ?? "").contains("LimitMEMLOCK"))
+    }
 }
+

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CLinux
+import Foundation
 
 /// Process-wide protections for programs that hold secrets in memory.
 public enum ProcessHardening {
@@ -16,4 +17,56 @@ public enum ProcessHardening {
         let undumpable = lockbox_prctl_set_dumpable(0) == 0
         return coreOff && undumpable
     }
+
+    /// What protects this process's secrets right now, as `lockbox doctor` reports it.
+    public struct Status: Sendable, Equatable, Codable {
+        /// `prctl(PR_GET_DUMPABLE)` is 0: no core dumps, no ptrace or /proc/PID/mem by same-user processes.
+        public var nonDumpable: Bool
+        /// The core-file size limit (`RLIMIT_CORE`) is 0.
+        public var coreDumpsOff: Bool
+        /// A secret allocated now sits in memory locked into RAM (`mlock`: never swapped).
+        public var secretsLocked: Bool
+        /// A secret allocated now sits in memory excluded from core dumps (`MADV_DONTDUMP`).
+        public var secretsExcludedFromDumps: Bool
+        /// The soft `RLIMIT_MEMLOCK` in bytes, or `nil` if unlimited.
+        public var lockableBytes: UInt64?
+    }
+
+    /// Reads the protections in force: the process flags, and the flags the kernel shows in
+    /// `/proc/self/smaps` for the memory a fresh ``SecretBytes`` gets.
+    public static func status() -> Status {
+        var core = rlimit()
+        let coreOff = getrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &core) == 0 && core.rlim_cur == 0
+        var memlock = rlimit()
+        let lockable: UInt64? = getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &memlock) == 0 && memlock.rlim_cur != rlim_t.max
+            ? UInt64(memlock.rlim_cur) : nil
+        let probe = SecretBytes.random(count: 32)
+        let address = probe.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        let flags = mappingFlags(containing: address)
+        return Status(nonDumpable: lockbox_prctl_get_dumpable() == 0, coreDumpsOff: coreOff,
+                      secretsLocked: flags.contains("lo"), secretsExcludedFromDumps: flags.contains("dd"),
+                      lockableBytes: lockable)
+    }
+
+    /// The VmFlags of the mapping that holds `address` (empty if none is found).
+    static func mappingFlags(containing address: UInt) -> Set<String> {
+        guard let handle = FileHandle(forReadingAtPath: "/proc/self/smaps") else { return [] }
+        defer { try? handle.close() }
+        // /proc files report size 0: read to the end rather than by size.
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        var inside = false
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+                let bounds = range.split(separator: "-")
+                if bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16) {
+                    inside = start <= address && address < end
+                }
+            } else if inside, line.hasPrefix("VmFlags:") {
+                return Set(fields.dropFirst().map(String.init))
+            }
+        }
+        return []
+    }
 }
+
