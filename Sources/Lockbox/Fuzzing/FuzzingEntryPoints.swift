@@ -52,7 +52,8 @@ public enum FuzzingEntryPoints {
             fatalError("VaultHeader.encoded() differs from the \(headerLength) header bytes it was parsed from")
         }
         let dataKey = unwrappedDataKey(header) ?? fixedDataKey
-        guard let plaintext = decryptBody(file, header: header, headerLength: headerLength, dataKey: dataKey) else { return }
+        guard let plaintext = EncryptedFileStore.decryptBody(file, header: header, headerLength: headerLength, dataKey: dataKey)
+        else { return }
         checkPayloadRoundTrip(plaintext)
     }
 
@@ -64,16 +65,6 @@ public enum FuzzingEntryPoints {
             }
         }
         return nil
-    }
-
-    private static func decryptBody(_ file: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes) -> SecretBytes? {
-        file.withUnsafeBytes { bytes in
-            header.bodyNonce.withUnsafeBytes { nonce in
-                Sodium.open(UnsafeRawBufferPointer(rebasing: bytes[headerLength...]),
-                            additionalData: UnsafeRawBufferPointer(rebasing: bytes[0..<headerLength]),
-                            nonce: nonce, key: dataKey)
-            }
-        }
     }
 
     /// Header then plaintext → a file whose body is that plaintext, sealed (see ``vaultFile(_:)``).

@@ -609,7 +609,9 @@ public final class EncryptedFileStore: SecretStore {
         }
     }
 
-    private static func decryptBody(_ bytes: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes) -> SecretBytes? {
+    /// The body of the vault file `bytes` decrypted under `dataKey` (the whole header as
+    /// associated data), or `nil` if it fails authentication. Also the fuzzing harness's path.
+    static func decryptBody(_ bytes: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes) -> SecretBytes? {
         bytes.withUnsafeBytes { file in
             header.bodyNonce.withUnsafeBytes { nonce in
                 Sodium.open(UnsafeRawBufferPointer(rebasing: file[headerLength...]),
