@@ -51,33 +51,15 @@ struct SecretBytesTests {
         #expect(throws: Stop.self) { try SecretBytes(count: 8) { _ in throw Stop() } }
     }
 
-    /// One line of /proc/self/smaps's mapping list: address range, permissions and VmFlags.
-    struct Mapping {
-        var start: UInt, end: UInt, permissions: String, flags: Set<String>
-    }
-
     /// Whether this process runs under ThreadSanitizer or AddressSanitizer (their runtimes
     /// export these symbols).
     static let sanitized: Bool = [String](["__tsan_init", "__asan_init"]).contains { name in dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) != nil }
 
-    static func mappings() throws -> [Mapping] {
-        // /proc files report size 0: read to the end rather than by size.
-        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/smaps"))
-        defer { try? handle.close() }
-        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-        var out: [Mapping] = []
-        for line in text.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if let range = fields.first, range.contains("-"), fields.count >= 2, !range.hasSuffix(":") {
-                let bounds = range.split(separator: "-")
-                if bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16) {
-                    out.append(Mapping(start: start, end: end, permissions: String(fields[1]), flags: []))
-                }
-            } else if line.hasPrefix("VmFlags:"), !out.isEmpty {
-                out[out.count - 1].flags = Set(fields.dropFirst().map(String.init))
-            }
-        }
-        return out
+    /// This process's mappings; the suite cannot run without /proc.
+    static func mappings() throws -> [ProcessHardening.Mapping] {
+        let all = ProcessHardening.mappings()
+        try #require(!all.isEmpty, "/proc/self/smaps listed no mappings")
+        return all
     }
 
     @Test("secrets live in guarded memory: locked, excluded from core dumps, followed by a guard page", arguments: [1, 32, 100, 4096, 5000, 70_000])

@@ -50,23 +50,33 @@ public enum ProcessHardening {
 
     /// The VmFlags of the mapping that holds `address` (empty if none is found).
     static func mappingFlags(containing address: UInt) -> Set<String> {
+        mappings().first { $0.start <= address && address < $0.end }?.flags ?? []
+    }
+
+    /// One mapping of this process as /proc/self/smaps lists it: address range, permissions
+    /// (`rw-p`, `---p`, ...) and the kernel's VmFlags (`lo` locked, `dd` not dumped, ...).
+    struct Mapping: Sendable {
+        var start: UInt, end: UInt, permissions: String, flags: Set<String>
+    }
+
+    /// Every mapping of this process, in address order (empty if /proc/self/smaps is unreadable).
+    static func mappings() -> [Mapping] {
         guard let handle = FileHandle(forReadingAtPath: "/proc/self/smaps") else { return [] }
         defer { try? handle.close() }
         // /proc files report size 0: read to the end rather than by size.
         let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-        var inside = false
+        var out: [Mapping] = []
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+            if let range = fields.first, range.contains("-"), fields.count >= 2, !range.hasSuffix(":") {
                 let bounds = range.split(separator: "-")
                 if bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16) {
-                    inside = start <= address && address < end
+                    out.append(Mapping(start: start, end: end, permissions: String(fields[1]), flags: []))
                 }
-            } else if inside, line.hasPrefix("VmFlags:") {
-                return Set(fields.dropFirst().map(String.init))
+            } else if line.hasPrefix("VmFlags:"), !out.isEmpty {
+                out[out.count - 1].flags = Set(fields.dropFirst().map(String.init))
             }
         }
-        return []
+        return out
     }
 }
-
