@@ -7,6 +7,7 @@ gnome-keyring (LOCKBOX_BACKEND=secret-service inside scripts/keyring-session.sh)
 """
 
 import json
+import os
 import subprocess
 
 import keyring
@@ -120,3 +121,22 @@ def require_no_terminal():
             pytest.fail("run without a controlling terminal (scripts/test-integrations.sh uses setsid)")
     except OSError:
         pass
+
+
+@pytest.mark.skipif(
+    os.environ.get("LOCKBOX_BACKEND") != "secret-service",
+    reason="needs lockbox on the Secret Service (the gnome-keyring run of scripts/test-integrations.sh)",
+)
+def test_same_items_as_keyrings_own_secret_service_backend():
+    from keyring.backends.SecretService import Keyring as SecretServiceKeyring
+
+    theirs, ours = SecretServiceKeyring(), LockboxKeyring()
+    assert SecretServiceKeyring.priority > LockboxKeyring.priority, "the Secret Service comes first when it works"
+    ours.set_password("shared.example.org", "alice", "from-lockbox")
+    theirs.set_password("shared.example.org", "bob", "from-keyring")
+    try:
+        assert theirs.get_password("shared.example.org", "alice") == "from-lockbox"
+        assert ours.get_password("shared.example.org", "bob") == "from-keyring"
+    finally:
+        lockbox("wipe", "--service=shared.example.org", "--yes")
+    assert theirs.get_password("shared.example.org", "bob") is None
