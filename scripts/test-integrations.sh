@@ -15,7 +15,7 @@
 #
 # Each runs against a file vault unlocked by a key file (LOCKBOX_KEY_FILE), and, when this script
 # runs inside scripts/keyring-session.sh (LOCKBOX_TEST_KEYRING=unlocked), against that
-# gnome-keyring too (LOCKBOX_BACKEND=secret-service). Outside such a session the Secret Service
+# gnome-keyring too, chosen by lockbox itself (nothing named: `auto` finds the unlocked keyring). Outside such a session the Secret Service
 # run is reported as not done; under CI=true or LOCKBOX_REQUIRE_KEYRING_TESTS=1 that is a failure.
 #
 # Usage: scripts/test-integrations.sh [PATH_TO_LOCKBOX]   (default: the debug build)
@@ -98,13 +98,15 @@ run_store() {
     ln -s "$lockbox_binary" "$work/bin/lockbox"
     ln -s "$lockbox_binary" "$work/bin/git-credential-lockbox"
     export PATH="$work/bin:$PATH"
+    export LOCKBOX_INTEGRATION_STORE=$store
     case $store in
         file)
             lockbox init --vault "$work/vault.lockbox" --generate-key-file "$work/vault.key" 2>/dev/null
             export LOCKBOX_VAULT="$work/vault.lockbox" LOCKBOX_KEY_FILE="$work/vault.key"
             ;;
         secret-service)
-            export LOCKBOX_BACKEND=secret-service
+            # Nothing named: lockbox's own choice (auto) must pick the unlocked gnome-keyring, as on a
+            # desktop; the secret-tool lookups below prove where the items went.
             ;;
     esac
     git config --global user.name test && git config --global user.email test@example.invalid
@@ -128,6 +130,10 @@ helper_protocol() {
     expect_equal "store is silent" "$out" ""
     out=$(printf 'protocol=https\nhost=proto.example.org\n\n' | lockbox git-credential get)
     expect_equal "get answers user name and password" "$out" $'username=ann\npassword=p w=1'
+    if [[ $store == secret-service ]]; then
+        expect_equal "lockbox chose gnome-keyring by itself (secret-tool finds the item)" \
+            "$(secret-tool lookup service git:https://proto.example.org username ann)" "p w=1"
+    fi
     out=$(printf 'protocol=https\nhost=other.example.org\n\n' | lockbox git-credential get)
     expect_equal "get without a match prints nothing (exit 0)" "$out" ""
     out=$(printf 'protocol=https\nhost=proto.example.org\n\n' | lockbox git-credential some-future-op)

@@ -3,7 +3,7 @@
 
 The store is whatever ``lockbox`` picks in the environment the test runs in:
 scripts/test-integrations.sh runs this file once against a key-file vault and once against
-gnome-keyring (LOCKBOX_BACKEND=secret-service inside scripts/keyring-session.sh).
+gnome-keyring (inside scripts/keyring-session.sh; LOCKBOX_INTEGRATION_STORE says which).
 """
 
 import json
@@ -124,7 +124,7 @@ def require_no_terminal():
 
 
 @pytest.mark.skipif(
-    os.environ.get("LOCKBOX_BACKEND") != "secret-service",
+    os.environ.get("LOCKBOX_INTEGRATION_STORE") != "secret-service",
     reason="needs lockbox on the Secret Service (the gnome-keyring run of scripts/test-integrations.sh)",
 )
 def test_same_items_as_keyrings_own_secret_service_backend():
