@@ -173,13 +173,13 @@ _lockbox() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|set|get|delete|list|wipe|passwd|rotate-key|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|help)
+    init|set|get|delete|list|wipe|passwd|rotate-key|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|git-credential|help)
         # Offer subcommand argument completions
         "_lockbox_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init set get delete list wipe passwd rotate-key slot pin unlock lock status token device-id signout migrate export import doctor selftest help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init set get delete list wipe passwd rotate-key slot pin unlock lock status token device-id signout migrate export import doctor selftest git-credential help' -- "${cur}"))
         ;;
     esac
 }
@@ -224,7 +224,7 @@ _lockbox_init() {
 
 _lockbox_set() {
     repeating_flags=()
-    non_repeating_flags=(--raw --protected --version -h --help)
+    non_repeating_flags=(--raw --allow-empty --protected --version -h --help)
     repeating_options=(--attribute)
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --kind --label)
     __lockbox_offer_flags_options 2
@@ -1364,6 +1364,36 @@ _lockbox_selftest() {
     case "${prev}" in
     '--vectors')
         __lockbox_add_completions -d
+        return
+        ;;
+    esac
+}
+
+_lockbox_git-credential() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    __lockbox_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--backend')
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        return
+        ;;
+    '--profile')
+        return
+        ;;
+    '--vault')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--key-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--passphrase-fd')
         return
         ;;
     esac

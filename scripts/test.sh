@@ -40,6 +40,9 @@ python3 scripts/embed-vectors.py --check
 scripts/fuzz.sh 5
 
 keyctl session - scripts/keyring-session.sh -- swift test --skip-build
+# git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
+# pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
+scripts/keyring-session.sh -- scripts/test-integrations.sh "$(swift build --show-bin-path)/lockbox"
 
 # The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
 # rebuilt for each; about 3 minutes each from cold): a data race, or a memory error in the C

@@ -21,6 +21,8 @@ struct SetItem: ParsableCommand {
     @Option(name: .customLong("attribute"), help: ArgumentHelp("An extra non-secret attribute; repeatable.", valueName: "name=value"))
     var attributes: [String] = []
     @Flag(help: "Store standard input byte for byte, trailing newline included.") var raw = false
+    @Flag(help: "Store an empty secret when standard input is empty (a prompt on a terminal still refuses one).")
+    var allowEmpty = false
     @Flag(help: "Readable only inside a re-authentication window (`lockbox unlock`), like user-presence access control.")
     var protected = false
 
@@ -35,7 +37,8 @@ struct SetItem: ParsableCommand {
 
     func run() throws {
         let store = try vaultOptions.openStore()
-        let secret = try SecretInput.secretFromStandardInput(prompt: "Secret for '\(account)' on '\(service)': ", raw: raw)
+        let secret = try SecretInput.secretFromStandardInput(prompt: "Secret for '\(account)' on '\(service)': ", raw: raw,
+                                                           allowEmpty: allowEmpty)
         var parsed: [String: String] = [:]
         for attribute in attributes {
             let parts = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -32,6 +32,7 @@ struct LockboxCommand: ParsableCommand {
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
             Passwd.self, RotateKey.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
+            GitCredential.self,
         ]
     )
 
@@ -43,7 +44,7 @@ struct LockboxCommand: ParsableCommand {
         // error to report, not a signal that kills us mid-write.
         signal(SIGPIPE, SIG_IGN)
         do {
-            let arguments = Trace.configure(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+            let arguments = Trace.configure(GitCredential.arguments(of: CommandLine.arguments), environment: ProcessInfo.processInfo.environment)
             try refuseUnknownShortOptions(arguments)
             var command = try parseAsRoot(hoistingGlobalOptions(arguments))
             Trace.log("command: \(commandPath(of: command)) (\(arguments.count) arguments; their values are not logged)")

@@ -24,15 +24,16 @@ enum SecretInput {
     }
 
     /// Reads a secret from standard input. A terminal gets a no-echo prompt, asked twice;
-    /// a pipe or file is read to the end, dropping one trailing newline unless `raw`.
-    static func secretFromStandardInput(prompt: String, raw: Bool) throws -> SecretBytes {
+    /// a pipe or file is read to the end, dropping one trailing newline unless `raw`; an empty
+    /// one is refused unless `allowEmpty`.
+    static func secretFromStandardInput(prompt: String, raw: Bool, allowEmpty: Bool = false) throws -> SecretBytes {
         if isatty(STDIN_FILENO) == 1 {
             return try promptTwice(prompt, what: "secret")
         }
         let secret = try read(from: .standardInput, limit: ItemLimits.maxSecretBytes + 2, stopAtNewline: false,
                               what: "secret", dropTrailingNewline: !raw)
-        guard secret.count > 0 else {
-            throw CLIError.noInput("standard input was empty, so nothing was stored. Pipe the secret in, or run from a terminal to be prompted.")
+        guard secret.count > 0 || allowEmpty else {
+            throw CLIError.noInput("standard input was empty, so nothing was stored. Pipe the secret in, run from a terminal to be prompted, or pass --allow-empty to store an empty secret.")
         }
         return secret
     }

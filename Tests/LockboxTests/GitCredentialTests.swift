@@ -1,0 +1,113 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// `lockbox git-credential` and `set --allow-empty` through the real binary on a key-file vault:
+/// the protocol's edges. The round trips with the real `git` (approve/fill/reject, clones over
+/// HTTP) and on gnome-keyring are in scripts/test-integrations.sh, which the test command runs.
+@Suite("git credential helper and empty secrets")
+struct GitCredentialTests {
+    let folder: TemporaryFolder
+    let environment: [String: String]
+
+    init() throws {
+        folder = try TemporaryFolder()
+        environment = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("v.key").string,
+            "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
+        ]
+        let created = try runLockbox(["init", "--vault", folder.file("v.lockbox").string,
+                                      "--generate-key-file", folder.file("v.key").string])
+        #expect(created.status == 0, "\(created.stderr)")
+    }
+
+    private func lockbox(_ arguments: [String], _ stdin: String = "") throws -> ProcessResult {
+        try runLockbox(arguments, stdin: Data(stdin.utf8), environment: environment)
+    }
+
+    @Test("set --allow-empty stores an empty secret from a pipe; without it an empty pipe is a usage error")
+    func emptySecret() throws {
+        var result = try lockbox(["set", "--raw", "svc", "acct"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("--allow-empty"))
+        #expect(try lockbox(["get", "svc", "acct"]).status == 2, "nothing was stored")
+        result = try lockbox(["set", "--raw", "--allow-empty", "svc", "acct"])
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["get", "svc", "acct"])
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty)
+        // Without --raw a lone newline is dropped, leaving an empty secret: allowed only with the switch.
+        #expect(try lockbox(["set", "svc", "nl"], "\n").status == 64)
+        #expect(try lockbox(["set", "--allow-empty", "svc", "nl"], "\n").status == 0)
+        #expect(try lockbox(["get", "svc", "nl"]).stdout.isEmpty)
+    }
+
+    @Test("store, get and erase speak git's protocol: CRLF lines, ignored attributes, silence")
+    func protocolRoundTrip() throws {
+        var result = try lockbox(["git-credential", "store"],
+                                 "protocol=https\r\nhost=h.example:8443\r\nusername=u\r\npassword=a=b c\r\nurl=x\r\n\r\n")
+        #expect(result.status == 0 && result.stdout.isEmpty, "\(result.stderr)")
+        result = try lockbox(["list", "--json", "--service", "git:https://h.example:8443"])
+        let items = try JSONSerialization.jsonObject(with: result.stdout) as? [[String: Any]]
+        #expect(items?.count == 1)
+        #expect(items?.first?["account"] as? String == "u")
+        #expect(items?.first?["kind"] as? String == "password")
+        #expect((items?.first?["attributes"] as? [String: String])?["host"] == "h.example:8443")
+        #expect(!result.stdoutString.contains("a=b c"))
+        result = try lockbox(["git-credential", "get"], "protocol=https\nhost=h.example:8443\n")
+        #expect(result.stdoutString == "username=u\npassword=a=b c\n")
+        // Anything after the blank line is not read as part of the description.
+        result = try lockbox(["git-credential", "get"], "protocol=https\nhost=other\n\nhost=h.example:8443\n")
+        #expect(result.status == 0 && result.stdout.isEmpty)
+        result = try lockbox(["git-credential", "erase"], "protocol=https\nhost=h.example:8443\nusername=u\npassword=a=b c\n")
+        #expect(result.status == 0 && result.stdout.isEmpty)
+        #expect(try lockbox(["get", "git:https://h.example:8443", "u"]).status == 2)
+    }
+
+    @Test("descriptions git could not act on are ignored; malformed input is a usage error")
+    func incompleteAndMalformed() throws {
+        var result = try lockbox(["git-credential", "store"], "protocol=https\nhost=h\npassword=p\n")
+        #expect(result.status == 0 && result.stdout.isEmpty, "no user name: nothing to store")
+        result = try lockbox(["git-credential", "store"], "protocol=https\nhost=h\nusername=\npassword=p\n")
+        #expect(result.status == 0, "an empty user name is reported, not stored")
+        result = try lockbox(["git-credential", "store"], "host=h\nusername=u\npassword=p\n")
+        #expect(result.status == 0, "no protocol: nothing to do")
+        #expect(!(try lockbox(["list", "--json"]).stdoutString.contains("git:")))
+        result = try lockbox(["git-credential", "get"], "protocol=https\nhost h\n")
+        #expect(result.status == 64, "a line without '=' is refused")
+        #expect(result.stdout.isEmpty)
+        result = try lockbox(["git-credential"])
+        #expect(result.status == 64, "the operation is required")
+    }
+
+    @Test("a stored password git's protocol cannot carry (newline) is skipped, not sent cut short")
+    func untransmittablePassword() throws {
+        #expect(try lockbox(["set", "--raw", "git:https://nl.example", "u"], "line1\nline2").status == 0)
+        let result = try lockbox(["git-credential", "get"], "protocol=https\nhost=nl.example\n")
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty)
+        #expect(!result.stderr.contains("line1"), "the message never holds the secret")
+    }
+
+    @Test("without a user name, get answers the most recently stored one")
+    func mostRecent() throws {
+        #expect(try lockbox(["git-credential", "store"], "protocol=https\nhost=m\nusername=first\npassword=1\n").status == 0)
+        Thread.sleep(forTimeInterval: 1.1)  // modification times have one-second resolution in listings
+        #expect(try lockbox(["git-credential", "store"], "protocol=https\nhost=m\nusername=second\npassword=2\n").status == 0)
+        let result = try lockbox(["git-credential", "get"], "protocol=https\nhost=m\n")
+        #expect(result.stdoutString == "username=second\npassword=2\n")
+    }
+
+    @Test("invoked through a link named git-credential-lockbox it is the helper")
+    func linkName() throws {
+        let link = folder.file("git-credential-lockbox").string
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: lockboxBinary.path)
+        var env = environment
+        env["PATH"] = "/usr/bin:/bin"
+        var result = try run(link, ["store"], stdin: "protocol=https\nhost=l\nusername=u\npassword=p\n", environment: env)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try run(link, ["get"], stdin: "protocol=https\nhost=l\n", environment: env)
+        #expect(result.stdout == "username=u\npassword=p\n")
+    }
+}
