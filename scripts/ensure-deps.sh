@@ -4,11 +4,11 @@
 set -euo pipefail
 
 # libsodium, libsecret and libkeyutils to build; with --test also gnome-keyring, secret-tool,
-# dbus-daemon and keyctl,
+# dbus-daemon and keyctl, and faketime (the PIN lockout tests set one process's wall clock ahead),
 # so the tests can run a real Secret Service on a private session bus.
 packages=(libsodium-dev libsecret-1-dev libkeyutils-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime)
 fi
 missing=()
 for package in "${packages[@]}"; do

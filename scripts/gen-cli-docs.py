@@ -66,8 +66,6 @@ ENVIRONMENT = [
      "Where the default vault lives (`$XDG_DATA_HOME/lockbox/vault.lockbox`); ignored unless absolute."),
     ("XDG_CONFIG_HOME",
      "Where the settings file lives (`$XDG_CONFIG_HOME/lockbox/settings.json`); ignored unless absolute."),
-    ("XDG_RUNTIME_DIR",
-     "Where the lock files for PIN attempts, token refreshes and device IDs live; ignored unless absolute."),
     ("HOME",
      "The base of the default paths when the XDG variables are unset."),
     ("DBUS_SESSION_BUS_ADDRESS",
@@ -85,10 +83,12 @@ FILES = [
     ("$XDG_CONFIG_HOME/lockbox/settings.json",
      "Which store each profile uses, recorded the first time one is chosen "
      "(`~/.config/lockbox/settings.json`); not secret, mode 0600."),
-    ("$XDG_RUNTIME_DIR/lockbox/",
-     "Lock files (`pin-locks/`, `token-locks/`, `id-locks/`) that serialise PIN attempts, token "
-     "refreshes and first-use device IDs across processes; named by a hash, never by the item. "
-     "Without `XDG_RUNTIME_DIR`: `~/.local/state/lockbox/`."),
+    ("VAULT.locks/",
+     "Lock files (`pin-locks/`, `token-locks/`, `id-locks/`) beside each vault that serialise PIN "
+     "attempts, token refreshes and first-use device IDs across processes; named by a hash, never "
+     "by the item. For the Secret Service: `/run/user/UID/lockbox/`, else "
+     "`~/.local/state/lockbox/` in the home of the user's password entry. Never chosen by "
+     "environment variables, so every process reaching a store meets the same locks."),
 ]
 
 SECRETS_INTRO = (

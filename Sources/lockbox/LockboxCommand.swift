@@ -44,6 +44,7 @@ struct LockboxCommand: ParsableCommand {
         // error to report, not a signal that kills us mid-write.
         signal(SIGPIPE, SIG_IGN)
         do {
+            try refuseArgumentsThatAreNotUTF8()
             let arguments = Trace.configure(GitCredential.arguments(of: CommandLine.arguments), environment: ProcessInfo.processInfo.environment)
             try refuseUnknownShortOptions(arguments)
             var command = try parseAsRoot(hoistingGlobalOptions(arguments))
@@ -102,6 +103,20 @@ struct LockboxCommand: ParsableCommand {
             }
         }
         return (result, redacted)
+    }
+
+    /// Swift decodes each argument as UTF-8, replacing invalid bytes with U+FFFD, so the names
+    /// `a\xff` and `a\xfe` would both become `a\u{FFFD}` and address one item (and a path would
+    /// name another file). Such an argument is a usage error instead, named by its position.
+    static func refuseArgumentsThatAreNotUTF8() throws {
+        for index in 1..<max(1, Int(CommandLine.argc)) {
+            guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
+            let previous = index > 1 ? CommandLine.unsafeArgv[index - 1].flatMap { String(validatingCString: $0) } : nil
+            let option = previous.map { $0.hasPrefix("--") && !$0.contains("=") && knownNames.contains($0) ? " (the value of \($0))" : "" } ?? ""
+            throw LockboxError.invalidArgument(
+                "argument \(index)\(option) is not valid UTF-8. Service names, account names, profiles and paths must be UTF-8 text; "
+                    + "Lockbox does not guess at other encodings, so two different names never address one item.")
+        }
     }
 
     /// Lockbox has no short options but `-h`. swift-argument-parser reads `-hunter2` as `-h`

@@ -15,7 +15,7 @@ public struct DeviceIdentity: Sendable {
     /// Creates the helper over `store`. `lockDirectory` must be shared by every process using the store.
     public init(store: any SecretStore, lockDirectory: FilePath? = nil) {
         self.store = store
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks"), timeout: .seconds(30))
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: store), timeout: .seconds(30))
     }
 
     /// The ID for (service, account), created on first use.

@@ -25,14 +25,15 @@ public final class TokenStore: Sendable {
     ///   - leeway: how long before its expiry an access token already counts as expired.
     ///   - now: the wall clock token expiry is judged by (injectable for tests).
     ///   - lockDirectory: where the per-item lock files live (shared by every process using the
-    ///     store). Default: `$XDG_RUNTIME_DIR/lockbox/token-locks`.
+    ///     store). Default: beside the file vault (`VAULT.locks/token-locks`), or a per-user folder
+    ///     for other stores; never chosen by environment variables.
     ///   - lockTimeout: how long a refresh waits for another process's refresh.
     public init(store: any SecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
                 lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120)) {
         self.store = store
         self.leeway = leeway
         self.now = now
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks"), timeout: lockTimeout)
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: store), timeout: lockTimeout)
     }
 
     /// Session events from now on: signed in, refreshed, signed out.

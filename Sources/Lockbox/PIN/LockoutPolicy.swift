@@ -33,8 +33,17 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
         self.disableAfter = Self.hardLimit
     }
 
-    /// Like a phone: 4 free tries, then 1 minute, 5 minutes, 15, 15, and 1 hour from the 9th on.
+    /// Like a phone: 5 free tries, then 1 minute, 5 minutes, 15, 15, and 1 hour after the 9th
+    /// failure and every later one.
     public static let `default` = LockoutPolicy(uncheckedDelays: [0, 0, 0, 0, 60, 300, 900, 900, 3600])
+
+    /// How many consecutive wrong tries are evaluated without any wait: every try up to and
+    /// including the failure that starts the first delay (or the disable or wipe limit). The
+    /// "free tries" that README.md and the CLI help state are this number for ``default``.
+    public var freeTries: Int {
+        let firstDelayed = delays.firstIndex { $0 > 0 }.map { $0 + 1 } ?? disableAfter
+        return min(firstDelayed, disableAfter, wipeAfter ?? disableAfter)
+    }
 
     /// Seconds locked after `failures` consecutive failures.
     public func delay(afterFailures failures: Int) -> Double {

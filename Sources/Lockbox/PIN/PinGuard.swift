@@ -41,8 +41,9 @@ public struct PinStatus: Sendable, Equatable {
 /// - Verifications of one profile are serialised across processes (an `flock` per profile), so
 ///   N parallel guesses count as N.
 /// - While locked out, a try is refused without hashing, with the time it may be retried.
-/// - Within one boot the lockout runs on the boot clock, which cannot be set; after a reboot
-///   the wall clock is used, and a clock set earlier than the last attempt restarts the lockout.
+/// - A lockout ends only when every clock Lockbox trusts agrees its delay has passed (see
+///   ``PinInstant``): within one boot the smaller of the boot-clock and wall-clock readings, after
+///   a reboot the wall clock; a clock reading earlier than the last attempt restarts the lockout.
 public final class PinGuard: Sendable {
     /// Where PIN records are kept.
     public let store: any SecretStore
@@ -66,8 +67,8 @@ public final class PinGuard: Sendable {
     ///   - hashParameters: Argon2id cost for new hashes.
     ///   - clock: where lockout times come from; inject your own in tests.
     ///   - lockDirectory: where the per-profile lock files live; every process guarding the same
-    ///     store must use the same one. Default: `$XDG_RUNTIME_DIR/lockbox/pin-locks`, else
-    ///     `~/.local/state/lockbox/pin-locks`.
+    ///     store must use the same one. Default: beside the file vault (`VAULT.locks/pin-locks`),
+    ///     or a per-user folder for other stores; never chosen by environment variables.
     ///   - lockTimeout: how long an operation waits for another process's lock on the same
     ///     profile before it throws ``LockboxError/vaultBusy(path:waitedSeconds:)``.
     public init(
@@ -78,11 +79,9 @@ public final class PinGuard: Sendable {
         self.policy = policy
         self.hashParameters = hashParameters
         self.clock = clock
-        self.lockDirectory = lockDirectory ?? Self.defaultLockDirectory()
+        self.lockDirectory = lockDirectory ?? ItemLock.defaultDirectory("pin-locks", for: store)
         self.lockTimeout = lockTimeout
     }
-
-    static func defaultLockDirectory() -> FilePath { ItemLock.defaultDirectory("pin-locks") }
 
     // MARK: Operations
 
@@ -185,7 +184,8 @@ public final class PinGuard: Sendable {
         if let last = record.lastAttempt, record.failures > 0 {
             var elapsed = now.secondsSince(last)
             if elapsed < 0 {
-                // The wall clock went back across a reboot: the lockout restarts from now.
+                // A clock went back (the wall clock set earlier, across a reboot or not): the
+                // lockout restarts from now.
                 record.lastAttempt = now
                 try save(record, for: profile)
                 elapsed = 0

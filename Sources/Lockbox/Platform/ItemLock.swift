@@ -2,9 +2,9 @@ import Foundation
 import SystemPackage
 
 /// A cross-process lock per item: `flock` on a file named after the item's address in a folder
-/// every process of the user shares (`$XDG_RUNTIME_DIR/lockbox/NAME`, else
-/// `~/.local/state/lockbox/NAME`). It serialises read-check-write sequences that one store call
-/// cannot do atomically on every store — PIN attempts, token refreshes, first-use device IDs.
+/// every process that can reach the store shares (``defaultDirectory(_:for:)``). It serialises
+/// read-check-write sequences that one store call cannot do atomically on every store — PIN
+/// attempts, token refreshes, first-use device IDs.
 struct ItemLock: Sendable {
     let directory: FilePath
     let timeout: Duration
@@ -14,13 +14,32 @@ struct ItemLock: Sendable {
         self.timeout = timeout
     }
 
-    /// The default folder for a kind of lock (`pin-locks`, `token-locks`, …).
-    static func defaultDirectory(_ name: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> FilePath {
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return FilePath(runtime).appending("lockbox/\(name)")
+    /// The default folder for a kind of lock (`pin-locks`, `token-locks`, …) over `store`. It never
+    /// depends on environment variables, so every process that reaches the store meets the same
+    /// lock whatever its `XDG_RUNTIME_DIR` or `HOME`:
+    /// - the file vault: beside the vault, `VAULT.locks/NAME` (the vault's resolved path, like
+    ///   its `VAULT.lock`);
+    /// - any other store: `/run/user/UID/lockbox/NAME` when that folder is the user's, else
+    ///   `.local/state/lockbox/NAME` in the home folder of the user's password entry.
+    static func defaultDirectory(_ name: String, for store: any SecretStore) -> FilePath {
+        if let file = store as? EncryptedFileStore { return FilePath(file.path.string + ".locks").appending(name) }
+        let uid = effectiveUserID()
+        let runtime = FilePath("/run/user/\(uid)")
+        if let status = try? runtime.stat(), status.type == .directory, UInt32(status.userID.rawValue) == uid {
+            return runtime.appending("lockbox/\(name)")
         }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? FileManager.default.homeDirectoryForCurrentUser.path
-        return FilePath(home).appending(".local/state/lockbox/\(name)")
+        return FilePath(passwordEntryHome() ?? "/").appending(".local/state/lockbox/\(name)")
+    }
+
+    /// The home folder in the user's password entry (not `$HOME`).
+    private static func passwordEntryHome() -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(geteuid(), &entry, &buffer, buffer.count, &result) == 0, result != nil, let home = entry.pw_dir else {
+            return nil
+        }
+        return String(cString: home)
     }
 
     /// The lock file's base name: a hash, so item names never appear on disk.

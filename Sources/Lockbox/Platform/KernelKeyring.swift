@@ -13,6 +13,7 @@ enum KernelKeyring {
     ///
     /// The corresponding C functions are `add_key`, `keyctl_setperm`, `keyctl_set_timeout` and `keyctl_search`.
     static func add(description: String, payload: SecretBytes, timeoutSeconds: UInt32) throws -> Int32 {
+        try requireLoginSessionKeyring()
         let id = payload.withUnsafeBytes { bytes in
             add_key("user", description, bytes.baseAddress, bytes.count, KEY_SPEC_SESSION_KEYRING)
         }
@@ -30,6 +31,24 @@ enum KernelKeyring {
                 detail: "a key added to the session keyring cannot be found again (no login session keyring here?)")
         }
         return id
+    }
+
+    /// Throws unless this process has a session keyring of its own login session (pam_keyinit,
+    /// `keyctl session`). Without one (cron, systemd services, `ssh` without pam_keyinit,
+    /// containers), `add_key` would create a keyring for this process alone and the window would
+    /// vanish when it exits; and the user's default session keyring, which the kernel lends such
+    /// processes, is shared by every one of them, not one login. Asked without creating anything:
+    /// with no session keyring the kernel answers with the user's default one.
+    ///
+    /// The corresponding C function is `keyctl_get_keyring_ID`.
+    static func requireLoginSessionKeyring() throws {
+        let session = keyctl_get_keyring_ID(KEY_SPEC_SESSION_KEYRING, 0)
+        let userDefault = keyctl_get_keyring_ID(KEY_SPEC_USER_SESSION_KEYRING, 0)
+        guard session < 0 || session == userDefault else { return }
+        throw LockboxError.kernelKeyringUnavailable(
+            detail: "this process has no login session keyring (cron, a systemd service, ssh without pam_keyinit, a container), "
+                + "so a window would vanish when lockbox exits or be shared with every process of the user. Run lockbox inside "
+                + "a session keyring (`keyctl session`, or a login with pam_keyinit) to use windows")
     }
 
     /// The key with `description` reachable from the session keyring, or `nil` (none, expired or revoked).
