@@ -20,6 +20,7 @@
 import CLibSecret
 import Foundation
 import Lockbox
+import LockboxSecretService
 import SystemPackage
 
 // MARK: - Options

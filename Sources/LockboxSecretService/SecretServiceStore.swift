@@ -1,5 +1,6 @@
 import CLibSecret
 import Foundation
+import Lockbox
 
 /// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), through libsecret.
 ///

@@ -1,5 +1,6 @@
 import CLibSecret
 import Dispatch
+import Lockbox
 
 // Small, typed helpers for the GLib types libsecret speaks: errors, string hash tables, lists and
 // cancellables. Nothing here leaks into Lockbox's public API.
