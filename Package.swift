@@ -27,13 +27,11 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
-        // libsecret (the freedesktop Secret Service client), found through pkg-config;
-        // `apt-get install libsecret-1-dev` provides it.
-        .systemLibrary(
-            name: "CLibSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev"])]
-        ),
+        // libsecret (the freedesktop Secret Service client) and the GLib calls around it, loaded at
+        // run time with dlopen (libsecret-1.so.0, `apt-get install libsecret-1-0`): our own
+        // prototypes, so no GLib pkg-config flags (-pthread) and nothing loaded until a program
+        // first uses the Secret Service. See docs/ARCHITECTURE.md.
+        .target(name: "CLibSecret"),
         // libkeyutils (the kernel keyring), found through pkg-config; `apt-get install libkeyutils-dev`.
         .systemLibrary(
             name: "CKeyutils",

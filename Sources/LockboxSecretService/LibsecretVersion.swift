@@ -2,6 +2,10 @@ import CLibSecret
 import Lockbox
 
 extension LibraryVersions {
-    /// libsecret's version at build time (`SECRET_*_VERSION`).
-    public static var libsecret: String { "\(SECRET_MAJOR_VERSION).\(SECRET_MINOR_VERSION).\(SECRET_MICRO_VERSION)" }
+    /// The libsecret this process loaded (its file, e.g. `/usr/lib/x86_64-linux-gnu/libsecret-1.so.0`),
+    /// or `not loaded` before anything connected to the Secret Service. libsecret is loaded at
+    /// run time and has no run-time version call.
+    public static var libsecret: String {
+        lockbox_libsecret_path().map { String(cString: $0) } ?? "not loaded"
+    }
 }
