@@ -4,7 +4,14 @@ import PackageDescription
 let package = Package(
     name: "Lockbox",
     products: [
+        // The core: Vault, the encrypted file store, PINs, credentials. Links libsodium only.
         .library(name: "Lockbox", targets: ["Lockbox"]),
+        // The freedesktop Secret Service store (gnome-keyring, KeePassXC), through libsecret.
+        .library(name: "LockboxSecretService", targets: ["LockboxSecretService"]),
+        // Re-authentication windows in the Linux kernel keyring (libkeyutils).
+        .library(name: "LockboxWindows", targets: ["LockboxWindows"]),
+        // Known-answer tests and their vectors (what `lockbox selftest` runs).
+        .library(name: "LockboxSelfTest", targets: ["LockboxSelfTest"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
     ],
     dependencies: [
@@ -20,13 +27,11 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
-        // libsecret (the freedesktop Secret Service client), found through pkg-config;
-        // `apt-get install libsecret-1-dev` provides it.
-        .systemLibrary(
-            name: "CLibSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev"])]
-        ),
+        // libsecret (the freedesktop Secret Service client) and the GLib calls around it, loaded at
+        // run time with dlopen (libsecret-1.so.0, `apt-get install libsecret-1-0`): our own
+        // prototypes, so no GLib pkg-config flags (-pthread) and nothing loaded until a program
+        // first uses the Secret Service. See docs/ARCHITECTURE.md.
+        .target(name: "CLibSecret"),
         // libkeyutils (the kernel keyring), found through pkg-config; `apt-get install libkeyutils-dev`.
         .systemLibrary(
             name: "CKeyutils",
@@ -39,23 +44,57 @@ let package = Package(
             name: "Lockbox",
             dependencies: [
                 "CSodium",
-                "CLibSecret",
-                "CKeyutils",
                 "CLinux",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
+        ),
+        .target(
+            name: "LockboxSecretService",
+            dependencies: ["Lockbox", "CLibSecret"]
+        ),
+        .target(
+            name: "LockboxWindows",
+            dependencies: ["Lockbox", "CKeyutils", .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        .target(
+            name: "LockboxSelfTest",
+            dependencies: ["Lockbox", .product(name: "SystemPackage", package: "swift-system")],
+            exclude: ["Vectors"],
+            resources: [
+                // Compiled into the module as byte arrays (PackageResources), so `lockbox selftest`
+                // needs no resource bundle beside the binary.
+                .embedInCode("Vectors/argon2id-libsodium.json"),
+                .embedInCode("Vectors/argon2id-phc-winner-argon2.json"),
+                .embedInCode("Vectors/blake2b-rfc7693-and-kat.json"),
+                .embedInCode("Vectors/lockbox-vault-v1.json"),
+                .embedInCode("Vectors/xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json"),
+            ]
+        ),
+        // The parsers' fuzzing entry points: `package` access, in no product, so no service links
+        // them. The harness executable (LockboxFuzzer) is built with -sanitize=fuzzer by
+        // scripts/fuzz.sh only.
+        .target(
+            name: "LockboxFuzzing",
+            dependencies: ["Lockbox", "LockboxWindows", "LockboxSelfTest", .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        .executableTarget(
+            name: "LockboxFuzzer",
+            dependencies: ["LockboxFuzzing"]
         ),
         .executableTarget(
             name: "lockbox",
             dependencies: [
                 "Lockbox",
+                "LockboxSecretService",
+                "LockboxWindows",
+                "LockboxSelfTest",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .executableTarget(
             name: "LockboxBenchmarks",
-            dependencies: ["Lockbox"],
+            dependencies: ["Lockbox", "LockboxSecretService", "CLibSecret"],
             path: "Benchmarks/LockboxBenchmarks"
         ),
         .executableTarget(
@@ -66,7 +105,7 @@ let package = Package(
         // Real apps' credential flows, each runnable headless (see Examples/README.md).
         .target(
             name: "ExampleSupport",
-            dependencies: ["Lockbox", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["Lockbox", "LockboxSecretService", .product(name: "SystemPackage", package: "swift-system")],
             path: "Examples/ExampleSupport"
         ),
         .executableTarget(name: "FamilyProfiles", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/FamilyProfiles"),
@@ -85,13 +124,17 @@ let package = Package(
         // Test helper: a process that keeps a Secret Service connection while its provider stops.
         .executableTarget(
             name: "KeyringProbe",
-            dependencies: ["Lockbox"],
+            dependencies: ["Lockbox", "LockboxSecretService"],
             path: "Tests/KeyringProbe"
         ),
         .testTarget(
             name: "LockboxTests",
             dependencies: [
                 "Lockbox",
+                "LockboxSecretService",
+                "LockboxWindows",
+                "LockboxSelfTest",
+                "LockboxFuzzing",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

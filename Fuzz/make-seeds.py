@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus in Fuzz/corpus/<target>/ (small, valid-looking inputs for each harness;
-libFuzzer mutates from there). Vault seeds come from Tests/Vectors/lockbox-vault-v1.json.
+libFuzzer mutates from there). Vault seeds come from Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json.
 
 Usage: Fuzz/make-seeds.py     (rewrites the seed files; the fuzzer's own finds go to a work folder)
 """
@@ -20,7 +20,7 @@ def write(target, name, data):
         f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
 
 
-vectors = json.load(open(os.path.join(ROOT, "Tests", "Vectors", "lockbox-vault-v1.json"), encoding="utf-8"))["vectors"]
+vectors = json.load(open(os.path.join(ROOT, "Sources", "LockboxSelfTest", "Vectors", "lockbox-vault-v1.json"), encoding="utf-8"))["vectors"]
 for v in vectors:
     e = v["expected"]
     file, plain, h = bytes.fromhex(e["file_hex"]), bytes.fromhex(e["plaintext_hex"]), e["header_length"]

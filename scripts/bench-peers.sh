@@ -105,7 +105,7 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "lockbox-peer-worker",
-            dependencies: [.product(name: "Lockbox", package: "$identity")]
+            dependencies: [.product(name: "Lockbox", package: "$identity"), .product(name: "LockboxSecretService", package: "$identity")]
         )
     ]
 )

@@ -13,12 +13,12 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 declare -A files=(
-    [vault-file]="Stores/EncryptedFile/VaultFormat.swift Stores/EncryptedFile/ByteCoding.swift Stores/EncryptedFile/KeySlotCrypto.swift"
-    [vault-payload]="Stores/EncryptedFile/VaultFormat.swift Stores/EncryptedFile/ByteCoding.swift"
-    [settings]="Selection/BackendSettings.swift"
-    [pin-record]="PIN/PinGuard.swift PIN/LockoutPolicy.swift PIN/PinClock.swift"
-    [session-window]="Reauth/SessionWindow.swift Platform/KernelKeyring.swift"
-    [key-file]="Stores/EncryptedFile/VaultCredential.swift"
+    [vault-file]="Lockbox/Stores/EncryptedFile/VaultFormat.swift Lockbox/Stores/EncryptedFile/ByteCoding.swift Lockbox/Stores/EncryptedFile/KeySlotCrypto.swift"
+    [vault-payload]="Lockbox/Stores/EncryptedFile/VaultFormat.swift Lockbox/Stores/EncryptedFile/ByteCoding.swift"
+    [settings]="Lockbox/Selection/BackendSettings.swift"
+    [pin-record]="Lockbox/PIN/PinGuard.swift Lockbox/PIN/LockoutPolicy.swift Lockbox/PIN/PinClock.swift"
+    [session-window]="LockboxWindows/SessionWindow.swift LockboxWindows/KernelKeyring.swift"
+    [key-file]="Lockbox/Stores/EncryptedFile/VaultCredential.swift"
 )
 if (($#)); then targets=("$@"); else targets=(vault-file vault-payload settings pin-record session-window key-file token-response token-record); fi
 for target in "${targets[@]}"; do
@@ -29,8 +29,8 @@ scratch=$repo/.build-fuzz-cov
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "fuzz-coverage: building the harnesses with coverage in $scratch" >&2
-if ! swift build --package-path Fuzz --scratch-path "$scratch" -c debug \
-    -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library \
+if ! swift build --product LockboxFuzzer --scratch-path "$scratch" -c debug \
+    -Xswiftc -sanitize=fuzzer -Xswiftc -DLOCKBOX_FUZZ -Xswiftc -use-ld=lld \
     -Xswiftc -profile-generate -Xswiftc -profile-coverage-mapping >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
@@ -46,17 +46,17 @@ for target in "${targets[@]}"; do
     [[ -d $repo/Fuzz/work/$target/corpus ]] && corpora=("$repo/Fuzz/work/$target/corpus" "${corpora[@]}")
     inputs=$(cat "${corpora[@]/%//*}" 2>/dev/null | wc -c; true)
     run=(env TMPDIR="$out/tmp" SWIFT_BACKTRACE=enable=no LLVM_PROFILE_FILE="$out/profiles/%p.profraw"
-        "$scratch/debug/fuzz-$target" -runs=0 "${corpora[@]}")
+        "$scratch/debug/LockboxFuzzer" "$target" -runs=0 "${corpora[@]}")
     [[ $target == session-window ]] && run=(keyctl session - "${run[@]}")
     "${run[@]}" >"$out/replay.log" 2>&1 || { echo "fuzz-coverage: replaying $target failed (see $out/replay.log)" >&2; exit 1; }
     "$llvm_profdata" merge -sparse "$out"/profiles/*.profraw -o "$out/merged.profdata"
     sources=()
-    for f in ${files[$target]}; do sources+=("$repo/Sources/Lockbox/$f"); done
+    for f in ${files[$target]}; do sources+=("$repo/Sources/$f"); done
     count=$(find "${corpora[@]}" -type f | wc -l)
     echo "== $target: $count inputs replayed"
-    "$llvm_cov" report "$scratch/debug/fuzz-$target" -instr-profile="$out/merged.profdata" "${sources[@]}" |
-        sed "s|$repo/Sources/Lockbox/||"
-    "$llvm_cov" show "$scratch/debug/fuzz-$target" -instr-profile="$out/merged.profdata" -format=html \
+    "$llvm_cov" report "$scratch/debug/LockboxFuzzer" -instr-profile="$out/merged.profdata" "${sources[@]}" |
+        sed "s|$repo/Sources/||"
+    "$llvm_cov" show "$scratch/debug/LockboxFuzzer" -instr-profile="$out/merged.profdata" -format=html \
         -output-dir="$out" "${sources[@]}" >/dev/null
     rm -rf "$out/tmp" "$out/profiles"
 done

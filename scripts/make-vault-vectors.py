@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds Tests/Vectors/lockbox-vault-v1.json: Lockbox vault files made from fixed inputs.
+"""Builds Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json: Lockbox vault files made from fixed inputs.
 
 Written from docs/FORMAT.md alone, with PyNaCl (its own bundled libsodium) and Python's hashlib,
 not from the Swift code, so the Swift writer and reader are checked against an independent
@@ -7,7 +7,7 @@ implementation of the document. Vector 1 uses the inputs behind the docs/FORMAT.
 test vector; this script checks that it reproduces those 575 bytes exactly.
 
 Usage: scripts/make-vault-vectors.py [--check]
-  (no option)  write Tests/Vectors/lockbox-vault-v1.json
+  (no option)  write Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json
   --check      exit 1 if the file on disk differs from what this script produces
 """
 import hashlib
@@ -21,7 +21,7 @@ from nacl import bindings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-OUT = os.path.join(ROOT, "Tests", "Vectors", "lockbox-vault-v1.json")
+OUT = os.path.join(ROOT, "Sources", "LockboxSelfTest", "Vectors", "lockbox-vault-v1.json")
 KEYFILE_CONTEXT = b"lockbox.v1.keyfile-slot"
 MAGIC = b"LOCKBOX\x00"
 

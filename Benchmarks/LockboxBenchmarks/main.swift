@@ -20,6 +20,7 @@
 import CLibSecret
 import Foundation
 import Lockbox
+import LockboxSecretService
 import SystemPackage
 
 // MARK: - Options
@@ -715,7 +716,7 @@ func removeKeyringItems(_ store: SecretServiceStore, count: Int) throws -> Int {
 /// Looks one item up with bare libsecret on libsecret's shared `SecretService` connection (the
 /// one `SecretServiceStore` uses too): a `SearchItems` and a `GetSecrets` call, nothing else.
 /// The floor for an in-process `get` over D-Bus.
-func libsecretLookup(_ service: UnsafeMutablePointer<SecretService>, service name: String, account: String) throws -> Data? {
+func libsecretLookup(_ service: OpaquePointer, service name: String, account: String) throws -> Data? {
     let table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)
     defer { g_hash_table_unref(table) }
     g_hash_table_insert(table, g_strdup("service"), g_strdup(name))
@@ -866,7 +867,7 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
     // The floor: bare libsecret, same shared connection, same picks.
     var connectError: UnsafeMutablePointer<GError>?
     if let service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, nil, &connectError) {
-        defer { g_object_unref(service) }
+        defer { g_object_unref(UnsafeMutableRawPointer(service)) }
         var floorBytes = 0
         let (floorStats, floorCPU) = try measureWithCPU(
             warmup: plan.keyringGetWarmup, iterations: plan.keyringGetIterations, provider: provider

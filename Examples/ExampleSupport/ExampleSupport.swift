@@ -1,5 +1,6 @@
 import Foundation
 import Lockbox
+import LockboxSecretService
 import SystemPackage
 
 /// What every example shares: a narrated run on a throwaway file vault (or on gnome-keyring when

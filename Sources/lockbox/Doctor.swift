@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Lockbox
+import LockboxSecretService
 import SystemPackage
 
 struct Doctor: ParsableCommand {

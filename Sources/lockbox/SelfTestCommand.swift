@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
-@_spi(SelfTest) import Lockbox
+import Lockbox
+import LockboxSelfTest
 import SystemPackage
 
 struct SelfTest: ParsableCommand {
@@ -12,7 +13,7 @@ struct SelfTest: ParsableCommand {
             writer (a vault built from fixed inputs must match the vector byte for byte) and the \
             vault reader (the vector must open with every slot's credential and give exactly its \
             items; damaged copies must be refused). The vectors are compiled in; with --vectors DIR \
-            the *.json files in DIR are used instead (the format of Tests/Vectors in the source tree). \
+            the *.json files in DIR are used instead (the format of Sources/LockboxSelfTest/Vectors in the source tree). \
             Touches nothing but a private temporary folder. Exit codes: 0 every vector passed, \
             1 any vector failed, 64 unusable --vectors folder. See docs/SECURITY-TESTING.md.
             """)

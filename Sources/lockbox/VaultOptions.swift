@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Lockbox
+import LockboxWindows
+import LockboxSecretService
 import SystemPackage
 
 /// `--backend`: a store, or `auto`.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Lockbox
+import LockboxWindows
 
 /// `10m`, `30s`, `1h`, `90` (seconds).
 struct WindowLength: ExpressibleByArgument {

@@ -5,6 +5,7 @@
 
 import Foundation
 import Lockbox
+import LockboxSecretService
 
 func fail(_ message: String) -> Never {
     print("probe failed: \(message)")

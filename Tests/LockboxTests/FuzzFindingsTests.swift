@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import Testing
 @testable import Lockbox
+@testable import LockboxSelfTest
 
 /// Issues the fuzzers found in library code (docs/SECURITY-TESTING.md, "Findings"), fixed and
 /// kept as regression tests.

@@ -3,6 +3,7 @@ import Synchronization
 import SystemPackage
 import Testing
 @testable import Lockbox
+import LockboxWindows
 
 /// A monotonic clock the test moves by hand.
 final class ManualClock: Sendable {

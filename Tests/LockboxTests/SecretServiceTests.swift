@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import Testing
 @testable import Lockbox
+import LockboxSecretService
 
 /// Set by scripts/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
 /// unlocked default collection is on this process's session bus.

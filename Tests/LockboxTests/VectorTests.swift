@@ -1,28 +1,30 @@
 import Foundation
 import SystemPackage
 import Testing
-@_spi(SelfTest) @testable import Lockbox
+@testable import Lockbox
+import LockboxSelfTest
 
-/// The known-answer vectors (Tests/Vectors): each passes in the library and in the `lockbox`
+/// The known-answer vectors (Sources/LockboxSelfTest/Vectors): each passes in the library and in the `lockbox`
 /// binary, the must-fail cases are refused, the copy compiled into the binary is the files, and
 /// a changed byte in a vector file makes `lockbox selftest --vectors` fail.
 @Suite("Known-answer vectors")
 struct VectorTests {
-    static let vectorFolder = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Vectors")
+    static let repository = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let vectorFolder = repository.appendingPathComponent("Sources/LockboxSelfTest/Vectors")
 
     static func filesOnDisk() throws -> [KnownAnswerVectorFile] {
         try KnownAnswerTests.files(inDirectory: FilePath(vectorFolder.path))
     }
 
-    @Test("the vectors compiled into the library are exactly Tests/Vectors/*.json (else run scripts/embed-vectors.py)")
+    @Test("the vectors compiled into LockboxSelfTest are exactly its Vectors/*.json (else list the file in KnownAnswerTests.embeddedFiles and Package.swift)")
     func embeddedCopyMatchesFiles() throws {
         let onDisk = try Self.filesOnDisk()
         let embedded = KnownAnswerTests.embeddedFiles
         #expect(embedded.map(\.name) == onDisk.map(\.name))
         for file in onDisk {
             let copy = embedded.first { $0.name == file.name }
-            #expect(copy?.contents == file.contents, "\(file.name): the embedded copy differs; run scripts/embed-vectors.py")
+            #expect(copy?.contents == file.contents, "\(file.name): the embedded copy differs")
         }
     }
 
@@ -65,8 +67,7 @@ struct VectorTests {
     func formatDocumentVectorIsCurrent() throws {
         // docs/FORMAT.md section 16 holds the same 575 bytes as vector 1 (scripts/make-vault-vectors.py
         // checks this too, from the document's side).
-        let format = try String(contentsOf: Self.vectorFolder.deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("docs/FORMAT.md"), encoding: .utf8)
+        let format = try String(contentsOf: Self.repository.appendingPathComponent("docs/FORMAT.md"), encoding: .utf8)
         let marker = try #require(format.range(of: "<!-- test-vector: vault -->\n```hex\n"))
         let end = try #require(format.range(of: "```", range: marker.upperBound..<format.endIndex))
         let documented = format[marker.upperBound..<end.lowerBound].filter { !$0.isWhitespace }

@@ -18,6 +18,7 @@
 
 import Foundation
 import Lockbox
+import LockboxSecretService
 import SystemPackage
 
 func fail(_ message: String) -> Never {

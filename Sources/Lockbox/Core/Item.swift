@@ -76,7 +76,7 @@ public struct ItemOptions: Sendable, Hashable {
     }
 
     /// The label to store for `key`: the given one, or the conventional default.
-    func resolvedLabel(for key: ItemKey) -> String {
+    package func resolvedLabel(for key: ItemKey) -> String {
         label ?? "Password for '\(key.account)' on '\(key.service)'"
     }
 }
@@ -133,7 +133,7 @@ public enum ItemLimits {
 
     /// Throws ``LockboxError/invalidArgument(_:)`` naming the first rule that `key`, `options`
     /// or the secret's size breaks.
-    static func validate(_ key: ItemKey, options: ItemOptions? = nil, secretCount: Int? = nil) throws {
+    package static func validate(_ key: ItemKey, options: ItemOptions? = nil, secretCount: Int? = nil) throws {
         try checkName(key.service, what: "service")
         try checkName(key.account, what: "account")
         guard let options else { return }

@@ -90,7 +90,7 @@ extension SecretStore {
 
 extension Array where Element == ItemMetadata {
     /// The order every store's `list` uses.
-    func sortedForListing() -> [ItemMetadata] {
+    package func sortedForListing() -> [ItemMetadata] {
         sorted { ($0.key.service, $0.key.account) < ($1.key.service, $1.key.account) }
     }
 }

@@ -96,7 +96,7 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
 
     /// The stored record (JSON). Tokens are text in every protocol Lockbox knows; one that is
     /// not UTF-8 is refused here rather than stored as something else.
-    func encoded() throws -> SecretBytes {
+    package func encoded() throws -> SecretBytes {
         guard let access = accessToken.stringValue(), !access.isEmpty else {
             throw LockboxError.invalidArgument("the access token is empty or not UTF-8 text")
         }
@@ -115,7 +115,7 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
         return SecretBytes(copying: data)
     }
 
-    static func decode(_ bytes: SecretBytes, key: ItemKey) throws -> TokenSet {
+    package static func decode(_ bytes: SecretBytes, key: ItemKey) throws -> TokenSet {
         do {
             let stored = try bytes.withUnsafeBytes { try JSONDecoder().decode(Stored.self, from: Data($0)) }
             // Lockbox never stores an empty access token (``encoded()`` refuses one).

@@ -2,11 +2,11 @@ import CSodium
 
 /// Thin, typed wrappers over the libsodium calls Lockbox uses. Each names the C function it
 /// wraps; each either succeeds or throws, with nothing half-done.
-enum Sodium {
+package enum Sodium {
     private static let initResult: Int32 = sodium_init()
 
     /// Calls `sodium_init` once per process (Swift runs a static initialiser exactly once).
-    static func ensureInitialized() {
+    package static func ensureInitialized() {
         // sodium_init returns 0 (first call), 1 (already initialised) or -1 (no entropy source).
         precondition(initResult >= 0, "libsodium could not initialise (sodium_init failed): no usable entropy source")
     }
@@ -15,7 +15,7 @@ enum Sodium {
 
     /// Random bytes from libsodium's CSPRNG (`randombytes_buf`). Not for secrets: use
     /// ``SecretBytes/random(count:)`` for those.
-    static func randomBytes(_ count: Int) -> [UInt8] {
+    package static func randomBytes(_ count: Int) -> [UInt8] {
         ensureInitialized()
         var bytes = [UInt8](repeating: 0, count: count)
         bytes.withUnsafeMutableBytes { buffer in
@@ -26,14 +26,14 @@ enum Sodium {
 
     // MARK: AEAD: XChaCha20-Poly1305 (IETF)
 
-    static let aeadKeyBytes = Int(crypto_aead_xchacha20poly1305_ietf_keybytes())
-    static let aeadNonceBytes = Int(crypto_aead_xchacha20poly1305_ietf_npubbytes())
-    static let aeadTagBytes = Int(crypto_aead_xchacha20poly1305_ietf_abytes())
+    package static let aeadKeyBytes = Int(crypto_aead_xchacha20poly1305_ietf_keybytes())
+    package static let aeadNonceBytes = Int(crypto_aead_xchacha20poly1305_ietf_npubbytes())
+    package static let aeadTagBytes = Int(crypto_aead_xchacha20poly1305_ietf_abytes())
 
     /// Encrypts `plaintext` and returns ciphertext‖tag.
     ///
     /// The corresponding C function is `crypto_aead_xchacha20poly1305_ietf_encrypt`.
-    static func seal(
+    package static func seal(
         _ plaintext: UnsafeRawBufferPointer, additionalData: [UInt8], nonce: [UInt8], key: SecretBytes
     ) -> [UInt8] {
         ensureInitialized()
@@ -57,7 +57,7 @@ enum Sodium {
     /// not verify (wrong key, or tampered ciphertext, nonce or associated data).
     ///
     /// The corresponding C function is `crypto_aead_xchacha20poly1305_ietf_decrypt`.
-    static func open(
+    package static func open(
         _ ciphertext: UnsafeRawBufferPointer, additionalData: UnsafeRawBufferPointer,
         nonce: UnsafeRawBufferPointer, key: SecretBytes
     ) -> SecretBytes? {
@@ -81,14 +81,14 @@ enum Sodium {
 
     // MARK: Password hashing: Argon2id
 
-    static let pwhashSaltBytes = Int(crypto_pwhash_saltbytes())
-    static let argon2id13 = Int32(crypto_pwhash_alg_argon2id13())
+    package static let pwhashSaltBytes = Int(crypto_pwhash_saltbytes())
+    package static let argon2id13 = Int32(crypto_pwhash_alg_argon2id13())
 
     /// Derives `length` key bytes from `passphrase` with Argon2id v1.3, or returns `nil` when
     /// libsodium refuses (out of memory, or limits outside its range).
     ///
     /// The corresponding C function is `crypto_pwhash`.
-    static func deriveKey(
+    package static func deriveKey(
         length: Int, passphrase: SecretBytes, salt: [UInt8], opsLimit: UInt64, memLimit: UInt64
     ) -> SecretBytes? {
         ensureInitialized()
@@ -110,7 +110,7 @@ enum Sodium {
     /// BLAKE2b of `input`, optionally keyed, `length` bytes long.
     ///
     /// The corresponding C function is `crypto_generichash`.
-    static func blake2b(_ input: UnsafeRawBufferPointer, length: Int = 32) -> [UInt8] {
+    package static func blake2b(_ input: UnsafeRawBufferPointer, length: Int = 32) -> [UInt8] {
         ensureInitialized()
         var out = [UInt8](repeating: 0, count: length)
         let result = crypto_generichash(
@@ -122,7 +122,7 @@ enum Sodium {
     /// Keyed BLAKE2b into secret storage: used to derive a key-encryption key from a key file.
     ///
     /// The corresponding C function is `crypto_generichash` with a key.
-    static func keyedBlake2b(_ input: [UInt8], key: SecretBytes, length: Int = 32) -> SecretBytes {
+    package static func keyedBlake2b(_ input: [UInt8], key: SecretBytes, length: Int = 32) -> SecretBytes {
         ensureInitialized()
         return SecretBytes(count: length) { out in
             let result = key.withUnsafeBytes { k in
@@ -136,7 +136,7 @@ enum Sodium {
     }
 
     /// Constant-time comparison of two equal-length byte arrays (`sodium_memcmp`).
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         if a.isEmpty { return true }
         return sodium_memcmp(a, b, a.count) == 0
@@ -149,14 +149,14 @@ nonisolated(unsafe) private let emptyBuffer = UnsafeMutablePointer<UInt8>.alloca
 
 extension UnsafeRawBufferPointer {
     /// The bytes as a non-null `const unsigned char *`, as libsodium's parameters want.
-    var bytes: UnsafePointer<UInt8> {
+    package var bytes: UnsafePointer<UInt8> {
         baseAddress.map { UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) } ?? UnsafePointer(emptyBuffer)
     }
 }
 
 extension UnsafeMutableRawBufferPointer {
     /// The bytes as a non-null `unsigned char *`, as libsodium's parameters want.
-    var bytes: UnsafeMutablePointer<UInt8> {
+    package var bytes: UnsafeMutablePointer<UInt8> {
         baseAddress?.assumingMemoryBound(to: UInt8.self) ?? emptyBuffer
     }
 }
@@ -168,7 +168,7 @@ extension Sodium {
     /// libsodium refuses (out of memory).
     ///
     /// The corresponding C function is `crypto_pwhash_argon2id_str`.
-    static func hashString(_ secret: SecretBytes, opsLimit: UInt64, memLimit: UInt64) -> String? {
+    package static func hashString(_ secret: SecretBytes, opsLimit: UInt64, memLimit: UInt64) -> String? {
         ensureInitialized()
         var out = [CChar](repeating: 0, count: Int(crypto_pwhash_argon2id_strbytes()))
         let result = secret.withUnsafeBytes { bytes in
@@ -185,7 +185,7 @@ extension Sodium {
     /// when the string is not a valid Argon2id hash Lockbox can check.
     ///
     /// The corresponding C function is `crypto_pwhash_argon2id_str_verify`.
-    static func verifyHashString(_ hash: String, _ secret: SecretBytes) -> Bool {
+    package static func verifyHashString(_ hash: String, _ secret: SecretBytes) -> Bool {
         ensureInitialized()
         guard hash.utf8.count < Int(crypto_pwhash_argon2id_strbytes()) else { return false }
         let buffer = phcBuffer(hash)
@@ -199,7 +199,7 @@ extension Sodium {
     /// Whether a PHC string was made with other parameters than these (so it should be rehashed).
     ///
     /// The corresponding C function is `crypto_pwhash_argon2id_str_needs_rehash`.
-    static func hashStringNeedsRehash(_ hash: String, opsLimit: UInt64, memLimit: UInt64) -> Bool {
+    package static func hashStringNeedsRehash(_ hash: String, opsLimit: UInt64, memLimit: UInt64) -> Bool {
         ensureInitialized()
         let buffer = phcBuffer(hash)
         return crypto_pwhash_argon2id_str_needs_rehash(buffer, opsLimit, Int(memLimit)) != 0
@@ -216,7 +216,7 @@ private func phcBuffer(_ hash: String) -> [CChar] {
 
 extension Array where Element == UInt8 {
     /// Lowercase hexadecimal, two digits a byte: for IDs and fingerprints, never for secrets.
-    var hexString: String {
+    package var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(count * 2)

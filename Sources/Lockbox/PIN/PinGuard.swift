@@ -18,7 +18,7 @@ public struct PinProfile: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(name)@\(service)" }
 
     /// The store item that holds the profile's PIN record.
-    var itemKey: ItemKey { ItemKey(service: service, account: "pin:" + name) }
+    package var itemKey: ItemKey { ItemKey(service: service, account: "pin:" + name) }
 }
 
 /// What `status` reports: counts and times, never the hash.
@@ -263,8 +263,8 @@ public final class PinGuard: Sendable {
 }
 
 /// What is stored for a profile (JSON, inside the store's encryption).
-struct PinRecord: Codable {
-    var hash: String
+package struct PinRecord: Codable {
+    package var hash: String
     var lockout: LockoutPolicy
     var wipeItems: [ItemKey]
     var failures = 0

@@ -136,5 +136,5 @@ func effectiveUserID() -> UInt32 { geteuid() }
 
 extension Error {
     /// The `Errno` behind an error from a system call, or `EIO` for anything else.
-    var asErrno: Errno { self as? Errno ?? .ioError }
+    package var asErrno: Errno { self as? Errno ?? .ioError }
 }

@@ -9,13 +9,13 @@ import Glibc
 /// `withLock` is reported as a data race and real races would be lost among the false ones
 /// (docs/SECURITY-TESTING.md, "Sanitizers"). ThreadSanitizer intercepts `pthread_mutex_lock`,
 /// so with this type a clean run means something. The cost is the same uncontended lock.
-final class Locked<Value: ~Copyable>: @unchecked Sendable {
+package final class Locked<Value: ~Copyable>: @unchecked Sendable {
     // The mutex lives at a stable heap address (a pthread mutex must not move); `value` is only
     // touched with the mutex held.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
-    init(_ value: consuming Value) {
+    package init(_ value: consuming Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         // An error-checking mutex: taking it twice on one thread traps with a message below
@@ -36,7 +36,7 @@ final class Locked<Value: ~Copyable>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
-    func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         let locked = pthread_mutex_lock(mutex)
         precondition(locked == 0, "Locked: the lock is already held by this thread (re-entrant use), or locking failed: \(locked)")
         defer { pthread_mutex_unlock(mutex) }

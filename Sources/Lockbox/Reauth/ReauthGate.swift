@@ -142,5 +142,5 @@ public final class ReauthGate: FreshAuthentication {
 
 extension Duration {
     /// The duration in seconds, as a `Double`.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    package var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -2,20 +2,20 @@
 /// the bytes come from a file anyone could have edited.
 
 /// Why bytes could not be parsed: a short phrase that ends up in ``LockboxError/corruptVault(path:reason:)``.
-struct FormatError: Error, Equatable {
-    var reason: String
-    init(_ reason: String) { self.reason = reason }
+package struct FormatError: Error, Equatable {
+    package var reason: String
+    package init(_ reason: String) { self.reason = reason }
 }
 
 /// Appends little-endian fields to a growable, non-secret byte array (headers).
-struct ByteWriter {
+package struct ByteWriter {
     private(set) var bytes: [UInt8] = []
 
-    mutating func append(_ value: UInt8) { bytes.append(value) }
-    mutating func append(_ value: UInt16) { appendLittleEndian(value) }
-    mutating func append(_ value: UInt32) { appendLittleEndian(value) }
-    mutating func append(_ value: UInt64) { appendLittleEndian(value) }
-    mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+    package mutating func append(_ value: UInt8) { bytes.append(value) }
+    package mutating func append(_ value: UInt16) { appendLittleEndian(value) }
+    package mutating func append(_ value: UInt32) { appendLittleEndian(value) }
+    package mutating func append(_ value: UInt64) { appendLittleEndian(value) }
+    package mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
 
     private mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
@@ -24,17 +24,17 @@ struct ByteWriter {
 
 /// Writes little-endian fields into a fixed-size buffer (secret payloads), never reallocating,
 /// so no copy of the plaintext is left behind in freed memory.
-struct FixedBufferWriter {
-    let buffer: UnsafeMutableRawBufferPointer
+package struct FixedBufferWriter {
+    package let buffer: UnsafeMutableRawBufferPointer
     private(set) var offset = 0
 
-    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+    package init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
 
-    mutating func append<T: FixedWidthInteger>(_ value: T) {
+    package mutating func append<T: FixedWidthInteger>(_ value: T) {
         withUnsafeBytes(of: value.littleEndian) { append($0) }
     }
 
-    mutating func append(_ raw: UnsafeRawBufferPointer) {
+    package mutating func append(_ raw: UnsafeRawBufferPointer) {
         precondition(offset + raw.count <= buffer.count, "payload size was miscounted")
         if raw.count > 0, let target = buffer.baseAddress, let source = raw.baseAddress {
             (target + offset).copyMemory(from: source, byteCount: raw.count)
@@ -43,7 +43,7 @@ struct FixedBufferWriter {
     }
 
     /// A string as a `UInt16` byte count followed by its UTF-8 bytes.
-    mutating func appendShortString(_ string: String) {
+    package mutating func appendShortString(_ string: String) {
         var string = string
         append(UInt16(string.utf8.count))
         string.withUTF8 { append(UnsafeRawBufferPointer($0)) }
@@ -51,18 +51,18 @@ struct FixedBufferWriter {
 }
 
 /// Reads little-endian fields, throwing ``FormatError`` instead of reading out of bounds.
-struct ByteReader {
-    let bytes: UnsafeRawBufferPointer
+package struct ByteReader {
+    package let bytes: UnsafeRawBufferPointer
     private(set) var offset: Int
 
-    init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
+    package init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
 
-    var remaining: Int { bytes.count - offset }
+    package var remaining: Int { bytes.count - offset }
 
-    mutating func read<T: FixedWidthInteger>(_: T.Type, _ what: @autoclosure () -> String) throws -> T {
+    package mutating func read<T: FixedWidthInteger>(_: T.Type, _ what: @autoclosure () -> String) throws -> T {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { throw FormatError("truncated at \(what())") }
         var value: T = 0
@@ -73,11 +73,11 @@ struct ByteReader {
         return T(littleEndian: value)
     }
 
-    mutating func readBytes(_ count: Int, _ what: @autoclosure () -> String) throws -> [UInt8] {
+    package mutating func readBytes(_ count: Int, _ what: @autoclosure () -> String) throws -> [UInt8] {
         Array(try readSlice(count, what()))
     }
 
-    mutating func readSlice(_ count: Int, _ what: @autoclosure () -> String) throws -> UnsafeRawBufferPointer {
+    package mutating func readSlice(_ count: Int, _ what: @autoclosure () -> String) throws -> UnsafeRawBufferPointer {
         guard count >= 0, remaining >= count else { throw FormatError("truncated at \(what())") }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
@@ -86,7 +86,7 @@ struct ByteReader {
     /// A `UInt16` byte count followed by that many bytes of valid UTF-8.
     /// The field's name (`what`) is built only when there is an error to report: this runs for
     /// every field of every item when a vault is opened.
-    mutating func readShortString(_ what: @autoclosure () -> String) throws -> String {
+    package mutating func readShortString(_ what: @autoclosure () -> String) throws -> String {
         let length = Int(try read(UInt16.self, "\(what()) length"))
         let slice = try readSlice(length, what())
         guard let string = String(validating: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {

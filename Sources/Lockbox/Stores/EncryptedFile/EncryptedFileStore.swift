@@ -415,13 +415,13 @@ public final class EncryptedFileStore: SecretStore {
     }
 
     /// The vault's ID and the data key, for a session window (kernel keyring).
-    func windowMaterial() throws -> (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes) {
+    package func windowMaterial() throws -> (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes) {
         try withFreshState { state in (state.header.vaultID, Self.fingerprint(of: state.header), state.dataKey) }
     }
 
     /// Opens the vault with a data key taken from a session window, if it still opens it and
     /// the key slots are as they were when the window opened.
-    static func open(at path: FilePath, windowDataKey dataKey: SecretBytes, fingerprint: String,
+    package static func open(at path: FilePath, windowDataKey dataKey: SecretBytes, fingerprint: String,
                      lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }) throws -> EncryptedFileStore? {
         let path = resolvedVaultPath(path)
         let file = try readVaultFile(path)
@@ -436,7 +436,7 @@ public final class EncryptedFileStore: SecretStore {
     }
 
     /// The vault's ID, read from its header without any credential.
-    static func vaultID(at path: FilePath) throws -> [UInt8] {
+    package static func vaultID(at path: FilePath) throws -> [UInt8] {
         let path = resolvedVaultPath(path)
         let file = try readVaultFile(path)
         return try parseHeader(file.bytes, path: path).0.vaultID
@@ -611,7 +611,7 @@ public final class EncryptedFileStore: SecretStore {
 
     /// The body of the vault file `bytes` decrypted under `dataKey` (the whole header as
     /// associated data), or `nil` if it fails authentication. Also the fuzzing harness's path.
-    static func decryptBody(_ bytes: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes) -> SecretBytes? {
+    package static func decryptBody(_ bytes: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes) -> SecretBytes? {
         bytes.withUnsafeBytes { file in
             header.bodyNonce.withUnsafeBytes { nonce in
                 Sodium.open(UnsafeRawBufferPointer(rebasing: file[headerLength...]),

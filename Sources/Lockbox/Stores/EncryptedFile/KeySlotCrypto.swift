@@ -3,11 +3,11 @@
 /// - Passphrase slot: KEK = Argon2id13(passphrase, salt, t, m), 32 bytes.
 /// - Key-file slot:   KEK = BLAKE2b-256(key: key file, message: "lockbox.v1.keyfile-slot" ‖ salt).
 /// - Either way: wrapped = XChaCha20-Poly1305(KEK, nonce, data key, AD: vault ID ‖ slot parameters).
-enum KeySlotCrypto {
-    static let keyFileContext = Array("lockbox.v1.keyfile-slot".utf8)
+package enum KeySlotCrypto {
+    package static let keyFileContext = Array("lockbox.v1.keyfile-slot".utf8)
 
     /// A slot wrapping `dataKey` under a key derived from `credentialKey` with fresh salt and nonce.
-    static func makeSlot(
+    package static func makeSlot(
         wrapping dataKey: SecretBytes, vaultID: [UInt8], using source: KEKSource
     ) throws -> (KeySlot, kek: SecretBytes) {
         let salt = Sodium.randomBytes(KeySlot.saltBytes)
@@ -27,7 +27,7 @@ enum KeySlotCrypto {
     }
 
     /// Rewraps `dataKey` in an existing slot whose KEK is known (same salt and parameters).
-    static func rewrap(_ slot: KeySlot, dataKey: SecretBytes, vaultID: [UInt8], kek: SecretBytes) -> KeySlot {
+    package static func rewrap(_ slot: KeySlot, dataKey: SecretBytes, vaultID: [UInt8], kek: SecretBytes) -> KeySlot {
         var slot = slot
         slot.nonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
         slot.wrappedKey = dataKey.withUnsafeBytes {
@@ -37,7 +37,7 @@ enum KeySlotCrypto {
     }
 
     /// The data key from `slot`, or `nil` if `kek` does not open it.
-    static func unwrap(_ slot: KeySlot, vaultID: [UInt8], kek: SecretBytes) -> SecretBytes? {
+    package static func unwrap(_ slot: KeySlot, vaultID: [UInt8], kek: SecretBytes) -> SecretBytes? {
         let additionalData = vaultID + slot.parameterBytes
         return slot.wrappedKey.withUnsafeBytes { wrapped in
             additionalData.withUnsafeBytes { ad in
@@ -50,7 +50,7 @@ enum KeySlotCrypto {
 
     /// Derives the key-encryption key for `slot` from `source`; `nil`-free: throws if the
     /// kinds do not match or Argon2id cannot run.
-    static func deriveKEK(for slot: KeySlot, from source: KEKSource) throws -> SecretBytes {
+    package static func deriveKEK(for slot: KeySlot, from source: KEKSource) throws -> SecretBytes {
         switch (slot.kind, source) {
         case let (.passphrase, .passphrase(passphrase, _)):
             guard let kdf = slot.kdf,
@@ -69,11 +69,11 @@ enum KeySlotCrypto {
 }
 
 /// Secret material a key-encryption key is derived from, already loaded.
-enum KEKSource {
+package enum KEKSource {
     case passphrase(SecretBytes, KDFParameters)
     case key(SecretBytes)
 
-    var slotKind: KeySlot.Kind {
+    package var slotKind: KeySlot.Kind {
         switch self {
         case .passphrase: return .passphrase
         case .key: return .keyFile

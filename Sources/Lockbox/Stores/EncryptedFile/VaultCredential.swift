@@ -83,7 +83,7 @@ public enum KeyFile {
     }
 
     /// 32 raw bytes as they are; 64 hex digits (plus an optional newline) decoded; else `nil`.
-    static func decode(_ raw: SecretBytes) -> SecretBytes? {
+    package static func decode(_ raw: SecretBytes) -> SecretBytes? {
         if raw.count == keyBytes { return raw }
         return raw.withUnsafeBytes { bytes -> SecretBytes? in
             var digits = bytes.count
@@ -120,7 +120,7 @@ func octal(_ mode: UInt32) -> String {
 
 extension UnsafeMutableRawBufferPointer {
     /// Overwrites every byte with zero in a way the optimiser keeps (`sodium_memzero`).
-    func zeroize() {
+    package func zeroize() {
         if let base = baseAddress, count > 0 { sodium_memzero(base, count) }
     }
 }

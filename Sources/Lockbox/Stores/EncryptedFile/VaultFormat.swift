@@ -6,24 +6,33 @@ import Foundation
 
 /// One key slot: the data key wrapped (XChaCha20-Poly1305) under a key-encryption key derived
 /// from a passphrase (Argon2id) or from a key file (keyed BLAKE2b).
-struct KeySlot: Equatable {
-    enum Kind: UInt8 {
+package struct KeySlot: Equatable {
+    package enum Kind: UInt8 {
         case passphrase = 1
         case keyFile = 2
     }
 
-    var kind: Kind
+    package var kind: Kind
     /// Argon2id cost; `nil` for key-file slots.
-    var kdf: KDFParameters?
-    var salt: [UInt8]
-    var nonce: [UInt8]
-    var wrappedKey: [UInt8]
+    package var kdf: KDFParameters?
+    package var salt: [UInt8]
+    package var nonce: [UInt8]
+    package var wrappedKey: [UInt8]
 
-    static let saltBytes = 16
-    static let wrappedKeyBytes = 32 + 16
+    /// Memberwise, for the package's other targets (the vault-vector builder, the fuzzing harness).
+    package init(kind: Kind, kdf: KDFParameters?, salt: [UInt8], nonce: [UInt8], wrappedKey: [UInt8]) {
+        self.kind = kind
+        self.kdf = kdf
+        self.salt = salt
+        self.nonce = nonce
+        self.wrappedKey = wrappedKey
+    }
+
+    package static let saltBytes = 16
+    package static let wrappedKeyBytes = 32 + 16
 
     /// The slot fields the wrapping authenticates besides the vault ID: kind, KDF cost, salt.
-    var parameterBytes: [UInt8] {
+    package var parameterBytes: [UInt8] {
         var writer = ByteWriter()
         writer.append(kind.rawValue)
         if let kdf {
@@ -34,7 +43,7 @@ struct KeySlot: Equatable {
         return writer.bytes
     }
 
-    func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var body = ByteWriter()
         if let kdf {
             body.append(kdf.opsLimit)
@@ -50,7 +59,7 @@ struct KeySlot: Equatable {
         return writer.bytes
     }
 
-    static func parse(_ reader: inout ByteReader, index: Int) throws -> KeySlot {
+    package static func parse(_ reader: inout ByteReader, index: Int) throws -> KeySlot {
         let rawKind = try reader.read(UInt8.self, "key slot \(index) type")
         let length = Int(try reader.read(UInt16.self, "key slot \(index) length"))
         var body = ByteReader(try reader.readSlice(length, "key slot \(index)"))
@@ -79,23 +88,32 @@ struct KeySlot: Equatable {
 /// The vault header. It is authenticated twice: a BLAKE2b-256 checksum (catches accidental
 /// damage and lets Lockbox report it as such) and as the associated data of the body's AEAD
 /// (catches deliberate tampering).
-struct VaultHeader: Equatable {
-    static let magic: [UInt8] = Array("LOCKBOX".utf8) + [0]
-    static let currentVersion: UInt16 = 1
-    static let vaultIDBytes = 16
-    static let checksumBytes = 32
-    static let maxSlots = 16
+package struct VaultHeader: Equatable {
+    package static let magic: [UInt8] = Array("LOCKBOX".utf8) + [0]
+    package static let currentVersion: UInt16 = 1
+    package static let vaultIDBytes = 16
+    package static let checksumBytes = 32
+    package static let maxSlots = 16
     /// magic, version, flags, header length: the part every format version keeps.
-    static let fixedPrefixBytes = 16
+    package static let fixedPrefixBytes = 16
 
-    var vaultID: [UInt8]
-    var generation: UInt64
-    var slots: [KeySlot]
-    var bodyNonce: [UInt8]
-    var bodyLength: UInt64
+    package var vaultID: [UInt8]
+    package var generation: UInt64
+    package var slots: [KeySlot]
+    package var bodyNonce: [UInt8]
+    package var bodyLength: UInt64
+
+    /// Memberwise, for the package's other targets (the vault-vector builder, the fuzzing harness).
+    package init(vaultID: [UInt8], generation: UInt64, slots: [KeySlot], bodyNonce: [UInt8], bodyLength: UInt64) {
+        self.vaultID = vaultID
+        self.generation = generation
+        self.slots = slots
+        self.bodyNonce = bodyNonce
+        self.bodyLength = bodyLength
+    }
 
     /// The header bytes, checksum included.
-    func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var fields = ByteWriter()
         fields.append(vaultID)
         fields.append(generation)
@@ -120,7 +138,7 @@ struct VaultHeader: Equatable {
     ///
     /// Checks run in an order that gives the most useful error: not a vault at all, then
     /// truncated, then damaged (checksum), then a format version this code does not read.
-    static func parse(_ file: UnsafeRawBufferPointer) throws -> (VaultHeader, Int) {
+    package static func parse(_ file: UnsafeRawBufferPointer) throws -> (VaultHeader, Int) {
         var reader = ByteReader(file)
         guard file.count >= magic.count,
               Array(UnsafeRawBufferPointer(rebasing: file[0..<magic.count])) == magic
@@ -183,11 +201,11 @@ struct VaultHeader: Equatable {
 }
 
 /// Why a vault file could not be read, before the path is attached to make a ``LockboxError``.
-enum LockboxErrorReason: Error, Equatable {
+package enum LockboxErrorReason: Error, Equatable {
     case corrupt(String)
     case unsupportedVersion(Int)
 
-    func error(path: String) -> LockboxError {
+    package func error(path: String) -> LockboxError {
         switch self {
         case let .corrupt(reason): return .corruptVault(path: path, reason: reason)
         case let .unsupportedVersion(found):
@@ -197,17 +215,23 @@ enum LockboxErrorReason: Error, Equatable {
 }
 
 /// One decrypted item.
-struct VaultEntry {
-    var metadata: ItemMetadata
-    var secret: SecretBytes
+package struct VaultEntry {
+    package var metadata: ItemMetadata
+    package var secret: SecretBytes
+
+    /// Memberwise, for the package's other targets (the vault-vector builder, the fuzzing harness).
+    package init(metadata: ItemMetadata, secret: SecretBytes) {
+        self.metadata = metadata
+        self.secret = secret
+    }
 }
 
 /// The encrypted body's plaintext: an item count, the items, then ISO/IEC 7816-4 padding to a
 /// multiple of ``blockSize`` so the file size reveals only a rough item volume.
-enum VaultPayload {
-    static let blockSize = 256
+package enum VaultPayload {
+    package static let blockSize = 256
 
-    static func encode(_ entries: [ItemKey: VaultEntry]) -> SecretBytes {
+    package static func encode(_ entries: [ItemKey: VaultEntry]) -> SecretBytes {
         // Sorted, so the same items always give the same plaintext (reproducible test vectors).
         // Sorting the keys alone is much cheaper than sorting whole entries.
         let keys = entries.keys.sorted { ($0.service, $0.account) < ($1.service, $1.account) }
@@ -227,7 +251,7 @@ enum VaultPayload {
     }
 
     /// The reserved attribute that records an item's access policy (absent for `.always`).
-    static let accessAttribute = ItemLimits.reservedAttributePrefix + "access"
+    package static let accessAttribute = ItemLimits.reservedAttributePrefix + "access"
 
     /// The attributes as stored: the caller's plus Lockbox's reserved ones.
     private static func storedAttributes(_ m: ItemMetadata) -> [String: String] {
@@ -262,7 +286,7 @@ enum VaultPayload {
         entry.secret.withUnsafeBytes { writer.append($0) }
     }
 
-    static func decode(_ plaintext: SecretBytes) throws -> [ItemKey: VaultEntry] {
+    package static func decode(_ plaintext: SecretBytes) throws -> [ItemKey: VaultEntry] {
         try plaintext.withUnsafeBytes { (padded: UnsafeRawBufferPointer) throws -> [ItemKey: VaultEntry] in
             var unpaddedLength = 0
             guard padded.count > 0,
@@ -317,17 +341,17 @@ enum VaultPayload {
     /// since 2001, which cannot hold every millisecond beyond about ±2^51 ms (fuzzing found the
     /// old ±2^53 limit drifting by a millisecond per rewrite); within ±2^48 decoding and
     /// re-encoding always give back the same value, with room to spare.
-    static let timestampLimit: Int64 = 1 << 48
+    package static let timestampLimit: Int64 = 1 << 48
 
     /// Milliseconds since 1970, rounded to the nearest (not down: `Date` is a binary fraction,
     /// and a value decoded from milliseconds may sit a hair below the exact millisecond).
-    static func milliseconds(_ date: Date) -> Int64 {
+    package static func milliseconds(_ date: Date) -> Int64 {
         let value = (date.timeIntervalSince1970 * 1000).rounded()
         guard value.isFinite else { return 0 }
         return Int64(max(-Double(timestampLimit), min(Double(timestampLimit), value)))
     }
 
-    static func date(milliseconds: Int64) -> Date {
+    package static func date(milliseconds: Int64) -> Date {
         let clamped = max(-timestampLimit, min(timestampLimit, milliseconds))
         return Date(timeIntervalSince1970: Double(clamped) / 1000)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import SystemPackage
+import Lockbox
 
 /// A re-authentication window shared by the processes of one login session, like sudo's
 /// timestamp — but kept in the Linux kernel keyring, never on disk: a `user` key in the session
@@ -19,7 +20,7 @@ public enum SessionWindow {
         public var openedBy: String
     }
 
-    static let descriptionPrefix = "lockbox:window:"
+    package static let descriptionPrefix = "lockbox:window:"
     private static let magic = Array("LBW1".utf8)
 
     /// The window scope of the file vault at `path`: its vault ID, read without a credential.
@@ -111,7 +112,7 @@ public enum SessionWindow {
 
     // MARK: Payload
 
-    struct Contents {
+    package struct Contents {
         var expires: Double
         var openedBy: String
         var fingerprint: String
@@ -121,7 +122,7 @@ public enum SessionWindow {
         var dataKey: SecretBytes?
     }
 
-    static func read(scope: String) -> Contents? {
+    package static func read(scope: String) -> Contents? {
         guard let id = KernelKeyring.search(description: descriptionPrefix + scope),
               let payload = KernelKeyring.read(id),
               let contents = decode(payload)

@@ -1,4 +1,5 @@
 import Foundation
+import Lockbox
 
 /// Builds vault file bytes from fixed inputs — vault ID, generation, data key, salts, nonces,
 /// credentials, items — with the same encoders the store writes with (``KeySlotCrypto``,
@@ -7,14 +8,14 @@ import Foundation
 /// replaced by inputs, so the result can be compared byte for byte with a known-answer vector.
 ///
 /// Used by the known-answer self-test; nothing in the store calls it.
-enum VaultVectorBuilder {
-    struct SlotInput {
+package enum VaultVectorBuilder {
+    package struct SlotInput {
         var source: KEKSource
         var salt: [UInt8]
         var nonce: [UInt8]
     }
 
-    struct Inputs {
+    package struct Inputs {
         var vaultID: [UInt8]
         var generation: UInt64
         var dataKey: SecretBytes
@@ -23,7 +24,7 @@ enum VaultVectorBuilder {
         var entries: [VaultEntry]
     }
 
-    struct Output {
+    package struct Output {
         var file: [UInt8]
         var headerLength: Int
         var bodyLength: Int
@@ -33,7 +34,7 @@ enum VaultVectorBuilder {
         var plaintext: SecretBytes
     }
 
-    static func build(_ inputs: Inputs) throws -> Output {
+    package static func build(_ inputs: Inputs) throws -> Output {
         var slots: [KeySlot] = []
         var keks: [SecretBytes] = []
         var additionalData: [[UInt8]] = []
@@ -88,7 +89,7 @@ enum VaultVectorBuilder {
 
     /// The unpadded length of a plaintext: the position of the `0x80` that ends it, found as
     /// `sodium_unpad` finds it; `nil` if the padding is bad.
-    static func unpaddedLength(_ plaintext: SecretBytes) -> Int? {
+    package static func unpaddedLength(_ plaintext: SecretBytes) -> Int? {
         plaintext.withUnsafeBytes { bytes -> Int? in
             var index = bytes.count - 1
             let lowest = max(0, bytes.count - VaultPayload.blockSize)
@@ -99,7 +100,7 @@ enum VaultVectorBuilder {
 
     /// `file` with the header checksum recomputed over its (possibly changed) header, as a
     /// deliberate tamperer would; unchanged if the header length field is unusable.
-    static func recomputingChecksum(_ file: [UInt8]) -> [UInt8] {
+    package static func recomputingChecksum(_ file: [UInt8]) -> [UInt8] {
         guard file.count >= VaultHeader.fixedPrefixBytes else { return file }
         let length = Int(file[12]) | Int(file[13]) << 8 | Int(file[14]) << 16 | Int(file[15]) << 24
         guard length >= VaultHeader.fixedPrefixBytes + VaultHeader.checksumBytes, length <= file.count else { return file }

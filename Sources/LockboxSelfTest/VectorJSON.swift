@@ -1,4 +1,5 @@
 import Foundation
+import Lockbox
 
 /// A JSON value, decoded exactly: integers stay integers (no trip through `Double`), so a vector
 /// file's 64-bit values are read as written.

@@ -1,5 +1,6 @@
 import CLibSecret
 import Foundation
+import Lockbox
 
 /// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), through libsecret.
 ///
@@ -39,9 +40,9 @@ public final class SecretServiceStore: SecretStore {
 
     /// A reference to libsecret's shared `SecretService` proxy.
     private final class ServiceHandle: @unchecked Sendable {
-        let service: UnsafeMutablePointer<SecretService>
-        init(_ service: UnsafeMutablePointer<SecretService>) { self.service = service }
-        deinit { g_object_unref(service) }
+        let service: OpaquePointer
+        init(_ service: OpaquePointer) { self.service = service }
+        deinit { g_object_unref(UnsafeMutableRawPointer(service)) }
     }
 
     /// Connects to the Secret Service on the session bus and checks the default collection.
@@ -51,6 +52,7 @@ public final class SecretServiceStore: SecretStore {
     /// A locked collection is not an error here (reads and writes report it); see ``isLocked()``.
     public init(timeout: Double = 5) throws {
         self.timeout = timeout
+        try Self.loadLibsecret()
         _ = try withService("connecting") { _, _ in () }
     }
 
@@ -158,6 +160,16 @@ public final class SecretServiceStore: SecretStore {
 
     // MARK: Internals
 
+    /// Loads libsecret (once per process; see CLibSecret.h): a system without it has no Secret
+    /// Service client, which is reported as the Secret Service being unavailable.
+    private static func loadLibsecret() throws {
+        var message = [CChar](repeating: 0, count: 512)
+        if lockbox_libsecret_load(&message, message.count) == 0 {
+            let detail = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw LockboxError.secretServiceUnavailable(detail: "libsecret could not be loaded: \(detail)")
+        }
+    }
+
     private struct FoundItem {
         var metadata: ItemMetadata
         var secret: SecretBytes?
@@ -246,7 +258,7 @@ public final class SecretServiceStore: SecretStore {
     /// Item paths matching `query` exactly (no schema name is matched): `SearchItems`, one call.
     /// Never unlocks (that would prompt).
     private func searchPaths(
-        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ query: [String: String]
+        _ service: OpaquePointer, _ deadline: Deadline, _ query: [String: String]
     ) throws -> (unlocked: [String], locked: [String]) {
         let table = GStringTable(query)
         var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
@@ -263,7 +275,7 @@ public final class SecretServiceStore: SecretStore {
 
     /// The properties of the item at `path`, in one call.
     private func itemProperties(
-        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ path: String
+        _ service: OpaquePointer, _ deadline: Deadline, _ path: String
     ) throws -> ItemProperties {
         guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.DBus.Properties", "GetAll",
                                        ["org.freedesktop.Secret.Item"], replyType: "(a{sv})")
@@ -288,7 +300,7 @@ public final class SecretServiceStore: SecretStore {
     /// Deletes the item at `path` (`Item.Delete`, one call). Lockbox never shows a prompt: if
     /// the provider wants the deletion confirmed (KeePassXC can be set to), the prompt is
     /// dismissed and the deletion reported as refused, with what to do.
-    private func deleteItem(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline, _ path: String) throws {
+    private func deleteItem(_ service: OpaquePointer, _ deadline: Deadline, _ path: String) throws {
         guard let reply = try dbusCall(service, deadline, path, "org.freedesktop.Secret.Item", "Delete", [], replyType: "(o)")
         else { return }
         defer { g_variant_unref(reply) }
@@ -330,7 +342,7 @@ public final class SecretServiceStore: SecretStore {
     /// plain D-Bus calls on the service's connection — `ReadAlias("default")`, then the
     /// collection's `Locked` property — whatever the number of items (building a collection
     /// proxy would fetch its item list too).
-    private func isLocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws -> Bool {
+    private func isLocked(_ service: OpaquePointer, _ deadline: Deadline) throws -> Bool {
         func call(_ path: String, _ interface: String, _ method: String, _ strings: [String], _ replyType: String) throws -> OpaquePointer? {
             try dbusCall(service, deadline, path, interface, method, strings, replyType: replyType)
         }
@@ -360,10 +372,11 @@ public final class SecretServiceStore: SecretStore {
     /// One plain D-Bus method call to the provider on the service's connection, with string
     /// arguments; the caller unrefs the reply.
     private func dbusCall(
-        _ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline,
+        _ service: OpaquePointer, _ deadline: Deadline,
         _ path: String, _ interface: String, _ method: String, _ strings: [String], replyType: String
     ) throws -> OpaquePointer? {
-        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        // A SecretService is a GDBusProxy (its parent class).
+        let proxy = service
         let connection = g_dbus_proxy_get_connection(proxy)
         let busName = g_dbus_proxy_get_name(proxy).map { String(cString: $0) } ?? "org.freedesktop.secrets"
         var arguments: [OpaquePointer?] = strings.map { g_variant_new_string($0) }
@@ -378,7 +391,7 @@ public final class SecretServiceStore: SecretStore {
         }
     }
 
-    private func requireUnlocked(_ service: UnsafeMutablePointer<SecretService>, _ deadline: Deadline) throws {
+    private func requireUnlocked(_ service: OpaquePointer, _ deadline: Deadline) throws {
         if try isLocked(service, deadline) { throw LockboxError.keyringLocked(collection: collectionAlias) }
     }
 
@@ -387,7 +400,7 @@ public final class SecretServiceStore: SecretStore {
     /// went away drops the connection, so the next call reconnects.
     private func withService<T>(
         _ operation: String,
-        _ body: (UnsafeMutablePointer<SecretService>, Deadline) throws -> T
+        _ body: (OpaquePointer, Deadline) throws -> T
     ) throws -> T {
         try connection.withLock { (handle: inout ServiceHandle?) throws -> T in
             let deadline = Deadline(seconds: timeout)

@@ -1,5 +1,8 @@
 import Foundation
 import SystemPackage
+import Lockbox
+import LockboxSelfTest
+import LockboxWindows
 
 /// What the libFuzzer harnesses in `Fuzz/` call: each entry point feeds arbitrary bytes to one of
 /// Lockbox's parsers through the same functions the store and the CLI use, and checks properties
@@ -9,12 +12,11 @@ import SystemPackage
 ///
 /// Not for applications: the SPI exists only so `Fuzz/` can reach internal parsers without
 /// `@testable` (which release and sanitizer builds do not allow). See docs/SECURITY-TESTING.md.
-@_spi(Fuzzing)
-public enum FuzzingEntryPoints {
+package enum FuzzingEntryPoints {
     // MARK: Vault files
 
     /// Key-file keys the harness tries on key-file slots: those of the vectors in
-    /// Tests/Vectors/lockbox-vault-v1.json, whose files seed the corpus.
+    /// Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json, whose files seed the corpus.
     static let keyFileKeys: [SecretBytes] = [
         SecretBytes(copying: (0..<32).map { UInt8($0) }),
         SecretBytes(copying: (0..<32).map { UInt8(0xA0 + $0) }),
@@ -38,7 +40,7 @@ public enum FuzzingEntryPoints {
     /// Then, as `EncryptedFileStore.open` with a key-file credential does: `VaultHeader.parse`,
     /// key-file slots derived and unwrapped with the known keys (passphrase slots are skipped:
     /// Argon2id per input would stall the fuzzer), the body decrypted, `VaultPayload.decode`.
-    public static func vaultFile(_ input: UnsafeRawBufferPointer) {
+    package static func vaultFile(_ input: UnsafeRawBufferPointer) {
         guard let mode = input.first else { return }
         var file = Array(input.dropFirst())
         if mode & 2 != 0 {
@@ -93,7 +95,7 @@ public enum FuzzingEntryPoints {
     // MARK: Payloads
 
     /// A decrypted vault body (padded payload): `VaultPayload.decode`, then the round-trip check.
-    public static func vaultPayload(_ input: UnsafeRawBufferPointer) {
+    package static func vaultPayload(_ input: UnsafeRawBufferPointer) {
         checkPayloadRoundTrip(SecretBytes(copying: input))
     }
 
@@ -128,7 +130,7 @@ public enum FuzzingEntryPoints {
     /// Settings that load must survive `BackendSettings.record` adding a profile (it loads,
     /// adds and rewrites the whole file): every other profile reads back the same, to the
     /// millisecond the file keeps.
-    public static func settings(_ input: UnsafeRawBufferPointer) {
+    package static func settings(_ input: UnsafeRawBufferPointer) {
         let path = scratchFile("settings.json")
         guard (try? writeFile(input, to: path)) != nil else { return }
         guard let settings = try? BackendSettings.load(from: path) else { return }
@@ -168,7 +170,7 @@ public enum FuzzingEntryPoints {
     /// A PIN record as stored in the item `pin:NAME` (JSON), read through `PinGuard` over a
     /// `MemoryStore`: `status`, `fingerprint`, and `verify` when the stored hash is not an
     /// Argon2id string (so no Argon2id runs: its cost comes from the input).
-    public static func pinRecord(_ input: UnsafeRawBufferPointer) {
+    package static func pinRecord(_ input: UnsafeRawBufferPointer) {
         let store = MemoryStore(now: { Date(timeIntervalSince1970: 1_800_000_000) })
         let profile = PinProfile(service: "fuzz", name: "max")
         guard (try? store.set(SecretBytes(copying: input), for: profile.itemKey, options: ItemOptions(kind: .pinHash))) != nil
@@ -194,7 +196,7 @@ public enum FuzzingEntryPoints {
     /// A session-window payload, stored as a key in the session keyring and read back through
     /// `SessionWindow.read` and `status` (its decoder is private to SessionWindow.swift, so the
     /// harness goes the way `lockbox` does). Needs a session keyring: run under `keyctl session -`.
-    public static func sessionWindow(_ input: UnsafeRawBufferPointer) {
+    package static func sessionWindow(_ input: UnsafeRawBufferPointer) {
         // The kernel keeps user-key payloads of 1 to 32767 bytes.
         guard (1...32767).contains(input.count) else { return }
         let scope = "fuzz"
@@ -209,7 +211,7 @@ public enum FuzzingEntryPoints {
 
     /// A key file's contents (`KeyFile.decode`): 32 raw bytes or 64 hex digits; anything it
     /// accepts must be a 32-byte key.
-    public static func keyFile(_ input: UnsafeRawBufferPointer) {
+    package static func keyFile(_ input: UnsafeRawBufferPointer) {
         if let key = KeyFile.decode(SecretBytes(copying: input)), key.count != KeyFile.keyBytes {
             fatalError("KeyFile.decode returned \(key.count) bytes")
         }
@@ -227,7 +229,7 @@ public enum FuzzingEntryPoints {
     /// `TokenStore` parses after every sign-in and refresh). Whatever parses must store and load
     /// back as the same session (see `checkStoredRoundTrip`); whatever is refused must not
     /// repeat the response's tokens in the error.
-    public static func tokenResponse(_ input: UnsafeRawBufferPointer) {
+    package static func tokenResponse(_ input: UnsafeRawBufferPointer) {
         let data = Data(input)
         do {
             let tokens = try TokenSet(oauthResponse: data, now: tokenNow, previous: previousTokens)
@@ -268,7 +270,7 @@ public enum FuzzingEntryPoints {
 
     /// A stored token record (the JSON `TokenStore` keeps inside the store's encryption):
     /// whatever loads must store and load back the same.
-    public static func tokenRecord(_ input: UnsafeRawBufferPointer) {
+    package static func tokenRecord(_ input: UnsafeRawBufferPointer) {
         let key = ItemKey(service: "fuzz", account: "session")
         guard let tokens = try? TokenSet.decode(SecretBytes(copying: input), key: key) else { return }
         checkStoredRoundTrip(tokens)

@@ -2,17 +2,18 @@
 import Glibc
 #endif
 import CKeyutils
+import Lockbox
 
 /// Typed wrappers over the few libkeyutils calls Lockbox uses: `user` keys in the calling
 /// process's session keyring, readable only by processes that possess them (that share the
 /// session keyring), with a kernel-enforced expiry. Nothing here ever touches the disk.
-enum KernelKeyring {
+package enum KernelKeyring {
     /// Adds (or replaces) a `user` key in the session keyring with possessor-only permissions and
     /// a timeout, then checks that it can be found again — some containers accept the call but
     /// never link the key anywhere a later process could find it.
     ///
     /// The corresponding C functions are `add_key`, `keyctl_setperm`, `keyctl_set_timeout` and `keyctl_search`.
-    static func add(description: String, payload: SecretBytes, timeoutSeconds: UInt32) throws -> Int32 {
+    package static func add(description: String, payload: SecretBytes, timeoutSeconds: UInt32) throws -> Int32 {
         try requireLoginSessionKeyring()
         let id = payload.withUnsafeBytes { bytes in
             add_key("user", description, bytes.baseAddress, bytes.count, KEY_SPEC_SESSION_KEYRING)
@@ -54,7 +55,7 @@ enum KernelKeyring {
     /// The key with `description` reachable from the session keyring, or `nil` (none, expired or revoked).
     ///
     /// The corresponding C function is `keyctl_search`.
-    static func search(description: String) -> Int32? {
+    package static func search(description: String) -> Int32? {
         let id = keyctl_search(KEY_SPEC_SESSION_KEYRING, "user", description, 0)
         return id >= 0 ? Int32(id) : nil
     }
@@ -62,7 +63,7 @@ enum KernelKeyring {
     /// The key's payload, or `nil` if it expired, was revoked or cannot be read.
     ///
     /// The corresponding C function is `keyctl_read_alloc`.
-    static func read(_ id: Int32) -> SecretBytes? {
+    package static func read(_ id: Int32) -> SecretBytes? {
         var buffer: UnsafeMutableRawPointer?
         let length = keyctl_read_alloc(id, &buffer)
         guard length >= 0, let buffer else { return nil }
@@ -77,7 +78,7 @@ enum KernelKeyring {
     ///
     /// The corresponding C function is `keyctl_invalidate` (falling back to `keyctl_revoke`).
     @discardableResult
-    static func invalidate(_ id: Int32) -> Bool {
+    package static func invalidate(_ id: Int32) -> Bool {
         keyctl_invalidate(id) == 0 || keyctl_revoke(id) == 0
     }
 

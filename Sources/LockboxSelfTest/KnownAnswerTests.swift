@@ -1,8 +1,8 @@
 import Foundation
 import SystemPackage
+import Lockbox
 
 /// One known-answer vector file: its name and its JSON bytes.
-@_spi(SelfTest)
 public struct KnownAnswerVectorFile: Sendable, Hashable {
     /// The file name, e.g. `argon2id-libsodium.json`.
     public var name: String
@@ -17,7 +17,6 @@ public struct KnownAnswerVectorFile: Sendable, Hashable {
 }
 
 /// The outcome of one vector (or of one must-fail case).
-@_spi(SelfTest)
 public struct KnownAnswerResult: Sendable, Codable, Equatable {
     /// The vector file it came from.
     public var file: String
@@ -36,18 +35,25 @@ public struct KnownAnswerResult: Sendable, Codable, Equatable {
     public var seconds: Double
 }
 
-/// Runs known-answer vectors (Tests/Vectors/*.json, also embedded in the library) against the
+/// Runs known-answer vectors (Sources/LockboxSelfTest/Vectors/*.json, embedded in this module) against the
 /// code a build of Lockbox actually runs: libsodium through Lockbox's own wrappers, and the
 /// vault writer and reader. `lockbox selftest` and the test suite use it.
-@_spi(SelfTest)
 public enum KnownAnswerTests {
     /// The first field of every vector file.
     public static let formatTag = "lockbox-known-answer-vectors/1"
 
-    /// The vector files compiled into this build (generated from Tests/Vectors by
-    /// scripts/embed-vectors.py), sorted by name.
+    /// The vector files compiled into this build (the target's `Vectors/*.json`, embedded by
+    /// SwiftPM as resources), sorted by name.
     public static var embeddedFiles: [KnownAnswerVectorFile] {
-        EmbeddedVectors.files.map { KnownAnswerVectorFile(name: $0.name, contents: Array($0.contents.utf8)) }
+        [
+            KnownAnswerVectorFile(name: "argon2id-libsodium.json", contents: PackageResources.argon2id_libsodium_json),
+            KnownAnswerVectorFile(name: "argon2id-phc-winner-argon2.json", contents: PackageResources.argon2id_phc_winner_argon2_json),
+            KnownAnswerVectorFile(name: "blake2b-rfc7693-and-kat.json", contents: PackageResources.blake2b_rfc7693_and_kat_json),
+            KnownAnswerVectorFile(name: "lockbox-vault-v1.json", contents: PackageResources.lockbox_vault_v1_json),
+            KnownAnswerVectorFile(
+                name: "xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json",
+                contents: PackageResources.xchacha20poly1305_draft_irtf_cfrg_xchacha_03_json),
+        ]
     }
 
     /// The `*.json` files in `directory`, sorted by name. Throws

@@ -1,5 +1,6 @@
 import CLibSecret
 import Dispatch
+import Lockbox
 
 // Small, typed helpers for the GLib types libsecret speaks: errors, string hash tables, lists and
 // cancellables. Nothing here leaks into Lockbox's public API.
@@ -71,7 +72,7 @@ final class GStringTable {
 /// call can hang on a prompt nobody can answer or a provider that stopped answering.
 final class Deadline: @unchecked Sendable {
     // g_cancellable_cancel is thread-safe; the pointer is only unref'd in deinit.
-    let cancellable: UnsafeMutablePointer<GCancellable>
+    let cancellable: OpaquePointer
     let seconds: Double
 
     init(seconds: Double) {
@@ -85,7 +86,7 @@ final class Deadline: @unchecked Sendable {
 
     var expired: Bool { g_cancellable_is_cancelled(cancellable) != 0 }
 
-    deinit { g_object_unref(cancellable) }
+    deinit { g_object_unref(UnsafeMutableRawPointer(cancellable)) }
 }
 
 /// The strings of a NULL-terminated `gchar **` (not freed).

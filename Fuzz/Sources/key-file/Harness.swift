@@ -1,9 +1,0 @@
-@_spi(Fuzzing) import Lockbox
-
-/// libFuzzer's entry point: one input, FuzzingEntryPoints.keyFile. Built with
-/// -sanitize=fuzzer,address -parse-as-library by scripts/fuzz.sh.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    FuzzingEntryPoints.keyFile(UnsafeRawBufferPointer(start: data, count: size))
-    return 0
-}
