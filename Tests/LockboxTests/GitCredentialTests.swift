@@ -99,12 +99,36 @@ struct GitCredentialTests {
         #expect(result.stdoutString == "username=second\npassword=2\n")
     }
 
+    @Test("git's approve after each use leaves an unchanged credential alone; a protected one stays protected")
+    func storeKeepsWhatIsThere() throws {
+        let description = "protocol=https\nhost=k\nusername=u\npassword=p\n"
+        #expect(try lockbox(["git-credential", "store"], description).status == 0)
+        let before = try lockbox(["list", "--json", "--service", "git:https://k"]).stdoutString
+        Thread.sleep(forTimeInterval: 1.1)  // listings show modification times to the second
+        #expect(try lockbox(["git-credential", "store"], description).status == 0)
+        #expect(try lockbox(["list", "--json", "--service", "git:https://k"]).stdoutString == before, "not rewritten")
+
+        #expect(try lockbox(["set", "--protected", "git:https://k", "u"], "p").status == 0)
+        #expect(try lockbox(["git-credential", "store"], "protocol=https\nhost=k\nusername=u\npassword=new\n").status == 0)
+        let listed = try JSONSerialization.jsonObject(with: try lockbox(["list", "--json", "--service", "git:https://k"]).stdout)
+            as? [[String: Any]]
+        #expect(listed?.first?["access"] as? String == "fresh-authentication")
+        // Outside a window the protected credential is not handed to git (exit 40, nothing printed).
+        let result = try lockbox(["git-credential", "get"], "protocol=https\nhost=k\n")
+        #expect(result.status == 40)
+        #expect(result.stdout.isEmpty)
+    }
+
     @Test("invoked through a link named git-credential-lockbox it is the helper")
     func linkName() throws {
         let link = folder.file("git-credential-lockbox").string
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: lockboxBinary.path)
         var env = environment
         env["PATH"] = "/usr/bin:/bin"
+        // Under scripts/sanitizers.sh the child keeps its report path and suppressions, as runLockbox does.
+        for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
+            if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }
+        }
         var result = try run(link, ["store"], stdin: "protocol=https\nhost=l\nusername=u\npassword=p\n", environment: env)
         #expect(result.status == 0, "\(result.stderr)")
         result = try run(link, ["get"], stdin: "protocol=https\nhost=l\n", environment: env)
