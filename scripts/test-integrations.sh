@@ -15,11 +15,13 @@
 #
 # Each runs against a file vault unlocked by a key file (LOCKBOX_KEY_FILE), and, when this script
 # runs inside scripts/keyring-session.sh (LOCKBOX_TEST_KEYRING=unlocked), against that
-# gnome-keyring too, chosen by lockbox itself (nothing named: `auto` finds the unlocked keyring). Outside such a session the Secret Service
-# run is reported as not done; under CI=true or LOCKBOX_REQUIRE_KEYRING_TESTS=1 that is a failure.
+# gnome-keyring too, chosen by lockbox itself (nothing named: `auto` finds the unlocked keyring).
+# Outside such a session the Secret Service run is reported as not done; under CI=true or
+# LOCKBOX_REQUIRE_KEYRING_TESTS=1 that is a failure.
 #
 # Usage: scripts/test-integrations.sh [PATH_TO_LOCKBOX]   (default: the debug build)
-# Needs git, python3 with venv; installs keyring==25.7.0 and pytest into .build-integrations/venv.
+# Installs git and python3-venv if missing (apt), and keyring==25.7.0, pytest and wheel into
+# .build-integrations/venv (PyPI).
 # Runs detached from any terminal (setsid), so nothing can wait for typing; every git and pytest
 # step is bounded by `timeout`.
 set -euo pipefail
@@ -33,6 +35,18 @@ fi
 lockbox_binary="${1:-$(swift build --show-bin-path)/lockbox}"
 [[ -x $lockbox_binary ]] || { echo "test-integrations: no lockbox binary at $lockbox_binary (build first)" >&2; exit 1; }
 lockbox_binary="$(cd "$(dirname "$lockbox_binary")" && pwd)/$(basename "$lockbox_binary")"
+
+# ------------------------------------------------------------------ what the tests need --
+# git (with git-http-backend) and a python3 that can make a venv (Debian's needs python3-venv).
+missing=()
+command -v git >/dev/null && [[ -x "$(git --exec-path)/git-http-backend" ]] || missing+=(git)
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+if ((${#missing[@]})); then
+    sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    echo "test-integrations: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
 # ------------------------------------------------------------------ Python environment --
 venv="$root/.build-integrations/venv"
