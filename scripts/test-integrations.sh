@@ -288,11 +288,23 @@ EOF
 
 # ------------------------------------------------------------------ Python keyring --
 python_keyring() {
-    local status=0
+    local status=0 out
     echo "  pytest: keyring 25.7 BackendBasicTests and interop tests against keyrings.lockbox ($store)"
     timeout 300 "$venv/bin/python" -m pytest -v -rxXs -p no:cacheprovider "$root/integrations/python-keyring/tests" || status=$?
     [[ $status -eq 0 ]] || fail "pytest failed (status $status)"
     pass "pytest (keyring BackendBasicTests and interop)"
+    if [[ $store == file ]]; then
+        # A server without a Secret Service: keyring itself must pick Lockbox, as pip/twine do.
+        local no_bus=(env -u DBUS_SESSION_BUS_ADDRESS -u XDG_RUNTIME_DIR)
+        out=$("${no_bus[@]}" "$venv/bin/keyring" --list-backends)
+        [[ $out == *"keyrings.lockbox.LockboxKeyring (priority: 3)"* ]] || fail "keyring --list-backends lacks Lockbox: $out"
+        pass "keyring --list-backends shows keyrings.lockbox.LockboxKeyring (priority: 3)"
+        printf 'pypi-AgEI-token\n' | "${no_bus[@]}" timeout 30 "$venv/bin/keyring" set upload.pypi.org __token__
+        expect_equal "keyring set (the CLI twine users run) stores in Lockbox" "$(listed upload.pypi.org)" "__token__ password"
+        expect_equal "keyring get reads it back" \
+            "$("${no_bus[@]}" timeout 30 "$venv/bin/keyring" get upload.pypi.org __token__)" "pypi-AgEI-token"
+        lockbox wipe --service upload.pypi.org --yes 2>/dev/null
+    fi
 }
 
 # ------------------------------------------------------------------ run --
