@@ -119,6 +119,35 @@ struct GitCredentialTests {
         #expect(result.stdout.isEmpty)
     }
 
+    @Test("inside an unlock window the helper needs no key file or passphrase; after lock it fails, never hangs")
+    func unlockWindow() throws {
+        let passFile = folder.file("pass").string
+        try "vault pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
+        let runtime = folder.file("run").string
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let env = ["LOCKBOX_VAULT": folder.file("p.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string,
+                   "XDG_RUNTIME_DIR": runtime]
+        let fd3 = "3<'\(passFile)'"
+        #expect(try runLockbox(["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: env, shellRedirect: fd3).status == 0)
+        var result = try runLockbox(["git-credential", "--passphrase-fd", "3", "store"],
+                                    stdin: Data("protocol=https\nhost=w\nusername=u\npassword=p\n".utf8), environment: env, shellRedirect: fd3)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try runLockbox(["unlock", "--for", "30s", "--passphrase-fd", "3"], environment: env, shellRedirect: fd3)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try runLockbox(["git-credential", "get"], stdin: Data("protocol=https\nhost=w\n".utf8), environment: env)
+        #expect(result.stdoutString == "username=u\npassword=p\n", "\(result.stderr)")
+        #expect(try runLockbox(["lock"], environment: env).status == 0)
+        // Without a controlling terminal (setsid) there is no one to ask: exit 40, nothing printed.
+        var detached = env.merging(["PATH": "/usr/bin:/bin", "HOME": folder.path.string]) { a, _ in a }
+        for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
+            if let value = ProcessInfo.processInfo.environment[name] { detached[name] = value }
+        }
+        let locked = try run("/usr/bin/setsid", ["--wait", lockboxBinary.path, "git-credential", "get"],
+                             stdin: "protocol=https\nhost=w\n", environment: detached)
+        #expect(locked.status == 40, "\(locked.stderr)")
+        #expect(locked.stdout.isEmpty)
+    }
+
     @Test("invoked through a link named git-credential-lockbox it is the helper")
     func linkName() throws {
         let link = folder.file("git-credential-lockbox").string
