@@ -15,11 +15,13 @@
 #
 # Each runs against a file vault unlocked by a key file (LOCKBOX_KEY_FILE), and, when this script
 # runs inside scripts/keyring-session.sh (LOCKBOX_TEST_KEYRING=unlocked), against that
-# gnome-keyring too, chosen by lockbox itself (nothing named: `auto` finds the unlocked keyring). Outside such a session the Secret Service
-# run is reported as not done; under CI=true or LOCKBOX_REQUIRE_KEYRING_TESTS=1 that is a failure.
+# gnome-keyring too, chosen by lockbox itself (nothing named: `auto` finds the unlocked keyring).
+# Outside such a session the Secret Service run is reported as not done; under CI=true or
+# LOCKBOX_REQUIRE_KEYRING_TESTS=1 that is a failure.
 #
 # Usage: scripts/test-integrations.sh [PATH_TO_LOCKBOX]   (default: the debug build)
-# Needs git, python3 with venv; installs keyring==25.7.0 and pytest into .build-integrations/venv.
+# Installs git and python3-venv if missing (apt), and keyring==25.7.0, pytest and wheel into
+# .build-integrations/venv (PyPI).
 # Runs detached from any terminal (setsid), so nothing can wait for typing; every git and pytest
 # step is bounded by `timeout`.
 set -euo pipefail
@@ -33,6 +35,18 @@ fi
 lockbox_binary="${1:-$(swift build --show-bin-path)/lockbox}"
 [[ -x $lockbox_binary ]] || { echo "test-integrations: no lockbox binary at $lockbox_binary (build first)" >&2; exit 1; }
 lockbox_binary="$(cd "$(dirname "$lockbox_binary")" && pwd)/$(basename "$lockbox_binary")"
+
+# ------------------------------------------------------------------ what the tests need --
+# git (with git-http-backend) and a python3 that can make a venv (Debian's needs python3-venv).
+missing=()
+command -v git >/dev/null && [[ -x "$(git --exec-path)/git-http-backend" ]] || missing+=(git)
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+if ((${#missing[@]})); then
+    sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    echo "test-integrations: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
 # ------------------------------------------------------------------ Python environment --
 venv="$root/.build-integrations/venv"
@@ -274,11 +288,23 @@ EOF
 
 # ------------------------------------------------------------------ Python keyring --
 python_keyring() {
-    local status=0
+    local status=0 out
     echo "  pytest: keyring 25.7 BackendBasicTests and interop tests against keyrings.lockbox ($store)"
     timeout 300 "$venv/bin/python" -m pytest -v -rxXs -p no:cacheprovider "$root/integrations/python-keyring/tests" || status=$?
     [[ $status -eq 0 ]] || fail "pytest failed (status $status)"
     pass "pytest (keyring BackendBasicTests and interop)"
+    if [[ $store == file ]]; then
+        # A server without a Secret Service: keyring itself must pick Lockbox, as pip/twine do.
+        local no_bus=(env -u DBUS_SESSION_BUS_ADDRESS -u XDG_RUNTIME_DIR)
+        out=$("${no_bus[@]}" "$venv/bin/keyring" --list-backends)
+        [[ $out == *"keyrings.lockbox.LockboxKeyring (priority: 3)"* ]] || fail "keyring --list-backends lacks Lockbox: $out"
+        pass "keyring --list-backends shows keyrings.lockbox.LockboxKeyring (priority: 3)"
+        printf 'pypi-AgEI-token\n' | "${no_bus[@]}" timeout 30 "$venv/bin/keyring" set upload.pypi.org __token__
+        expect_equal "keyring set (the CLI twine users run) stores in Lockbox" "$(listed upload.pypi.org)" "__token__ password"
+        expect_equal "keyring get reads it back" \
+            "$("${no_bus[@]}" timeout 30 "$venv/bin/keyring" get upload.pypi.org __token__)" "pypi-AgEI-token"
+        lockbox wipe --service upload.pypi.org --yes 2>/dev/null
+    fi
 }
 
 # ------------------------------------------------------------------ run --

@@ -26,7 +26,8 @@ struct GitCredential: ParsableCommand {
             credential.useHttpPath for http(s). `get` without a user name answers with the most recently \
             stored one; a credential whose password_expiry_utc has passed is not returned. `erase` with a \
             password removes the stored credential only if it holds that password (so rejecting a \
-            mistyped password keeps the good one). oauth_refresh_token is not stored.
+            mistyped password keeps the good one). An unchanged credential is not rewritten, and one \
+            stored with `lockbox set --protected` stays protected. oauth_refresh_token is not stored.
 
             Unlocking without a prompt: open a window (`lockbox unlock`), or name a key file \
             (LOCKBOX_KEY_FILE, or '!lockbox git-credential --key-file PATH'); on a desktop the Secret \
@@ -78,6 +79,7 @@ struct GitCredential: ParsableCommand {
         let vault = try vaultOptions.openVault()
         let candidates: [ItemMetadata]
         if let username = description.username {
+            guard !username.isEmpty else { return }  // no item has an empty account
             candidates = try vault.metadata(service: service, account: username).map { [$0] } ?? []
         } else {
             candidates = try vault.list(service: service).sorted { $0.modified > $1.modified }
@@ -122,9 +124,19 @@ struct GitCredential: ParsableCommand {
         var attributes = ["protocol": description.protocolName ?? "", "host": description.host ?? ""]
         if let path = description.path { attributes["path"] = path }
         if let expiry = description.passwordExpiry { attributes[GitCredentialDescription.expiryAttribute] = String(expiry) }
-        try Vault(store: try vaultOptions.openStore()).set(
+        let vault = try vaultOptions.openVault()
+        let existing = try vault.metadata(service: service, account: username)
+        // git approves after every successful use: an unchanged credential is not rewritten.
+        if let existing, existing.kind == .password, existing.attributes == attributes,
+           let stored = try? vault.get(service: service, account: username), stored == password {
+            Trace.log("git-credential: '\(username)' on '\(service)' is unchanged; not rewritten")
+            return
+        }
+        // A credential the user protected (`lockbox set --protected`) stays protected.
+        try vault.set(
             password, service: service, account: username, kind: .password,
-            label: "Git credential for \(service.dropFirst(GitCredentialDescription.servicePrefix.count))", attributes: attributes)
+            label: "Git credential for \(service.dropFirst(GitCredentialDescription.servicePrefix.count))",
+            attributes: attributes, access: existing?.access ?? .always)
         Trace.log("git-credential: stored '\(username)' on '\(service)'")
     }
 
@@ -132,7 +144,7 @@ struct GitCredential: ParsableCommand {
     /// where the stored password equals the one given, if one is given.
     private func erase(_ description: GitCredentialDescription, service: String) throws {
         let vault = try vaultOptions.openVault()
-        let accounts = try description.username.map { [$0] } ?? vault.list(service: service).map(\.key.account)
+        let accounts = try description.username.map { $0.isEmpty ? [] : [$0] } ?? vault.list(service: service).map(\.key.account)
         for account in accounts {
             if let password = description.password {
                 guard let stored = try vault.get(service: service, account: account), stored == password else {

@@ -99,12 +99,65 @@ struct GitCredentialTests {
         #expect(result.stdoutString == "username=second\npassword=2\n")
     }
 
+    @Test("git's approve after each use leaves an unchanged credential alone; a protected one stays protected")
+    func storeKeepsWhatIsThere() throws {
+        let description = "protocol=https\nhost=k\nusername=u\npassword=p\n"
+        #expect(try lockbox(["git-credential", "store"], description).status == 0)
+        let before = try lockbox(["list", "--json", "--service", "git:https://k"]).stdoutString
+        Thread.sleep(forTimeInterval: 1.1)  // listings show modification times to the second
+        #expect(try lockbox(["git-credential", "store"], description).status == 0)
+        #expect(try lockbox(["list", "--json", "--service", "git:https://k"]).stdoutString == before, "not rewritten")
+
+        #expect(try lockbox(["set", "--protected", "git:https://k", "u"], "p").status == 0)
+        #expect(try lockbox(["git-credential", "store"], "protocol=https\nhost=k\nusername=u\npassword=new\n").status == 0)
+        let listed = try JSONSerialization.jsonObject(with: try lockbox(["list", "--json", "--service", "git:https://k"]).stdout)
+            as? [[String: Any]]
+        #expect(listed?.first?["access"] as? String == "fresh-authentication")
+        // Outside a window the protected credential is not handed to git (exit 40, nothing printed).
+        let result = try lockbox(["git-credential", "get"], "protocol=https\nhost=k\n")
+        #expect(result.status == 40)
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("inside an unlock window the helper needs no key file or passphrase; after lock it fails, never hangs")
+    func unlockWindow() throws {
+        let passFile = folder.file("pass").string
+        try "vault pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
+        let runtime = folder.file("run").string
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let env = ["LOCKBOX_VAULT": folder.file("p.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string,
+                   "XDG_RUNTIME_DIR": runtime]
+        let fd3 = "3<'\(passFile)'"
+        #expect(try runLockbox(["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: env, shellRedirect: fd3).status == 0)
+        var result = try runLockbox(["git-credential", "--passphrase-fd", "3", "store"],
+                                    stdin: Data("protocol=https\nhost=w\nusername=u\npassword=p\n".utf8), environment: env, shellRedirect: fd3)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try runLockbox(["unlock", "--for", "30s", "--passphrase-fd", "3"], environment: env, shellRedirect: fd3)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try runLockbox(["git-credential", "get"], stdin: Data("protocol=https\nhost=w\n".utf8), environment: env)
+        #expect(result.stdoutString == "username=u\npassword=p\n", "\(result.stderr)")
+        #expect(try runLockbox(["lock"], environment: env).status == 0)
+        // Without a controlling terminal (setsid) there is no one to ask: exit 40, nothing printed.
+        var detached = env.merging(["PATH": "/usr/bin:/bin", "HOME": folder.path.string]) { a, _ in a }
+        for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
+            if let value = ProcessInfo.processInfo.environment[name] { detached[name] = value }
+        }
+        let locked = try run("/usr/bin/setsid", ["--wait", lockboxBinary.path, "git-credential", "get"],
+                             stdin: "protocol=https\nhost=w\n", environment: detached)
+        #expect(locked.status == 40, "\(locked.stderr)")
+        #expect(locked.stdout.isEmpty)
+    }
+
     @Test("invoked through a link named git-credential-lockbox it is the helper")
     func linkName() throws {
         let link = folder.file("git-credential-lockbox").string
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: lockboxBinary.path)
         var env = environment
         env["PATH"] = "/usr/bin:/bin"
+        // Under scripts/sanitizers.sh the child keeps its report path and suppressions, as runLockbox does.
+        for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
+            if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }
+        }
         var result = try run(link, ["store"], stdin: "protocol=https\nhost=l\nusername=u\npassword=p\n", environment: env)
         #expect(result.status == 0, "\(result.stderr)")
         result = try run(link, ["get"], stdin: "protocol=https\nhost=l\n", environment: env)

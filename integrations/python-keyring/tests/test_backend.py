@@ -68,6 +68,18 @@ def test_item_set_by_the_cli_is_read_by_the_backend():
         lockbox("wipe", "--service=cli.example.org", "--yes")
 
 
+def test_binary_item_is_a_keyring_error_not_a_crash():
+    result = subprocess.run(
+        ["lockbox", "set", "--raw", "binary.example.org", "dan"], input=b"\xff\xfe", capture_output=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    try:
+        with pytest.raises(errors.KeyringError):
+            LockboxKeyring().get_password("binary.example.org", "dan")
+    finally:
+        lockbox("wipe", "--service=binary.example.org", "--yes")
+
+
 def test_secrets_never_in_arguments_or_environment(monkeypatch):
     calls = []
     real_run = subprocess.run

@@ -70,7 +70,10 @@ class LockboxKeyring(KeyringBackend):
             return None
         if result.returncode != 0:
             raise self._failure(result)
-        return result.stdout.decode("utf-8")
+        try:
+            return result.stdout.decode("utf-8")
+        except UnicodeDecodeError:
+            raise KeyringError(f"the item for {username!r} on {service!r} holds binary data, not UTF-8 text") from None
 
     def set_password(self, service: str, username: str, password: str) -> None:
         if not username:
