@@ -51,6 +51,11 @@ struct GetToken: ParsableCommand {
 
     enum TokenField: String, ExpressibleByArgument { case access, refresh }
 
+    func validate() throws {
+        // NaN, infinities and huge values would crash the conversion to a Duration.
+        guard (0...86_400).contains(leeway) else { throw ValidationError("--leeway takes seconds from 0 to 86400") }
+    }
+
     func run() throws {
         let tokens = TokenStore(store: try vaultOptions.openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
         if let refreshWith {

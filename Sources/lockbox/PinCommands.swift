@@ -181,8 +181,12 @@ struct Calibrate: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds one verification should take.", valueName: "seconds")) var target: Double = 0.35
     @Option(help: ArgumentHelp("Memory in MiB (at least 64).", valueName: "MiB")) var memory: Int = 256
 
+    func validate() throws {
+        guard (64...4096).contains(memory) else { throw ValidationError("--memory takes 64 to 4096 (MiB)") }
+        guard (0.01...60).contains(target) else { throw ValidationError("--target takes seconds from 0.01 to 60") }
+    }
+
     func run() throws {
-        guard memory >= 64 else { throw ValidationError("--memory must be at least 64 (MiB)") }
         let results = try PinHashCalibration.measure(target: target, memoryMiB: memory)
         print("passes  memory   seconds")
         for row in results.rows {

@@ -27,7 +27,8 @@ struct Init: ParsableCommand {
 
     func run() throws {
         let path = vaultOptions.vaultPath
-        if FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        // Before a key file is generated: say what is at the path, not only that something is.
+        try EncryptedFileStore.checkCanCreate(at: path)
         var credentials: [VaultCredential] = []
         if let generateKeyFile {
             let keyPath = FilePath(generateKeyFile)

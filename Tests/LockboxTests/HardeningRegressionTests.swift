@@ -242,3 +242,112 @@ struct NameAndWindowRegressionTests {
         _ = try runLockbox(["lock"], environment: environment)
     }
 }
+
+/// Bad numbers and bad files: each a clear error with its exit code, never a signal or a hang.
+@Suite("Issue 13: crashes and hangs become clear errors")
+struct CrashAndHangRegressionTests {
+    let folder: TemporaryFolder
+    let environment: [String: String]
+
+    init() throws {
+        folder = try TemporaryFolder()
+        environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
+                       "XDG_CONFIG_HOME": folder.file("config").string]
+        let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
+        #expect(created.status == 0, "\(created.stderr)")
+    }
+
+    @Test("pin set --lockout-delays 1e19 (nan, inf, -1) exits 64; a stored record with such a delay is undecodable (25), not a crash")
+    func lockoutDelaysOutOfRange() throws {
+        for delays in ["1e19", "0,nan", "inf", "-1", "0,0,31622401"] {
+            let result = try runLockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", delays],
+                                        stdin: Data("4739\n4739\n".utf8), environment: environment)
+            #expect(result.status == 64, "\(delays): \(result.stderr)")
+        }
+        #expect(try runLockbox(["pin", "status", "kids", "max"], environment: environment).status == 33, "nothing was stored")
+        // A record someone edited: one failure just now, and a delay of 1e19 seconds.
+        let store = try EncryptedFileStore.open(at: folder.file("v.lockbox"), credential: .keyFile(folder.file("k.key")))
+        let wall = Date().timeIntervalSinceReferenceDate
+        let record = """
+            {"hash":"x","lockout":{"delays":[1e19],"disableAfter":100},"wipeItems":[],"failures":1,\
+            "lastAttempt":{"wall":\(wall),"bootID":"b","sinceBoot":1},"disabled":false}
+            """
+        try store.set(SecretBytes(utf8: record), for: ItemKey(service: "kids", account: "pin:max"), options: ItemOptions(kind: .pinHash))
+        for command in [["verify"], ["status"], ["status", "--json"]] {
+            let result = try runLockbox(["pin"] + command + ["kids", "max", "--hash-cost", "interactive"], stdin: Data("4739\n".utf8),
+                                        environment: environment)
+            #expect(result.status == 25, "\(command): \(result.stderr)")
+        }
+    }
+
+    @Test("numeric options refuse NaN, infinities and out-of-range values with exit 64")
+    func numericOptions() throws {
+        for leeway in ["nan", "inf", "-inf", "1e19", "-1"] {
+            let result = try runLockbox(["token", "get", "s", "a", "--leeway", leeway], environment: environment)
+            #expect(result.status == 64, "--leeway \(leeway): \(result.stderr)")
+        }
+        for arguments in [["--target", "nan"], ["--target", "inf"], ["--target", "1e19"], ["--memory", "99999999999999"]] {
+            let result = try runLockbox(["pin", "calibrate"] + arguments, environment: environment)
+            #expect(result.status == 64, "calibrate \(arguments): \(result.stderr)")
+        }
+        for expiresIn in ["1e19", "1e300", "\"1e19\""] {
+            let response = #"{"access_token":"a","token_type":"Bearer","expires_in":\#(expiresIn)}"#
+            let result = try runLockbox(["token", "set", "s", "a"], stdin: Data(response.utf8), environment: environment)
+            #expect(result.status == 64, "expires_in \(expiresIn): \(result.stderr)")
+        }
+        #expect(try runLockbox(["token", "status", "s", "a"], environment: environment).status == 52, "nothing was stored")
+    }
+
+    @Test("a FIFO as key file or vault is refused at once (exit 11, 64), never waited on")
+    func fifoIsRefused() throws {
+        let fifo = folder.file("fifo").string
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // `timeout` turns the old hang into exit 124 instead of a test that never ends.
+        var result = try runBash("timeout -s KILL 20 \"$L\" list --key-file '\(fifo)'", environment: environment)
+        #expect(result.status == 11, "\(result.stderr)")
+        result = try runBash("timeout -s KILL 20 \"$L\" list --vault '\(fifo)'", environment: environment)
+        #expect(result.status == 64, "\(result.stderr)")
+    }
+
+    @Test("/dev/null as key file and a vault linked to /etc/passwd are not a key file / not a vault: no chmod advice")
+    func notAKeyFileNotAVault() throws {
+        var result = try runLockbox(["list", "--key-file", "/dev/null"], environment: environment)
+        #expect(result.status == 11 && !result.stderr.contains("chmod"), "\(result.stderr)")
+        let other = folder.file("other.txt").string
+        try "not a key\n".write(toFile: other, atomically: true, encoding: .utf8)
+        chmod(other, 0o644)
+        result = try runLockbox(["list", "--key-file", other], environment: environment)
+        #expect(result.status == 11 && !result.stderr.contains("chmod"), "\(result.stderr)")
+        let link = folder.file("passwd.lockbox").string
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/etc/passwd")
+        result = try runLockbox(["list", "--vault", link], environment: environment)
+        #expect(result.status == 6 && !result.stderr.contains("chmod") && result.stderr.contains("not a Lockbox vault"), "\(result.stderr)")
+        // A real key file or vault with loose permissions still gets the advice.
+        chmod(folder.file("k.key").string, 0o644)
+        result = try runLockbox(["list"], environment: environment)
+        #expect(result.status == 8 && result.stderr.contains("chmod 600"), "\(result.stderr)")
+        chmod(folder.file("k.key").string, 0o600)
+        chmod(folder.file("v.lockbox").string, 0o644)
+        result = try runLockbox(["list"], environment: environment)
+        #expect(result.status == 8 && result.stderr.contains("chmod 600"), "\(result.stderr)")
+    }
+
+    @Test("init on a directory, a dangling link or a file that is not a vault says what is there (64), and generates no key file")
+    func initSaysWhatIsThere() throws {
+        let directory = folder.file("dir").string
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let dangling = folder.file("dangling").string
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: folder.file("nowhere").string)
+        let text = folder.file("notes.txt").string
+        try "my notes\n".write(toFile: text, atomically: true, encoding: .utf8)
+        for (path, what) in [(directory, "directory"), (dangling, "symbolic link"), (text, "not a Lockbox vault")] {
+            let key = folder.file("new-\(what.count).key").string
+            let result = try runLockbox(["init", "--vault", path, "--generate-key-file", key], environment: environment)
+            #expect(result.status == 64 && result.stderr.contains(what) && !result.stderr.contains("already exists"), "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: key), "no key file generated for a vault that was not created")
+        }
+        #expect(try String(contentsOfFile: text, encoding: .utf8) == "my notes\n")
+        let again = try runLockbox(["init", "--generate-key-file", folder.file("k2.key").string], environment: environment)
+        #expect(again.status == 4 && again.stderr.contains("already exists"), "\(again.stderr)")
+    }
+}

@@ -62,8 +62,10 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
         var expiresAt: Date?
         if let expiresIn = object["expires_in"], !(expiresIn is NSNull) {
             let seconds = (expiresIn as? NSNumber)?.doubleValue ?? (expiresIn as? String).flatMap(Double.init)
-            guard let seconds, seconds >= 0, seconds.isFinite else {
-                throw LockboxError.invalidArgument("the token response's expires_in is not a number of seconds")
+            // At most 100 years: a larger value (1e19) is not a lifetime but garbage, and would be
+            // stored as a date Foundation cannot represent.
+            guard let seconds, (0...100 * 365 * 86_400).contains(seconds) else {
+                throw LockboxError.invalidArgument("the token response's expires_in is not a number of seconds from 0 to 100 years")
             }
             expiresAt = now.addingTimeInterval(seconds)
         }

@@ -13,10 +13,15 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
     /// The most consecutive failures any policy allows before disabling the PIN.
     public static let hardLimit = 100
 
+    /// The longest delay a policy may set: one year, in seconds. Longer ones (`1e19`) would
+    /// overflow the arithmetic of retry times; a stored policy beyond it is corrupt.
+    public static let maximumDelay: Double = 366 * 86_400
+
     /// Creates a policy; `disableAfter` is capped at ``hardLimit``.
     public init(delays: [Double], wipeAfter: Int? = nil, disableAfter: Int = LockoutPolicy.hardLimit) throws {
-        guard !delays.isEmpty, delays.allSatisfy({ $0 >= 0 && $0.isFinite }) else {
-            throw LockoutPolicy.invalid("lockout delays must be a non-empty list of seconds, none negative")
+        guard !delays.isEmpty, delays.allSatisfy({ $0 >= 0 && $0 <= Self.maximumDelay }) else {
+            throw LockoutPolicy.invalid(
+                "lockout delays must be a non-empty list of seconds, each from 0 to \(Int(Self.maximumDelay)) (one year)")
         }
         if let wipeAfter, wipeAfter < 1 { throw LockoutPolicy.invalid("wipe-after must be at least 1") }
         guard (1...Self.hardLimit).contains(disableAfter) else {

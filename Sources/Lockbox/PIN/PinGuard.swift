@@ -237,6 +237,10 @@ public final class PinGuard: Sendable {
         let record: PinRecord
         do {
             record = try bytes.withUnsafeBytes { try JSONDecoder().decode(PinRecord.self, from: Data($0)) }
+        } catch let error as LockboxError {
+            // The stored lockout policy broke a rule of LockoutPolicy's checking initialiser.
+            throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
+                                               reason: "its lockout policy is out of range (\(error))")
         } catch {
             throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
                                                reason: "it is not a Lockbox PIN record")

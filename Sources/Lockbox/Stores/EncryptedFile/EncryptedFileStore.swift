@@ -88,7 +88,7 @@ public final class EncryptedFileStore: SecretStore {
         } catch {
             throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
         }
-        if path.exists() { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        try checkCanCreate(at: path)
         let path = resolvedVaultPath(path)
         // Key derivation (Argon2id) happens before taking the lock, so it never blocks other writers.
         let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
@@ -104,12 +104,37 @@ public final class EncryptedFileStore: SecretStore {
         let initial = VaultHeader(vaultID: vaultID, generation: 0, slots: slots, bodyNonce: [], bodyLength: 0)
         let lock = VaultLock(vaultPath: path, timeout: lockTimeout)
         let (header, identity) = try lock.withLock { () throws -> (VaultHeader, FileIdentity) in
-            if path.exists() { throw LockboxError.vaultAlreadyExists(path: path.string) }
+            try checkCanCreate(at: path)
             return try sealAndWrite(header: initial, entries: [:], dataKey: dataKey, to: path)
         }
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: [:], identity: identity))
+    }
+
+    /// Throws unless nothing is at `path`, saying what is there:
+    /// ``LockboxError/vaultAlreadyExists(path:)`` for a vault (or a link to one), and
+    /// ``LockboxError/invalidArgument(_:)`` for a directory, a dangling symbolic link, a special
+    /// file or a file that is not a vault. Never blocks on a FIFO.
+    public static func checkCanCreate(at path: FilePath) throws {
+        guard let link = try? path.stat(followTargetSymlink: false) else { return }
+        if link.type == .symbolicLink, (try? path.stat()) == nil {
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path.string)) ?? "?"
+            throw LockboxError.invalidArgument(
+                "\(path.string) is a symbolic link to \(target), which does not exist; Lockbox does not create a vault through a dangling link. Remove the link, or choose another path with --vault.")
+        }
+        guard let status = try? path.stat() else { return }
+        guard status.type == .regular else {
+            throw LockboxError.invalidArgument(
+                "\(path.string) is \(describe(status.type)), not a vault; refusing to create one there. Name the vault file with --vault (e.g. \(path.string)/vault.lockbox for a directory).")
+        }
+        var start = [UInt8](repeating: 0, count: VaultHeader.magic.count)
+        if let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) {
+            _ = try? fd.closeAfter { try start.withUnsafeMutableBytes { try fd.read(into: $0) } }
+        }
+        if start == VaultHeader.magic { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        throw LockboxError.invalidArgument(
+            "a file that is not a Lockbox vault (\(status.size) bytes) is at \(path.string); refusing to overwrite it. Choose another path with --vault, or move the file away deliberately.")
     }
 
     /// Opens the vault at `path` with the first credential that opens one of its key slots.
@@ -557,15 +582,24 @@ public final class EncryptedFileStore: SecretStore {
 
     private static func readVaultFile(_ path: FilePath) throws -> (bytes: [UInt8], identity: FileIdentity) {
         do {
-            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+            // Without blocking: a FIFO at the vault's path must be refused, not waited on.
+            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking])
             return try fd.closeAfter { () throws -> ([UInt8], FileIdentity) in
                 let status: Stat
                 do { status = try fd.stat() } catch {
                     throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
                 }
-                try checkOwnership(status, path: path)
+                guard status.type == .regular else {
+                    throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
+                }
                 do {
-                    return (try fd.readToEnd(limit: maximumFileBytes, expectedSize: Int(status.size)), FileIdentity(status))
+                    let bytes = try fd.readToEnd(limit: maximumFileBytes, expectedSize: Int(status.size))
+                    // Permission advice only for a file that is a vault; anything else (a link to
+                    // /etc/passwd, say) is reported as not a vault when its header is parsed.
+                    if bytes.starts(with: VaultHeader.magic) { try checkOwnership(status, path: path) }
+                    return (bytes, FileIdentity(status))
+                } catch let error as LockboxError {
+                    throw error
                 } catch {
                     if error.asErrno == .fileTooLarge {
                         throw LockboxError.corruptVault(path: path.string, reason: "larger than the 1 GiB a vault can be")
@@ -582,11 +616,8 @@ public final class EncryptedFileStore: SecretStore {
         }
     }
 
-    /// Refuses a vault that is not a regular file of ours with mode 0600 or tighter.
+    /// Refuses a vault that is not ours with mode 0600 or tighter.
     private static func checkOwnership(_ status: Stat, path: FilePath) throws {
-        guard status.type == .regular else {
-            throw LockboxError.invalidArgument("\(path.string) is not a regular file, so it cannot be a vault")
-        }
         let mode = status.permissions.rawValue
         if mode & 0o077 != 0 {
             throw LockboxError.insecurePermissions(

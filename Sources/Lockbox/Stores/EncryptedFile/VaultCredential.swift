@@ -48,20 +48,27 @@ public enum KeyFile {
     }
 
     /// Reads a key file: exactly 32 raw bytes, or 64 hexadecimal digits with an optional
-    /// trailing newline. Refuses a file that group or others can read or write.
+    /// trailing newline. Refuses what is not a regular file before reading it (opened without
+    /// blocking, so a FIFO cannot hang it), and a file that group or others can read or write
+    /// (with advice to `chmod` it only if its contents are a key).
     public static func read(at path: FilePath) throws -> SecretBytes {
         let raw: SecretBytes
+        var looseMode: UInt32?
         do {
-            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking])
             raw = try fd.closeAfter { () throws -> SecretBytes in
                 let status = try fd.stat()
-                if status.permissions.rawValue & 0o077 != 0 {
-                    throw Errno.permissionDenied  // reported below with the mode
+                guard status.type == .regular else {
+                    throw LockboxError.invalidKeyFile(
+                        path: path.string, reason: "it is \(describe(status.type)), not a regular file, so it is not a key file")
                 }
+                if status.permissions.rawValue & 0o077 != 0 { looseMode = status.permissions.rawValue }
                 var bytes = try fd.readToEnd(limit: 4096)
                 defer { bytes.withUnsafeMutableBytes { $0.zeroize() } }
                 return SecretBytes(copying: bytes)
             }
+        } catch let error as LockboxError {
+            throw error
         } catch let error as Errno where error == .permissionDenied {
             if let status = try? path.stat(), status.permissions.rawValue & 0o077 != 0 {
                 throw LockboxError.insecurePermissions(
@@ -78,6 +85,11 @@ public enum KeyFile {
         }
         guard let key = decode(raw) else {
             throw LockboxError.invalidKeyFile(path: path.string, reason: "expected 32 raw bytes or 64 hexadecimal digits, found \(raw.count) bytes of something else")
+        }
+        if let looseMode {
+            throw LockboxError.insecurePermissions(
+                path: path.string,
+                detail: "the key file is accessible by group or others (mode \(octal(looseMode))). Fix it with `chmod 600 \(path.string)`.")
         }
         return key
     }
@@ -109,6 +121,20 @@ public enum KeyFile {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
         default: return nil
         }
+    }
+}
+
+/// What a file that is not a regular one is, for messages: "a directory", "a FIFO", ….
+func describe(_ type: FileType) -> String {
+    switch type {
+    case .directory: return "a directory"
+    case .fifo: return "a FIFO (named pipe)"
+    case .characterSpecial: return "a character device"
+    case .blockSpecial: return "a block device"
+    case .socket: return "a socket"
+    case .symbolicLink: return "a symbolic link"
+    case .regular: return "a regular file"
+    default: return "a special file"
     }
 }
 
