@@ -19,17 +19,21 @@ public final class ExampleRun: @unchecked Sendable {
         ProcessHardening.apply()
         folder = FilePath(NSTemporaryDirectory()).appending("lockbox-example-\(UUID().uuidString.prefix(8))")
         do {
-            if ProcessInfo.processInfo.environment["LOCKBOX_EXAMPLE_BACKEND"] == "secret-service" {
-                let keyring = try SecretServiceStore()
-                store = keyring
-                reopen = { try SecretServiceStore() }
-                print("\(name) — on the Secret Service (gnome-keyring)")
-            } else {
-                let key = folder.appending("app.key"), vault = folder.appending("app.lockbox")
+            // The store is chosen as every Lockbox program chooses it: by StoreSelection.
+            let request: StoreRequest = ProcessInfo.processInfo.environment["LOCKBOX_EXAMPLE_BACKEND"] == "secret-service" ? .secretService : .file
+            let key = folder.appending("app.key"), vault = folder.appending("app.lockbox")
+            let selection = StoreSelection(request: request, profile: "example", settingsPath: folder.appending("settings.json"),
+                                           vaultPath: vault, secretService: LibsecretProvider())
+            let resolution = try selection.resolve()
+            if resolution.backend == .file {
                 try KeyFile.generate(at: key)
-                store = try EncryptedFileStore.create(at: vault, credentials: [.keyFile(key)])
-                reopen = { try EncryptedFileStore.open(at: vault, credential: .keyFile(key)) }
-                print("\(name) — on an encrypted file vault in \(folder.string)")
+                _ = try EncryptedFileStore.create(at: vault, credentials: [.keyFile(key)])
+            }
+            store = try resolution.open(credentials: [.keyFile(key)])
+            reopen = { try resolution.open(credentials: [.keyFile(key)]) }
+            switch resolution.backend {
+            case .secretService: print("\(name) — on the Secret Service (gnome-keyring)")
+            case .file: print("\(name) — on an encrypted file vault in \(folder.string)")
             }
         } catch {
             FileHandle.standardError.write(Data("\(name): could not set up a store: \(error)\n".utf8))

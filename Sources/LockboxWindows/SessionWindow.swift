@@ -171,3 +171,20 @@ public enum SessionWindow {
         }
     }
 }
+
+extension SessionWindow {
+    /// The window scope of the store `resolution` chose (``StoreSelection`` decides it, so the
+    /// window and the commands that use the store agree): the file vault's vault ID, read without
+    /// a credential, or the profile's Secret Service scope. `nil` when the file vault does not
+    /// exist, so no window can be open for it.
+    public static func scope(for resolution: StoreResolution) throws -> String? {
+        switch resolution.backend {
+        case .secretService:
+            return scope(secretServiceProfile: resolution.selection.profile)
+        case .file:
+            let path = resolution.selection.vaultPath
+            guard FileManager.default.fileExists(atPath: path.string) else { return nil }
+            return try scope(forVaultAt: path)
+        }
+    }
+}

@@ -37,14 +37,12 @@ struct Doctor: ParsableCommand {
     func run() throws {
         var checks: [Check] = []
         let settingsPath = vaultOptions.settingsPath
-        let recorded = try? BackendSettings.load(from: settingsPath).profiles[vaultOptions.profileName]
         let request = try vaultOptions.requestedBackend()
 
         // The Secret Service, part by part.
         let environment = ProcessInfo.processInfo.environment
         let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
         var secretServiceProblem: LockboxError?
-        var secretServiceReady = false
         do {
             let store = try SecretServiceStore()
             checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
@@ -54,7 +52,6 @@ struct Doctor: ParsableCommand {
                 checks.append(Check(name: "default collection", ok: false, detail: "locked",
                                     fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --backend file"))
             } else {
-                secretServiceReady = true
                 checks.append(Check(name: "default collection", ok: true, detail: "unlocked"))
             }
         } catch let error as LockboxError {
@@ -123,25 +120,15 @@ struct Doctor: ParsableCommand {
             fix: hardening.secretsLocked ? nil
                 : "raise the locked-memory limit (`ulimit -l`, systemd LimitMEMLOCK=, /etc/security/limits.conf) or use encrypted swap"))
 
-        // Which store this run would use, and why.
-        let store: Backend
-        let why: String
-        switch request {
-        case .file: (store, why) = (.file, "requested (--backend file, LOCKBOX_BACKEND, or a vault or key file named)")
-        case .secretService: (store, why) = (.secretService, "requested (--backend secret-service or LOCKBOX_BACKEND)")
-        case .auto:
-            if let recorded {
-                (store, why) = (recorded.backend, "recorded for profile '\(vaultOptions.profileName)' on \(recorded.recorded.formatted(.iso8601)): \(recorded.reason)")
-            } else if secretServiceReady {
-                (store, why) = (.secretService, "auto: nothing recorded yet, and the Secret Service is reachable and unlocked (the first command will record it)")
-            } else {
-                (store, why) = (.file, "auto: nothing recorded yet, and no unlocked Secret Service (the first command will record the file vault)")
-            }
-        }
+        // Which store this run would use, and why: the library's resolver decides, as for every
+        // other command (nothing is recorded here; the first command that opens the store does).
+        let resolution = try vaultOptions.resolveStore()
+        let store = resolution.backend
+        let why = resolution.reason + (resolution.isNewChoice && request == .auto ? " (the first command will record it)" : "")
         let blocking = store == .secretService ? secretServiceProblem : fileProblem
         let report = Report(
             profile: vaultOptions.profileName, settingsFile: settingsPath.string,
-            recordedStore: recorded?.backend.rawValue, recordedReason: recorded?.reason,
+            recordedStore: resolution.recorded?.backend.rawValue, recordedReason: resolution.recorded?.reason,
             storeForThisRun: store.rawValue, why: why, ready: blocking == nil, checks: checks,
             libsodium: LibraryVersions.sodium, libsecret: LibraryVersions.libsecret, hardening: hardening)
 

@@ -5,12 +5,8 @@ import LockboxWindows
 import LockboxSecretService
 import SystemPackage
 
-/// `--backend`: a store, or `auto`.
-enum BackendRequest: String, ExpressibleByArgument, CaseIterable {
-    case auto
-    case secretService = "secret-service"
-    case file
-}
+/// `--backend`: a store, or `auto` (the library's ``StoreRequest``).
+extension StoreRequest: ExpressibleByArgument {}
 
 /// The options every command that opens a store shares: which store, where the file vault is
 /// and how to unlock it.
@@ -18,7 +14,7 @@ struct VaultOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.",
         valueName: "store"))
-    var backend: BackendRequest?
+    var backend: StoreRequest?
 
     @Option(name: .long, help: ArgumentHelp(
         "The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.",
@@ -96,10 +92,10 @@ struct VaultOptions: ParsableArguments {
 
     /// The store asked for: --backend, then $LOCKBOX_BACKEND, then `file` if a vault or key is
     /// named, else `auto`.
-    func requestedBackend() throws -> BackendRequest {
+    func requestedBackend() throws -> StoreRequest {
         if let backend { return backend }
         if let fromEnvironment = environment["LOCKBOX_BACKEND"], !fromEnvironment.isEmpty {
-            guard let parsed = BackendRequest(rawValue: fromEnvironment) else {
+            guard let parsed = StoreRequest(rawValue: fromEnvironment) else {
                 throw LockboxError.invalidArgument("LOCKBOX_BACKEND is '\(fromEnvironment)'; use auto, secret-service or file")
             }
             return parsed
@@ -122,76 +118,45 @@ struct VaultOptions: ParsableArguments {
         return Vault(store: store, freshness: fresh ? InvocationFreshness.fresh : InvocationFreshness.stale)
     }
 
+    /// The store selection these options describe: the library's one resolver.
+    func selection() throws -> StoreSelection {
+        StoreSelection(request: try requestedBackend(), profile: profileName, settingsPath: settingsPath,
+                       vaultPath: vaultPath, secretService: LibsecretProvider())
+    }
+
+    /// The store this invocation uses, decided by ``StoreSelection``, without opening it.
+    func resolveStore() throws -> StoreResolution {
+        let resolution = try selection().resolve()
+        Trace.log("store requested: \(resolution.selection.request); settings \(settingsPath.string), profile '\(profileName)' "
+            + (resolution.recorded.map { "recorded \($0.backend.rawValue) (\($0.reason))" } ?? "has no recorded store"))
+        Trace.log("store: \(resolution.backend.rawValue) (\(resolution.reason))")
+        return resolution
+    }
+
     /// The store, and whether this invocation counts as freshly authenticated.
     func openStoreDetailed() throws -> (store: any SecretStore, fresh: Bool) {
-        let request = try requestedBackend()
-        let recorded = try BackendSettings.load(from: settingsPath).profiles[profileName]
-        Trace.log("store requested: \(request.rawValue); settings \(settingsPath.string), profile '\(profileName)' "
-            + (recorded.map { "recorded \($0.backend.rawValue) (\($0.reason))" } ?? "has no recorded store"))
-        // The settings keep the first choice per profile; once one is recorded there is nothing to write.
-        func recordIfNew(_ backend: Backend, reason: String) throws {
-            if recorded == nil {
-                Trace.log("recording \(backend.rawValue) for profile '\(profileName)': \(reason)")
-                try record(backend, reason: reason)
-            }
-        }
-        switch request {
+        let opened = try openResolvedStore()
+        return (opened.store, opened.fresh)
+    }
+
+    /// Opens the store ``StoreSelection`` chose (recording a new choice), with the resolution.
+    func openResolvedStore() throws -> (store: any SecretStore, fresh: Bool, resolution: StoreResolution) {
+        let resolution = try resolveStore()
+        switch resolution.backend {
         case .file:
-            let opened = try openFileStoreDetailed()
-            try recordIfNew(.file, reason: "requested explicitly (--backend file, or a vault or key file named)")
-            return opened
+            let opened = try resolution.opening { try openFileStoreDetailed() }
+            return (opened.store, opened.fresh, resolution)
         case .secretService:
-            let store = try SecretServiceStore()
-            try recordIfNew(.secretService, reason: "requested explicitly (--backend secret-service)")
-            return (store, try secretServiceWindowOpen(store))
-        case .auto:
-            if let recorded {
-                do {
-                    switch recorded.backend {
-                    case .file: return try openFileStoreDetailed()
-                    case .secretService:
-                        let store = try SecretServiceStore()
-                        return (store, try secretServiceWindowOpen(store))
-                    }
-                } catch let error as LockboxError {
-                    switch error {
-                    case .vaultNotFound, .noSessionBus, .secretServiceUnavailable, .secretServiceTimeout:
-                        throw LockboxError.recordedBackendUnavailable(
-                            backend: recorded.backend.rawValue, settingsPath: settingsPath.string, reason: error.description)
-                    default:
-                        throw error
-                    }
-                }
-            }
-            var why = "no Secret Service"
-            do {
-                let store = try SecretServiceStore()
-                if try !store.isLocked() {
-                    try recordIfNew(.secretService, reason: "chosen automatically: the Secret Service was reachable and unlocked")
-                    return (store, try secretServiceWindowOpen(store))
-                }
-                why = "the Secret Service's default collection was locked"
-            } catch let error as LockboxError {
-                why = error.description
-            }
-            Trace.log("not using the Secret Service: \(why)")
-            let opened = try openFileStoreDetailed()
-            try recordIfNew(.file, reason: "chosen automatically: \(why)")
-            return opened
+            let store = try resolution.opening { try resolution.openSecretService() }
+            return (store, try secretServiceWindowOpen(store, resolution), resolution)
         }
     }
 
-    /// The window scope of the Secret Service for this profile.
-    var secretServiceWindowScope: String { SessionWindow.scope(secretServiceProfile: profileName) }
-
-    private func secretServiceWindowOpen(_ store: SecretServiceStore) throws -> Bool {
-        let open = try SessionWindow.isOpen(scope: secretServiceWindowScope, store: store)
+    private func secretServiceWindowOpen(_ store: any SecretStore, _ resolution: StoreResolution) throws -> Bool {
+        guard let scope = try SessionWindow.scope(for: resolution) else { return false }
+        let open = try SessionWindow.isOpen(scope: scope, store: store)
         Trace.log("store: Secret Service; re-authentication window \(open ? "open" : "not open")")
         return open
-    }
-
-    private func record(_ backend: Backend, reason: String) throws {
-        try BackendSettings.record(backend, for: profileName, reason: reason, at: settingsPath)
     }
 
     /// Opens the file vault with the credentials given (commands that only make sense for it).

@@ -50,21 +50,20 @@ struct Unlock: ParsableCommand {
             return PinProfile(service: parts[0], name: parts[1])
         }
         if let pinProfile {
-            let (store, _) = try vaultOptions.openStoreDetailed()
+            let (store, _, resolution) = try vaultOptions.openResolvedStore()
             let entered = try PinInput.read("PIN for '\(pinProfile.name)': ")
             try PinGuard(store: store).verify(pinProfile, pin: entered)
             let fingerprint = try PinGuard(store: store).fingerprint(pinProfile) ?? ""
             if let fileStore = store as? EncryptedFileStore {
                 try SessionWindow.open(for: fileStore, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
-            } else {
-                try SessionWindow.open(scope: vaultOptions.secretServiceWindowScope, duration: duration,
+            } else if let scope = try SessionWindow.scope(for: resolution) {
+                try SessionWindow.open(scope: scope, duration: duration,
                                        openedBy: "pin \(pinProfile)", credentialFingerprint: "",
                                        pin: (pinProfile, fingerprint))
             }
         } else {
-            let request = try vaultOptions.requestedBackend()
-            let recorded = try BackendSettings.load(from: vaultOptions.settingsPath).profiles[vaultOptions.profileName]?.backend
-            if request == .secretService || (request == .auto && recorded == .secretService) {
+            let resolution = try vaultOptions.resolveStore()
+            if resolution.backend == .secretService {
                 throw LockboxError.invalidArgument("the Secret Service store has no passphrase of Lockbox's: unlock with --pin SERVICE/PROFILE")
             }
             let path = vaultOptions.vaultPath
@@ -78,7 +77,7 @@ struct Unlock: ParsableCommand {
                 throw CLIError.noInput("unlock needs the vault passphrase (--passphrase-fd N, or a terminal) or --pin SERVICE/PROFILE")
             }
             // Opening with the passphrase alone proves it (a key file would not count).
-            let fileStore = try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase))
+            let fileStore = try resolution.opening { try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase)) }
             try SessionWindow.open(for: fileStore, duration: duration, openedBy: "passphrase")
         }
         Console.status("Unlocked for \(Int(duration.components.seconds)) s. `lockbox lock` closes the window now.")
@@ -90,7 +89,7 @@ struct Lock: ParsableCommand {
     @OptionGroup var vaultOptions: VaultOptions
 
     func run() throws {
-        let closed = SessionWindow.close(scope: try windowScope(vaultOptions))
+        let closed = try windowScope(vaultOptions).map { SessionWindow.close(scope: $0) } ?? false
         Console.status(closed ? "Locked: the window is closed." : "No window was open.")
     }
 }
@@ -100,7 +99,7 @@ struct WindowStatus: ParsableCommand {
     @OptionGroup var vaultOptions: VaultOptions
 
     func run() throws {
-        if let status = SessionWindow.status(scope: try windowScope(vaultOptions)) {
+        if let scope = try windowScope(vaultOptions), let status = SessionWindow.status(scope: scope) {
             print("unlocked: \(Int(status.remaining.rounded(.up))) s left (opened by \(status.openedBy))")
         } else {
             print("locked: no re-authentication window is open")
@@ -108,13 +107,8 @@ struct WindowStatus: ParsableCommand {
     }
 }
 
-/// The window scope of the store this invocation would use, found without any credential.
-func windowScope(_ options: VaultOptions) throws -> String {
-    let request = try options.requestedBackend()
-    let recorded = try BackendSettings.load(from: options.settingsPath).profiles[options.profileName]?.backend
-    let useFile = request == .file || (request == .auto && recorded != .secretService)
-    if useFile, FileManager.default.fileExists(atPath: options.vaultPath.string) {
-        return try SessionWindow.scope(forVaultAt: options.vaultPath)
-    }
-    return options.secretServiceWindowScope
+/// The window scope of the store this invocation would use (the one ``StoreSelection`` chooses
+/// for `get` too), found without any credential; `nil` when no window can exist (no vault yet).
+func windowScope(_ options: VaultOptions) throws -> String? {
+    try SessionWindow.scope(for: options.resolveStore())
 }

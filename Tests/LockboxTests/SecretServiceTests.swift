@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 @testable import Lockbox
 import LockboxSecretService
+import LockboxWindows
 
 /// Set by scripts/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
 /// unlocked default collection is on this process's session bus.
@@ -162,6 +163,33 @@ struct SecretServiceTests {
         result = try runLockbox(["doctor", "--backend", "secret-service", "--json"], environment: env)
         #expect(result.status == 0, "\(result.stdoutString)")
         #expect(result.stdoutString.contains("\"storeForThisRun\" : \"secret-service\""))
+    }
+
+    @Test("with nothing recorded and the Secret Service reachable, the window scope and get agree on the Secret Service, even with a file vault at the default path")
+    func windowScopeAgreesWithGet() throws {
+        // Before StoreSelection, `lockbox lock`/`status` took a profile with nothing recorded for
+        // the file vault (when one existed), while `get` chose the Secret Service.
+        let folder = try TemporaryFolder()
+        let key = folder.file("k.key")
+        try KeyFile.generate(at: key)
+        let vaultPath = EncryptedFileStore.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
+        _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(key)])
+        let settingsPath = folder.file("config/lockbox/settings.json")
+        let selection = StoreSelection(request: .auto, profile: "agree", settingsPath: settingsPath, vaultPath: vaultPath,
+                                       secretService: LibsecretProvider())
+        let resolution = try selection.resolve()
+        #expect(resolution.backend == .secretService)
+        #expect(try SessionWindow.scope(for: resolution) == SessionWindow.scope(secretServiceProfile: "agree"))
+        #expect(try BackendSettings.load(from: settingsPath).profiles["agree"] == nil)
+
+        // The CLI: `status` (the window scope) records nothing; `get` then uses and records the
+        // Secret Service, the store whose window `status` looked at.
+        let env = keyringEnvironment.merging(["XDG_DATA_HOME": folder.file("data").string, "XDG_CONFIG_HOME": folder.file("config").string,
+                                              "LOCKBOX_PROFILE": "agree"]) { _, new in new }
+        #expect(try runLockbox(["status"], environment: env).status == 0)
+        #expect(try BackendSettings.load(from: settingsPath).profiles["agree"] == nil)
+        #expect(try runLockbox(["get", "svc", "nobody"], environment: env).status == 2)
+        #expect(try BackendSettings.load(from: settingsPath).profiles["agree"]?.backend == .secretService)
     }
 
     @Test("migrate moves a service from the file vault into gnome-keyring (secret-tool sees it) and back; a re-run after an interruption finishes the job")

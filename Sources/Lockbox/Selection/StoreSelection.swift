@@ -1,0 +1,191 @@
+import Foundation
+import SystemPackage
+
+/// The store asked for: one by name, or `auto`.
+public enum StoreRequest: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// The store recorded for the profile; the first time, the Secret Service when it is
+    /// reachable and unlocked, else the file vault — and that choice is recorded.
+    case auto
+    /// The Secret Service.
+    case secretService = "secret-service"
+    /// The encrypted file vault.
+    case file
+
+    /// `auto`, `secret-service` or `file`.
+    public var description: String { rawValue }
+}
+
+/// A store that can say whether it is locked right now (the Secret Service's default
+/// collection): ``StoreSelection`` uses the Secret Service for `auto` only when it is unlocked.
+public protocol LockableSecretStore: SecretStore {
+    /// Whether the store is locked now (reads and writes would fail until it is unlocked).
+    func isLocked() throws -> Bool
+}
+
+/// Connects to the Secret Service for ``StoreSelection``. The core links no libsecret:
+/// `LockboxSecretService` provides one (`LibsecretProvider`); a program without it passes `nil`,
+/// and then `auto` means the file vault.
+public protocol SecretServiceProvider: Sendable {
+    /// Connects; throws ``LockboxError/noSessionBus(detail:)``,
+    /// ``LockboxError/secretServiceUnavailable(detail:)`` or
+    /// ``LockboxError/secretServiceTimeout(operation:seconds:)`` when it cannot.
+    func connect() throws -> any LockableSecretStore
+}
+
+/// The one place that decides which store a profile uses: `auto | secret-service | file`, with
+/// the choice recorded per profile in ``BackendSettings`` the first time one is made, and the
+/// rule that a recorded store that is not available stops everything (``LockboxError/recordedBackendUnavailable(backend:settingsPath:reason:)``)
+/// rather than switching to another, empty one.
+///
+/// ```swift
+/// let selection = StoreSelection(request: .auto, profile: "default", secretService: LibsecretProvider())
+/// let resolution = try selection.resolve()
+/// let store = try resolution.open(credentials: [.keyFile("/run/credentials/app/vault-key")])
+/// ```
+///
+/// The `lockbox` CLI, `lockbox doctor`, the examples and the re-authentication window's scope
+/// (`SessionWindow.scope(for:)`) all go through it, so they agree on the store.
+public struct StoreSelection: Sendable {
+    /// The store asked for.
+    public var request: StoreRequest
+    /// The profile whose choice is recorded.
+    public var profile: String
+    /// The settings file that records each profile's choice.
+    public var settingsPath: FilePath
+    /// The file vault's path.
+    public var vaultPath: FilePath
+    /// How to reach the Secret Service; `nil` when the program does not use it.
+    public var secretService: (any SecretServiceProvider)?
+
+    /// A selection.
+    /// - Parameters:
+    ///   - request: the store asked for.
+    ///   - profile: whose choice is recorded (default `default`).
+    ///   - settingsPath: the settings file (default ``BackendSettings/defaultPath(environment:)``).
+    ///   - vaultPath: the file vault (default ``EncryptedFileStore/defaultPath(environment:)``).
+    ///   - secretService: how to reach the Secret Service, or `nil`.
+    public init(
+        request: StoreRequest = .auto, profile: String = "default",
+        settingsPath: FilePath = BackendSettings.defaultPath(), vaultPath: FilePath = EncryptedFileStore.defaultPath(),
+        secretService: (any SecretServiceProvider)? = nil
+    ) {
+        self.request = request
+        self.profile = profile
+        self.settingsPath = settingsPath
+        self.vaultPath = vaultPath
+        self.secretService = secretService
+    }
+
+    /// Decides the store, without opening the file vault (no credential is needed) and without
+    /// recording anything: ``StoreResolution/open(credentials:)`` or
+    /// ``StoreResolution/opening(_:)`` records a new choice once the store opened.
+    ///
+    /// For `auto` with nothing recorded, it connects to the Secret Service to see whether it is
+    /// reachable and unlocked; the connection is kept in the resolution and reused.
+    public func resolve() throws -> StoreResolution {
+        let recorded = try BackendSettings.load(from: settingsPath).profiles[profile]
+        func resolution(_ backend: Backend, _ reason: String, record: String?, connection: (any LockableSecretStore)? = nil) -> StoreResolution {
+            StoreResolution(selection: self, backend: backend, reason: reason, recorded: recorded,
+                            recordReason: recorded == nil ? record : nil, connection: connection)
+        }
+        switch request {
+        case .file:
+            return resolution(.file, "asked for explicitly", record: "requested explicitly")
+        case .secretService:
+            return resolution(.secretService, "asked for explicitly", record: "requested explicitly")
+        case .auto:
+            if let recorded {
+                let when = recorded.recorded.formatted(.iso8601)
+                return resolution(recorded.backend, "recorded for profile '\(profile)' on \(when): \(recorded.reason)", record: nil)
+            }
+            var why = "no Secret Service"
+            if let secretService {
+                do {
+                    let store = try secretService.connect()
+                    if try !store.isLocked() {
+                        return resolution(.secretService, "nothing recorded yet; the Secret Service is reachable and unlocked",
+                                          record: "chosen automatically: the Secret Service was reachable and unlocked", connection: store)
+                    }
+                    why = "the Secret Service's default collection was locked"
+                } catch let error as LockboxError {
+                    why = error.description
+                }
+            } else {
+                why = "this program has no Secret Service support"
+            }
+            return resolution(.file, "nothing recorded yet; not the Secret Service: \(why)", record: "chosen automatically: \(why)")
+        }
+    }
+}
+
+/// The store a ``StoreSelection`` resolved to: which one, why, and how to open it.
+public struct StoreResolution: Sendable {
+    /// The selection it came from.
+    public let selection: StoreSelection
+    /// The store to use.
+    public let backend: Backend
+    /// Why this store (for diagnostics and traces).
+    public let reason: String
+    /// The profile's recorded choice, if one was recorded before.
+    public let recorded: BackendSettings.Profile?
+    /// Set when this choice is new: what to record once the store opened.
+    let recordReason: String?
+    /// The Secret Service connection made while deciding, reused by ``openSecretService()``.
+    let connection: (any LockableSecretStore)?
+
+    /// Whether the choice is new (nothing was recorded for the profile yet).
+    public var isNewChoice: Bool { recordReason != nil }
+
+    /// Runs `open`, the caller's way of opening the resolved store (the file vault through a
+    /// session window, or with credentials), and then records the choice if it is new. When the
+    /// choice was recorded before and the store is not available (no vault file, no session bus,
+    /// no Secret Service provider, a timeout), throws
+    /// ``LockboxError/recordedBackendUnavailable(backend:settingsPath:reason:)``: never another,
+    /// empty store.
+    public func opening<Opened>(_ open: () throws -> Opened) throws -> Opened {
+        let opened: Opened
+        do {
+            opened = try open()
+        } catch let error as LockboxError where recorded != nil && selection.request == .auto && Self.meansUnavailable(error) {
+            throw LockboxError.recordedBackendUnavailable(
+                backend: backend.rawValue, settingsPath: selection.settingsPath.string, reason: error.description)
+        }
+        try recordChoice()
+        return opened
+    }
+
+    /// The Secret Service store (the connection made while resolving, or a new one). Throws
+    /// ``LockboxError/secretServiceUnavailable(detail:)`` when the selection has no provider.
+    public func openSecretService() throws -> any LockableSecretStore {
+        if let connection { return connection }
+        guard let provider = selection.secretService else {
+            throw LockboxError.secretServiceUnavailable(detail: "no Secret Service provider was given to StoreSelection")
+        }
+        return try provider.connect()
+    }
+
+    /// Opens the resolved store: the Secret Service, or the file vault with `credentials`;
+    /// records the choice if it is new.
+    public func open(credentials: [VaultCredential]) throws -> any SecretStore {
+        try opening { () throws -> any SecretStore in
+            switch backend {
+            case .secretService: return try openSecretService()
+            case .file: return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
+            }
+        }
+    }
+
+    /// Records the choice for the profile if it is new (``opening(_:)`` does this itself).
+    public func recordChoice() throws {
+        guard let recordReason else { return }
+        try BackendSettings.record(backend, for: selection.profile, reason: recordReason, at: selection.settingsPath)
+    }
+
+    /// The failures that mean "this store is not here", as opposed to a wrong credential or damage.
+    static func meansUnavailable(_ error: LockboxError) -> Bool {
+        switch error {
+        case .vaultNotFound, .noSessionBus, .secretServiceUnavailable, .secretServiceTimeout: return true
+        default: return false
+        }
+    }
+}
