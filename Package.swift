@@ -5,6 +5,9 @@ let package = Package(
     name: "Lockbox",
     products: [
         .library(name: "Lockbox", targets: ["Lockbox"]),
+        // TPM 2.0 key slots and TPM-enforced PINs; links tpm2-tss. Apps that do not want a TPM
+        // depend on "Lockbox" alone and link nothing of it.
+        .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
     ],
     dependencies: [
@@ -33,6 +36,13 @@ let package = Package(
             pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]
         ),
+        // tpm2-tss (ESAPI, the TCTI loader, response-code decoding, marshalling), found through
+        // pkg-config; `apt-get install libtss2-dev` provides it. Only LockboxTPM uses it.
+        .systemLibrary(
+            name: "CTSS2",
+            pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]
+        ),
         // Linux headers Glibc's module lacks (prctl); no library to link.
         .systemLibrary(name: "CLinux"),
         .target(
@@ -45,10 +55,15 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        .target(
+            name: "LockboxTPM",
+            dependencies: ["Lockbox", "CTSS2"]
+        ),
         .executableTarget(
             name: "lockbox",
             dependencies: [
                 "Lockbox",
+                "LockboxTPM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -92,6 +107,7 @@ let package = Package(
             name: "LockboxTests",
             dependencies: [
                 "Lockbox",
+                "LockboxTPM",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

@@ -2,11 +2,11 @@ import CSodium
 
 /// Thin, typed wrappers over the libsodium calls Lockbox uses. Each names the C function it
 /// wraps; each either succeeds or throws, with nothing half-done.
-enum Sodium {
+package enum Sodium {
     private static let initResult: Int32 = sodium_init()
 
     /// Calls `sodium_init` once per process (Swift runs a static initialiser exactly once).
-    static func ensureInitialized() {
+    package static func ensureInitialized() {
         // sodium_init returns 0 (first call), 1 (already initialised) or -1 (no entropy source).
         precondition(initResult >= 0, "libsodium could not initialise (sodium_init failed): no usable entropy source")
     }
@@ -15,7 +15,7 @@ enum Sodium {
 
     /// Random bytes from libsodium's CSPRNG (`randombytes_buf`). Not for secrets: use
     /// ``SecretBytes/random(count:)`` for those.
-    static func randomBytes(_ count: Int) -> [UInt8] {
+    package static func randomBytes(_ count: Int) -> [UInt8] {
         ensureInitialized()
         var bytes = [UInt8](repeating: 0, count: count)
         bytes.withUnsafeMutableBytes { buffer in
@@ -81,14 +81,14 @@ enum Sodium {
 
     // MARK: Password hashing: Argon2id
 
-    static let pwhashSaltBytes = Int(crypto_pwhash_saltbytes())
+    package static let pwhashSaltBytes = Int(crypto_pwhash_saltbytes())
     static let argon2id13 = Int32(crypto_pwhash_alg_argon2id13())
 
     /// Derives `length` key bytes from `passphrase` with Argon2id v1.3, or returns `nil` when
     /// libsodium refuses (out of memory, or limits outside its range).
     ///
     /// The corresponding C function is `crypto_pwhash`.
-    static func deriveKey(
+    package static func deriveKey(
         length: Int, passphrase: SecretBytes, salt: [UInt8], opsLimit: UInt64, memLimit: UInt64
     ) -> SecretBytes? {
         ensureInitialized()

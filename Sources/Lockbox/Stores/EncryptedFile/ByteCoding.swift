@@ -2,20 +2,22 @@
 /// the bytes come from a file anyone could have edited.
 
 /// Why bytes could not be parsed: a short phrase that ends up in ``LockboxError/corruptVault(path:reason:)``.
-struct FormatError: Error, Equatable {
-    var reason: String
-    init(_ reason: String) { self.reason = reason }
+package struct FormatError: Error, Equatable {
+    package var reason: String
+    package init(_ reason: String) { self.reason = reason }
 }
 
 /// Appends little-endian fields to a growable, non-secret byte array (headers).
-struct ByteWriter {
-    private(set) var bytes: [UInt8] = []
+package struct ByteWriter {
+    package private(set) var bytes: [UInt8] = []
 
-    mutating func append(_ value: UInt8) { bytes.append(value) }
-    mutating func append(_ value: UInt16) { appendLittleEndian(value) }
-    mutating func append(_ value: UInt32) { appendLittleEndian(value) }
-    mutating func append(_ value: UInt64) { appendLittleEndian(value) }
-    mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+    package init() {}
+
+    package mutating func append(_ value: UInt8) { bytes.append(value) }
+    package mutating func append(_ value: UInt16) { appendLittleEndian(value) }
+    package mutating func append(_ value: UInt32) { appendLittleEndian(value) }
+    package mutating func append(_ value: UInt64) { appendLittleEndian(value) }
+    package mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
 
     private mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
@@ -51,18 +53,18 @@ struct FixedBufferWriter {
 }
 
 /// Reads little-endian fields, throwing ``FormatError`` instead of reading out of bounds.
-struct ByteReader {
-    let bytes: UnsafeRawBufferPointer
-    private(set) var offset: Int
+package struct ByteReader {
+    package let bytes: UnsafeRawBufferPointer
+    package private(set) var offset: Int
 
-    init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
+    package init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
 
-    var remaining: Int { bytes.count - offset }
+    package var remaining: Int { bytes.count - offset }
 
-    mutating func read<T: FixedWidthInteger>(_: T.Type, _ what: @autoclosure () -> String) throws -> T {
+    package mutating func read<T: FixedWidthInteger>(_: T.Type, _ what: @autoclosure () -> String) throws -> T {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { throw FormatError("truncated at \(what())") }
         var value: T = 0
@@ -73,11 +75,11 @@ struct ByteReader {
         return T(littleEndian: value)
     }
 
-    mutating func readBytes(_ count: Int, _ what: @autoclosure () -> String) throws -> [UInt8] {
+    package mutating func readBytes(_ count: Int, _ what: @autoclosure () -> String) throws -> [UInt8] {
         Array(try readSlice(count, what()))
     }
 
-    mutating func readSlice(_ count: Int, _ what: @autoclosure () -> String) throws -> UnsafeRawBufferPointer {
+    package mutating func readSlice(_ count: Int, _ what: @autoclosure () -> String) throws -> UnsafeRawBufferPointer {
         guard count >= 0, remaining >= count else { throw FormatError("truncated at \(what())") }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])

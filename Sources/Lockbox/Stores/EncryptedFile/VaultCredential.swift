@@ -120,7 +120,7 @@ func octal(_ mode: UInt32) -> String {
 
 extension UnsafeMutableRawBufferPointer {
     /// Overwrites every byte with zero in a way the optimiser keeps (`sodium_memzero`).
-    func zeroize() {
+    package func zeroize() {
         if let base = baseAddress, count > 0 { sodium_memzero(base, count) }
     }
 }
