@@ -254,3 +254,7 @@ struct SealedBlob {
         }
     }
 }
+
+/// A ``TPMSealer`` keeps the secret of a vault's TPM2 key slot: give it as
+/// `VaultCredential.sealed(TPMSealer(...))`.
+extension TPMSealer: KeySlotSealer {}
