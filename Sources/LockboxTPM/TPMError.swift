@@ -41,9 +41,24 @@ public struct TPMError: Error, Sendable, Equatable, CustomStringConvertible {
         self.failure = Self.classify(responseCode, function: function)
     }
 
-    /// `Esys_Unseal failed: tpm:session(1):the authorization HMAC check failed and DA counter incremented (0x98e)`.
+    /// What happened and what to do, then the call and tpm2-tss's text for the code, e.g.
+    /// `the TPM is in dictionary-attack lockout ... (Esys_Unseal: tpm:warn(2.0): ... 0x921)`.
     public var description: String {
-        "\(function) failed: \(Self.decode(responseCode)) (0x\(String(responseCode, radix: 16)))"
+        let detail = "(\(function): \(Self.decode(responseCode)), 0x\(String(responseCode, radix: 16)))"
+        switch failure {
+        case .unavailable:
+            return "no TPM could be reached \(detail). Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with a recovery passphrase or key file."
+        case .authorizationFailed:
+            return "the TPM refused the PIN; the TPM counted the failure \(detail)"
+        case .lockedOut:
+            return "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes (`lockbox doctor` shows it) or an administrator resets it with `tpm2_dictionarylockout --clear-lockout` \(detail). A recovery passphrase or key file still opens the vault."
+        case .policyMismatch:
+            return "the TPM refused: the PCR values differ from those the key slot was sealed to (a firmware, boot loader or kernel update, or another boot configuration) \(detail). Open the vault with a recovery passphrase or key file, remove the TPM slot and add it again."
+        case .foreignObject:
+            return "this TPM cannot load the key slot: it was sealed by another TPM, or this TPM was cleared since \(detail). Open the vault with a recovery passphrase or key file."
+        case .other:
+            return "\(function) failed: \(Self.decode(responseCode)) (0x\(String(responseCode, radix: 16)))"
+        }
     }
 
     /// tpm2-tss's text for `rc`.
