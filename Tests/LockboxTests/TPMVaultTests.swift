@@ -90,6 +90,29 @@ struct TPMVaultTests {
         _ = try EncryptedFileStore.open(at: path, credential: .sealed(TPMSealer(tcti: tpm.tcti, pin: pin)))
     }
 
+    /// docs/FORMAT.md, 5.5: a reader that cannot use a TPM parses a TPM2 slot (its sealed bytes
+    /// are in the wrap's associated data) and opens the vault with another slot.
+    @Test func independentDecryptorSkipsTheTPM2SlotAndOpensTheKeyFileSlot() throws {
+        let tpm = try SoftwareTPM()
+        let folder = try TemporaryFolder()
+        let path = folder.file("vault.lockbox"), key = folder.file("vault.key")
+        try KeyFile.generate(at: key)
+        let store = try EncryptedFileStore.create(at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti)), .keyFile(key)])
+        try store.set(secret("s3cret"), for: item, options: ItemOptions())
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")  // the python3 scripts/check-format.sh uses
+        process.arguments = ["python3", repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path, path.string, "--key-file", key.string]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "vault-decrypt.py needs PyNaCl (scripts/check-format.sh installs it)")
+        let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        #expect(json?["opened_slot"] as? Int == 1)
+        #expect((json?["items"] as? [Any])?.count == 1)
+    }
+
     @Test func tpmSlotsCanBeAddedRemovedAndSurviveKeyRotation() throws {
         let tpm = try SoftwareTPM()
         let folder = try TemporaryFolder()
