@@ -12,6 +12,9 @@ let package = Package(
         .library(name: "LockboxWindows", targets: ["LockboxWindows"]),
         // Known-answer tests and their vectors (what `lockbox selftest` runs).
         .library(name: "LockboxSelfTest", targets: ["LockboxSelfTest"]),
+        // TPM 2.0 key slots and TPM-enforced PINs; links tpm2-tss. Apps that do not want a TPM
+        // depend on "Lockbox" alone and link nothing of it.
+        .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
     ],
     dependencies: [
@@ -37,6 +40,13 @@ let package = Package(
             name: "CKeyutils",
             pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]
+        ),
+        // tpm2-tss (ESAPI, the TCTI loader, response-code decoding, marshalling), found through
+        // pkg-config; `apt-get install libtss2-dev` provides it. Only LockboxTPM uses it.
+        .systemLibrary(
+            name: "CTSS2",
+            pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]
         ),
         // Linux headers Glibc's module lacks (prctl); no library to link.
         .systemLibrary(name: "CLinux"),
@@ -81,6 +91,10 @@ let package = Package(
             name: "LockboxFuzzer",
             dependencies: ["LockboxFuzzing"]
         ),
+        .target(
+            name: "LockboxTPM",
+            dependencies: ["Lockbox", "CTSS2"]
+        ),
         .executableTarget(
             name: "lockbox",
             dependencies: [
@@ -88,6 +102,7 @@ let package = Package(
                 "LockboxSecretService",
                 "LockboxWindows",
                 "LockboxSelfTest",
+                "LockboxTPM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -135,6 +150,7 @@ let package = Package(
                 "LockboxWindows",
                 "LockboxSelfTest",
                 "LockboxFuzzing",
+                "LockboxTPM",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

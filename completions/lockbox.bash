@@ -186,9 +186,9 @@ _lockbox() {
 
 _lockbox_init() {
     repeating_flags=()
-    non_repeating_flags=(--with-passphrase --version -h --help)
+    non_repeating_flags=(--with-passphrase --tpm --tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --generate-key-file --kdf)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -211,12 +211,21 @@ _lockbox_init() {
     '--passphrase-fd')
         return
         ;;
+    '--tpm-pin-fd')
+        return
+        ;;
     '--generate-key-file')
         __lockbox_add_completions -f
         return
         ;;
     '--kdf')
         __lockbox_add_completions -W 'interactive'$'\n''moderate'$'\n''sensitive'
+        return
+        ;;
+    '--tpm-pcrs')
+        return
+        ;;
+    '--tpm-new-pin-fd')
         return
         ;;
     esac
@@ -226,7 +235,7 @@ _lockbox_set() {
     repeating_flags=()
     non_repeating_flags=(--raw --allow-empty --protected --version -h --help)
     repeating_options=(--attribute)
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --kind --label)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -247,6 +256,9 @@ _lockbox_set() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--kind')
@@ -265,7 +277,7 @@ _lockbox_get() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -286,6 +298,9 @@ _lockbox_get() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -295,7 +310,7 @@ _lockbox_delete() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -318,6 +333,9 @@ _lockbox_delete() {
     '--passphrase-fd')
         return
         ;;
+    '--tpm-pin-fd')
+        return
+        ;;
     esac
 }
 
@@ -325,7 +343,7 @@ _lockbox_list() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --service)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -346,6 +364,9 @@ _lockbox_list() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--service')
@@ -358,7 +379,7 @@ _lockbox_wipe() {
     repeating_flags=()
     non_repeating_flags=(--all --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --service)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -379,6 +400,9 @@ _lockbox_wipe() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--service')
@@ -391,7 +415,7 @@ _lockbox_passwd() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --new-passphrase-fd --slot --kdf)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -412,6 +436,9 @@ _lockbox_passwd() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--new-passphrase-fd')
@@ -431,7 +458,7 @@ _lockbox_rotate-key() {
     repeating_flags=()
     non_repeating_flags=(--drop-unmatched-slots --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -452,6 +479,9 @@ _lockbox_rotate-key() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -469,13 +499,13 @@ _lockbox_slot() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    list|add-passphrase|add-key-file|remove)
+    list|add-passphrase|add-key-file|add-tpm|remove)
         # Offer subcommand argument completions
         "_lockbox_slot_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'list add-passphrase add-key-file remove' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'list add-passphrase add-key-file add-tpm remove' -- "${cur}"))
         ;;
     esac
 }
@@ -484,7 +514,7 @@ _lockbox_slot_list() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -505,6 +535,9 @@ _lockbox_slot_list() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -514,7 +547,7 @@ _lockbox_slot_add-passphrase() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --new-passphrase-fd --kdf)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -535,6 +568,9 @@ _lockbox_slot_add-passphrase() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--new-passphrase-fd')
@@ -551,7 +587,7 @@ _lockbox_slot_add-key-file() {
     repeating_flags=()
     non_repeating_flags=(--generate --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
@@ -572,6 +608,9 @@ _lockbox_slot_add-key-file() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -585,11 +624,50 @@ _lockbox_slot_add-key-file() {
     esac
 }
 
+_lockbox_slot_add-tpm() {
+    repeating_flags=()
+    non_repeating_flags=(--tpm-pin --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --tpm-pcrs --tpm-new-pin-fd)
+    __lockbox_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--backend')
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        return
+        ;;
+    '--profile')
+        return
+        ;;
+    '--vault')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--key-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
+        return
+        ;;
+    '--tpm-pcrs')
+        return
+        ;;
+    '--tpm-new-pin-fd')
+        return
+        ;;
+    esac
+}
+
 _lockbox_slot_remove() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
@@ -610,6 +688,9 @@ _lockbox_slot_remove() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -642,7 +723,7 @@ _lockbox_pin_set() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=(--wipe-item)
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --hash-cost --lockout-delays --wipe-after --disable-after)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --lockout-delays --wipe-after --disable-after)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -663,6 +744,9 @@ _lockbox_pin_set() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--hash-cost')
@@ -688,7 +772,7 @@ _lockbox_pin_verify() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --hash-cost)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -709,6 +793,9 @@ _lockbox_pin_verify() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--hash-cost')
@@ -722,7 +809,7 @@ _lockbox_pin_change() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --hash-cost)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -743,6 +830,9 @@ _lockbox_pin_change() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--hash-cost')
@@ -756,7 +846,7 @@ _lockbox_pin_remove() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --hash-cost)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -777,6 +867,9 @@ _lockbox_pin_remove() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--hash-cost')
@@ -790,7 +883,7 @@ _lockbox_pin_status() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --hash-cost)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -811,6 +904,9 @@ _lockbox_pin_status() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--hash-cost')
@@ -824,7 +920,7 @@ _lockbox_pin_reset() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --hash-cost --by)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --by)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -845,6 +941,9 @@ _lockbox_pin_reset() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--hash-cost')
@@ -879,7 +978,7 @@ _lockbox_unlock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --for --pin)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --for --pin)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -900,6 +999,9 @@ _lockbox_unlock() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--for')
@@ -915,7 +1017,7 @@ _lockbox_lock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -936,6 +1038,9 @@ _lockbox_lock() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -945,7 +1050,7 @@ _lockbox_status() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -966,6 +1071,9 @@ _lockbox_status() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -998,7 +1106,7 @@ _lockbox_token_set() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --subject)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --subject)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -1019,6 +1127,9 @@ _lockbox_token_set() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--subject')
@@ -1031,7 +1142,7 @@ _lockbox_token_get() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --field --refresh-with --leeway)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -1052,6 +1163,9 @@ _lockbox_token_get() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--field')
@@ -1070,7 +1184,7 @@ _lockbox_token_status() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -1091,6 +1205,9 @@ _lockbox_token_status() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac
@@ -1100,7 +1217,7 @@ _lockbox_token_clear() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -1123,6 +1240,9 @@ _lockbox_token_clear() {
     '--passphrase-fd')
         return
         ;;
+    '--tpm-pin-fd')
+        return
+        ;;
     esac
 }
 
@@ -1130,7 +1250,7 @@ _lockbox_device-id() {
     repeating_flags=()
     non_repeating_flags=(--reset --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --account)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
@@ -1151,6 +1271,9 @@ _lockbox_device-id() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--account')
@@ -1163,7 +1286,7 @@ _lockbox_signout() {
     repeating_flags=()
     non_repeating_flags=(--keep-device-id --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
@@ -1186,6 +1309,9 @@ _lockbox_signout() {
     '--passphrase-fd')
         return
         ;;
+    '--tpm-pin-fd')
+        return
+        ;;
     esac
 }
 
@@ -1193,7 +1319,7 @@ _lockbox_migrate() {
     repeating_flags=()
     non_repeating_flags=(--all --move --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --from --to --service --on-conflict)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -1214,6 +1340,9 @@ _lockbox_migrate() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--from')
@@ -1238,7 +1367,7 @@ _lockbox_export() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --to --service --backup-passphrase-fd --kdf)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -1259,6 +1388,9 @@ _lockbox_export() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--to')
@@ -1282,7 +1414,7 @@ _lockbox_import() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --backup-passphrase-fd --on-conflict)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
@@ -1303,6 +1435,9 @@ _lockbox_import() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     '--backup-passphrase-fd')
@@ -1327,7 +1462,7 @@ _lockbox_doctor() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -1348,6 +1483,9 @@ _lockbox_doctor() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac

@@ -23,81 +23,83 @@ function __lockbox_parse_tokens -S
         __lockbox_parse_subcommand 0 'version' 'h/help'
         switch $unparsed_tokens[1]
         case 'init'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'generate-key-file=' 'with-passphrase' 'kdf=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'generate-key-file=' 'with-passphrase' 'kdf=' 'tpm' 'tpm-pcrs=' 'tpm-pin' 'tpm-new-pin-fd=' 'version' 'h/help'
         case 'set'
-            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'kind=' 'label=' 'attribute=+' 'raw' 'allow-empty' 'protected' 'version' 'h/help'
+            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'kind=' 'label=' 'attribute=+' 'raw' 'protected' 'version' 'h/help'
         case 'get'
-            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'delete'
-            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'list'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'service=' 'json' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'service=' 'json' 'version' 'h/help'
         case 'wipe'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'service=' 'all' 'yes' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'service=' 'all' 'yes' 'version' 'h/help'
         case 'passwd'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'new-passphrase-fd=' 'slot=' 'kdf=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'new-passphrase-fd=' 'slot=' 'kdf=' 'version' 'h/help'
         case 'rotate-key'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'drop-unmatched-slots' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'drop-unmatched-slots' 'version' 'h/help'
         case 'slot'
             __lockbox_parse_subcommand 0 'version' 'h/help'
             switch $unparsed_tokens[1]
             case 'list'
-                __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+                __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
             case 'add-passphrase'
-                __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'new-passphrase-fd=' 'kdf=' 'version' 'h/help'
+                __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'new-passphrase-fd=' 'kdf=' 'version' 'h/help'
             case 'add-key-file'
-                __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'generate' 'version' 'h/help'
+                __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'generate' 'version' 'h/help'
+            case 'add-tpm'
+                __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'tpm-pcrs=' 'tpm-pin' 'tpm-new-pin-fd=' 'version' 'h/help'
             case 'remove'
-                __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+                __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
             end
         case 'pin'
             __lockbox_parse_subcommand 0 'version' 'h/help'
             switch $unparsed_tokens[1]
             case 'set'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'hash-cost=' 'alphanumeric' 'lockout-delays=' 'wipe-after=' 'wipe-item=+' 'disable-after=' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'hash-cost=' 'alphanumeric' 'lockout-delays=' 'wipe-after=' 'wipe-item=+' 'disable-after=' 'version' 'h/help'
             case 'verify'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'hash-cost=' 'alphanumeric' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'hash-cost=' 'alphanumeric' 'version' 'h/help'
             case 'change'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'hash-cost=' 'alphanumeric' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'hash-cost=' 'alphanumeric' 'version' 'h/help'
             case 'remove'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'hash-cost=' 'alphanumeric' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'hash-cost=' 'alphanumeric' 'version' 'h/help'
             case 'status'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'hash-cost=' 'alphanumeric' 'json' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'hash-cost=' 'alphanumeric' 'json' 'version' 'h/help'
             case 'reset'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'hash-cost=' 'alphanumeric' 'by=' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'hash-cost=' 'alphanumeric' 'by=' 'version' 'h/help'
             case 'calibrate'
                 __lockbox_parse_subcommand 0 'target=' 'memory=' 'version' 'h/help'
             end
         case 'unlock'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'for=' 'pin=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'for=' 'pin=' 'version' 'h/help'
         case 'lock'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'status'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'token'
             __lockbox_parse_subcommand 0 'version' 'h/help'
             switch $unparsed_tokens[1]
             case 'set'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'subject=' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'subject=' 'version' 'h/help'
             case 'get'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'field=' 'json' 'refresh-with=' 'leeway=' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'field=' 'json' 'refresh-with=' 'leeway=' 'version' 'h/help'
             case 'status'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
             case 'clear'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
             end
         case 'device-id'
-            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'account=' 'reset' 'version' 'h/help'
+            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'account=' 'reset' 'version' 'h/help'
         case 'signout'
-            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'keep-device-id' 'version' 'h/help'
+            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'keep-device-id' 'version' 'h/help'
         case 'migrate'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'from=' 'to=' 'service=' 'all' 'move' 'on-conflict=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'from=' 'to=' 'service=' 'all' 'move' 'on-conflict=' 'version' 'h/help'
         case 'export'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'to=' 'service=' 'backup-passphrase-fd=' 'kdf=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'to=' 'service=' 'backup-passphrase-fd=' 'kdf=' 'version' 'h/help'
         case 'import'
-            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'backup-passphrase-fd=' 'on-conflict=' 'version' 'h/help'
+            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'backup-passphrase-fd=' 'on-conflict=' 'version' 'h/help'
         case 'doctor'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'json' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'json' 'version' 'h/help'
         case 'selftest'
             __lockbox_parse_subcommand 0 'json' 'vectors=' 'version' 'h/help'
         case 'git-credential'
@@ -187,9 +189,14 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" generate-key-file' -l 'generate-key-file' -d 'Create a new key file here (32 random bytes, mode 0600) and add a slot for it.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" with-passphrase' -l 'with-passphrase' -d 'Also add a passphrase slot, asked on the terminal, when a key file is given.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" kdf' -l 'kdf' -d 'Argon2id cost for the passphrase slot.' -rfka 'interactive moderate sensitive'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm' -l 'tpm' -d 'Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm-pcrs' -l 'tpm-pcrs' -d 'Bind the TPM slot to these SHA-256 PCRs (comma-separated, e.g. 7 for the Secure Boot state). After a change to them (firmware, boot loader, kernel, Secure Boot keys) the slot refuses; open with a recovery slot and add it again. Default: none.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm-pin' -l 'tpm-pin' -d 'Protect the TPM slot with a PIN, asked twice on the terminal; the TPM counts wrong PINs and locks out.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm-new-pin-fd' -l 'tpm-new-pin-fd' -d 'Read the new TPM slot\'s PIN from this file descriptor (implies --tpm-pin).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -197,6 +204,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set" kind' -l 'kind' -d 'What the item holds: generic, password, token, device-id, pin-hash, or your own.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set" label' -l 'label' -d 'A human-readable label. Default: Password for \'ACCOUNT\' on \'SERVICE\'.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox set"' -l 'attribute' -d 'An extra non-secret attribute; repeatable.' -rfka ''
@@ -210,6 +218,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox get" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox get" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox get" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox get" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox get" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox get" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox delete" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -217,6 +226,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox delete" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox delete" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox delete" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox delete" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox delete" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox delete" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -224,6 +234,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" service' -l 'service' -d 'Only this service\'s items.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" json' -l 'json' -d 'Print a JSON array instead of a table.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox list" version' -l 'version' -d 'Show the version.'
@@ -233,6 +244,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox wipe" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox wipe" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox wipe" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox wipe" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox wipe" service' -l 'service' -d 'Remove this service\'s items.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox wipe" all' -l 'all' -d 'Remove every item in the vault.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox wipe" yes' -l 'yes' -d 'Do not ask for confirmation.'
@@ -243,6 +255,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox passwd" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox passwd" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox passwd" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox passwd" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox passwd" new-passphrase-fd' -l 'new-passphrase-fd' -d 'Read the new passphrase from this file descriptor.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox passwd" slot' -l 'slot' -d 'Which passphrase slot to change, when there are several (see `lockbox slot list`).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox passwd" kdf' -l 'kdf' -d 'Argon2id cost for the new passphrase.' -rfka 'interactive moderate sensitive'
@@ -253,6 +266,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" drop-unmatched-slots' -l 'drop-unmatched-slots' -d 'Remove key slots that none of the given credentials opens.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" h help' -s 'h' -l 'help' -d 'Show help information.'
@@ -261,12 +275,14 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'list' -d 'Show the vault\'s key slots.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-passphrase' -d 'Add a passphrase slot (unlock with an existing credential first).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-key-file' -d 'Add a key-file slot (unlock with an existing credential first).'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-tpm' -d 'Add a TPM2 slot: the vault then opens on this machine without a passphrase (unlock with an existing credential first).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'remove' -d 'Remove a key slot; the last one cannot be removed.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" profile' -l 'profile' -d 'The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -274,6 +290,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" new-passphrase-fd' -l 'new-passphrase-fd' -d 'Read the new passphrase from this file descriptor.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" kdf' -l 'kdf' -d 'Argon2id cost for the new slot.' -rfka 'interactive moderate sensitive'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" version' -l 'version' -d 'Show the version.'
@@ -283,15 +300,28 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-key-file" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-key-file" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-key-file" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-key-file" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot add-key-file" -eq 1' -F
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-key-file" generate' -l 'generate' -d 'Create the key file (32 random bytes, mode 0600) instead of using an existing one.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-key-file" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-key-file" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" profile' -l 'profile' -d 'The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" tpm-pcrs' -l 'tpm-pcrs' -d 'Bind the TPM slot to these SHA-256 PCRs (comma-separated, e.g. 7 for the Secure Boot state). After a change to them (firmware, boot loader, kernel, Secure Boot keys) the slot refuses; open with a recovery slot and add it again. Default: none.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" tpm-pin' -l 'tpm-pin' -d 'Protect the TPM slot with a PIN, asked twice on the terminal; the TPM counts wrong PINs and locks out.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" tpm-new-pin-fd' -l 'tpm-new-pin-fd' -d 'Read the new TPM slot\'s PIN from this file descriptor (implies --tpm-pin).' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" version' -l 'version' -d 'Show the version.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-tpm" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" profile' -l 'profile' -d 'The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin" version' -l 'version' -d 'Show the version.'
@@ -308,6 +338,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin set" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin set" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin set" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin set" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin set" hash-cost' -l 'hash-cost' -d 'Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.' -rfka 'interactive moderate sensitive'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin set" alphanumeric' -l 'alphanumeric' -d 'Allow letters and symbols (a passcode), not only digits.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin set" lockout-delays' -l 'lockout-delays' -d 'Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats. Default: 0,0,0,0,60,300,900,900,3600.' -rfka ''
@@ -321,6 +352,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin verify" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin verify" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin verify" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin verify" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin verify" hash-cost' -l 'hash-cost' -d 'Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.' -rfka 'interactive moderate sensitive'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin verify" alphanumeric' -l 'alphanumeric' -d 'Allow letters and symbols (a passcode), not only digits.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin verify" version' -l 'version' -d 'Show the version.'
@@ -330,6 +362,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin change" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin change" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin change" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin change" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin change" hash-cost' -l 'hash-cost' -d 'Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.' -rfka 'interactive moderate sensitive'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin change" alphanumeric' -l 'alphanumeric' -d 'Allow letters and symbols (a passcode), not only digits.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin change" version' -l 'version' -d 'Show the version.'
@@ -339,6 +372,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin remove" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin remove" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin remove" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin remove" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin remove" hash-cost' -l 'hash-cost' -d 'Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.' -rfka 'interactive moderate sensitive'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin remove" alphanumeric' -l 'alphanumeric' -d 'Allow letters and symbols (a passcode), not only digits.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin remove" version' -l 'version' -d 'Show the version.'
@@ -348,6 +382,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin status" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin status" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin status" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin status" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin status" hash-cost' -l 'hash-cost' -d 'Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.' -rfka 'interactive moderate sensitive'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin status" alphanumeric' -l 'alphanumeric' -d 'Allow letters and symbols (a passcode), not only digits.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin status" json' -l 'json' -d 'Print JSON.'
@@ -358,6 +393,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin reset" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin reset" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin reset" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin reset" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin reset" hash-cost' -l 'hash-cost' -d 'Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.' -rfka 'interactive moderate sensitive'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin reset" alphanumeric' -l 'alphanumeric' -d 'Allow letters and symbols (a passcode), not only digits.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin reset" by' -l 'by' -d 'Another profile of the same service whose PIN authorises the reset.' -rfka ''
@@ -372,6 +408,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox unlock" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox unlock" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox unlock" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox unlock" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox unlock" for' -l 'for' -d 'How long the window stays open: 30s, 10m, 1h. Default: 5m.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox unlock" pin' -l 'pin' -d 'Open the window with this profile\'s PIN instead of the passphrase.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox unlock" version' -l 'version' -d 'Show the version.'
@@ -381,6 +418,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox lock" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox lock" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox lock" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox lock" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox lock" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox lock" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -388,6 +426,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token" version' -l 'version' -d 'Show the version.'
@@ -401,6 +440,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token set" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token set" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token set" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token set" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token set" subject' -l 'subject' -d 'The user the session belongs to.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token set" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token set" h help' -s 'h' -l 'help' -d 'Show help information.'
@@ -409,6 +449,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token get" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token get" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token get" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token get" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token get" field' -l 'field' -d 'Which token: access or refresh.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token get" json' -l 'json' -d 'Print the whole token set as JSON (tokens included).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token get" refresh-with' -l 'refresh-with' -d 'A command that refreshes the tokens (it is described in this command\'s help).' -rfka ''
@@ -420,6 +461,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -427,6 +469,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -434,6 +477,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" account' -l 'account' -d 'Another account for the ID, e.g. guest:alice.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" reset' -l 'reset' -d 'Make a new ID.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox device-id" version' -l 'version' -d 'Show the version.'
@@ -443,6 +487,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox signout" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox signout" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox signout" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox signout" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox signout" keep-device-id' -l 'keep-device-id' -d 'Keep the device ID.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox signout" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox signout" h help' -s 'h' -l 'help' -d 'Show help information.'
@@ -451,6 +496,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" from' -l 'from' -d 'Where the items are now: file or secret-service.' -rfka 'secret-service file'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" to' -l 'to' -d 'Where they go: file or secret-service.' -rfka 'secret-service file'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" service' -l 'service' -d 'Only this service\'s items.' -rfka ''
@@ -464,6 +510,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" to' -l 'to' -d 'The backup file to create (refuses to overwrite).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" service' -l 'service' -d 'Only this service\'s items.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" backup-passphrase-fd' -l 'backup-passphrase-fd' -d 'Read the backup\'s passphrase from this descriptor (else asked twice).' -rfka ''
@@ -475,6 +522,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox import" -eq 1' -F
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" backup-passphrase-fd' -l 'backup-passphrase-fd' -d 'Read the backup\'s passphrase from this descriptor (else asked).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" on-conflict' -l 'on-conflict' -d 'When an item exists with different contents: skip, overwrite, or keep-both.' -rfka 'skip overwrite keep-both'
@@ -485,6 +533,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" json' -l 'json' -d 'Print the report as JSON.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" h help' -s 'h' -l 'help' -d 'Show help information.'

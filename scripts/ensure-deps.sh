@@ -3,12 +3,13 @@
 # Debian/Ubuntu; run as root, or as a user who may sudo.
 set -euo pipefail
 
-# libsodium, libsecret and libkeyutils to build; with --test also gnome-keyring, secret-tool,
-# dbus-daemon and keyctl, and faketime (the PIN lockout tests set one process's wall clock ahead),
-# so the tests can run a real Secret Service on a private session bus.
-packages=(libsodium-dev libsecret-1-dev libkeyutils-dev pkg-config)
+# libsodium, libsecret, libkeyutils and tpm2-tss (LockboxTPM and the lockbox CLI) to build; with
+# --test also gnome-keyring, secret-tool, dbus-daemon and keyctl, so the tests can run a real
+# Secret Service on a private session bus, faketime (the PIN lockout tests set one process's wall
+# clock ahead), and swtpm + tpm2-tools for a software TPM.
+packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools)
 fi
 missing=()
 for package in "${packages[@]}"; do

@@ -68,6 +68,11 @@ ENVIRONMENT = [
      "Where the settings file lives (`$XDG_CONFIG_HOME/lockbox/settings.json`); ignored unless absolute."),
     ("HOME",
      "The base of the default paths when the XDG variables are unset."),
+    ("LOCKBOX_TPM_TCTI",
+     "The TPM for TPM2 key slots, as a tpm2-tss TCTI string (e.g. `swtpm:host=127.0.0.1,port=2321`); "
+     "default `device:/dev/tpmrm0`, the kernel's resource manager. `lockbox doctor` shows whether it answers."),
+    ("TSS2_LOG",
+     "tpm2-tss's own logging; lockbox sets `all+NONE` unless it is already set, and reports TPM errors itself."),
     ("DBUS_SESSION_BUS_ADDRESS",
      "The D-Bus session bus on which the Secret Service (e.g. gnome-keyring) is reached; "
      "`lockbox doctor` shows it."),

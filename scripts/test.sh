@@ -39,7 +39,11 @@ python3 scripts/make-vault-vectors.py --check
 "$(swift build --show-bin-path)/lockbox" selftest | tail -n 1
 scripts/fuzz.sh 5
 
-keyctl session - scripts/keyring-session.sh -- swift test --skip-build
+# ... and with a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
+# tests; TPM tests that need to lock out or restart a TPM start a private swtpm of their own.
+# They fail rather than skip when no swtpm is there.
+export LOCKBOX_REQUIRE_TPM_TESTS=1
+keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift test --skip-build
 # git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
 # pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
 scripts/keyring-session.sh -- scripts/test-integrations.sh "$(swift build --show-bin-path)/lockbox"

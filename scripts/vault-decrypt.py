@@ -51,6 +51,8 @@ VAULT_ID_BYTES = 16
 MAX_SLOTS = 16
 SLOT_PASSPHRASE = 1
 SLOT_KEY_FILE = 2
+SLOT_TPM2 = 3  # parsed and kept, never opened here: its secret is in a TPM
+MAX_SEALED_BYTES = 4096
 SALT_BYTES = 16
 NONCE_BYTES = 24
 KEY_BYTES = 32
@@ -200,7 +202,7 @@ def parse_slot(reader, index):
     kind = reader.u8(f"key slot {index} type")
     length = reader.u16(f"key slot {index} length")
     body = Reader(reader.bytes(length, f"key slot {index}"))
-    if kind not in (SLOT_PASSPHRASE, SLOT_KEY_FILE):
+    if kind not in (SLOT_PASSPHRASE, SLOT_KEY_FILE, SLOT_TPM2):
         raise corrupt(f"key slot {index} has unknown type {kind}")
     slot = {"index": index, "kind": kind, "opslimit": None, "memlimit": None}
     if kind == SLOT_PASSPHRASE:
@@ -212,6 +214,12 @@ def parse_slot(reader, index):
         slot["opslimit"] = opslimit
         slot["memlimit"] = memlimit
     slot["salt"] = body.bytes(SALT_BYTES, f"key slot {index} salt")
+    slot["sealed"] = b""
+    if kind == SLOT_TPM2:
+        sealed_length = body.u16(f"key slot {index} sealed length")
+        if not (1 <= sealed_length <= MAX_SEALED_BYTES):
+            raise corrupt(f"key slot {index} has an implausible sealed length {sealed_length}")
+        slot["sealed"] = body.bytes(sealed_length, f"key slot {index} sealed data")
     slot["nonce"] = body.bytes(NONCE_BYTES, f"key slot {index} nonce")
     slot["wrapped_key"] = body.bytes(WRAPPED_KEY_BYTES, f"key slot {index} wrapped key")
     if body.remaining != 0:
@@ -224,11 +232,15 @@ def parse_slot(reader, index):
 
 
 def slot_parameter_bytes(slot):
-    """kind || [opslimit || memlimit] || salt: what the wrap authenticates besides the vault ID."""
+    """kind || [opslimit || memlimit] || salt || [u16 length || sealed]: what the wrap
+    authenticates besides the vault ID."""
     out = bytes([slot["kind"]])
     if slot["kind"] == SLOT_PASSPHRASE:
         out += struct.pack("<QQ", slot["opslimit"], slot["memlimit"])
-    return out + slot["salt"]
+    out += slot["salt"]
+    if slot["kind"] == SLOT_TPM2:
+        out += struct.pack("<H", len(slot["sealed"])) + slot["sealed"]
+    return out
 
 
 def derive_kek(nacl, slot, secret):
@@ -269,7 +281,8 @@ def open_data_key(nacl, header, credentials):
 
 
 def describe_slots(header):
-    names = ["passphrase" if s["kind"] == SLOT_PASSPHRASE else "key-file" for s in header["slots"]]
+    names = [{SLOT_PASSPHRASE: "passphrase", SLOT_KEY_FILE: "key-file", SLOT_TPM2: "tpm2 (needs the TPM; not opened here)"}[s["kind"]]
+             for s in header["slots"]]
     return f"{len(names)} key slot(s): " + ", ".join(names)
 
 

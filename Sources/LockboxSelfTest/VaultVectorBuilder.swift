@@ -45,6 +45,8 @@ package enum VaultVectorBuilder {
                 slot = KeySlot(kind: .passphrase, kdf: kdf, salt: input.salt, nonce: input.nonce, wrappedKey: [])
             case .key:
                 slot = KeySlot(kind: .keyFile, kdf: nil, salt: input.salt, nonce: input.nonce, wrappedKey: [])
+            case .sealer:
+                throw VectorError("the vectors have no TPM2 slots: their secret cannot be reproduced")
             }
             guard input.salt.count == KeySlot.saltBytes, input.nonce.count == Sodium.aeadNonceBytes else {
                 throw VectorError("a slot needs a \(KeySlot.saltBytes)-byte salt and a \(Sodium.aeadNonceBytes)-byte nonce")

@@ -105,6 +105,8 @@ struct Doctor: ParsableCommand {
             }
         }
 
+        checks += Self.tpmChecks(vaultPath: vaultPath)
+
         // What protects secrets in this process (the same as in every lockbox command): advice,
         // never a reason to refuse, since an unlocked buffer still works.
         let hardening = ProcessHardening.status()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Lockbox
+import LockboxTPM
 
 /// Errors of the command line itself (input and confirmation), beside the library's ``LockboxError``.
 enum CLIError: Error, CustomStringConvertible {
@@ -54,6 +55,10 @@ enum ExitStatus: Int32, CaseIterable {
     case sessionExpired = 50
     case refreshFailed = 51
     case noTokens = 52
+    case noTPM = 60
+    case tpmLockedOut = 61
+    case tpmPCRMismatch = 62
+    case tpmForeignSlot = 63
     case usage = 64
     case ioError = 74
 
@@ -91,6 +96,15 @@ enum ExitStatus: Int32, CaseIterable {
             case .kernelKeyringUnavailable: self = .kernelKeyringUnavailable
             case .sessionExpired: self = .sessionExpired
             case .noTokens: self = .noTokens
+            }
+        case let error as TPMError:
+            switch error.failure {
+            case .unavailable: self = .noTPM
+            case .authorizationFailed: self = .wrongPin
+            case .lockedOut: self = .tpmLockedOut
+            case .policyMismatch: self = .tpmPCRMismatch
+            case .foreignObject: self = .tpmForeignSlot
+            case .other: self = .failure
             }
         case is RefreshFailed:
             self = .refreshFailed

@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import Foundation
 import Lockbox
+import LockboxTPM
 
 @main
 struct LockboxCommand: ParsableCommand {
@@ -26,7 +27,9 @@ struct LockboxCommand: ParsableCommand {
             (e.g. provider went away), 25 item cannot be decoded, 26 the recorded store is unavailable, \
             30 wrong PIN, 31 PIN locked out, 32 PIN disabled, 33 no PIN set, 34 PIN refused by policy, \
             35 PIN wiped, 40 re-authentication required, 41 kernel keyring unavailable, 50 session \
-            expired, 51 token refresh failed, 52 no tokens stored, 64 usage error, 74 I/O error.
+            expired, 51 token refresh failed, 52 no tokens stored, 60 no TPM reachable, 61 TPM in \
+            dictionary-attack lockout, 62 TPM PCR values changed, 63 TPM slot from another or cleared \
+            TPM, 64 usage error, 74 I/O error.
             """,
         version: "0.1.0",
         subcommands: [
@@ -56,6 +59,8 @@ struct LockboxCommand: ParsableCommand {
         } catch let error as CLIError {
             fail(error)
         } catch let error as RefreshFailed {
+            fail(error)
+        } catch let error as TPMError {
             fail(error)
         } catch {
             usageFailure(error)

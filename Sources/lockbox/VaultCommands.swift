@@ -18,8 +18,14 @@ struct Init: ParsableCommand {
     var generateKeyFile: String?
     @Flag(help: "Also add a passphrase slot, asked on the terminal, when a key file is given.") var withPassphrase = false
     @Option(help: "Argon2id cost for the passphrase slot.") var kdf: KDFPreset = .moderate
+    @Flag(help: "Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).")
+    var tpm = false
+    @OptionGroup var tpmSlot: TPMSlotOptions
 
     func validate() throws {
+        if !tpm && (tpmSlot.pcrs != nil || tpmSlot.pin || tpmSlot.newPinFd != nil) {
+            throw ValidationError("--tpm-pcrs, --tpm-pin and --tpm-new-pin-fd describe the TPM slot; add --tpm")
+        }
         if generateKeyFile != nil && vaultOptions.keyFile != nil {
             throw ValidationError("give either --key-file (an existing key) or --generate-key-file (a new one), not both")
         }
@@ -43,6 +49,7 @@ struct Init: ParsableCommand {
         } else if credentials.isEmpty || withPassphrase {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
         }
+        if tpm { credentials.insert(.sealed(try tpmSlot.sealer()), at: 0) }
         let store = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters)
         try BackendSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
                                    at: vaultOptions.settingsPath)
@@ -100,7 +107,7 @@ struct Slot: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "slot",
         abstract: "List, add and remove key slots.",
-        subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, RemoveSlot.self])
+        subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, AddTPM.self, RemoveSlot.self])
 
     struct ListSlots: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the vault's key slots.")

@@ -36,6 +36,11 @@ struct VaultOptions: ParsableArguments {
         valueName: "fd"))
     var passphraseFd: Int32?
 
+    @Option(name: .customLong("tpm-pin-fd"), help: ArgumentHelp(
+        "Read the PIN of the vault's TPM2 slot from this open file descriptor (else it is asked on the terminal).",
+        valueName: "fd"))
+    var tpmPinFd: Int32?
+
     /// The vault path: --vault, then $LOCKBOX_VAULT, then the XDG default.
     var vaultPath: FilePath {
         if let vault { return FilePath(vault) }
@@ -66,6 +71,9 @@ struct VaultOptions: ParsableArguments {
         if let passphraseFd {
             Trace.log("credential: passphrase from file descriptor \(passphraseFd)")
             credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: passphraseFd, what: "passphrase")))
+        }
+        if credentials.isEmpty, let tpm = try tpmCredential() {
+            return [tpm]
         }
         if credentials.isEmpty {
             Trace.log("credential: none given; asking on the terminal")

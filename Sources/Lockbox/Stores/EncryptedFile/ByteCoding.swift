@@ -9,7 +9,9 @@ package struct FormatError: Error, Equatable {
 
 /// Appends little-endian fields to a growable, non-secret byte array (headers).
 package struct ByteWriter {
-    private(set) var bytes: [UInt8] = []
+    package private(set) var bytes: [UInt8] = []
+
+    package init() {}
 
     package mutating func append(_ value: UInt8) { bytes.append(value) }
     package mutating func append(_ value: UInt16) { appendLittleEndian(value) }
@@ -53,7 +55,7 @@ package struct FixedBufferWriter {
 /// Reads little-endian fields, throwing ``FormatError`` instead of reading out of bounds.
 package struct ByteReader {
     package let bytes: UnsafeRawBufferPointer
-    private(set) var offset: Int
+    package private(set) var offset: Int
 
     package init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
         self.bytes = bytes

@@ -153,21 +153,48 @@ public final class EncryptedFileStore: SecretStore {
         let ordered = credentials.filter { if case .passphrase = $0 { false } else { true } }
             + credentials.filter { if case .passphrase = $0 { true } else { false } }
         var opened: (SecretBytes, Unlocker)?
+        var sealerError: (any Error)?  // why a TPM2 slot could not be opened, if none opened
         search: for credential in ordered {
             let source = try loadKEKSource(credential, kdf: .default)
             for slot in header.slots where slot.kind == source.slotKind {
-                let kek = try KeySlotCrypto.deriveKEK(for: slot, from: source)
+                let kek: SecretBytes
+                do {
+                    kek = try KeySlotCrypto.deriveKEK(for: slot, from: source)
+                } catch where slot.kind == .tpm2 {
+                    sealerError = sealerError ?? error
+                    continue
+                }
                 if let dataKey = KeySlotCrypto.unwrap(slot, vaultID: header.vaultID, kek: kek) {
                     opened = (dataKey, Unlocker(kind: slot.kind, salt: slot.salt, kek: kek))
                     break search
                 }
             }
         }
-        guard let (dataKey, unlocker) = opened else { throw LockboxError.wrongCredential(path: path.string) }
+        guard let (dataKey, unlocker) = opened else { throw sealerError ?? LockboxError.wrongCredential(path: path.string) }
         let entries = try decryptEntries(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey, path: path)
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: entries, identity: file.identity))
+    }
+
+    /// The kinds of the vault's key slots, in order, read from its header without any credential
+    /// (to know whether a TPM could open it before asking for a passphrase).
+    public static func keySlotKinds(at path: FilePath) throws -> [KeySlotInfo.Kind] {
+        let path = resolvedVaultPath(path)
+        let file = try readVaultFile(path)
+        return try parseHeader(file.bytes, path: path).0.slots.map { KeySlotInfo.Kind($0.kind) }
+    }
+
+    /// The sealed bytes of the vault's TPM2 key slots, by slot index, read without any credential
+    /// (to tell whether a slot needs a PIN before asking for one).
+    public static func sealedKeySlots(at path: FilePath) throws -> [Int: [UInt8]] {
+        let path = resolvedVaultPath(path)
+        let file = try readVaultFile(path)
+        var result: [Int: [UInt8]] = [:]
+        for (index, slot) in try parseHeader(file.bytes, path: path).0.slots.enumerated() where slot.kind == .tpm2 {
+            result[index] = slot.sealed
+        }
+        return result
     }
 
     /// Opens the vault at `path` with one credential. See ``open(at:credentials:lockTimeout:now:)``.
@@ -275,6 +302,16 @@ public final class EncryptedFileStore: SecretStore {
             case passphrase
             /// Opened by a key file.
             case keyFile = "key-file"
+            /// Opened by a secret a TPM keeps (``VaultCredential/sealed(_:)``).
+            case tpm2
+
+            init(_ kind: KeySlot.Kind) {
+                switch kind {
+                case .passphrase: self = .passphrase
+                case .keyFile: self = .keyFile
+                case .tpm2: self = .tpm2
+                }
+            }
         }
         /// The slot's position, as `removeKeySlot(at:)` and `lockbox slot remove` take it.
         public var index: Int
@@ -296,7 +333,7 @@ public final class EncryptedFileStore: SecretStore {
         try withFreshState { state in
             state.header.slots.enumerated().map { index, slot in
                 KeySlotInfo(
-                    index: index, kind: slot.kind == .passphrase ? .passphrase : .keyFile, kdf: slot.kdf,
+                    index: index, kind: KeySlotInfo.Kind(slot.kind), kdf: slot.kdf,
                     openedThisHandle: state.unlocker.map { $0.kind == slot.kind && $0.salt == slot.salt } ?? false)
             }
         }
@@ -699,6 +736,8 @@ public final class EncryptedFileStore: SecretStore {
                 throw LockboxError.invalidArgument("a vault key must be exactly \(KeyFile.keyBytes) bytes, not \(key.count)")
             }
             return .key(key)
+        case let .sealed(sealer):
+            return .sealer(sealer)
         }
     }
 }

@@ -5,6 +5,7 @@
 /// - Either way: wrapped = XChaCha20-Poly1305(KEK, nonce, data key, AD: vault ID ‖ slot parameters).
 package enum KeySlotCrypto {
     package static let keyFileContext = Array("lockbox.v1.keyfile-slot".utf8)
+    package static let tpm2Context = Array("lockbox.v1.tpm2-slot".utf8)
 
     /// A slot wrapping `dataKey` under a key derived from `credentialKey` with fresh salt and nonce.
     package static func makeSlot(
@@ -17,8 +18,20 @@ package enum KeySlotCrypto {
             slot = KeySlot(kind: .passphrase, kdf: kdf, salt: salt, nonce: [], wrappedKey: [])
         case .key:
             slot = KeySlot(kind: .keyFile, kdf: nil, salt: salt, nonce: [], wrappedKey: [])
+        case .sealer:
+            slot = KeySlot(kind: .tpm2, kdf: nil, salt: salt, nonce: [], wrappedKey: [])
         }
-        let kek = try deriveKEK(for: slot, from: source)
+        let kek: SecretBytes
+        if case let .sealer(sealer) = source {
+            let secret = SecretBytes.random(count: Sodium.aeadKeyBytes)
+            slot.sealed = try sealer.seal(secret)
+            guard (1...KeySlot.maximumSealedBytes).contains(slot.sealed.count) else {
+                throw LockboxError.keySlot("the sealer returned \(slot.sealed.count) bytes; a slot holds 1 to \(KeySlot.maximumSealedBytes)")
+            }
+            kek = Sodium.keyedBlake2b(tpm2Context + slot.salt, key: secret, length: Sodium.aeadKeyBytes)
+        } else {
+            kek = try deriveKEK(for: slot, from: source)
+        }
         slot.nonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
         slot.wrappedKey = dataKey.withUnsafeBytes {
             Sodium.seal($0, additionalData: vaultID + slot.parameterBytes, nonce: slot.nonce, key: kek)
@@ -62,6 +75,9 @@ package enum KeySlotCrypto {
             return kek
         case let (.keyFile, .key(key)):
             return Sodium.keyedBlake2b(keyFileContext + slot.salt, key: key, length: Sodium.aeadKeyBytes)
+        case let (.tpm2, .sealer(sealer)):
+            let secret = try sealer.unseal(slot.sealed)
+            return Sodium.keyedBlake2b(tpm2Context + slot.salt, key: secret, length: Sodium.aeadKeyBytes)
         default:
             throw LockboxError.keySlot("internal error: credential kind does not match the slot kind")
         }
@@ -72,11 +88,13 @@ package enum KeySlotCrypto {
 package enum KEKSource {
     case passphrase(SecretBytes, KDFParameters)
     case key(SecretBytes)
+    case sealer(any KeySlotSealer)
 
     package var slotKind: KeySlot.Kind {
         switch self {
         case .passphrase: return .passphrase
         case .key: return .keyFile
+        case .sealer: return .tpm2
         }
     }
 }

@@ -10,6 +10,8 @@ public enum VaultCredential: Sendable, CustomStringConvertible {
     case keyFile(FilePath)
     /// A 32-byte key already in memory (e.g. read from a file descriptor); opens key-file slots.
     case key(SecretBytes)
+    /// A sealer (a TPM); creates and opens TPM2 key slots, whose secret it keeps.
+    case sealed(any KeySlotSealer)
 
     /// Names the kind of credential, never its value.
     public var description: String {
@@ -17,6 +19,7 @@ public enum VaultCredential: Sendable, CustomStringConvertible {
         case .passphrase: return "passphrase"
         case let .keyFile(path): return "key file \(path)"
         case .key: return "key"
+        case .sealed: return "TPM"
         }
     }
 }

@@ -10,6 +10,8 @@ package struct KeySlot: Equatable {
     package enum Kind: UInt8 {
         case passphrase = 1
         case keyFile = 2
+        /// The KEK comes from a secret a ``KeySlotSealer`` (a TPM) keeps; ``sealed`` holds its bytes.
+        case tpm2 = 3
     }
 
     package var kind: Kind
@@ -18,17 +20,22 @@ package struct KeySlot: Equatable {
     package var salt: [UInt8]
     package var nonce: [UInt8]
     package var wrappedKey: [UInt8]
+    /// What the sealer returned, stored as it is; empty for other kinds.
+    package var sealed: [UInt8] = []
 
     /// Memberwise, for the package's other targets (the vault-vector builder, the fuzzing harness).
-    package init(kind: Kind, kdf: KDFParameters?, salt: [UInt8], nonce: [UInt8], wrappedKey: [UInt8]) {
+    package init(kind: Kind, kdf: KDFParameters?, salt: [UInt8], nonce: [UInt8], wrappedKey: [UInt8], sealed: [UInt8] = []) {
         self.kind = kind
         self.kdf = kdf
         self.salt = salt
         self.nonce = nonce
         self.wrappedKey = wrappedKey
+        self.sealed = sealed
     }
 
     package static let saltBytes = 16
+    /// The most a TPM2 slot's sealed bytes may take (a TPM's sealed object is about 250).
+    package static let maximumSealedBytes = 4096
     package static let wrappedKeyBytes = 32 + 16
 
     /// The slot fields the wrapping authenticates besides the vault ID: kind, KDF cost, salt.
@@ -40,6 +47,10 @@ package struct KeySlot: Equatable {
             writer.append(kdf.memoryLimitBytes)
         }
         writer.append(salt)
+        if kind == .tpm2 {
+            writer.append(UInt16(sealed.count))
+            writer.append(sealed)
+        }
         return writer.bytes
     }
 
@@ -50,6 +61,10 @@ package struct KeySlot: Equatable {
             body.append(kdf.memoryLimitBytes)
         }
         body.append(salt)
+        if kind == .tpm2 {
+            body.append(UInt16(sealed.count))
+            body.append(sealed)
+        }
         body.append(nonce)
         body.append(wrappedKey)
         var writer = ByteWriter()
@@ -75,11 +90,20 @@ package struct KeySlot: Equatable {
             }
             kdf = parameters
         }
+        let salt = try body.readBytes(saltBytes, "key slot \(index) salt")
+        var sealed: [UInt8] = []
+        if kind == .tpm2 {
+            let count = Int(try body.read(UInt16.self, "key slot \(index) sealed length"))
+            guard (1...maximumSealedBytes).contains(count) else {
+                throw FormatError("key slot \(index) has an implausible sealed length \(count)")
+            }
+            sealed = try body.readBytes(count, "key slot \(index) sealed data")
+        }
         let slot = KeySlot(
-            kind: kind, kdf: kdf,
-            salt: try body.readBytes(saltBytes, "key slot \(index) salt"),
+            kind: kind, kdf: kdf, salt: salt,
             nonce: try body.readBytes(Sodium.aeadNonceBytes, "key slot \(index) nonce"),
-            wrappedKey: try body.readBytes(wrappedKeyBytes, "key slot \(index) wrapped key"))
+            wrappedKey: try body.readBytes(wrappedKeyBytes, "key slot \(index) wrapped key"),
+            sealed: sealed)
         guard body.remaining == 0 else { throw FormatError("key slot \(index) has \(body.remaining) unexpected bytes") }
         return slot
     }

@@ -1,0 +1,106 @@
+import CTSS2
+
+/// A tpm2-tss call that failed: which C function, and the `TSS2_RC` it returned, decoded.
+///
+/// ``failure`` sorts the codes callers act on (no TPM, a wrong PIN, a lockout, changed PCRs,
+/// an object from another TPM); ``description`` names the function and tpm2-tss's own text for
+/// the code (`Tss2_RC_Decode`). Nothing secret is ever part of it.
+public struct TPMError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, in the terms a caller acts on.
+    public enum Failure: Sendable, Equatable {
+        /// No TPM could be reached through the TCTI (no device, no permission, nothing listening).
+        case unavailable
+        /// The TPM refused the authorization value (a wrong PIN); the dictionary-attack counter
+        /// went up (`TPM_RC_AUTH_FAIL`), or the object is exempt from it (`TPM_RC_BAD_AUTH`).
+        case authorizationFailed
+        /// The TPM is in dictionary-attack lockout (`TPM_RC_LOCKOUT`) and refuses every
+        /// authorization of a protected object until the recovery time passes or an
+        /// administrator resets it.
+        case lockedOut
+        /// The object's policy is not met: the PCR values differ from those it was sealed to
+        /// (`TPM_RC_POLICY_FAIL`, or `TPM_RC_PCR_CHANGED` when they changed mid-session).
+        case policyMismatch
+        /// The TPM cannot load the object: it was made by another TPM, or this TPM's storage
+        /// hierarchy was cleared since (`TPM_RC_INTEGRITY` and similar on `TPM2_Load`).
+        case foreignObject
+        /// Anything else; ``TPMError/responseCode`` tells which.
+        case other
+    }
+
+    /// The tpm2-tss function that returned the error, e.g. `Esys_Unseal`.
+    public let function: String
+    /// The raw `TSS2_RC` (layer in bits 16–23; 0 for codes from the TPM itself).
+    public let responseCode: UInt32
+    /// The code sorted into what a caller acts on.
+    public let failure: Failure
+
+    /// An error `function` returned with `responseCode`.
+    public init(function: String, responseCode: UInt32) {
+        self.function = function
+        self.responseCode = responseCode
+        self.failure = Self.classify(responseCode, function: function)
+    }
+
+    /// What happened and what to do, then the call and tpm2-tss's text for the code, e.g.
+    /// `the TPM is in dictionary-attack lockout ... (Esys_Unseal: tpm:warn(2.0): ... 0x921)`.
+    public var description: String {
+        let detail = "(\(function): \(Self.decode(responseCode)), 0x\(String(responseCode, radix: 16)))"
+        switch failure {
+        case .unavailable:
+            return "no TPM could be reached \(detail). Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with a recovery passphrase or key file."
+        case .authorizationFailed:
+            return "the TPM refused the PIN; the TPM counted the failure \(detail)"
+        case .lockedOut:
+            return "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes (`lockbox doctor` shows it) or an administrator resets it with `tpm2_dictionarylockout --clear-lockout` \(detail). A recovery passphrase or key file still opens the vault."
+        case .policyMismatch:
+            return "the TPM refused: the PCR values differ from those the key slot was sealed to (a firmware, boot loader or kernel update, or another boot configuration) \(detail). Open the vault with a recovery passphrase or key file, remove the TPM slot and add it again."
+        case .foreignObject:
+            return "this TPM cannot load the key slot: it was sealed by another TPM, or this TPM was cleared since \(detail). Open the vault with a recovery passphrase or key file."
+        case .other:
+            return "\(function) failed: \(Self.decode(responseCode)) (0x\(String(responseCode, radix: 16)))"
+        }
+    }
+
+    /// tpm2-tss's text for `rc`.
+    ///
+    /// The corresponding C function is `Tss2_RC_Decode` (it returns a thread-local buffer, copied
+    /// at once).
+    public static func decode(_ rc: UInt32) -> String {
+        guard let text = Tss2_RC_Decode(rc) else { return "unknown response code" }
+        return String(cString: text)
+    }
+
+    // TPM 2.0 Part 2, 6.6 (TPM_RC). Format-1 codes carry a handle, session or parameter number
+    // in bits 8–11, masked off here.
+    static let layerMask: UInt32 = 0xFF_0000
+    static let tctiLayer: UInt32 = 0x0A_0000
+    static let format1: UInt32 = 0x080
+    static let authFail: UInt32 = 0x08E
+    static let badAuth: UInt32 = 0x0A2
+    static let policyFail: UInt32 = 0x09D
+    static let lockout: UInt32 = 0x921
+    static let pcrChanged: UInt32 = 0x128
+    // tss2_common.h: TSS2_ESYS_RC_LAYER (7 << 16) | TSS2_BASE_RC_GENERAL_FAILURE / _BAD_VALUE.
+    static let esysGeneralFailure: UInt32 = 0x07_0001
+    static let esysBadValue: UInt32 = 0x07_000B
+
+    /// The TPM's own code without the handle/session/parameter number, or `nil` if `rc` did not
+    /// come from the TPM.
+    static func tpmCode(_ rc: UInt32) -> UInt32? {
+        guard rc & layerMask == 0 else { return nil }
+        return rc & format1 != 0 ? rc & 0x0BF : rc & 0xFFF
+    }
+
+    private static func classify(_ rc: UInt32, function: String) -> Failure {
+        if rc & layerMask == tctiLayer { return .unavailable }
+        guard let code = tpmCode(rc) else { return .other }
+        switch code {
+        case authFail, badAuth: return .authorizationFailed
+        case lockout: return .lockedOut
+        case policyFail, pcrChanged: return .policyMismatch
+        // A blob this TPM's storage seed did not make fails its integrity check on load
+        // (TPM_RC_INTEGRITY), or an earlier check of the same parameter (other format-1 codes).
+        default: return function == "Esys_Load" && code & format1 != 0 ? .foreignObject : .other
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import Lockbox
+import LockboxTPM
+import SystemPackage
+import Testing
+
+/// `lockbox init --tpm`, `slot add-tpm`, opening by the TPM alone, `doctor`, and the exit codes
+/// for no TPM (60), lockout (61), changed PCRs (62) and a slot from another TPM (63); each test
+/// against its own swtpm.
+@Suite(.enabled(if: SoftwareTPM.available, SoftwareTPM.unavailableReason))
+struct TPMCLITests {
+    let folder: TemporaryFolder
+    let vault: String
+    let passphraseFile: String
+
+    init() throws {
+        folder = try TemporaryFolder()
+        vault = folder.file("vault.lockbox").string
+        passphraseFile = folder.file("passphrase").string
+        try Data("recovery passphrase\n".utf8).write(to: URL(fileURLWithPath: passphraseFile))
+    }
+
+    func lockbox(_ arguments: [String], tpm: SoftwareTPM, stdin: String = "", redirect: String? = nil) throws -> ProcessResult {
+        try runLockbox(arguments, stdin: Data(stdin.utf8), environment: [
+            "LOCKBOX_TPM_TCTI": tpm.tcti, "XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string,
+        ], shellRedirect: redirect)
+    }
+
+    func pinFile(_ name: String, _ pin: String) throws -> String {
+        let path = folder.file(name).string
+        try Data((pin + "\n").utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test func initWithTPMOpensWithoutCredentialAndRefusesOnAReplacedTPM() throws {
+        let tpm = try SoftwareTPM()
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--passphrase-fd", "3", "--kdf", "interactive"],
+                                 tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["set", "--vault", vault, "svc", "acct"], tpm: tpm, stdin: "by-tpm")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
+        #expect(result.status == 0 && result.stdoutString == "by-tpm", "\(result.stderr)")
+        result = try lockbox(["slot", "list", "--vault", vault], tpm: tpm)
+        #expect(result.stdoutString.contains("0: tpm2 (opened this handle)") && result.stdoutString.contains("1: passphrase"))
+
+        result = try lockbox(["doctor", "--vault", vault, "--json"], tpm: tpm)
+        let report = try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any]
+        let checks = report?["checks"] as? [[String: Any]] ?? []
+        #expect(checks.contains { $0["name"] as? String == "TPM" && $0["ok"] as? Bool == true })
+        #expect(checks.contains { $0["name"] as? String == "key slots" && $0["detail"] as? String == "0: tpm2, 1: passphrase" })
+
+        // New TPM state at the same address: the copy is useless there, with its own exit code.
+        tpm.stop()
+        try FileManager.default.removeItem(atPath: tpm.state.path.string)
+        try FileManager.default.createDirectory(atPath: tpm.state.path.string, withIntermediateDirectories: false)
+        try tpm.start()
+        result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
+        #expect(result.status == 63, "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+        // No TPM at all.
+        tpm.stop()
+        result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
+        #expect(result.status == 60, "\(result.stderr)")
+        result = try lockbox(["doctor", "--vault", vault, "--json"], tpm: tpm)
+        let offline = try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any]
+        #expect((offline?["checks"] as? [[String: Any]] ?? []).contains { $0["name"] as? String == "TPM" && $0["ok"] as? Bool == false })
+        // The recovery passphrase still opens it.
+        result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0 && result.stdoutString == "by-tpm", "\(result.stderr)")
+    }
+
+    @Test func pinSlotCountsWrongPINsInTheTPMAndLocksOut() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setDictionaryAttack(maxTries: 2, recoveryTime: 1000)
+        let right = try pinFile("right", "2580"), wrong = try pinFile("wrong", "0852")
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
+                                 tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(right)")
+        #expect(result.status == 0, "\(result.stderr)")
+        // No PIN and no terminal: asks for one instead of guessing (counts nothing).
+        result = try lockbox(["list", "--vault", vault], tpm: tpm)
+        #expect(result.status == 40, "\(result.stderr)")
+        let saved = try Data(contentsOf: URL(fileURLWithPath: vault))
+        for _ in 0..<2 {
+            result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(wrong)")
+            #expect(result.status == 30, "\(result.stderr)")
+        }
+        try saved.write(to: URL(fileURLWithPath: vault))
+        chmod(vault, 0o600)
+        result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(right)")
+        #expect(result.status == 61, "\(result.stderr)")
+        #expect(result.stderr.contains("tpm2_dictionarylockout"))
+        #expect(try tpm.dictionaryAttack().inLockout)
+    }
+
+    @Test func pcrBoundSlotRefusesWithItsOwnExitCodeAndSlotsCanBeAddedAndRemoved() throws {
+        let tpm = try SoftwareTPM()
+        var result = try lockbox(["init", "--vault", vault, "--passphrase-fd", "3", "--kdf", "interactive"],
+                                 tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "16"],
+                             tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try lockbox(["list", "--vault", vault], tpm: tpm).status == 0)
+        try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "cd", count: 32)])
+        result = try lockbox(["list", "--vault", vault], tpm: tpm)
+        #expect(result.status == 62, "\(result.stderr)")
+        result = try lockbox(["slot", "remove", "--vault", vault, "--passphrase-fd", "3", "1"], tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["init", "--vault", folder.file("other").string, "--tpm-pcrs", "7"], tpm: tpm)
+        #expect(result.status == 64)
+        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "7,99"],
+                             tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 64, "\(result.stderr)")
+    }
+}

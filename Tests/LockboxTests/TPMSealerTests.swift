@@ -1,0 +1,108 @@
+import Foundation
+import Lockbox
+import LockboxTPM
+import Testing
+
+/// Sealing in a real (software) TPM: each test starts its own swtpm, so lockouts and restarts
+/// stay private to it.
+@Suite(.enabled(if: SoftwareTPM.available, SoftwareTPM.unavailableReason))
+struct TPMSealerTests {
+    /// Cheap Argon2id for PINs, so many wrong tries stay fast.
+    let pinKDF = testKDF
+
+    @Test func sealedSecretComesBackFromTheSameTPM() throws {
+        let tpm = try SoftwareTPM()
+        let secret = SecretBytes.random(count: 32)
+        let blob = try TPMSealer(tcti: tpm.tcti).seal(secret)
+        #expect(try TPMSealer(tcti: tpm.tcti).unseal(blob) == secret)
+        #expect(TPMSealer.requiresPIN(blob) == false)
+        // Nothing of the secret is in the blob in the clear.
+        let bytes = secret.withUnsafeBytes { Array($0) }
+        #expect(!blob.indices.dropLast(31).contains { Array(blob[$0..<$0 + 32]) == bytes })
+    }
+
+    @Test func anotherTPMCannotUnsealIt() throws {
+        let tpm = try SoftwareTPM()
+        let blob = try TPMSealer(tcti: tpm.tcti).seal(SecretBytes.random(count: 32))
+        let other = try SoftwareTPM()  // another TPM: another owner seed, another storage key
+        #expect(tpmFailure { try TPMSealer(tcti: other.tcti).unseal(blob) } == .foreignObject)
+    }
+
+    @Test func noTPMIsReportedAsUnavailable() throws {
+        let tpm = try SoftwareTPM()
+        let tcti = tpm.tcti
+        tpm.stop()
+        #expect(tpmFailure { try TPMSealer(tcti: tcti).seal(SecretBytes.random(count: 32)) } == .unavailable)
+        #expect(tpmFailure { try TPMConnection(tcti: "device:/nonexistent/tpmrm0") } == .unavailable)
+    }
+
+    @Test func pcrPolicyRefusesOnceThePCRChanges() throws {
+        let tpm = try SoftwareTPM()
+        let sealer = TPMSealer(tcti: tpm.tcti, pcrs: try PCRSelection([16]))
+        let secret = SecretBytes.random(count: 32)
+        let blob = try sealer.seal(secret)
+        #expect(TPMSealer.boundPCRs(blob) == (try PCRSelection([16])))
+        #expect(try sealer.unseal(blob) == secret)
+        try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
+        #expect(tpmFailure { try sealer.unseal(blob) } == .policyMismatch)
+        // A PCR reset on reboot (PCR 16 is the debug PCR, resettable) brings it back.
+        try tpm.tools("tpm2_pcrreset", ["16"])
+        #expect(try sealer.unseal(blob) == secret)
+    }
+
+    @Test func rightPINUnsealsWrongPINIsCountedByTheTPM() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setDictionaryAttack(maxTries: 5, recoveryTime: 1000)
+        let secret = SecretBytes.random(count: 32)
+        let blob = try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "2468"), pinKDF: pinKDF).seal(secret)
+        #expect(TPMSealer.requiresPIN(blob) == true)
+        #expect(try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "2468")).unseal(blob) == secret)
+        #expect(try tpm.dictionaryAttack().failedTries == 0)
+        #expect(tpmFailure { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "1357")).unseal(blob) } == .authorizationFailed)
+        #expect(try tpm.dictionaryAttack().failedTries == 1)
+        // No PIN at all is refused before the TPM is asked (and counts nothing).
+        #expect(throws: LockboxError.self) { try TPMSealer(tcti: tpm.tcti).unseal(blob) }
+        #expect(try tpm.dictionaryAttack().failedTries == 1)
+    }
+
+    /// The "must show": N wrong PINs, restore the stored object from before them, then
+    /// the right PIN: still locked out, because the count is in the TPM. It survives a restart of
+    /// the TPM on the same state, and ends after the recovery time.
+    @Test func lockoutSurvivesRestoringTheBlobAndRestartingAndEndsAfterRecoveryTime() throws {
+        let tpm = try SoftwareTPM()
+        let recoverySeconds: UInt32 = 2
+        try tpm.setDictionaryAttack(maxTries: 3, recoveryTime: recoverySeconds)
+        let secret = SecretBytes.random(count: 32)
+        let pin = SecretBytes(utf8: "2468")
+        let saved = try TPMSealer(tcti: tpm.tcti, pin: pin, pinKDF: pinKDF).seal(secret)
+        var working = saved
+        for guess in ["0000", "1111", "2222"] {
+            #expect(tpmFailure { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: guess)).unseal(working) } == .authorizationFailed)
+            working = saved  // the attacker restores the "file" after every try
+        }
+        #expect(try tpm.dictionaryAttack().inLockout)
+        #expect(tpmFailure { try TPMSealer(tcti: tpm.tcti, pin: pin).unseal(saved) } == .lockedOut)
+
+        try tpm.restart()
+        #expect(try tpm.dictionaryAttack().inLockout)
+        #expect(tpmFailure { try TPMSealer(tcti: tpm.tcti, pin: pin).unseal(saved) } == .lockedOut)
+
+        // recoveryTime seconds forget one failure; an unorderly shutdown (the restart above) may
+        // add one more, so wait for two, plus a margin.
+        Thread.sleep(forTimeInterval: Double(recoverySeconds) * 2 + 1.5)
+        #expect(try tpm.dictionaryAttack().inLockout == false)
+        #expect(try TPMSealer(tcti: tpm.tcti, pin: pin).unseal(saved) == secret)
+    }
+
+    @Test func administratorResetEndsTheLockout() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setDictionaryAttack(maxTries: 1, recoveryTime: 1000)
+        let blob = try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "2468"), pinKDF: pinKDF).seal(SecretBytes.random(count: 16))
+        #expect(tpmFailure { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "9999")).unseal(blob) } == .authorizationFailed)
+        #expect(tpmFailure { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "2468")).unseal(blob) } == .lockedOut)
+        try tpm.tools("tpm2_dictionarylockout", ["--clear-lockout"])
+        #expect(try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "2468")).unseal(blob).count == 16)
+        let status = try tpm.dictionaryAttack()
+        #expect(status.maxTries == 1 && status.recoveryTime == 1000 && status.failedTries == 0)
+    }
+}
