@@ -1511,7 +1511,7 @@ _lockbox_git-credential() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
@@ -1532,6 +1532,9 @@ _lockbox_git-credential() {
         return
         ;;
     '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac

@@ -25,7 +25,7 @@ function __lockbox_parse_tokens -S
         case 'init'
             __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'generate-key-file=' 'with-passphrase' 'kdf=' 'tpm' 'tpm-pcrs=' 'tpm-pin' 'tpm-new-pin-fd=' 'version' 'h/help'
         case 'set'
-            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'kind=' 'label=' 'attribute=+' 'raw' 'protected' 'version' 'h/help'
+            __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'kind=' 'label=' 'attribute=+' 'raw' 'allow-empty' 'protected' 'version' 'h/help'
         case 'get'
             __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'delete'
@@ -103,7 +103,7 @@ function __lockbox_parse_tokens -S
         case 'selftest'
             __lockbox_parse_subcommand 0 'json' 'vectors=' 'version' 'h/help'
         case 'git-credential'
-            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'version' 'h/help'
+            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'help'
             __lockbox_parse_subcommand -r 1 'version'
         end
@@ -546,6 +546,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox git-credential" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox git-credential" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox git-credential" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox git-credential" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox git-credential" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox git-credential" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox help" version' -l 'version' -d 'Show the version.'
