@@ -330,6 +330,9 @@ def parse_payload(plaintext):
             attributes[name] = value
         secret_length = reader.u32(f"item {index} secret length")
         secret = reader.bytes(secret_length, f"item {index} secret")
+        # FORMAT.md 7.1: lockbox.access is absent or fresh-authentication; anything else is corrupt.
+        if attributes.get("lockbox.access", "fresh-authentication") != "fresh-authentication":
+            raise corrupt(f"item {index} has an unknown access policy")
         address = (nfc(service), nfc(account))
         if address in seen:
             raise corrupt(f"item {index} duplicates an earlier item's address")

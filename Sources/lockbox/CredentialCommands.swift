@@ -12,6 +12,9 @@ struct Token: ParsableCommand {
             51 the refresh failed for another reason (tokens kept), 52 no tokens stored.
             """,
         subcommands: [SetTokens.self, GetToken.self, TokenStatusCommand.self, ClearTokens.self])
+
+    /// Without a subcommand: a usage error (exit 64), not help with exit 0.
+    func run() throws { throw ValidationError("name a subcommand; `lockbox token --help` lists them") }
 }
 
 struct SetTokens: ParsableCommand {

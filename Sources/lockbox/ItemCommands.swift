@@ -106,12 +106,14 @@ struct ListItems: ParsableCommand {
             return
         }
         if items.isEmpty {
-            Console.status(service.map { "No items for service '\($0)'." } ?? "The vault is empty.")
+            Console.status(service.map { "No items for service '\(Console.escapingControlCharacters($0))'." } ?? "The vault is empty.")
             return
         }
+        // Names and labels are data anyone who could write the store chose: a newline or an
+        // escape sequence in one must not rewrite the user's terminal (JSON output stays exact).
         let rows = [["SERVICE", "ACCOUNT", "KIND", "MODIFIED", "LABEL"]] + items.map {
             [$0.service, $0.account, $0.kind.rawValue + ($0.access == .freshAuthentication ? " (protected)" : ""),
-             $0.modified.formatted(.iso8601), $0.label]
+             $0.modified.formatted(.iso8601), $0.label].map(Console.escapingControlCharacters)
         }
         let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
@@ -175,6 +177,24 @@ struct Wipe: ParsableCommand {
 enum Console {
     static func status(_ line: String) {
         write(line + "\n")
+    }
+
+    /// `text` with every control character (C0, DEL, C1: newlines, ESC, CSI, …) written as an
+    /// escape (`\n`, `\t`, `\r`, `\u{1B}`), so stored names print on one line and cannot send
+    /// terminal sequences.
+    static func escapingControlCharacters(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": escaped += "\\n"
+            case "\t": escaped += "\\t"
+            case "\r": escaped += "\\r"
+            case _ where scalar.properties.generalCategory == .control:
+                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
     }
 
     /// Writes to standard error as is (no newline added).

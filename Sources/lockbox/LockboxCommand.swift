@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import Lockbox
 import LockboxTPM
+import SystemPackage
 
 @main
 struct LockboxCommand: ParsableCommand {
@@ -39,6 +40,9 @@ struct LockboxCommand: ParsableCommand {
         ]
     )
 
+    /// Without a subcommand: a usage error (exit 64), not help with exit 0.
+    func run() throws { throw ValidationError("name a subcommand; `lockbox --help` lists them") }
+
     /// Runs the command, mapping every failure to its documented exit code and a one-line message.
     static func main() {
         // No core dumps, no ptrace by other processes: a crash or debugger must not leak secrets.
@@ -53,7 +57,10 @@ struct LockboxCommand: ParsableCommand {
             var command = try parseAsRoot(hoistingGlobalOptions(arguments))
             Trace.log("command: \(commandPath(of: command)) (\(arguments.count) arguments; their values are not logged)")
             try command.run()
+            exitIfStandardOutputFailed()
             Trace.log("done: exit 0")
+        } catch let error as Errno where error == .brokenPipe {
+            brokenPipe()
         } catch let error as LockboxError {
             fail(error)
         } catch let error as CLIError {
@@ -189,6 +196,22 @@ struct LockboxCommand: ParsableCommand {
         }
         _ = find(LockboxCommand.self, [])
         return path.dropFirst().joined(separator: " ")
+    }
+
+    /// The reader of standard output went away (`lockbox get … | head -c 8`): exit 74 (I/O)
+    /// without a message, as other Unix tools end quietly there.
+    static func brokenPipe() -> Never {
+        Trace.log("failed: exit \(ExitStatus.ioError.rawValue): standard output was closed by its reader")
+        Glibc.exit(ExitStatus.ioError.rawValue)
+    }
+
+    /// `print` buffers and drops write errors: flush, and fail with exit 74 if standard output
+    /// could not take everything (quietly for a broken pipe).
+    static func exitIfStandardOutputFailed() {
+        guard fflush(nil) != 0 else { return }
+        let code = errno
+        if code == EPIPE { brokenPipe() }
+        fail(LockboxError.io(operation: "writing", path: "standard output", errno: Errno(rawValue: code)))
     }
 
     private static func fail(_ error: any Error & CustomStringConvertible) -> Never {

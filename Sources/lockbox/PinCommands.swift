@@ -16,6 +16,9 @@ struct Pin: ParsableCommand {
             """,
         subcommands: [SetPin.self, VerifyPin.self, ChangePin.self, RemovePin.self, PinStatusCommand.self, ResetPin.self,
                       Calibrate.self])
+
+    /// Without a subcommand: a usage error (exit 64), not help with exit 0.
+    func run() throws { throw ValidationError("name a subcommand; `lockbox pin --help` lists them") }
 }
 
 /// What every `pin` subcommand shares: the store, the profile, and hashing cost.

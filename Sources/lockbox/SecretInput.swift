@@ -30,8 +30,9 @@ enum SecretInput {
         if isatty(STDIN_FILENO) == 1 {
             return try promptTwice(prompt, what: "secret")
         }
+        // Room for a trailing CR LF that is dropped; the limit named is the secret's own.
         let secret = try read(from: .standardInput, limit: ItemLimits.maxSecretBytes + 2, stopAtNewline: false,
-                              what: "secret", dropTrailingNewline: !raw)
+                              what: "secret", dropTrailingNewline: !raw, statedLimit: ItemLimits.maxSecretBytes)
         guard secret.count > 0 || allowEmpty else {
             throw CLIError.noInput("standard input was empty, so nothing was stored. Pipe the secret in, run from a terminal to be prompted, or pass --allow-empty to store an empty secret.")
         }
@@ -53,7 +54,8 @@ enum SecretInput {
 
     /// Reads into a fixed secret buffer, zeroing every scratch byte.
     static func read(
-        from fd: FileDescriptor, limit: Int, stopAtNewline: Bool, what: String, dropTrailingNewline: Bool = true
+        from fd: FileDescriptor, limit: Int, stopAtNewline: Bool, what: String, dropTrailingNewline: Bool = true,
+        statedLimit: Int? = nil
     ) throws -> SecretBytes {
         var buffer = SecretScratch(capacity: 4096)
         while buffer.count <= limit {
@@ -61,7 +63,7 @@ enum SecretInput {
             if reached { break }
         }
         guard buffer.count <= limit else {
-            throw LockboxError.invalidArgument("the \(what) is longer than \(limit) bytes")
+            throw LockboxError.invalidArgument("the \(what) is longer than \(statedLimit ?? limit) bytes")
         }
         return buffer.take(droppingTrailingNewline: stopAtNewline || dropTrailingNewline)
     }

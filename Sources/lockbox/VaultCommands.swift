@@ -109,6 +109,9 @@ struct Slot: ParsableCommand {
         abstract: "List, add and remove key slots.",
         subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, AddTPM.self, RemoveSlot.self])
 
+    /// Without a subcommand: a usage error (exit 64), not help with exit 0.
+    func run() throws { throw ValidationError("name a subcommand; `lockbox slot --help` lists them") }
+
     struct ListSlots: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the vault's key slots.")
         @OptionGroup var vaultOptions: VaultOptions

@@ -351,3 +351,144 @@ struct CrashAndHangRegressionTests {
         #expect(again.status == 4 && again.stderr.contains("already exists"), "\(again.stderr)")
     }
 }
+
+/// Output and documentation: what the CLI prints and what the documents promise.
+@Suite("Issue 13: output and documentation")
+struct OutputAndDocumentationRegressionTests {
+    let folder: TemporaryFolder
+    let environment: [String: String]
+
+    init() throws {
+        folder = try TemporaryFolder()
+        environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
+                       "XDG_CONFIG_HOME": folder.file("config").string]
+        let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
+        #expect(created.status == 0, "\(created.stderr)")
+    }
+
+    private func store() throws -> EncryptedFileStore {
+        try EncryptedFileStore.open(at: folder.file("v.lockbox"), credential: .keyFile(folder.file("k.key")))
+    }
+
+    /// Decrypts the vault's payload, lets `edit` change bytes in place (same length), and seals
+    /// it again under the same header: a vault as a writer other than Lockbox could make it.
+    private func editPayload(_ edit: (inout [UInt8]) -> Void) throws {
+        let path = folder.file("v.lockbox")
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path.string)))
+        let (header, headerLength) = try bytes.withUnsafeBytes { try VaultHeader.parse($0) }
+        let dataKey = try store().windowMaterial().dataKey
+        let plaintext = try #require(EncryptedFileStore.decryptBody(bytes, header: header, headerLength: headerLength, dataKey: dataKey))
+        var payload = plaintext.withUnsafeBytes { Array($0) }
+        edit(&payload)
+        let sealed = payload.withUnsafeBytes {
+            Sodium.seal($0, additionalData: Array(bytes[0..<headerLength]), nonce: header.bodyNonce, key: dataKey)
+        }
+        bytes = Array(bytes[0..<headerLength]) + sealed
+        try Data(bytes).write(to: URL(fileURLWithPath: path.string))
+    }
+
+    private func payloadContains(_ text: String) throws -> Bool {
+        var found = false
+        try editPayload { payload in found = payload.indices.contains { payload[$0...].starts(with: Array(text.utf8)) } }
+        return found
+    }
+
+    @Test("list escapes newlines and terminal escape sequences in names and labels; --json stays exact")
+    func listEscapesControlCharacters() throws {
+        let service = "evil\u{1B}]0;pwned\u{07}\u{1B}[2J", account = "line1\nline2\u{9B}31m"
+        #expect(try runLockbox(["set", service, account, "--label", "tab\there\r"], stdin: Data("x".utf8), environment: environment).status == 0)
+        let table = try runLockbox(["list"], environment: environment)
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(!table.stdoutString.unicodeScalars.contains { $0.properties.generalCategory == .control && $0 != "\n" }, "\(table.stdoutString)")
+        #expect(table.stdoutString.split(separator: "\n").count == 2, "one header line, one item line: \(table.stdoutString)")
+        #expect(table.stdoutString.contains("evil\\u{1B}]0;pwned\\u{7}\\u{1B}[2J") && table.stdoutString.contains("line1\\nline2\\u{9B}31m"))
+        let json = try runLockbox(["list", "--json"], environment: environment)
+        let items = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [[String: Any]])
+        #expect(items.first?["service"] as? String == service && items.first?["account"] as? String == account)
+    }
+
+    @Test("a reader that closes the pipe early gets exit 74 with no message; an oversized secret names the real 16 MiB limit")
+    func brokenPipeAndSecretLimit() throws {
+        let big = String(repeating: "s", count: 1 << 20)
+        #expect(try runLockbox(["set", "s", "a"], stdin: Data(big.utf8), environment: environment).status == 0)
+        // The reader has exited before lockbox writes: every write meets a closed pipe.
+        var result = try runBash("\"$L\" get s a | (exec 0<&-; sleep 1); exit ${PIPESTATUS[0]}", environment: environment)
+        #expect(result.status == 74 && result.stderr.isEmpty, "get: \(result.status) \(result.stderr)")
+        result = try runBash("\"$L\" list --json | (exec 0<&-; sleep 1); exit ${PIPESTATUS[0]}", environment: environment)
+        #expect(result.status == 74 && result.stderr.isEmpty, "list: \(result.status) \(result.stderr)")
+        result = try runBash("\"$L\" list > /dev/full", environment: environment)
+        #expect(result.status == 74, "a full disk is an I/O error too: \(result.stderr)")
+        result = try runBash("head -c 100000000 /dev/zero | \"$L\" set s big", environment: environment)
+        #expect(result.status == 64 && result.stderr.contains("\(ItemLimits.maxSecretBytes) bytes"), "\(result.stderr)")
+        #expect(!result.stderr.contains("\(ItemLimits.maxSecretBytes + 2)"))
+    }
+
+    @Test("README's 'N free tries' is what the default lockout does: N wrong tries evaluated, the Nth starts the delay")
+    func freeTriesMatchTheReadme() throws {
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        let match = try #require(readme.firstMatch(of: /(\d+) free tries/), "README states the free tries")
+        let stated = try #require(Int(match.output.1))
+        let guardian = PinGuard(store: MemoryStore(), hashParameters: cheapHash, clock: TestClock(), lockDirectory: folder.file("locks"))
+        let profile = PinProfile(service: "kids", name: "max")
+        try guardian.set(profile, pin: pin("4739"))
+        for failure in 1..<stated {
+            #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(\(failure))", "try \(failure) is free")
+        }
+        #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(\(stated),locked)", "try \(stated) is the last free one")
+        #expect(outcome { try guardian.verify(profile, pin: pin("4739")) }.hasPrefix("lockedOut"), "try \(stated + 1) waits")
+    }
+
+    @Test("lockbox, lockbox pin, lockbox slot and lockbox token without a subcommand print usage and exit 64; --help exits 0")
+    func noSubcommand() throws {
+        for arguments in [[], ["pin"], ["slot"], ["token"]] {
+            let result = try runLockbox(arguments, environment: environment)
+            #expect(result.status == 64 && result.stderr.contains("Usage"), "\(arguments): \(result.status) \(result.stderr)")
+            #expect(try runLockbox(arguments + ["--help"], environment: environment).status == 0)
+        }
+    }
+
+    @Test("FORMAT.md §7.1: lockbox.access other than fresh-authentication (even 'always') is corrupt (exit 6)")
+    func accessValueOtherThanFreshAuthentication() throws {
+        #expect(try runLockbox(["set", "s", "a", "--attribute", "LOCKBOX.access=always"], stdin: Data("x".utf8),
+                               environment: environment).status == 0)
+        try editPayload { payload in
+            for index in payload.indices where payload[index...].starts(with: Array("LOCKBOX.access".utf8)) {
+                payload.replaceSubrange(index..<index + 7, with: Array("lockbox".utf8))
+            }
+        }
+        let result = try runLockbox(["get", "s", "a"], environment: environment)
+        #expect(result.status == 6 && result.stderr.contains("unknown access policy"), "\(result.status) \(result.stderr)")
+    }
+
+    @Test("FORMAT.md §7.1: unknown lockbox.* attributes are not shown to callers, and survive a rewrite of the vault")
+    func unknownReservedAttributesHidden() throws {
+        #expect(try runLockbox(["set", "s", "a", "--attribute", "LOCKBOX.future=1", "--attribute", "env=prod"], stdin: Data("x".utf8),
+                               environment: environment).status == 0)
+        try editPayload { payload in
+            for index in payload.indices where payload[index...].starts(with: Array("LOCKBOX.future".utf8)) {
+                payload.replaceSubrange(index..<index + 7, with: Array("lockbox".utf8))
+            }
+        }
+        let list = try runLockbox(["list", "--json"], environment: environment)
+        #expect(list.status == 0 && !list.stdoutString.contains("future") && list.stdoutString.contains("prod"), "\(list.stdoutString)")
+        #expect(try store().metadata(ItemKey(service: "s", account: "a"))?.attributes == ["env": "prod"])
+        #expect(try runLockbox(["set", "s", "b"], stdin: Data("y".utf8), environment: environment).status == 0)
+        #expect(try payloadContains("lockbox.future"), "kept when another item was written")
+    }
+
+    @Test("FORMAT.md §8 check 12: a body length whose sum with the header overflows 64 bits reports 'truncated: expected H+B bytes'")
+    func overflowingBodyLength() throws {
+        let path = folder.file("v.lockbox")
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path.string)))
+        let headerLength = Int(bytes[12]) | Int(bytes[13]) << 8
+        bytes.replaceSubrange(headerLength - 40..<headerLength - 32, with: [UInt8](repeating: 0xFF, count: 8))
+        let checksum = bytes.withUnsafeBytes { Sodium.blake2b(UnsafeRawBufferPointer(rebasing: $0[0..<headerLength - 32])) }
+        bytes.replaceSubrange(headerLength - 32..<headerLength, with: checksum)
+        try Data(bytes).write(to: URL(fileURLWithPath: path.string))
+        let expected = UInt128(headerLength) + UInt128(UInt64.max)
+        let result = try runLockbox(["list"], environment: environment)
+        #expect(result.status == 6 && result.stderr.contains("truncated: expected \(expected) bytes, the file has \(bytes.count)"),
+                "\(result.stderr)")
+    }
+}

@@ -203,13 +203,13 @@ package struct VaultHeader: Equatable {
             let bodyLength = try fields.read(UInt64.self, "body length")
             guard fields.remaining == 0 else { throw FormatError("\(fields.remaining) unexpected bytes in the header") }
             guard bodyLength >= UInt64(Sodium.aeadTagBytes) else { throw FormatError("implausible body length \(bodyLength)") }
-            let (expected, overflow) = UInt64(headerLength).addingReportingOverflow(bodyLength)
-            if overflow { throw FormatError("implausible body length \(bodyLength)") }
-            if UInt64(file.count) < expected {
+            // §8 check 12, computed without overflow (H + B can exceed 2^64 - 1).
+            let expected = UInt128(headerLength) + UInt128(bodyLength)
+            if UInt128(file.count) < expected {
                 throw FormatError("truncated: expected \(expected) bytes, the file has \(file.count)")
             }
-            if UInt64(file.count) > expected {
-                throw FormatError("\(UInt64(file.count) - expected) unexpected bytes after the encrypted body")
+            if UInt128(file.count) > expected {
+                throw FormatError("\(UInt128(file.count) - expected) unexpected bytes after the encrypted body")
             }
             let header = VaultHeader(vaultID: vaultID, generation: generation, slots: slots,
                                      bodyNonce: nonce, bodyLength: bodyLength)
@@ -242,11 +242,15 @@ package enum LockboxErrorReason: Error, Equatable {
 package struct VaultEntry {
     package var metadata: ItemMetadata
     package var secret: SecretBytes
+    /// `lockbox.*` attributes this version does not know (FORMAT.md §7.1): never shown to
+    /// callers, written back unchanged while the item is kept.
+    package var unknownReservedAttributes: [String: String] = [:]
 
     /// Memberwise, for the package's other targets (the vault-vector builder, the fuzzing harness).
-    package init(metadata: ItemMetadata, secret: SecretBytes) {
+    package init(metadata: ItemMetadata, secret: SecretBytes, unknownReservedAttributes: [String: String] = [:]) {
         self.metadata = metadata
         self.secret = secret
+        self.unknownReservedAttributes = unknownReservedAttributes
     }
 }
 
@@ -278,9 +282,9 @@ package enum VaultPayload {
     package static let accessAttribute = ItemLimits.reservedAttributePrefix + "access"
 
     /// The attributes as stored: the caller's plus Lockbox's reserved ones.
-    private static func storedAttributes(_ m: ItemMetadata) -> [String: String] {
-        var attributes = m.attributes
-        if m.access != .always { attributes[accessAttribute] = m.access.rawValue }
+    private static func storedAttributes(_ entry: VaultEntry) -> [String: String] {
+        var attributes = entry.metadata.attributes.merging(entry.unknownReservedAttributes) { caller, _ in caller }
+        if entry.metadata.access != .always { attributes[accessAttribute] = entry.metadata.access.rawValue }
         return attributes
     }
 
@@ -288,7 +292,7 @@ package enum VaultPayload {
         let m = entry.metadata
         var size = 2 + m.key.service.utf8.count + 2 + m.key.account.utf8.count
         size += 2 + m.kind.rawValue.utf8.count + 2 + m.label.utf8.count + 8 + 8 + 2
-        for (name, value) in storedAttributes(m) { size += 2 + name.utf8.count + 2 + value.utf8.count }
+        for (name, value) in storedAttributes(entry) { size += 2 + name.utf8.count + 2 + value.utf8.count }
         return size + 4 + entry.secret.count
     }
 
@@ -300,7 +304,7 @@ package enum VaultPayload {
         writer.appendShortString(m.label)
         writer.append(milliseconds(m.created))
         writer.append(milliseconds(m.modified))
-        let attributes = storedAttributes(m)
+        let attributes = storedAttributes(entry)
         writer.append(UInt16(attributes.count))
         for name in attributes.keys.sorted() {
             writer.appendShortString(name)
@@ -347,18 +351,22 @@ package enum VaultPayload {
         }
         let secretLength = Int(try reader.read(UInt32.self, "item \(index) secret length"))
         let secret = SecretBytes(copying: try reader.readSlice(secretLength, "item \(index) secret"))
+        // §7.1: `lockbox.access` is absent (readable whenever open) or `fresh-authentication`;
+        // any other value, `always` included, is corrupt. Other `lockbox.*` names are kept aside.
         var access = ItemAccess.always
         if let stored = attributes.removeValue(forKey: accessAttribute) {
-            guard let parsed = ItemAccess(rawValue: stored) else {
+            guard stored == ItemAccess.freshAuthentication.rawValue else {
                 throw FormatError("item \(index) has an unknown access policy")
             }
-            access = parsed
+            access = .freshAuthentication
         }
+        let reserved = attributes.filter { $0.key.hasPrefix(ItemLimits.reservedAttributePrefix) }
+        for name in reserved.keys { attributes.removeValue(forKey: name) }
         let metadata = ItemMetadata(
             key: ItemKey(service: service, account: account), kind: ItemKind(rawValue: kind), label: label,
             created: date(milliseconds: created), modified: date(milliseconds: modified), attributes: attributes,
             access: access)
-        return VaultEntry(metadata: metadata, secret: secret)
+        return VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
     }
 
     /// Timestamps are kept within ±2^48 ms (±8,900 years). A `Date` is a `Double` of seconds
