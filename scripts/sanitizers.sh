@@ -61,6 +61,7 @@ for sanitizer in "${sanitizers[@]}"; do
     # Leaks at exit inside Foundation and XCTest, not Lockbox (see the file).
     export LSAN_OPTIONS="suppressions=$repo/scripts/sanitizers/lsan-suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
     export LOCKBOX_REQUIRE_KEYRING_TESTS=1
+    export LOCKBOX_REQUIRE_TPM_TESTS=1
     keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- \
         swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip CrashTests \
         >"$reports_root/$short.log" 2>&1 || status=$?

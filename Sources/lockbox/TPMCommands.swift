@@ -104,6 +104,8 @@ extension Doctor {
         TPMSupport.quietenLibraryLog()
         var checks: [Check] = []
         let tcti = TPMConnection.defaultTCTI()
+        let kinds = try? EncryptedFileStore.keySlotKinds(at: vaultPath)
+        let hasTPMSlot = kinds?.contains(.tpm2) ?? false
         var tpmUsable = false
         do {
             let state = try TPMDictionaryAttack(reading: TPMConnection(tcti: tcti))
@@ -112,16 +114,17 @@ extension Doctor {
                 name: "TPM", ok: tpmUsable, detail: "\(tcti): answers; dictionary-attack protection: \(state)",
                 fix: state.inLockout ? "wait \(state.recoveryTime) s per failure, or as its administrator: tpm2_dictionarylockout --clear-lockout" : nil))
         } catch {
-            checks.append(Check(name: "TPM", ok: false, detail: "\(tcti): \(error)",
-                                fix: "only needed for TPM2 key slots: use a machine with a TPM 2.0 (or vTPM), add yourself to group tss, or set LOCKBOX_TPM_TCTI"))
+            // Without a TPM2 slot in the vault, no TPM is no problem.
+            checks.append(Check(name: "TPM", ok: !hasTPMSlot,
+                                detail: hasTPMSlot ? "\(tcti): \(error)" : "\(tcti): none reachable (only needed for TPM2 key slots)",
+                                fix: hasTPMSlot ? "use the machine whose TPM sealed the slot, add yourself to group tss, or set LOCKBOX_TPM_TCTI; else open with a recovery slot" : nil))
         }
-        if let kinds = try? EncryptedFileStore.keySlotKinds(at: vaultPath) {
+        if let kinds {
             let list = kinds.enumerated().map { "\($0.offset): \($0.element.rawValue)" }.joined(separator: ", ")
-            let hasTPM = kinds.contains(.tpm2)
             let hasRecovery = kinds.contains { $0 != .tpm2 }
             checks.append(Check(
-                name: "key slots", ok: !hasTPM || (tpmUsable && hasRecovery), detail: list,
-                fix: !hasTPM ? nil
+                name: "key slots", ok: !hasTPMSlot || (tpmUsable && hasRecovery), detail: list,
+                fix: !hasTPMSlot ? nil
                     : !tpmUsable ? "the TPM2 slot cannot open now (see TPM above); use a passphrase or key-file slot"
                     : hasRecovery ? nil : "add a recovery slot: lockbox slot add-passphrase"))
         }

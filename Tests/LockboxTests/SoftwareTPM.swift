@@ -89,20 +89,11 @@ final class SoftwareTPM: @unchecked Sendable {
     @discardableResult
     func tools(_ tool: String, _ arguments: [String]) throws -> String {
         guard let path = Self.executable(tool) else { throw SoftwareTPMError("\(tool) is not installed (apt-get install tpm2-tools)") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.environment = ["TPM2TOOLS_TCTI": tcti, "PATH": "/usr/bin:/bin"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw SoftwareTPMError("\(tool) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        let (status, output) = try runTool(path, arguments, environment: ["TPM2TOOLS_TCTI": tcti, "PATH": "/usr/bin:/bin"])
+        guard status == 0 else {
+            throw SoftwareTPMError("\(tool) \(arguments.joined(separator: " ")) exited with \(status)")
         }
-        return String(decoding: data, as: UTF8.self)
+        return String(decoding: output, as: UTF8.self)
     }
 
     /// Sets the TPM's dictionary-attack parameters (its lockout auth is empty).
@@ -122,23 +113,20 @@ final class SoftwareTPM: @unchecked Sendable {
             .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    private static func portIsFree(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = loopback(port)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
+    private static func portIsFree(_ port: Int) -> Bool { withLoopbackSocket(port, bind) }
 
-    private static func canConnect(_ port: Int) -> Bool {
+    private static func canConnect(_ port: Int) -> Bool { withLoopbackSocket(port, connect) }
+
+    /// `call` (bind or connect) on a new TCP socket with 127.0.0.1:`port`; whether it succeeded.
+    private static func withLoopbackSocket(
+        _ port: Int, _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
+    ) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = loopback(port)
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
     }
 
@@ -149,6 +137,22 @@ final class SoftwareTPM: @unchecked Sendable {
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         return address
     }
+}
+
+/// Runs `path` with `arguments` (and `environment`, else ours); its exit status and standard
+/// output, standard error discarded.
+func runTool(_ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> (Int32, Data) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, data)
 }
 
 struct SoftwareTPMError: Error, CustomStringConvertible {

@@ -10,6 +10,22 @@ struct TPMSealerTests {
     /// Cheap Argon2id for PINs, so many wrong tries stay fast.
     let pinKDF = testKDF
 
+    /// The TPM scripts/swtpm-session.sh starts for the suite, reached the way users reach
+    /// theirs: through the default TCTI ($LOCKBOX_TPM_TCTI). Required under the test command.
+    @Test func sessionTPMIsReachableThroughTheDefaultTCTI() throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard let tcti = environment["LOCKBOX_TPM_TCTI"], !tcti.isEmpty else {
+            #expect(environment["LOCKBOX_REQUIRE_TPM_TESTS"] != "1" && environment["CI"] != "true",
+                    "LOCKBOX_TPM_TCTI is not set: run the suite inside scripts/swtpm-session.sh")
+            return
+        }
+        #expect(TPMConnection.defaultTCTI() == tcti)
+        let secret = SecretBytes.random(count: 32)
+        let blob = try TPMSealer().seal(secret)
+        #expect(try TPMSealer().unseal(blob) == secret)
+        #expect(try TPMDictionaryAttack(reading: TPMConnection()).maxTries > 0)
+    }
+
     @Test func sealedSecretComesBackFromTheSameTPM() throws {
         let tpm = try SoftwareTPM()
         let secret = SecretBytes.random(count: 32)

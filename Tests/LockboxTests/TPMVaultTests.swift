@@ -99,15 +99,10 @@ struct TPMVaultTests {
         try KeyFile.generate(at: key)
         let store = try EncryptedFileStore.create(at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti)), .keyFile(key)])
         try store.set(secret("s3cret"), for: item, options: ItemOptions())
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")  // the python3 scripts/check-format.sh uses
-        process.arguments = ["python3", repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path, path.string, "--key-file", key.string]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "vault-decrypt.py needs PyNaCl (scripts/check-format.sh installs it)")
+        // The python3 scripts/check-format.sh uses (with PyNaCl), from PATH.
+        let (status, data) = try runTool(
+            "/usr/bin/env", ["python3", repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path, path.string, "--key-file", key.string])
+        #expect(status == 0, "vault-decrypt.py needs PyNaCl (scripts/check-format.sh installs it)")
         let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         #expect(json?["opened_slot"] as? Int == 1)
         #expect((json?["items"] as? [Any])?.count == 1)
