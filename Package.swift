@@ -135,6 +135,8 @@ let package = Package(
                 "LockboxWindows",
                 "LockboxSelfTest",
                 "LockboxFuzzing",
+                // The CLI's error table (exit codes and advice), read by the tests.
+                "lockbox",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

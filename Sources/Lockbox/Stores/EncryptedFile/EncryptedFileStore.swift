@@ -295,7 +295,7 @@ public final class EncryptedFileStore: SecretStore {
     public func removeKeySlot(at index: Int) throws {
         try mutateHeader { state throws in
             guard state.header.slots.indices.contains(index) else {
-                throw LockboxError.keySlot("there is no key slot \(index); `lockbox slot list` shows the slots")
+                throw LockboxError.keySlot("there is no key slot \(index)")
             }
             guard state.header.slots.count > 1 else {
                 throw LockboxError.keySlot("refusing to remove the last key slot: nothing could open the vault after that. Add another slot first.")
@@ -325,7 +325,7 @@ public final class EncryptedFileStore: SecretStore {
             let target: Int
             if let slot {
                 guard passphraseSlots.contains(slot) else {
-                    throw LockboxError.keySlot("key slot \(slot) is not a passphrase slot; `lockbox slot list` shows the slots")
+                    throw LockboxError.keySlot("key slot \(slot) is not a passphrase slot")
                 }
                 target = slot
             } else if let unlocker = state.unlocker, unlocker.kind == .passphrase,
@@ -334,9 +334,9 @@ public final class EncryptedFileStore: SecretStore {
             } else if passphraseSlots.count == 1 {
                 target = passphraseSlots[0]
             } else if passphraseSlots.isEmpty {
-                throw LockboxError.keySlot("the vault has no passphrase slot to change; add one with `lockbox slot add-passphrase`")
+                throw LockboxError.keySlot("the vault has no passphrase slot to change")
             } else {
-                throw LockboxError.keySlot("the vault has \(passphraseSlots.count) passphrase slots; say which one to change with --slot")
+                throw LockboxError.keySlot("the vault has \(passphraseSlots.count) passphrase slots; say which one to change")
             }
             let (newSlot, kek) = try KeySlotCrypto.makeSlot(wrapping: state.dataKey, vaultID: state.header.vaultID, using: source)
             let old = state.header.slots[target]
@@ -376,7 +376,7 @@ public final class EncryptedFileStore: SecretStore {
             }
             if !unmatched.isEmpty && !dropUnmatchedSlots {
                 let list = unmatched.map(String.init).joined(separator: ", ")
-                throw LockboxError.keySlot("key slot(s) \(list) could not be opened with the credentials given. Give their passphrase or key file too, or pass --drop-unmatched-slots to remove them.")
+                throw LockboxError.keySlot("key slot(s) \(list) could not be opened with the credentials given. Give their passphrase or key file too, or drop the unmatched slots.")
             }
             guard !keys.isEmpty else { throw LockboxError.keySlot("no key slot would remain after rotation") }
             let newKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
