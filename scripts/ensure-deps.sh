@@ -4,11 +4,11 @@
 set -euo pipefail
 
 # libsodium, libsecret and libkeyutils to build; with --test also gnome-keyring, secret-tool,
-# dbus-daemon and keyctl,
+# dbus-daemon, keyctl and strace (which counts the vault reads of `lockbox get`),
 # so the tests can run a real Secret Service on a private session bus.
 packages=(libsodium-dev libsecret-1-dev libkeyutils-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils strace)
 fi
 missing=()
 for package in "${packages[@]}"; do
