@@ -151,6 +151,8 @@ let package = Package(
                 "LockboxSelfTest",
                 "LockboxFuzzing",
                 "LockboxTPM",
+                // The CLI's error table (exit codes and advice), read by the tests.
+                "lockbox",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

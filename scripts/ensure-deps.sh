@@ -6,10 +6,11 @@ set -euo pipefail
 # libsodium, libsecret, libkeyutils and tpm2-tss (LockboxTPM and the lockbox CLI) to build; with
 # --test also gnome-keyring, secret-tool, dbus-daemon and keyctl, so the tests can run a real
 # Secret Service on a private session bus, faketime (the PIN lockout tests set one process's wall
-# clock ahead), and swtpm + tpm2-tools for a software TPM.
+# clock ahead), swtpm + tpm2-tools for a software TPM, and strace (which counts the vault reads
+# of `lockbox get`).
 packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace)
 fi
 missing=()
 for package in "${packages[@]}"; do

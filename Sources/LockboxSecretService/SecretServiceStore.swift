@@ -355,7 +355,7 @@ public final class SecretServiceStore: SecretStore {
         guard path != "/" else {
             throw LockboxError.secretServiceFailed(
                 operation: "finding the default collection",
-                detail: "the provider has no '\(collectionAlias)' collection; create one (e.g. in Passwords and Keys) or use --backend file")
+                detail: "the provider has no '\(collectionAlias)' collection; create one (e.g. in Passwords and Keys)")
         }
         guard let reply = try call(path, "org.freedesktop.DBus.Properties", "Get", ["org.freedesktop.Secret.Collection", "Locked"], "(v)")
         else { throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "no answer") }

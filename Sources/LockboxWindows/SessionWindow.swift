@@ -87,9 +87,15 @@ public enum SessionWindow {
     /// The file vault at `path`, opened through its window, or `nil` if there is no valid window
     /// (none, expired, revoked, or the vault's keys changed since — then the window is revoked).
     public static func openStore(at path: FilePath) throws -> EncryptedFileStore? {
-        let scope = try scope(forVaultAt: path)
+        try openStore(EncryptedFileStore.readSnapshot(at: path))
+    }
+
+    /// ``openStore(at:)`` for a vault file already read: the file is read once whether or not a
+    /// window opens it (the caller opens the same snapshot with credentials otherwise).
+    package static func openStore(_ snapshot: VaultFileSnapshot) throws -> EncryptedFileStore? {
+        let scope = "vault:" + snapshot.vaultID.hexString
         guard let window = read(scope: scope), let dataKey = window.dataKey else { return nil }
-        if let store = try EncryptedFileStore.open(at: path, windowDataKey: dataKey, fingerprint: window.fingerprint),
+        if let store = try EncryptedFileStore.open(snapshot, windowDataKey: dataKey, fingerprint: window.fingerprint),
            try pinStillMatches(window, store: store)
         {
             return store

@@ -20,8 +20,9 @@ enum CLIError: Error, CustomStringConvertible {
     }
 }
 
-/// The CLI's exit codes: one per kind of failure, so scripts can tell them apart.
-/// README.md lists them; keep the two in step.
+/// The CLI's exit codes: one per kind of failure, so scripts can tell them apart. The library's
+/// errors map to them through ``ErrorTable``; `lockbox --help` lists them from ``meaning``
+/// (and docs/CLI.md and the man page are generated from that).
 enum ExitStatus: Int32, CaseIterable {
     case success = 0
     case failure = 1
@@ -65,38 +66,7 @@ enum ExitStatus: Int32, CaseIterable {
     init(for error: any Error) {
         switch error {
         case let error as LockboxError:
-            switch error {
-            case .itemNotFound: self = .notFound
-            case .vaultNotFound: self = .vaultNotFound
-            case .vaultAlreadyExists: self = .vaultExists
-            case .wrongCredential: self = .wrongCredential
-            case .corruptVault: self = .corrupt
-            case .unsupportedFormatVersion: self = .unsupportedVersion
-            case .insecurePermissions: self = .insecurePermissions
-            case .vaultBusy: self = .busy
-            case .credentialsChanged: self = .credentialsChanged
-            case .invalidKeyFile: self = .invalidKeyFile
-            case .keySlot: self = .keySlotRefused
-            case .invalidArgument: self = .usage
-            case .io: self = .ioError
-            case .noSessionBus: self = .noSessionBus
-            case .secretServiceUnavailable: self = .noSecretService
-            case .keyringLocked: self = .keyringLocked
-            case .secretServiceTimeout: self = .secretServiceTimeout
-            case .secretServiceFailed: self = .secretServiceFailed
-            case .undecodableItem: self = .undecodableItem
-            case .recordedBackendUnavailable: self = .recordedStoreUnavailable
-            case .wrongPin: self = .wrongPin
-            case .pinLockedOut: self = .pinLockedOut
-            case .pinDisabled: self = .pinDisabled
-            case .pinNotSet: self = .pinNotSet
-            case .pinRejected: self = .pinRejected
-            case .pinWiped: self = .pinWiped
-            case .reauthenticationRequired: self = .reauthenticationRequired
-            case .kernelKeyringUnavailable: self = .kernelKeyringUnavailable
-            case .sessionExpired: self = .sessionExpired
-            case .noTokens: self = .noTokens
-            }
+            self = ErrorTable.entry(for: error.code).exit
         case let error as TPMError:
             switch error.failure {
             case .unavailable: self = .noTPM
@@ -116,5 +86,140 @@ enum ExitStatus: Int32, CaseIterable {
         default:
             self = .failure
         }
+    }
+}
+
+extension ExitStatus {
+    /// What the code means, as `lockbox --help` lists it.
+    var meaning: String {
+        switch self {
+        case .success: return "ok"
+        case .failure: return "unexpected failure"
+        case .notFound: return "item not found"
+        case .vaultNotFound: return "no vault"
+        case .vaultExists: return "vault exists"
+        case .wrongCredential: return "wrong passphrase or key"
+        case .corrupt: return "corrupt or tampered vault"
+        case .unsupportedVersion: return "unsupported format version"
+        case .insecurePermissions: return "insecure permissions"
+        case .busy: return "vault busy"
+        case .credentialsChanged: return "vault re-keyed meanwhile"
+        case .invalidKeyFile: return "unusable key file"
+        case .keySlotRefused: return "key-slot change refused"
+        case .cancelled: return "not confirmed"
+        case .noSessionBus: return "no D-Bus session bus"
+        case .noSecretService: return "no Secret Service provider"
+        case .keyringLocked: return "keyring locked"
+        case .secretServiceTimeout: return "Secret Service timed out"
+        case .secretServiceFailed: return "Secret Service failed (e.g. provider went away)"
+        case .undecodableItem: return "item cannot be decoded"
+        case .recordedStoreUnavailable: return "the recorded store is unavailable"
+        case .wrongPin: return "wrong PIN"
+        case .pinLockedOut: return "PIN locked out"
+        case .pinDisabled: return "PIN disabled"
+        case .pinNotSet: return "no PIN set"
+        case .pinRejected: return "PIN refused by policy"
+        case .pinWiped: return "PIN wiped"
+        case .reauthenticationRequired: return "re-authentication required"
+        case .kernelKeyringUnavailable: return "kernel keyring unavailable"
+        case .sessionExpired: return "session expired"
+        case .refreshFailed: return "token refresh failed"
+        case .noTokens: return "no tokens stored"
+        case .noTPM: return "no TPM reachable"
+        case .tpmLockedOut: return "TPM in dictionary-attack lockout"
+        case .tpmPCRMismatch: return "TPM PCR values changed"
+        case .tpmForeignSlot: return "TPM slot from another or cleared TPM"
+        case .usage: return "usage error"
+        case .ioError: return "I/O error"
+        }
+    }
+
+    /// `0 ok, 1 unexpected failure, …`: every exit code with its meaning, in order.
+    static var summary: String {
+        allCases.map { "\($0.rawValue) \($0.meaning)" }.joined(separator: ", ")
+    }
+}
+
+/// The one table from a library error's ``LockboxError/Code`` to the CLI's exit code and advice
+/// (what to do, in terms of lockbox's commands and options; the library's message says only
+/// what happened). `ExitStatus(for:)`, the error output and the tests read it.
+enum ErrorTable {
+    struct Entry {
+        /// The exit code.
+        var exit: ExitStatus
+        /// What to do next, from the error's details; `nil` when the message says enough.
+        var advice: @Sendable (LockboxError) -> String?
+    }
+
+    static let entries: [LockboxError.Code: Entry] = [
+        .itemNotFound: Entry(exit: .notFound) { error in
+            guard case let .itemNotFound(service, _) = error else { return nil }
+            return "List what is stored with `lockbox list --service \(service)`."
+        },
+        .vaultNotFound: Entry(exit: .vaultNotFound) { _ in
+            "Create one with `lockbox init`, or point to an existing one with --vault or LOCKBOX_VAULT."
+        },
+        .vaultAlreadyExists: Entry(exit: .vaultExists) { _ in "Choose another path with --vault, or remove the old vault deliberately." },
+        .wrongCredential: Entry(exit: .wrongCredential) { _ in "Check the passphrase or the --key-file path." },
+        .corruptVault: Entry(exit: .corrupt) { _ in nil },
+        .unsupportedFormatVersion: Entry(exit: .unsupportedVersion) { _ in nil },
+        .insecurePermissions: Entry(exit: .insecurePermissions) { _ in nil },
+        .vaultBusy: Entry(exit: .busy) { _ in nil },
+        .credentialsChanged: Entry(exit: .credentialsChanged) { _ in nil },
+        .invalidKeyFile: Entry(exit: .invalidKeyFile) { error in
+            guard case let .invalidKeyFile(_, reason) = error, reason == "no such file" else { return nil }
+            return "Create one with `lockbox init --generate-key-file PATH`."
+        },
+        .invalidArgument: Entry(exit: .usage) { _ in nil },
+        .keySlotRefused: Entry(exit: .keySlotRefused) { error in
+            guard case let .keySlot(reason) = error else { return nil }
+            if reason.hasPrefix("there is no key slot") || reason.hasSuffix("is not a passphrase slot") {
+                return "`lockbox slot list` shows the slots."
+            }
+            if reason.hasPrefix("the vault has no passphrase slot") { return "Add one with `lockbox slot add-passphrase`." }
+            if reason.hasSuffix("say which one to change") { return "Name it with --slot." }
+            if reason.hasSuffix("or drop the unmatched slots.") { return "--drop-unmatched-slots removes them." }
+            return nil
+        },
+        .ioFailure: Entry(exit: .ioError) { _ in nil },
+        .noSessionBus: Entry(exit: .noSessionBus) { _ in "Log in to a desktop session, or use the file vault with --backend file." },
+        .secretServiceUnavailable: Entry(exit: .noSecretService) { _ in
+            "Start gnome-keyring or KeePassXC (with Secret Service integration), or use the file vault with --backend file."
+        },
+        .keyringLocked: Entry(exit: .keyringLocked) { _ in
+            "Unlock your keyring (log in to the desktop, or open Passwords and Keys), or use the file vault with --backend file."
+        },
+        .secretServiceTimeout: Entry(exit: .secretServiceTimeout) { _ in "Unlock your keyring, or use the file vault with --backend file." },
+        .secretServiceFailed: Entry(exit: .secretServiceFailed) { _ in nil },
+        .undecodableItem: Entry(exit: .undecodableItem) { error in
+            guard case let .undecodableItem(service, account, _) = error else { return nil }
+            return "Inspect it with `secret-tool search service '\(service)' username '\(account)'`."
+        },
+        .recordedStoreUnavailable: Entry(exit: .recordedStoreUnavailable) { _ in
+            "Make that store available, or name a store explicitly with --backend."
+        },
+        .pinRejected: Entry(exit: .pinRejected) { _ in nil },
+        .wrongPin: Entry(exit: .wrongPin) { _ in nil },
+        .pinLockedOut: Entry(exit: .pinLockedOut) { _ in nil },
+        .pinDisabled: Entry(exit: .pinDisabled) { _ in "Reset it with `lockbox pin reset`." },
+        .pinNotSet: Entry(exit: .pinNotSet) { _ in "Set one with `lockbox pin set`." },
+        .pinWiped: Entry(exit: .pinWiped) { _ in nil },
+        .reauthenticationRequired: Entry(exit: .reauthenticationRequired) { _ in
+            "Run `lockbox unlock` (PIN or passphrase) and retry within the window."
+        },
+        .kernelKeyringUnavailable: Entry(exit: .kernelKeyringUnavailable) { _ in nil },
+        .sessionExpired: Entry(exit: .sessionExpired) { _ in nil },
+        .noTokens: Entry(exit: .noTokens) { _ in "Store them with `lockbox token set`." },
+    ]
+
+    /// The entry for `code`; a code this CLI does not know (a newer library) is an unexpected failure.
+    static func entry(for code: LockboxError.Code) -> Entry {
+        entries[code] ?? Entry(exit: .failure) { _ in nil }
+    }
+
+    /// The line lockbox prints for `error`: the library's message, then the CLI's advice.
+    static func message(for error: LockboxError) -> String {
+        guard let advice = entry(for: error.code).advice(error) else { return error.description }
+        return error.description + " " + advice
     }
 }

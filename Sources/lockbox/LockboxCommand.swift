@@ -20,17 +20,7 @@ struct LockboxCommand: ParsableCommand {
             --verbose (anywhere) or LOCKBOX_LOG=debug traces what lockbox decides and does on standard \
             error: store choice, paths, credential kinds, timings; never secrets or argument values.
 
-            Exit codes: 0 ok, 1 unexpected failure, 2 item not found, 3 no vault, 4 vault exists, \
-            5 wrong passphrase or key, 6 corrupt or tampered vault, 7 unsupported format version, \
-            8 insecure permissions, 9 vault busy, 10 vault re-keyed meanwhile, 11 unusable key file, \
-            12 key-slot change refused, 13 not confirmed, 20 no D-Bus session bus, 21 no Secret \
-            Service provider, 22 keyring locked, 23 Secret Service timed out, 24 Secret Service failed \
-            (e.g. provider went away), 25 item cannot be decoded, 26 the recorded store is unavailable, \
-            30 wrong PIN, 31 PIN locked out, 32 PIN disabled, 33 no PIN set, 34 PIN refused by policy, \
-            35 PIN wiped, 40 re-authentication required, 41 kernel keyring unavailable, 50 session \
-            expired, 51 token refresh failed, 52 no tokens stored, 60 no TPM reachable, 61 TPM in \
-            dictionary-attack lockout, 62 TPM PCR values changed, 63 TPM slot from another or cleared \
-            TPM, 64 usage error, 74 I/O error.
+            Exit codes: \(ExitStatus.summary).
             """,
         version: "0.1.0",
         subcommands: [
@@ -62,7 +52,7 @@ struct LockboxCommand: ParsableCommand {
         } catch let error as Errno where error == .brokenPipe {
             brokenPipe()
         } catch let error as LockboxError {
-            fail(error)
+            fail(error, message: "error[\(error.code)]: " + ErrorTable.message(for: error))
         } catch let error as CLIError {
             fail(error)
         } catch let error as RefreshFailed {
@@ -214,9 +204,10 @@ struct LockboxCommand: ParsableCommand {
         fail(LockboxError.io(operation: "writing", path: "standard output", errno: Errno(rawValue: code)))
     }
 
-    private static func fail(_ error: any Error & CustomStringConvertible) -> Never {
-        Trace.log("failed: exit \(ExitStatus(for: error).rawValue): \(error.description)")
-        var message = "lockbox: \(error.description)\n"
+    private static func fail(_ error: any Error & CustomStringConvertible, message text: String? = nil) -> Never {
+        let text = text ?? error.description
+        Trace.log("failed: exit \(ExitStatus(for: error).rawValue): \(text)")
+        var message = "lockbox: \(text)\n"
         message.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
         Glibc.exit(ExitStatus(for: error).rawValue)
     }

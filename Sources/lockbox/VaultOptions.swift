@@ -179,12 +179,15 @@ struct VaultOptions: ParsableArguments {
         // Say "no vault" before asking for a passphrase that could not help.
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
         Trace.log("store: file vault \(path.string)")
-        if useWindow, let store = try SessionWindow.openStore(at: path) {
+        // The file is read once: the window (keyed by the vault ID in its header) and the
+        // credentials open the same snapshot.
+        let snapshot = try EncryptedFileStore.readSnapshot(at: path)
+        if useWindow, let store = try SessionWindow.openStore(snapshot) {
             Trace.log("opened through the session window (no credential needed)")
             return (store, true)
         }
         let credentials = try unlockCredentials()
-        let store = try EncryptedFileStore.open(at: path, credentials: credentials)
+        let store = try EncryptedFileStore.open(snapshot, credentials: credentials)
         let slots = try store.keySlots()
         Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
         let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }

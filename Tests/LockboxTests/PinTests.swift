@@ -284,11 +284,11 @@ struct PinCLITests {
         for _ in 1...4 { #expect(try pinCommand(["verify", "kids", "max"], "9999\n").status == 30) }
         result = try pinCommand(["verify", "kids", "max"], "9999\n")
         #expect(result.status == 30)
-        #expect(result.stderr.contains("Locked until"))
+        #expect(result.stderr.contains("error[\(LockboxError.Code.wrongPin)]") && result.stderr.contains("Locked until"))
         let start = Date()
         result = try pinCommand(["verify", "kids", "max"], "4739\n")
         #expect(result.status == 31, "\(result.stderr)")
-        #expect(result.stderr.contains("try again in"))
+        #expect(result.stderr.contains("error[\(LockboxError.Code.pinLockedOut)]"))
         #expect(Date().timeIntervalSince(start) < 2, "refused without hashing")
         result = try pinCommand(["status", "kids", "max", "--json"], "")
         #expect(result.stdoutString.contains("\"failures\" : 5") && result.stdoutString.contains("lockedUntil"))

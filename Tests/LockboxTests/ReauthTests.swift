@@ -225,7 +225,7 @@ struct SessionWindowTests {
         Thread.sleep(forTimeInterval: 1.2)
         result = try runLockbox(["get", "screen", "parent-token"], environment: withKey)
         #expect(result.status == 40)
-        #expect(result.stderr.contains("re-authentication required"))
+        #expect(result.stderr.contains("error[\(LockboxError.Code.reauthenticationRequired)]"))
     }
 
     @Test("CLI: a passphrase unlock changes no file at all")

@@ -141,7 +141,7 @@ struct SecretServiceTests {
         #expect(service == "svc" && account == "future" && reason.contains("format 99"))
         let cli = try runLockbox(["--backend", "secret-service", "get", "svc", "future"], environment: keyringEnvironment)
         #expect(cli.status == 25)
-        #expect(cli.stderr.contains("cannot be read"))
+        #expect(cli.stderr.contains("error[\(LockboxError.Code.undecodableItem)]"))
     }
 
     @Test("the CLI on the Secret Service: set, get, list, delete, wipe, with interop both ways")
@@ -268,14 +268,14 @@ struct SecretServiceFailureTests {
             #expect(milliseconds < 5000, "\(line)")
         }
         #expect(result.stdout.contains("items-after=0"), "a locked keyring must not be written")
-        #expect(result.stderr.contains("locked: the keyring collection"))
+        #expect(result.stderr.contains("error[\(LockboxError.Code.keyringLocked)]"))
     }
 
     @Test("a bus without a Secret Service provider gives exit 21")
     func noProvider() throws {
         let result = try run(keyringSessionScript, ["--no-provider", "--", lockbox, "--backend", "secret-service", "get", "svc", "a"])
         #expect(result.status == 21, "\(result.stderr)")
-        #expect(result.stderr.contains("no Secret Service provider"))
+        #expect(result.stderr.contains("error[\(LockboxError.Code.secretServiceUnavailable)]"))
     }
 
     @Test("no session bus at all gives exit 20, and doctor says how to fix it")
@@ -284,7 +284,7 @@ struct SecretServiceFailureTests {
         let environment = ["PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_RUNTIME_DIR": folder.path.string]
         var result = try run(lockbox, ["--backend", "secret-service", "get", "svc", "a"], environment: environment)
         #expect(result.status == 20, "\(result.stderr)")
-        #expect(result.stderr.contains("no D-Bus session bus"))
+        #expect(result.stderr.contains("error[\(LockboxError.Code.noSessionBus)]"))
         result = try run(lockbox, ["doctor", "--backend", "secret-service"], environment: environment)
         #expect(result.status == 20)
         #expect(result.stdout.contains("PROBLEM D-Bus session bus") && result.stdout.contains("fix: "))
@@ -302,7 +302,7 @@ struct SecretServiceFailureTests {
         let later = try run(keyringSessionScript, ["--no-provider", "--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)",
                                                    "XDG_DATA_HOME=\(data)", lockbox, "get", "svc", "a"])
         #expect(later.status == 26, "\(later.stderr)")
-        #expect(later.stderr.contains("will not switch to another, empty store"))
+        #expect(later.stderr.contains("error[\(LockboxError.Code.recordedStoreUnavailable)]"))
         #expect(!FileManager.default.fileExists(atPath: data + "/lockbox/vault.lockbox"))
     }
 

@@ -147,9 +147,19 @@ public final class EncryptedFileStore: SecretStore {
         guard !credentials.isEmpty else {
             throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
         }
-        let path = resolvedVaultPath(path)
-        let file = try readVaultFile(path)
-        let (header, headerLength) = try parseHeader(file.bytes, path: path)
+        return try open(readSnapshot(at: path), credentials: credentials, lockTimeout: lockTimeout, now: now)
+    }
+
+    /// Opens the vault from a file already read (``readSnapshot(at:)``), so a caller that first
+    /// looked at the header (for the session window) does not read the file again.
+    package static func open(
+        _ snapshot: VaultFileSnapshot, credentials: [VaultCredential], lockTimeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> EncryptedFileStore {
+        guard !credentials.isEmpty else {
+            throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+        }
+        let (path, header) = (snapshot.path, snapshot.header)
         let ordered = credentials.filter { if case .passphrase = $0 { false } else { true } }
             + credentials.filter { if case .passphrase = $0 { true } else { false } }
         var opened: (SecretBytes, Unlocker)?
@@ -171,10 +181,10 @@ public final class EncryptedFileStore: SecretStore {
             }
         }
         guard let (dataKey, unlocker) = opened else { throw sealerError ?? LockboxError.wrongCredential(path: path.string) }
-        let entries = try decryptEntries(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey, path: path)
+        let entries = try decryptEntries(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey, path: path)
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
-            state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: entries, identity: file.identity))
+            state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: entries, identity: snapshot.identity))
     }
 
     /// The kinds of the vault's key slots, in order, read from its header without any credential
@@ -357,7 +367,7 @@ public final class EncryptedFileStore: SecretStore {
     public func removeKeySlot(at index: Int) throws {
         try mutateHeader { state throws in
             guard state.header.slots.indices.contains(index) else {
-                throw LockboxError.keySlot("there is no key slot \(index); `lockbox slot list` shows the slots")
+                throw LockboxError.keySlot("there is no key slot \(index)")
             }
             guard state.header.slots.count > 1 else {
                 throw LockboxError.keySlot("refusing to remove the last key slot: nothing could open the vault after that. Add another slot first.")
@@ -387,7 +397,7 @@ public final class EncryptedFileStore: SecretStore {
             let target: Int
             if let slot {
                 guard passphraseSlots.contains(slot) else {
-                    throw LockboxError.keySlot("key slot \(slot) is not a passphrase slot; `lockbox slot list` shows the slots")
+                    throw LockboxError.keySlot("key slot \(slot) is not a passphrase slot")
                 }
                 target = slot
             } else if let unlocker = state.unlocker, unlocker.kind == .passphrase,
@@ -396,9 +406,9 @@ public final class EncryptedFileStore: SecretStore {
             } else if passphraseSlots.count == 1 {
                 target = passphraseSlots[0]
             } else if passphraseSlots.isEmpty {
-                throw LockboxError.keySlot("the vault has no passphrase slot to change; add one with `lockbox slot add-passphrase`")
+                throw LockboxError.keySlot("the vault has no passphrase slot to change")
             } else {
-                throw LockboxError.keySlot("the vault has \(passphraseSlots.count) passphrase slots; say which one to change with --slot")
+                throw LockboxError.keySlot("the vault has \(passphraseSlots.count) passphrase slots; say which one to change")
             }
             let (newSlot, kek) = try KeySlotCrypto.makeSlot(wrapping: state.dataKey, vaultID: state.header.vaultID, using: source)
             let old = state.header.slots[target]
@@ -438,7 +448,7 @@ public final class EncryptedFileStore: SecretStore {
             }
             if !unmatched.isEmpty && !dropUnmatchedSlots {
                 let list = unmatched.map(String.init).joined(separator: ", ")
-                throw LockboxError.keySlot("key slot(s) \(list) could not be opened with the credentials given. Give their passphrase or key file too, or pass --drop-unmatched-slots to remove them.")
+                throw LockboxError.keySlot("key slot(s) \(list) could not be opened with the credentials given. Give their passphrase or key file too, or drop the unmatched slots.")
             }
             guard !keys.isEmpty else { throw LockboxError.keySlot("no key slot would remain after rotation") }
             let newKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
@@ -482,26 +492,31 @@ public final class EncryptedFileStore: SecretStore {
     }
 
     /// Opens the vault with a data key taken from a session window, if it still opens it and
-    /// the key slots are as they were when the window opened.
-    package static func open(at path: FilePath, windowDataKey dataKey: SecretBytes, fingerprint: String,
-                     lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }) throws -> EncryptedFileStore? {
-        let path = resolvedVaultPath(path)
-        let file = try readVaultFile(path)
-        let (header, headerLength) = try parseHeader(file.bytes, path: path)
+    /// the key slots are as they were when the window opened. The body is decrypted once.
+    package static func open(_ snapshot: VaultFileSnapshot, windowDataKey dataKey: SecretBytes, fingerprint: String,
+                             lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }) throws -> EncryptedFileStore? {
+        let (path, header) = (snapshot.path, snapshot.header)
         guard Self.fingerprint(of: header) == fingerprint,
-              decryptBody(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey) != nil
+              let plaintext = decryptBody(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey)
         else { return nil }
-        let entries = try decryptEntries(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey, path: path)
+        let entries = try decodeEntries(plaintext, path: path)
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
-            state: State(dataKey: dataKey, unlocker: nil, header: header, entries: entries, identity: file.identity))
+            state: State(dataKey: dataKey, unlocker: nil, header: header, entries: entries, identity: snapshot.identity))
     }
 
     /// The vault's ID, read from its header without any credential.
     package static func vaultID(at path: FilePath) throws -> [UInt8] {
+        try readSnapshot(at: path).header.vaultID
+    }
+
+    /// The vault file at `path` (symbolic links resolved), read once and its header parsed: what
+    /// the session window and the credentials then open without reading the file again.
+    package static func readSnapshot(at path: FilePath) throws -> VaultFileSnapshot {
         let path = resolvedVaultPath(path)
         let file = try readVaultFile(path)
-        return try parseHeader(file.bytes, path: path).0.vaultID
+        let (header, headerLength) = try parseHeader(file.bytes, path: path)
+        return VaultFileSnapshot(path: path, bytes: file.bytes, identity: file.identity, header: header, headerLength: headerLength)
     }
 
     // MARK: Reading and writing the file
@@ -695,6 +710,11 @@ public final class EncryptedFileStore: SecretStore {
         guard let plaintext = decryptBody(bytes, header: header, headerLength: headerLength, dataKey: dataKey) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the encrypted contents failed authentication")
         }
+        return try decodeEntries(plaintext, path: path)
+    }
+
+    /// The items of a decrypted body.
+    private static func decodeEntries(_ plaintext: SecretBytes, path: FilePath) throws -> [ItemKey: VaultEntry] {
         do {
             return try VaultPayload.decode(plaintext)
         } catch let error as FormatError {
@@ -740,4 +760,18 @@ public final class EncryptedFileStore: SecretStore {
             return .sealer(sealer)
         }
     }
+}
+
+/// A vault file read once (``EncryptedFileStore/readSnapshot(at:)``): its bytes (ciphertext),
+/// identity and parsed header.
+package struct VaultFileSnapshot {
+    /// The vault's real path (symbolic links resolved).
+    package let path: FilePath
+    let bytes: [UInt8]
+    let identity: FileIdentity
+    let header: VaultHeader
+    let headerLength: Int
+
+    /// The vault's ID, from the header.
+    package var vaultID: [UInt8] { header.vaultID }
 }

@@ -80,7 +80,7 @@ public enum KeyFile {
             }
             throw LockboxError.io(operation: "reading the key file", path: path.string, errno: error.asErrno)
         } catch let error as Errno where error == .noSuchFileOrDirectory {
-            throw LockboxError.invalidKeyFile(path: path.string, reason: "no such file. Create one with `lockbox init --generate-key-file PATH`.")
+            throw LockboxError.invalidKeyFile(path: path.string, reason: "no such file")
         } catch let error as Errno where error == .fileTooLarge {
             throw LockboxError.invalidKeyFile(path: path.string, reason: "it is larger than a key file can be (expected 32 bytes or 64 hex digits)")
         } catch {

@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+@testable import Lockbox
+
+/// `lockbox get` on a file vault reads the vault file once: the session window's scope (the
+/// vault ID in the header) and the credentials open the same bytes. Counted with strace on the
+/// real binary, as a user runs it.
+@Suite("Vault file reads")
+struct VaultReadTests {
+    /// How many times `lockbox ARGUMENTS` opens `vault` (openat calls naming it, in every thread).
+    func vaultOpens(_ arguments: [String], vault: String, environment: [String: String], stdin: String = "") throws -> (status: Int32, opens: Int) {
+        let folder = try TemporaryFolder()
+        let log = folder.file("openat.log").string
+        var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
+        env.merge(environment) { _, new in new }
+        let result = try run("/usr/bin/strace", ["-f", "-qq", "-e", "trace=openat", "-o", log, lockboxBinary.path] + arguments,
+                             stdin: stdin, environment: env)
+        let lines = (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n")
+        return (result.status, lines.filter { $0.contains("\"\(vault)\"") }.count)
+    }
+
+    @Test("get opens the vault file once, with a key file and through a session window")
+    func getReadsOnce() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            Issue.record("strace is not installed: scripts/ensure-deps.sh --test installs it; this test cannot run without it")
+            return
+        }
+        let folder = try TemporaryFolder()
+        let runtime = folder.file("run").string
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let vault = folder.file("v.lockbox").string, key = folder.file("k.key").string
+        let base = ["LOCKBOX_VAULT": vault, "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": runtime]
+        let withKey = base.merging(["LOCKBOX_KEY_FILE": key]) { a, _ in a }
+        #expect(try runLockbox(["init", "--generate-key-file", key], environment: base).status == 0)
+        for index in 0..<20 {
+            #expect(try runLockbox(["set", "svc", "acct\(index)"], stdin: Data("secret-\(index)".utf8), environment: withKey).status == 0)
+        }
+        let withKeyFile = try vaultOpens(["get", "svc", "acct7"], vault: vault, environment: withKey)
+        #expect(withKeyFile.status == 0)
+        #expect(withKeyFile.opens == 1, "lockbox get with a key file opened the vault \(withKeyFile.opens) times")
+
+        // Through a window opened with a PIN: no credential is given to get.
+        #expect(try runLockbox(["pin", "set", "svc", "me", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
+                               environment: withKey).status == 0)
+        #expect(try runLockbox(["unlock", "--pin", "svc/me"], stdin: Data("4739\n".utf8), environment: withKey).status == 0)
+        let throughWindow = try vaultOpens(["get", "svc", "acct7"], vault: vault, environment: base)
+        #expect(throughWindow.status == 0)
+        #expect(throughWindow.opens == 1, "lockbox get through the window opened the vault \(throughWindow.opens) times")
+        _ = try runLockbox(["lock"], environment: base)
+    }
+}
