@@ -39,6 +39,12 @@ python3 scripts/embed-vectors.py --check
 "$(swift build --show-bin-path)/lockbox" selftest | tail -n 1
 scripts/fuzz.sh 5
 
+# Re-authentication windows where the test command itself runs, outside the suite's `keyctl
+# session`: in CI and containers there is no login session keyring, so `unlock` must refuse with
+# 41; in a desktop login it must succeed and the next invocation must see the window. Never a
+# success whose window is gone (SECURITY.md, "No login session keyring, no window").
+scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
+
 keyctl session - scripts/keyring-session.sh -- swift test --skip-build
 
 # The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
