@@ -39,7 +39,13 @@ python3 scripts/make-vault-vectors.py --check
 "$(swift build --show-bin-path)/lockbox" selftest | tail -n 1
 scripts/fuzz.sh 5
 
-# ... and with a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
+# Re-authentication windows where the test command itself runs, outside the suite's `keyctl
+# session`: in CI and containers there is no login session keyring, so `unlock` must refuse with
+# 41; in a desktop login it must succeed and the next invocation must see the window. Never a
+# success whose window is gone (SECURITY.md, "No login session keyring, no window").
+scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
+
+# The suite, with a software TPM 2.0 a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
 # tests; TPM tests that need to lock out or restart a TPM start a private swtpm of their own.
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1

@@ -19,27 +19,18 @@ final class AttackerClock: PinClock {
 /// Runs `script` with bash (for `$'\xff'` arguments and namespace wrappers), `$L` naming the
 /// lockbox binary, in the environment ``runLockbox(_:stdin:environment:shellRedirect:)`` gives.
 func runBash(_ script: String, stdin: Data = Data(), environment: [String: String] = [:]) throws -> ProcessResult {
-    let process = Process()
-    var env = ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": NSTemporaryDirectory(), "L": lockboxBinary.path]
-    for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
-        if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }
-    }
-    env.merge(environment) { _, new in new }
-    process.environment = env
-    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-    process.arguments = ["-c", script]
-    let input = Pipe(), output = Pipe(), errors = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = errors
-    _ = ignoreBrokenPipes
-    try process.run()
-    try? input.fileHandleForWriting.write(contentsOf: stdin)
-    try? input.fileHandleForWriting.close()
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return ProcessResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+    try runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script], stdin: stdin,
+                   environment: environment.merging(["L": lockboxBinary.path]) { mine, _ in mine })
+}
+
+/// The environment of a file vault made with `lockbox init --generate-key-file` in `folder`
+/// (`v.lockbox`, key file `k.key`, settings under `config`).
+func cliVaultWithKeyFile(in folder: TemporaryFolder) throws -> [String: String] {
+    let environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
+                       "XDG_CONFIG_HOME": folder.file("config").string]
+    let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
+    #expect(created.status == 0, "\(created.stderr)")
+    return environment
 }
 
 /// Whether a namespace-based attack can be tried here. Where it cannot, the test says so on
@@ -92,6 +83,13 @@ struct LockoutClockAttackTests {
         #expect(outcome { try guardian.verify(profile, pin: pin("4739")) } == "ok")
     }
 
+    @Test("the boot clock is read without this process's time-namespace offset (/proc/self/timens_offsets)")
+    func timeNamespaceOffset() {
+        #expect(SystemPinClock.bootTimeOffset(inTimeNamespaceOffsets: "monotonic           0         0\nboottime         7200 500000000\n") == 7200.5)
+        #expect(SystemPinClock.bootTimeOffset(inTimeNamespaceOffsets: "monotonic 0 0\nboottime -30 0\n") == -30)
+        #expect(SystemPinClock.bootTimeOffset(inTimeNamespaceOffsets: "") == 0, "kernels without time namespaces")
+    }
+
     @Test("a real reboot (new boot ID, boot clock restarted) hands the lockout to the wall clock")
     func realReboot() throws {
         clock.move {
@@ -115,10 +113,7 @@ struct LockoutCLIAttackTests {
         folder = try TemporaryFolder()
         let runtime = folder.file("run").string
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
-                       "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": runtime]
-        let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
-        #expect(created.status == 0, "\(created.stderr)")
+        environment = try cliVaultWithKeyFile(in: folder).merging(["XDG_RUNTIME_DIR": runtime]) { _, new in new }
     }
 
     private func lockedOutProfile() throws {
@@ -158,7 +153,9 @@ struct LockoutCLIAttackTests {
         // Someone who may set the wall clock (root, or timedated's polkit rule for a desktop user)
         // combines both: libfaketime moves the wall clock of that one process.
         guard try attackCanRun("DONT_FAKE_MONOTONIC=1 faketime -f +2h true", what: "a wall clock set 2 h ahead (faketime)") else { return }
-        result = try runBash("\(fakeBoot) env DONT_FAKE_MONOTONIC=1 faketime -f +2h \"$L\" pin verify kids max --hash-cost interactive",
+        // Under AddressSanitizer, libfaketime preloaded ahead of the ASan runtime is allowed explicitly.
+        let asan = "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+        result = try runBash("\(fakeBoot) env \(asan) DONT_FAKE_MONOTONIC=1 faketime -f +2h \"$L\" pin verify kids max --hash-cost interactive",
                              stdin: Data("4739\n".utf8), environment: environment)
         #expect(result.status == 31, "faked boot ID and wall clock 2 h ahead: \(result.stderr)")
         try expectStillLockedOut()
@@ -169,7 +166,7 @@ struct LockoutCLIAttackTests {
         let set = try runLockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
                                  environment: environment)
         #expect(set.status == 0, "\(set.stderr)")
-        let freeTries = LockoutPolicy.default.delays.prefix { $0 == 0 }.count + 1
+        let freeTries = LockoutPolicy.default.freeTries
         var environments: [[String: String]] = []
         for index in 0..<8 {
             let own = folder.file("env\(index)").string
@@ -251,10 +248,7 @@ struct CrashAndHangRegressionTests {
 
     init() throws {
         folder = try TemporaryFolder()
-        environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
-                       "XDG_CONFIG_HOME": folder.file("config").string]
-        let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
-        #expect(created.status == 0, "\(created.stderr)")
+        environment = try cliVaultWithKeyFile(in: folder)
     }
 
     @Test("pin set --lockout-delays 1e19 (nan, inf, -1) exits 64; a stored record with such a delay is undecodable (25), not a crash")
@@ -360,10 +354,7 @@ struct OutputAndDocumentationRegressionTests {
 
     init() throws {
         folder = try TemporaryFolder()
-        environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
-                       "XDG_CONFIG_HOME": folder.file("config").string]
-        let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
-        #expect(created.status == 0, "\(created.stderr)")
+        environment = try cliVaultWithKeyFile(in: folder)
     }
 
     private func store() throws -> EncryptedFileStore {
@@ -429,6 +420,7 @@ struct OutputAndDocumentationRegressionTests {
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
         let match = try #require(readme.firstMatch(of: /(\d+) free tries/), "README states the free tries")
         let stated = try #require(Int(match.output.1))
+        #expect(stated == LockoutPolicy.default.freeTries)
         let guardian = PinGuard(store: MemoryStore(), hashParameters: cheapHash, clock: TestClock(), lockDirectory: folder.file("locks"))
         let profile = PinProfile(service: "kids", name: "max")
         try guardian.set(profile, pin: pin("4739"))

@@ -111,6 +111,16 @@ let lockboxBinary: URL = {
 func runLockbox(
     _ arguments: [String], stdin: Data = Data(), environment: [String: String] = [:], shellRedirect: String? = nil
 ) throws -> ProcessResult {
+    if let shellRedirect {
+        let quoted = ([lockboxBinary.path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        return try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", quoted.joined(separator: " ") + " " + shellRedirect],
+                              stdin: stdin, environment: environment)
+    }
+    return try runProcess(lockboxBinary, arguments, stdin: stdin, environment: environment)
+}
+
+/// Runs `executable` with `arguments`, feeding `stdin`, with a clean environment (plus `environment`).
+func runProcess(_ executable: URL, _ arguments: [String], stdin: Data = Data(), environment: [String: String] = [:]) throws -> ProcessResult {
     let process = Process()
     var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
     // Under scripts/sanitizers.sh the children are sanitized too: they keep its report path and
@@ -120,14 +130,8 @@ func runLockbox(
     }
     env.merge(environment) { _, new in new }
     process.environment = env
-    if let shellRedirect {
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        let quoted = ([lockboxBinary.path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        process.arguments = ["-c", quoted.joined(separator: " ") + " " + shellRedirect]
-    } else {
-        process.executableURL = lockboxBinary
-        process.arguments = arguments
-    }
+    process.executableURL = executable
+    process.arguments = arguments
     let input = Pipe(), output = Pipe(), errors = Pipe()
     process.standardInput = input
     process.standardOutput = output
