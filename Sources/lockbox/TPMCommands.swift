@@ -32,9 +32,11 @@ struct TPMSlotOptions: ParsableArguments {
         return try PCRSelection(indices)
     }
 
-    /// A sealer for a new slot, with the PIN read now if one is asked for.
+    /// A sealer for a new slot, with the PIN read now if one is asked for; fails at once (exit
+    /// 60) when no TPM answers, before anything else is asked.
     func sealer() throws -> TPMSealer {
         TPMSupport.quietenLibraryLog()
+        _ = try TPMConnection()
         var pinValue: SecretBytes?
         if let newPinFd {
             pinValue = try SecretInput.passphrase(fromDescriptor: newPinFd, what: "TPM PIN")

@@ -70,6 +70,15 @@ struct TPMCLITests {
         #expect(result.status == 0 && result.stdoutString == "by-tpm", "\(result.stderr)")
     }
 
+    @Test func initWithTPMButNoTPMFailsBeforeCreatingAnything() throws {
+        let tpm = try SoftwareTPM()
+        tpm.stop()
+        let key = folder.file("new.key").string
+        let result = try lockbox(["init", "--vault", vault, "--tpm", "--generate-key-file", key], tpm: tpm)
+        #expect(result.status == 60, "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: vault) && !FileManager.default.fileExists(atPath: key))
+    }
+
     @Test func pinSlotCountsWrongPINsInTheTPMAndLocksOut() throws {
         let tpm = try SoftwareTPM()
         try tpm.setDictionaryAttack(maxTries: 2, recoveryTime: 1000)
