@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks that every public (and open) symbol of the Lockbox library module carries a DocC
-# documentation comment (`///` or `/** */`) of its own.
+# Checks that every public (and open) symbol of the Lockbox library modules (Lockbox and
+# LockboxTPM) carries a DocC documentation comment (`///` or `/** */`) of its own.
 #
 # Usage: scripts/check-docs.sh [--verbose]
 #
@@ -45,7 +45,9 @@ for arg in "$@"; do
     esac
 done
 
-module=Lockbox
+# Lockbox, and LockboxTPM (the TPM2 key slots' module): each built and checked on its own.
+check_module() {
+local module=$1
 scratch=$repo/.build-docs
 graph_dir=$scratch/docs-symbolgraph
 log=$scratch/check-docs-build.log
@@ -188,3 +190,11 @@ print(f"check-docs: {len(missing)} public symbol(s) of {module} without a docume
       f"({checked} checked, {len(exempt)} exempt)")
 sys.exit(1 if missing else 0)
 EOF
+}
+
+status=0
+for module in Lockbox LockboxTPM; do
+    check_module "$module" || status=$?
+    ((status != 2)) || exit 2
+done
+exit "$status"
