@@ -24,7 +24,7 @@ struct KeySlot: Equatable {
     var sealed: [UInt8] = []
 
     static let saltBytes = 16
-    /// The most a TPM2 slot's sealed bytes may take (a TPM's sealed object is about 250).
+    /// The most a TPM2 slot's sealed bytes may take (Lockbox's TPMSealer writes 218 to 282).
     static let maximumSealedBytes = 4096
     static let wrappedKeyBytes = 32 + 16
 
