@@ -45,7 +45,7 @@ scripts/fuzz.sh 5
 # success whose window is gone (SECURITY.md, "No login session keyring, no window").
 scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
 
-# The suite, with a software TPM 2.0 a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
+# The suite, with a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
 # tests; TPM tests that need to lock out or restart a TPM start a private swtpm of their own.
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1

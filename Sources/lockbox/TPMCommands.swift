@@ -12,7 +12,7 @@ struct TPMSlotOptions: ParsableArguments {
         valueName: "list"))
     var pcrs: String?
 
-    @Flag(name: .customLong("tpm-pin"), help: "Protect the TPM slot with a PIN, asked twice on the terminal; the TPM counts wrong PINs and locks out.")
+    @Flag(name: .customLong("tpm-pin"), help: "Protect the TPM slot with a PIN (4 to 12 digits, checked by the PIN policy as for `pin set`), asked twice on the terminal; the TPM counts wrong PINs and locks out.")
     var pin = false
 
     @Option(name: .customLong("tpm-new-pin-fd"), help: ArgumentHelp(
@@ -32,16 +32,19 @@ struct TPMSlotOptions: ParsableArguments {
         return try PCRSelection(indices)
     }
 
-    /// A sealer for a new slot, with the PIN read now if one is asked for.
+    /// A sealer for a new slot, with the PIN read now if one is asked for; fails at once (exit
+    /// 60) when no TPM answers, before anything else is asked.
     func sealer() throws -> TPMSealer {
         TPMSupport.quietenLibraryLog()
+        _ = try TPMConnection()
         var pinValue: SecretBytes?
         if let newPinFd {
             pinValue = try SecretInput.passphrase(fromDescriptor: newPinFd, what: "TPM PIN")
         } else if pin {
             pinValue = try SecretInput.promptTwice("New TPM PIN: ", what: "TPM PIN")
         }
-        if let pinValue, pinValue.count == 0 { throw LockboxError.invalidArgument("the TPM PIN must not be empty") }
+        // The same policy as `lockbox pin set`: the TPM limits guesses, not how likely each is.
+        if let pinValue { try PinPolicy.default.check(pinValue) }
         return TPMSealer(pcrs: try selection(), pin: pinValue)
     }
 }

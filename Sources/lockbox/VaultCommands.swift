@@ -35,7 +35,8 @@ struct Init: ParsableCommand {
         let path = vaultOptions.vaultPath
         // Before a key file is generated: say what is at the path, not only that something is.
         try EncryptedFileStore.checkCanCreate(at: path)
-        var credentials: [VaultCredential] = []
+        // The TPM slot first: no TPM fails before a key file is made or a passphrase asked.
+        var credentials: [VaultCredential] = tpm ? [.sealed(try tpmSlot.sealer())] : []
         if let generateKeyFile {
             let keyPath = FilePath(generateKeyFile)
             try KeyFile.generate(at: keyPath)
@@ -46,10 +47,9 @@ struct Init: ParsableCommand {
         }
         if let fd = vaultOptions.passphraseFd {
             credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")))
-        } else if credentials.isEmpty || withPassphrase {
+        } else if credentials.allSatisfy({ if case .sealed = $0 { true } else { false } }) || withPassphrase {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
         }
-        if tpm { credentials.insert(.sealed(try tpmSlot.sealer()), at: 0) }
         let store = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters)
         try BackendSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
                                    at: vaultOptions.settingsPath)

@@ -70,15 +70,29 @@ struct TPMCLITests {
         #expect(result.status == 0 && result.stdoutString == "by-tpm", "\(result.stderr)")
     }
 
+    @Test func initWithTPMButNoTPMFailsBeforeCreatingAnything() throws {
+        let tpm = try SoftwareTPM()
+        tpm.stop()
+        let key = folder.file("new.key").string
+        let result = try lockbox(["init", "--vault", vault, "--tpm", "--generate-key-file", key], tpm: tpm)
+        #expect(result.status == 60, "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: vault) && !FileManager.default.fileExists(atPath: key))
+    }
+
     @Test func pinSlotCountsWrongPINsInTheTPMAndLocksOut() throws {
         let tpm = try SoftwareTPM()
         try tpm.setDictionaryAttack(maxTries: 2, recoveryTime: 1000)
-        let right = try pinFile("right", "2580"), wrong = try pinFile("wrong", "0852")
+        let right = try pinFile("right", "4729"), wrong = try pinFile("wrong", "0852")
         var result = try lockbox(["init", "--vault", vault, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
                                  tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(right)")
         #expect(result.status == 0, "\(result.stderr)")
+        // A guessable new PIN is refused by the PIN policy (exit 34), as for `lockbox pin set`.
+        let guessable = try pinFile("guessable", "1234")
+        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--tpm-pin-fd", "4", "--tpm-new-pin-fd", "5"],
+                             tpm: tpm, redirect: "4<\(right) 5<\(guessable)")
+        #expect(result.status == 34, "\(result.stderr)")
         // No PIN and no terminal: asks for one instead of guessing (counts nothing).
         result = try lockbox(["list", "--vault", vault], tpm: tpm)
         #expect(result.status == 40, "\(result.stderr)")

@@ -34,7 +34,7 @@ package struct KeySlot: Equatable {
     }
 
     package static let saltBytes = 16
-    /// The most a TPM2 slot's sealed bytes may take (a TPM's sealed object is about 250).
+    /// The most a TPM2 slot's sealed bytes may take (Lockbox's TPMSealer writes 218 to 282).
     package static let maximumSealedBytes = 4096
     package static let wrappedKeyBytes = 32 + 16
 
