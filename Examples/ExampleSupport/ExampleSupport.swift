@@ -10,6 +10,10 @@ public final class ExampleRun: @unchecked Sendable {
     public let name: String
     public let folder: FilePath
     public let store: any SecretStore
+    /// Where the example keeps PIN records: the same file vault, or with the Secret Service a
+    /// key-file vault of their own, since in the Secret Service every process of the user could
+    /// read a PIN's hash and reset its failure count (``PinGuard`` refuses it; SECURITY.md).
+    public let pinStore: any SecretStore
     /// A store handle as a restarted app would open it.
     public let reopen: () throws -> any SecretStore
     private var stepNumber = 0
@@ -23,11 +27,15 @@ public final class ExampleRun: @unchecked Sendable {
                 let keyring = try SecretServiceStore()
                 store = keyring
                 reopen = { try SecretServiceStore() }
-                print("\(name) — on the Secret Service (gnome-keyring)")
+                let key = folder.appending("pins.key")
+                try KeyFile.generate(at: key)
+                pinStore = try EncryptedFileStore.create(at: folder.appending("pins.lockbox"), credentials: [.keyFile(key)])
+                print("\(name) — on the Secret Service (gnome-keyring); PINs in an encrypted file vault in \(folder.string)")
             } else {
                 let key = folder.appending("app.key"), vault = folder.appending("app.lockbox")
                 try KeyFile.generate(at: key)
                 store = try EncryptedFileStore.create(at: vault, credentials: [.keyFile(key)])
+                pinStore = store
                 reopen = { try EncryptedFileStore.open(at: vault, credential: .keyFile(key)) }
                 print("\(name) — on an encrypted file vault in \(folder.string)")
             }

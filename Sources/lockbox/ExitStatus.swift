@@ -49,6 +49,7 @@ enum ExitStatus: Int32, CaseIterable {
     case pinNotSet = 33
     case pinRejected = 34
     case pinWiped = 35
+    case pinStoreUnprotected = 36
     case reauthenticationRequired = 40
     case kernelKeyringUnavailable = 41
     case sessionExpired = 50
@@ -87,6 +88,7 @@ enum ExitStatus: Int32, CaseIterable {
             case .pinNotSet: self = .pinNotSet
             case .pinRejected: self = .pinRejected
             case .pinWiped: self = .pinWiped
+            case .pinStoreUnprotected: self = .pinStoreUnprotected
             case .reauthenticationRequired: self = .reauthenticationRequired
             case .kernelKeyringUnavailable: self = .kernelKeyringUnavailable
             case .sessionExpired: self = .sessionExpired

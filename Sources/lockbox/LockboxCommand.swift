@@ -25,8 +25,8 @@ struct LockboxCommand: ParsableCommand {
             Service provider, 22 keyring locked, 23 Secret Service timed out, 24 Secret Service failed \
             (e.g. provider went away), 25 item cannot be decoded, 26 the recorded store is unavailable, \
             30 wrong PIN, 31 PIN locked out, 32 PIN disabled, 33 no PIN set, 34 PIN refused by policy, \
-            35 PIN wiped, 40 re-authentication required, 41 kernel keyring unavailable, 50 session \
-            expired, 51 token refresh failed, 52 no tokens stored, 64 usage error, 74 I/O error.
+            35 PIN wiped, 36 store cannot keep PINs (the Secret Service), 40 re-authentication required, \
+            41 kernel keyring unavailable, 50 session expired, 51 token refresh failed, 52 no tokens stored, 64 usage error, 74 I/O error.
             """,
         version: "0.1.0",
         subcommands: [

@@ -60,6 +60,9 @@ public enum LockboxError: Error, Sendable, Equatable {
     case pinNotSet(profile: String)
     /// The PIN and the items listed with it were wiped after too many failures.
     case pinWiped(profile: String, failures: Int)
+    /// PIN records would go into a store every process of the user can read and rewrite (the
+    /// Secret Service); ``PinGuard`` keeps them there only when told to accept that.
+    case pinStoreUnprotected(store: String)
     /// The item (or action) needs a fresh authentication: a PIN or passphrase within the window.
     case reauthenticationRequired(String)
     /// The kernel keyring cannot hold a re-authentication window here (some containers block it).
@@ -126,6 +129,8 @@ extension LockboxError: CustomStringConvertible {
             return "no PIN is set for '\(profile)'. Set one with `lockbox pin set`."
         case let .pinWiped(profile, failures):
             return "after \(failures) consecutive wrong PINs, the PIN for '\(profile)' and the items listed with it were wiped."
+        case let .pinStoreUnprotected(store):
+            return "PINs are not kept in this store (\(store)): every process of your user can read a PIN's hash there (and try every PIN offline) and rewrite its failure count. Keep PINs in an encrypted file vault (`--backend file`)."
         case let .reauthenticationRequired(what):
             return "re-authentication required: \(what). Run `lockbox unlock` (PIN or passphrase) and retry within the window."
         case let .kernelKeyringUnavailable(detail):
