@@ -12,9 +12,8 @@
 # Foundation and XCTest are suppressed (scripts/sanitizers/lsan-suppressions.txt).
 # Exits 0 only if the suite passed and no sanitizer reported anything. CI runs `all`
 # (scripts/test.sh). Lockbox's locks are pthread mutexes (`Locked`), which ThreadSanitizer sees;
-# Synchronization.Mutex gave false positives (docs/SECURITY-TESTING.md). Known risk: the
-# re-authentication CLI test opens a 1-second window, which a heavily loaded machine running
-# sanitized binaries could miss.
+# Synchronization.Mutex gave false positives (docs/SECURITY-TESTING.md). The re-authentication
+# CLI test's short window is retried twice as long when a loaded machine was too slow to use it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
