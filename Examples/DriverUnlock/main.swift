@@ -10,7 +10,7 @@ import Lockbox
 
 let app = "com.example.driver"
 let run = ExampleRun("Driver unlock")
-let pins = PinGuard(store: run.store)
+let pins = PinGuard(store: run.pinStore)
 let driver = PinProfile(service: app, name: "driver")
 let tokens = TokenStore(store: run.store)
 

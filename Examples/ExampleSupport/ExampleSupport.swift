@@ -10,6 +10,10 @@ public final class ExampleRun: @unchecked Sendable {
     public let name: String
     public let folder: FilePath
     public let store: any SecretStore
+    /// Where the example keeps PIN records: the same file vault, or with the Secret Service a
+    /// key-file vault of their own, since in the Secret Service every process of the user could
+    /// read a PIN's hash and reset its failure count (``PinGuard`` refuses it; SECURITY.md).
+    public let pinStore: any SecretStore
     /// A store handle as a restarted app would open it.
     public let reopen: () throws -> any SecretStore
     private var stepNumber = 0
@@ -29,11 +33,18 @@ public final class ExampleRun: @unchecked Sendable {
                 try KeyFile.generate(at: key)
                 _ = try EncryptedFileStore.create(at: vault, credentials: [.keyFile(key)])
             }
-            store = try resolution.open(credentials: [.keyFile(key)])
+            let opened = try resolution.open(credentials: [.keyFile(key)])
+            store = opened
             reopen = { try resolution.open(credentials: [.keyFile(key)]) }
             switch resolution.backend {
-            case .secretService: print("\(name) — on the Secret Service (gnome-keyring)")
-            case .file: print("\(name) — on an encrypted file vault in \(folder.string)")
+            case .secretService:
+                let pinKey = folder.appending("pins.key")
+                try KeyFile.generate(at: pinKey)
+                pinStore = try EncryptedFileStore.create(at: folder.appending("pins.lockbox"), credentials: [.keyFile(pinKey)])
+                print("\(name) — on the Secret Service (gnome-keyring); PINs in an encrypted file vault in \(folder.string)")
+            case .file:
+                pinStore = opened
+                print("\(name) — on an encrypted file vault in \(folder.string)")
             }
         } catch {
             FileHandle.standardError.write(Data("\(name): could not set up a store: \(error)\n".utf8))

@@ -11,7 +11,7 @@ import Synchronization
 
 let app = "com.example.screentime"
 let run = ExampleRun("Parent mode")
-let pins = PinGuard(store: run.store)
+let pins = PinGuard(store: run.pinStore)
 let parent = PinProfile(service: app, name: "parent")
 
 /// The app's clock, which the example moves forward instead of waiting 30 minutes.

@@ -31,12 +31,21 @@ public final class SecretServiceStore: SecretStore {
     static let schemaAttribute = "xdg:schema"
     static let schemaName = "org.freedesktop.Secret.Generic"
 
+    /// `true`: every process of the user on the session bus can read and rewrite items in an
+    /// unlocked collection (`secret-tool lookup`, `secret-tool store`); the Secret Service does
+    /// not tell one process of a user from another.
+    public var isOpenToOtherProcessesOfUser: Bool { true }
+
     /// The collection items are stored in (the `default` alias, usually the login keyring).
     public let collectionAlias = "default"
     /// The most a single call may take before it fails with ``LockboxError/secretServiceTimeout(operation:seconds:)``.
     public let timeout: Double
 
     private let connection = Locked<ServiceHandle?>(nil)
+    private let connectionsMade = Locked(0)
+
+    /// How many times this store has connected to the provider (1 while the connection holds).
+    package var connectionCount: Int { connectionsMade.withLock { $0 } }
 
     /// A reference to libsecret's shared `SecretService` proxy.
     private final class ServiceHandle: @unchecked Sendable {
@@ -82,7 +91,7 @@ public final class SecretServiceStore: SecretStore {
         attributes[Self.schemaAttribute] = Self.schemaName
         for (name, value) in options.attributes { attributes[Self.userAttributePrefix + name] = value }
         let label = options.resolvedLabel(for: key)
-        let contentType = secret.stringValue() == nil ? "application/octet-stream" : "text/plain"
+        let contentType = secret.isValidUTF8 ? "text/plain" : "application/octet-stream"
 
         try withService("storing an item") { service, deadline in
             try requireUnlocked(service, deadline)
@@ -413,6 +422,7 @@ public final class SecretServiceStore: SecretStore {
                         throw LockboxError.secretServiceUnavailable(detail: "libsecret returned no service")
                     }
                     handle = ServiceHandle(service)
+                    connectionsMade.withLock { $0 += 1 }
                 }
                 guard let service = handle?.service else {
                     throw LockboxError.secretServiceUnavailable(detail: "no connection")

@@ -51,6 +51,7 @@ enum ExitStatus: Int32, CaseIterable {
     case pinNotSet = 33
     case pinRejected = 34
     case pinWiped = 35
+    case pinStoreUnprotected = 36
     case reauthenticationRequired = 40
     case kernelKeyringUnavailable = 41
     case sessionExpired = 50
@@ -120,6 +121,7 @@ extension ExitStatus {
         case .pinNotSet: return "no PIN set"
         case .pinRejected: return "PIN refused by policy"
         case .pinWiped: return "PIN wiped"
+        case .pinStoreUnprotected: return "store cannot keep PINs (the Secret Service)"
         case .reauthenticationRequired: return "re-authentication required"
         case .kernelKeyringUnavailable: return "kernel keyring unavailable"
         case .sessionExpired: return "session expired"
@@ -204,6 +206,7 @@ enum ErrorTable {
         .pinDisabled: Entry(exit: .pinDisabled) { _ in "Reset it with `lockbox pin reset`." },
         .pinNotSet: Entry(exit: .pinNotSet) { _ in "Set one with `lockbox pin set`." },
         .pinWiped: Entry(exit: .pinWiped) { _ in nil },
+        .pinStoreUnprotected: Entry(exit: .pinStoreUnprotected) { _ in "Keep PINs in the file vault: run `lockbox pin` with --backend file." },
         .reauthenticationRequired: Entry(exit: .reauthenticationRequired) { _ in
             "Run `lockbox unlock` (PIN or passphrase) and retry within the window."
         },

@@ -11,8 +11,13 @@ struct Pin: ParsableCommand {
             PINs come from a no-echo prompt on the terminal, or from standard input one per line \
             (`set` reads the PIN twice; `change` reads the old PIN, then the new one twice). Never \
             from an argument.
+            PINs are kept only in an encrypted file vault: in the Secret Service every process of your \
+            user could read a PIN's hash and reset its failure count, so there `set`, `verify`, `change` \
+            and `reset` stop with exit 36 before asking for a PIN (`status` and `remove` still work, to \
+            clean up older records). Use `--backend file`.
             Exit codes: 30 wrong PIN, 31 locked out (the message says when to retry), 32 PIN disabled \
-            after 100 failures, 33 no PIN set, 34 PIN refused by the policy, 35 PIN wiped after too many failures.
+            after 100 failures, 33 no PIN set, 34 PIN refused by the policy, 35 PIN wiped after too many failures, \
+            36 the store cannot keep PINs (the Secret Service).
             """,
         subcommands: [SetPin.self, VerifyPin.self, ChangePin.self, RemovePin.self, PinStatusCommand.self, ResetPin.self,
                       Calibrate.self])
@@ -32,9 +37,14 @@ struct PinOptions: ParsableArguments {
 
     var profile: PinProfile { PinProfile(service: service, name: profileName) }
 
-    func guardian() throws -> PinGuard {
-        PinGuard(store: try vaultOptions.openStore(), policy: PinPolicy(allowsNonDigits: alphanumeric),
-                 hashParameters: hashCost.parameters)
+    /// The guard over the profile's store. With `checkingStore`, a store other processes of the
+    /// user can read and rewrite (the Secret Service) is refused here, before any PIN is asked for.
+    func guardian(checkingStore: Bool = true) throws -> PinGuard {
+        let store = try vaultOptions.openStore()
+        if checkingStore && store.isOpenToOtherProcessesOfUser {
+            throw LockboxError.pinStoreUnprotected(store: "\(type(of: store))")
+        }
+        return PinGuard(store: store, policy: PinPolicy(allowsNonDigits: alphanumeric), hashParameters: hashCost.parameters)
     }
 }
 
@@ -114,7 +124,7 @@ struct RemovePin: ParsableCommand {
     @OptionGroup var options: PinOptions
 
     func run() throws {
-        guard try options.guardian().remove(options.profile) else {
+        guard try options.guardian(checkingStore: false).remove(options.profile) else {
             throw LockboxError.pinNotSet(profile: options.profile.description)
         }
         Console.status("PIN removed for '\(options.profileName)'.")
@@ -127,7 +137,7 @@ struct PinStatusCommand: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        let status = try options.guardian().status(options.profile)
+        let status = try options.guardian(checkingStore: false).status(options.profile)
         if json {
             var object: [String: Any] = ["failures": status.failures, "disabled": status.disabled, "delays": status.lockout.delays,
                                          "disableAfter": status.lockout.disableAfter]

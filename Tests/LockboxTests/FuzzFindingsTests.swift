@@ -53,7 +53,7 @@ struct FuzzFindingsTests {
 
     /// Stores `record` as the PIN record of kids/max in a fresh vault, then runs `lockbox`
     /// with `arguments` (+ the vault options) and a PIN on standard input.
-    func runPinCommand(record: String, _ arguments: [String]) throws -> Process.TerminationReason {
+    func runPinCommand(record: String, _ arguments: [String]) throws -> (reason: Process.TerminationReason, status: Int32) {
         let folder = try TemporaryFolder()
         let vault = folder.file("v.lockbox").string, key = folder.file("v.key").string
         #expect(try runLockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
@@ -75,7 +75,7 @@ struct FuzzFindingsTests {
         try? input.fileHandleForWriting.write(contentsOf: Data("4739\n".utf8))
         try? input.fileHandleForWriting.close()
         process.waitUntilExit()
-        return process.terminationReason
+        return (process.terminationReason, process.terminationStatus)
     }
 
     @Test("a PIN record with an empty delay list is refused or handled, not a crash (finding 2)")
@@ -87,8 +87,9 @@ struct FuzzFindingsTests {
             record: #"{"hash":"x","lockout":{"delays":[],"disableAfter":100},"wipeItems":[],"failures":3,"lastAttempt":{"wall":0,"bootID":"b","sinceBoot":1},"disabled":false}"#,
             ["pin", "status"])
         // Fixed: LockoutPolicy decodes through its checking initialiser; the record is reported as undecodable.
-        #expect(verify == .exit, "lockbox pin verify died of a signal")
-        #expect(status == .exit, "lockbox pin status died of a signal")
+        #expect(verify.reason == .exit, "lockbox pin verify died of a signal")
+        #expect(status.reason == .exit, "lockbox pin status died of a signal")
+        #expect(verify.status == 25 && status.status == 25, "undecodable item (25): verify \(verify.status), status \(status.status)")
     }
 
     @Test("a PIN record with the failure count at Int.max is refused or handled, not a crash (finding 3)")
@@ -97,7 +98,8 @@ struct FuzzFindingsTests {
             record: #"{"hash":"x","lockout":{"delays":[0],"disableAfter":100},"wipeItems":[],"failures":9223372036854775807,"disabled":false}"#,
             ["pin", "verify"])
         // Fixed: a failure count outside 0...100 makes the record undecodable instead of trapping.
-        #expect(verify == .exit, "lockbox pin verify died of a signal")
+        #expect(verify.reason == .exit, "lockbox pin verify died of a signal")
+        #expect(verify.status == 25, "undecodable item (25), got \(verify.status)")
     }
 
     // MARK: Finding 4: recorded times lost their fractional seconds when the file was rewritten

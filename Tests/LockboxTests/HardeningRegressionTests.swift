@@ -38,12 +38,7 @@ func cliVaultWithKeyFile(in folder: TemporaryFolder) throws -> [String: String] 
 func attackCanRun(_ probe: String, what: String) throws -> Bool {
     let result = try runBash(probe)
     if result.status == 0 { return true }
-    let note = "\(what) cannot be tried here (`\(probe)` exited \(result.status): \(result.stderr))"
-    if ProcessInfo.processInfo.environment["CI"] == "true" {
-        Issue.record("CI=true requires this attack to be tested: \(note)")
-    } else {
-        FileHandle.standardError.write(Data("NOT TESTED: \(note)\n".utf8))
-    }
+    notTested(what, because: "`\(probe)` exited \(result.status): \(result.stderr)", requiredInCI: true)
     return false
 }
 

@@ -52,9 +52,10 @@ struct HardeningTests {
         return false
     }
 
-    @Test("lockbox is non-dumpable with no core-dump allowance while it holds a passphrase prompt; a plain process is not",
-          .enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    @Test("lockbox is non-dumpable with no core-dump allowance while it holds a passphrase prompt; a plain process is not")
     func cliIsNonDumpable() throws {
+        guard prerequisiteMet(geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+                              "cliIsNonDumpable needs root, setpriv") else { return }
         // Control: an ordinary process running as nobody owns its /proc files, so the check can tell.
         let (control, controlInput) = try Self.startAsNobody(["/bin/cat"])
         defer { control.terminate(); control.waitUntilExit() }
@@ -78,9 +79,10 @@ struct HardeningTests {
         #expect(lockbox.terminationStatus != 0, "an empty passphrase is refused")
     }
 
-    @Test("lockbox doctor reports the protections in force, and says when secrets cannot be locked in RAM",
-          .enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    @Test("lockbox doctor reports the protections in force, and says when secrets cannot be locked in RAM")
     func doctorReportsHardening() throws {
+        guard prerequisiteMet(geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+                              "doctorReportsHardening needs root, setpriv") else { return }
         struct Report: Decodable { var hardening: ProcessHardening.Status; var checks: [Check] }
         struct Check: Decodable { var name: String; var ok: Bool; var fix: String? }
         func doctor(memlockKiB: String) throws -> (Report, String) {

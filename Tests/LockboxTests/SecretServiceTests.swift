@@ -51,10 +51,20 @@ func run(_ executable: String, _ arguments: [String], stdin: String = "", enviro
 @Suite("Secret Service test setup")
 struct KeyringSetupTests {
     @Test("the test command runs the keyring tests (they are never silently skipped)")
-    func keyringTestsRan() {
-        if ProcessInfo.processInfo.environment["LOCKBOX_REQUIRE_KEYRING_TESTS"] == "1" {
-            #expect(keyringAvailable, "run the tests through scripts/test.sh, which starts a private gnome-keyring")
+    func keyringTestsRan() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let required = environment["LOCKBOX_REQUIRE_KEYRING_TESTS"] == "1" || environment["CI"] == "true"
+        guard keyringAvailable else {
+            notTested("the Secret Service tests",
+                      because: "no gnome-keyring here; run the suite through scripts/keyring-session.sh (scripts/test.sh does)",
+                      requiredInCI: false)
+            if required { Issue.record("LOCKBOX_REQUIRE_KEYRING_TESTS=1 or CI=true: the Secret Service tests must run") }
+            return
         }
+        // The variable says a keyring is there; check that one really answers, unlocked.
+        let store = try SecretServiceStore()
+        #expect(try store.isLocked() == false)
+        _ = try store.list(service: "keyring-setup-probe")
     }
 }
 
@@ -66,7 +76,7 @@ struct SecretServiceTests {
     init() throws {
         store = try SecretServiceStore()
         try store.wipeAll()
-        for service in ["svc", "a", "b", "c", "bin", "threads", "interop", "foreign", "cli", "migrate"] { try store.wipe(service: service) }
+        for service in ["svc", "a", "b", "c", "bin", "threads", "interop", "foreign", "cli", "migrate", "kids"] { try store.wipe(service: service) }
     }
 
     @Test("the SecretStore contract holds") func contract() async throws {
@@ -230,15 +240,52 @@ struct SecretServiceTests {
         #expect(try store.list(service: "migrate").count == 6)
     }
 
-    @Test("a get against gnome-keyring reuses its connection and stays fast")
+    @Test("PIN records are refused in the Secret Service (library and CLI, exit 36): secret-tool finds nothing to read or reset")
+    func pinRecordsRefused() throws {
+        let folder = try TemporaryFolder()
+        let profile = PinProfile(service: "kids", name: "max")
+        let pins = PinGuard(store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"))
+        for attempt in [{ try pins.set(profile, pin: pin("4739")) }, { try pins.verify(profile, pin: pin("4739")) },
+                        { try pins.change(profile, from: pin("4739"), to: pin("8316")) }, { try pins.reset(profile) }] {
+            let error = caughtError(attempt)
+            if case .pinStoreUnprotected = error {} else { Issue.record("got \(String(describing: error))") }
+        }
+        let env = keyringEnvironment.merging(["XDG_CONFIG_HOME": folder.file("config").string]) { _, new in new }
+        for command in [["set", "kids", "max"], ["verify", "kids", "max"], ["change", "kids", "max"], ["reset", "kids", "max", "--by", "mia"]] {
+            let result = try runLockbox(["pin"] + command + ["--backend", "secret-service"], stdin: Data("4739\n4739\n".utf8), environment: env)
+            #expect(result.status == 36, "\(command): \(result.stderr)")
+        }
+        let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "kids", "username", "pin:max"], environment: keyringEnvironment)
+        #expect(lookup.status != 0 && lookup.stdout.isEmpty, "no PIN record for secret-tool to read: \(lookup.stdout)")
+    }
+
+    @Test("with the risk accepted, any process of the user reads a PIN record (hash and count) and resets the count (SECURITY.md)")
+    func pinRecordsOpenWhenAccepted() throws {
+        let folder = try TemporaryFolder()
+        let profile = PinProfile(service: "kids", name: "max")
+        let pins = PinGuard(store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"),
+                            acceptingStoreOpenToOtherProcesses: true)
+        try pins.set(profile, pin: pin("4739"))
+        for failure in 1...3 { #expect(outcome { try pins.verify(profile, pin: pin("0000")) } == "wrong(\(failure))") }
+        // secret-tool stands for any process of the user on the session bus: no Lockbox credential.
+        let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "kids", "username", "pin:max"], environment: keyringEnvironment)
+        #expect(lookup.stdout.contains("\"failures\":3") && lookup.stdout.contains("argon2id"), "the record is readable: \(lookup.stdout)")
+        let reset = lookup.stdout.replacingOccurrences(of: "\"failures\":3", with: "\"failures\":0")
+        _ = try run("/usr/bin/secret-tool", ["store", "--label", "x", "service", "kids", "username", "pin:max"], stdin: reset,
+                    environment: keyringEnvironment)
+        #expect(try pins.status(profile).failures == 0, "the count was reset from outside")
+        try pins.remove(profile)
+    }
+
+    @Test("gets against gnome-keyring reuse one connection")
     func reusesConnection() throws {
         let vault = Vault(store: store)
         try vault.set("fast", service: "svc", account: "speed")
-        let start = Date()
-        for _ in 0..<50 { _ = try vault.get(service: "svc", account: "speed") }
-        // Not a timing assertion on speed (that is the benchmark's job): only that 50 reads
-        // complete at all well within the per-call timeout.
-        #expect(Date().timeIntervalSince(start) < 50 * store.timeout)
+        let before = store.connectionCount
+        #expect(before == 1, "the store connected once, in init")
+        for _ in 0..<50 { #expect(try vault.string(service: "svc", account: "speed") == "fast") }
+        // How fast that is, is the benchmark's job (docs/PERFORMANCE.md); here: no reconnection.
+        #expect(store.connectionCount == before, "\(store.connectionCount - before) reconnections in 50 reads")
     }
 }
 

@@ -163,3 +163,22 @@ func everyCorruption(of bytes: [UInt8]) -> [(what: String, position: Int, bytes:
     }
     return out
 }
+
+/// Whether a test's prerequisite (root, a tool) is met. Where it is not, the test says so on
+/// standard error and, under CI=true (CI runs as root with every tool installed), fails: a test
+/// never passes silently without running.
+func prerequisiteMet(_ met: Bool, _ what: String) -> Bool {
+    if !met { notTested(what, because: "its prerequisite is missing here", requiredInCI: true) }
+    return met
+}
+
+/// Reports a check that did not run: on standard error, and as a failure under CI=true when
+/// `requiredInCI`.
+func notTested(_ what: String, because reason: String, requiredInCI: Bool) {
+    let note = "\(what) (\(reason))"
+    if requiredInCI && ProcessInfo.processInfo.environment["CI"] == "true" {
+        Issue.record("CI=true requires this to be tested: \(note)")
+    } else {
+        FileHandle.standardError.write(Data("NOT TESTED: \(note)\n".utf8))
+    }
+}

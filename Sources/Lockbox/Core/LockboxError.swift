@@ -66,6 +66,9 @@ public enum LockboxError: Error, Sendable, Equatable {
     case pinNotSet(profile: String)
     /// The PIN and the items listed with it were wiped after too many failures.
     case pinWiped(profile: String, failures: Int)
+    /// PIN records would go into a store every process of the user can read and rewrite (the
+    /// Secret Service); ``PinGuard`` keeps them there only when told to accept that.
+    case pinStoreUnprotected(store: String)
     /// The item (or action) needs a fresh authentication: a PIN or passphrase within the window.
     case reauthenticationRequired(String)
     /// The kernel keyring cannot hold a re-authentication window here (some containers block it).
@@ -141,6 +144,8 @@ extension LockboxError {
         public static let pinNotSet = Code(rawValue: "pin-not-set")
         /// The PIN and its items were wiped.
         public static let pinWiped = Code(rawValue: "pin-wiped")
+        /// The store cannot keep PIN records from other processes of the user.
+        public static let pinStoreUnprotected = Code(rawValue: "pin-store-unprotected")
         /// A fresh authentication is needed.
         public static let reauthenticationRequired = Code(rawValue: "reauthentication-required")
         /// The kernel keyring cannot hold a window here.
@@ -178,6 +183,7 @@ extension LockboxError {
             .pinDisabled,
             .pinNotSet,
             .pinWiped,
+            .pinStoreUnprotected,
             .reauthenticationRequired,
             .kernelKeyringUnavailable,
             .sessionExpired,
@@ -214,6 +220,7 @@ extension LockboxError {
         case .pinDisabled: return .pinDisabled
         case .pinNotSet: return .pinNotSet
         case .pinWiped: return .pinWiped
+        case .pinStoreUnprotected: return .pinStoreUnprotected
         case .reauthenticationRequired: return .reauthenticationRequired
         case .kernelKeyringUnavailable: return .kernelKeyringUnavailable
         case .sessionExpired: return .sessionExpired
@@ -279,6 +286,8 @@ extension LockboxError: CustomStringConvertible {
             return "no PIN is set for '\(profile)'."
         case let .pinWiped(profile, failures):
             return "after \(failures) consecutive wrong PINs, the PIN for '\(profile)' and the items listed with it were wiped."
+        case let .pinStoreUnprotected(store):
+            return "PINs are not kept in this store (\(store)): every process of the user can read a PIN's hash there (and try every PIN offline) and rewrite its failure count. Keep PIN records in an encrypted file vault."
         case let .reauthenticationRequired(what):
             return "re-authentication required: \(what)."
         case let .kernelKeyringUnavailable(detail):

@@ -5,6 +5,13 @@
 /// return secret bytes from ``list(service:)``, and must make each call atomic: after a crash
 /// an item holds its old or its new value, never a mix.
 public protocol SecretStore: Sendable {
+    /// Whether another process of the same user can read and rewrite this store's items without
+    /// any credential of Lockbox's: `true` for the Secret Service (any process on the session bus
+    /// can, while the collection is unlocked), `false` for the file vault (it needs the vault's
+    /// passphrase or key file) and for ``MemoryStore`` (one process's memory). ``PinGuard``
+    /// refuses to keep PIN records where it is `true` unless told to accept that. A store that
+    /// does not say is taken to be open (the default).
+    var isOpenToOtherProcessesOfUser: Bool { get }
     /// The secret stored under `key`, or `nil` if there is none.
     func get(_ key: ItemKey) throws -> SecretBytes?
     /// The metadata of the item under `key`, or `nil` if there is none.
@@ -69,6 +76,9 @@ public struct ItemWrite: Sendable {
 }
 
 extension SecretStore {
+    /// Taken to be `true` for a store that does not say: see the requirement.
+    public var isOpenToOtherProcessesOfUser: Bool { true }
+
     /// One single-key `delete(_:)` per key, in order.
     @discardableResult
     public func delete(_ keys: [ItemKey]) throws -> [ItemKey] {

@@ -39,6 +39,12 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
     ///     and scope, meaning "keep the old ones".
     /// - Throws: ``TokenRefreshError/rejected(_:)`` for `invalid_grant`;
     ///   ``LockboxError/invalidArgument(_:)`` for anything else that is not a usable token response.
+    ///
+    /// Copies: the tokens pass through `JSONSerialization` as `String`s in ordinary memory that
+    /// Lockbox cannot wipe (as does `data`, the caller's); only the resulting ``accessToken`` and
+    /// ``refreshToken`` are guarded. The same holds whenever a token set is saved or loaded
+    /// (``TokenStore/save(_:service:account:)``, ``TokenStore/load(service:account:)``), whose JSON
+    /// record is built and parsed with Foundation. SECURITY.md lists these copies.
     public init(oauthResponse data: Data, now: Date = Date(), subject: String? = nil, previous: TokenSet? = nil) throws {
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw LockboxError.invalidArgument("the token response is not a JSON object")

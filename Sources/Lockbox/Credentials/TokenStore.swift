@@ -46,6 +46,9 @@ public final class TokenStore: Sendable {
     }
 
     /// Saves a token set as one item (kind `token`).
+    ///
+    /// The record is JSON built with Foundation: the tokens pass through `String`s in ordinary
+    /// memory (the encoded bytes are zeroed, the intermediate strings cannot be). SECURITY.md.
     public func save(_ tokens: TokenSet, service: String, account: String) throws {
         let key = ItemKey(service: service, account: account)
         try write(tokens, key)
@@ -58,6 +61,9 @@ public final class TokenStore: Sendable {
     }
 
     /// The stored token set, or `nil`.
+    ///
+    /// The record is parsed with Foundation's `JSONDecoder`, which makes `String` copies of the
+    /// tokens in ordinary memory before they are moved into ``SecretBytes``. SECURITY.md.
     public func load(service: String, account: String) throws -> TokenSet? {
         let key = ItemKey(service: service, account: account)
         return try store.get(key).map { try TokenSet.decode($0, key: key) }

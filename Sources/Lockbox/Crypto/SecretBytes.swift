@@ -90,6 +90,22 @@ public final class SecretBytes: @unchecked Sendable {
         }
     }
 
+    /// Whether the bytes are valid UTF-8, checked in place: unlike ``stringValue()``, no `String`
+    /// (ordinary memory Lockbox cannot wipe) is made.
+    package var isValidUTF8: Bool {
+        withUnsafeBytes { bytes in
+            var iterator = bytes.makeIterator()
+            var decoder = Unicode.UTF8()
+            while true {
+                switch decoder.decode(&iterator) {
+                case .scalarValue: continue
+                case .emptyInput: return true
+                case .error: return false
+                }
+            }
+        }
+    }
+
     /// A new secret buffer holding a copy of the bytes in `range`.
     func slice(_ range: Range<Int>) -> SecretBytes {
         precondition(range.lowerBound >= 0 && range.upperBound <= count)

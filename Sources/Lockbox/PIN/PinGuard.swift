@@ -54,6 +54,8 @@ public final class PinGuard: Sendable {
     private let clock: any PinClock
     private let lockDirectory: FilePath
     private let lockTimeout: Duration
+    private let hasher: PinHasher
+    private let acceptsOpenStore: Bool
 
     /// Argon2id cost of PIN hashes by default: 3 passes over 256 MiB (about 0.4 s here).
     public static let defaultHashParameters = KDFParameters.moderate
@@ -71,10 +73,31 @@ public final class PinGuard: Sendable {
     ///     or a per-user folder for other stores; never chosen by environment variables.
     ///   - lockTimeout: how long an operation waits for another process's lock on the same
     ///     profile before it throws ``LockboxError/vaultBusy(path:waitedSeconds:)``.
-    public init(
+    ///   - acceptingStoreOpenToOtherProcesses: keep PIN records in a store that every process of
+    ///     the user can read and rewrite (``SecretStore/isOpenToOtherProcessesOfUser``: the Secret
+    ///     Service). There, any such process can read a PIN's hash and try all 10,000 four-digit
+    ///     PINs offline, and reset the failure count: the lockout holds only against someone who
+    ///     types into your app. Without this flag, ``set(_:pin:lockout:wipeItems:)``,
+    ///     ``verify(_:pin:)``, ``change(_:from:to:)`` and ``reset(_:)`` throw
+    ///     ``LockboxError/pinStoreUnprotected(store:)`` on such a store.
+    public convenience init(
         store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
-        clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30)
+        clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30),
+        acceptingStoreOpenToOtherProcesses: Bool = false
     ) {
+        self.init(store: store, policy: policy, hashParameters: hashParameters, clock: clock, lockDirectory: lockDirectory,
+                  lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
+                  hasher: .argon2id)
+    }
+
+    /// Creates a guard that hashes and compares through `hasher` (tests count or fail hashes with it).
+    package init(
+        store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
+        clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30),
+        acceptingStoreOpenToOtherProcesses: Bool = false, hasher: PinHasher
+    ) {
+        self.hasher = hasher
+        self.acceptsOpenStore = acceptingStoreOpenToOtherProcesses
         self.store = store
         self.policy = policy
         self.hashParameters = hashParameters
@@ -94,6 +117,7 @@ public final class PinGuard: Sendable {
     ///   - lockout: the delays and limits that wrong tries of this PIN trigger.
     ///   - wipeItems: items to wipe with the PIN if `lockout.wipeAfter` is reached.
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
+        try requireProtectedStore()
         try policy.check(pin)
         try withProfileLock(profile) {
             if try load(profile) != nil {
@@ -109,11 +133,13 @@ public final class PinGuard: Sendable {
     /// ``LockboxError/pinDisabled(profile:failures:)``, ``LockboxError/pinWiped(profile:failures:)``
     /// or ``LockboxError/pinNotSet(profile:)``.
     public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
+        try requireProtectedStore()
         try withProfileLock(profile) { try verifyLocked(profile, pin: pin) }
     }
 
     /// Replaces the PIN after checking the old one (which counts toward the lockout like any try).
     public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
+        try requireProtectedStore()
         try policy.check(newPin)
         try withProfileLock(profile) {
             try verifyLocked(profile, pin: oldPin)
@@ -137,6 +163,7 @@ public final class PinGuard: Sendable {
     /// Clears the failures and re-enables a disabled PIN, after the caller has checked a higher
     /// authority (the vault passphrase, say). See ``reset(_:authorizedBy:pin:)`` for another profile's PIN.
     public func reset(_ profile: PinProfile) throws {
+        try requireProtectedStore()
         try withProfileLock(profile) {
             guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
             record.failures = 0
@@ -177,6 +204,14 @@ public final class PinGuard: Sendable {
 
     // MARK: Internals
 
+    /// PIN records only where other processes of the user cannot read and rewrite them, unless
+    /// the caller accepted that (see ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:)``).
+    private func requireProtectedStore() throws {
+        if store.isOpenToOtherProcessesOfUser && !acceptsOpenStore {
+            throw LockboxError.pinStoreUnprotected(store: "\(type(of: store))")
+        }
+    }
+
     private func verifyLocked(_ profile: PinProfile, pin: SecretBytes) throws {
         guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
         if record.disabled { throw LockboxError.pinDisabled(profile: profile.description, failures: record.failures) }
@@ -201,11 +236,16 @@ public final class PinGuard: Sendable {
         record.lastAttempt = now
         try save(record, for: profile)
 
-        if Sodium.verifyHashString(record.hash, pin) {
+        if hasher.verify(record.hash, pin) {
             record.failures = 0
             record.lastAttempt = nil
-            if Sodium.hashStringNeedsRehash(record.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes) {
-                record.hash = try hash(pin)
+            // A right PIN never counts as a wrong one: if the upgrade to the new cost fails (not
+            // enough memory, say), the old hash, which still verifies, is kept and the upgrade is
+            // tried again on the next success.
+            if Sodium.hashStringNeedsRehash(record.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes),
+               let upgraded = try? hash(pin)
+            {
+                record.hash = upgraded
             }
             try save(record, for: profile)
             return
@@ -226,7 +266,7 @@ public final class PinGuard: Sendable {
     }
 
     private func hash(_ pin: SecretBytes) throws -> String {
-        guard let hash = Sodium.hashString(pin, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes) else {
+        guard let hash = hasher.hash(pin, hashParameters) else {
             throw LockboxError.invalidArgument("Argon2id could not hash the PIN with \(hashParameters) (not enough memory?)")
         }
         return hash
@@ -264,6 +304,26 @@ public final class PinGuard: Sendable {
         try ItemLimits.validate(profile.itemKey)
         return try ItemLock(directory: lockDirectory, timeout: lockTimeout).withLock(profile.itemKey, body)
     }
+}
+
+/// How ``PinGuard`` hashes a PIN and compares one with a stored hash: Argon2id, or in tests a
+/// wrapper that counts or fails calls.
+package struct PinHasher: Sendable {
+    /// The PHC string of `pin` at `parameters`, or `nil` if hashing failed.
+    package var hash: @Sendable (_ pin: SecretBytes, _ parameters: KDFParameters) -> String?
+    /// Whether `pin` matches the PHC string `hash`.
+    package var verify: @Sendable (_ hash: String, _ pin: SecretBytes) -> Bool
+
+    /// Creates a hasher from its two operations.
+    package init(hash: @escaping @Sendable (SecretBytes, KDFParameters) -> String?, verify: @escaping @Sendable (String, SecretBytes) -> Bool) {
+        self.hash = hash
+        self.verify = verify
+    }
+
+    /// libsodium's Argon2id.
+    package static let argon2id = PinHasher(
+        hash: { Sodium.hashString($0, opsLimit: $1.opsLimit, memLimit: $1.memoryLimitBytes) },
+        verify: { Sodium.verifyHashString($0, $1) })
 }
 
 /// What is stored for a profile (JSON, inside the store's encryption).

@@ -25,35 +25,33 @@ public struct PinPolicy: Sendable, Hashable, Codable {
     public static let `default` = PinPolicy()
 
     /// Throws ``LockboxError/pinRejected(rule:)`` naming the first rule `pin` breaks.
+    ///
+    /// The PIN is read in place, in its guarded memory: no array, set or string is built from it.
     public func check(_ pin: SecretBytes) throws {
-        let characters: [UInt8] = pin.withUnsafeBytes { Array($0) }
-        defer { _ = characters }  // a short-lived copy; the caller's SecretBytes is the one kept
-        guard characters.count >= minimumLength else {
-            throw LockboxError.pinRejected(rule: "a PIN needs at least \(minimumLength) characters")
-        }
-        guard characters.count <= maximumLength else {
-            throw LockboxError.pinRejected(rule: "a PIN may have at most \(maximumLength) characters")
-        }
+        if let rule = pin.withUnsafeBytes({ brokenRule($0) }) { throw LockboxError.pinRejected(rule: rule) }
+    }
+
+    /// The first rule `characters` breaks, or `nil`.
+    private func brokenRule(_ characters: UnsafeRawBufferPointer) -> String? {
+        guard characters.count >= minimumLength else { return "a PIN needs at least \(minimumLength) characters" }
+        guard characters.count <= maximumLength else { return "a PIN may have at most \(maximumLength) characters" }
         let allDigits = characters.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
-        if !allowsNonDigits && !allDigits {
-            throw LockboxError.pinRejected(rule: "a PIN may contain only the digits 0-9")
-        }
+        if !allowsNonDigits && !allDigits { return "a PIN may contain only the digits 0-9" }
         if allowsNonDigits && characters.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
-            throw LockboxError.pinRejected(rule: "a passcode may not contain control characters")
+            return "a passcode may not contain control characters"
         }
-        guard rejectsCommonPins else { return }
-        if Set(characters).count == 1 {
-            throw LockboxError.pinRejected(rule: "a PIN made of one repeated character is guessed first")
-        }
+        guard rejectsCommonPins, let first = characters.first else { return nil }
+        if characters.allSatisfy({ $0 == first }) { return "a PIN made of one repeated character is guessed first" }
         if allDigits {
-            let digits = characters.map { Int($0 - UInt8(ascii: "0")) }
-            if PinBlocklist.isRun(digits) {
-                throw LockboxError.pinRejected(rule: "an ascending or descending run of digits is guessed first")
+            let digit = { (index: Int) in Int(characters[index] - UInt8(ascii: "0")) }
+            if PinBlocklist.isRun(count: characters.count, digit) {
+                return "an ascending or descending run of digits is guessed first"
             }
-            if PinBlocklist.contains(digits) {
-                throw LockboxError.pinRejected(rule: "this PIN is on the blocklist of the most common PINs; choose a less predictable one")
+            if PinBlocklist.contains(count: characters.count, digit) {
+                return "this PIN is on the blocklist of the most common PINs; choose a less predictable one"
             }
         }
+        return nil
     }
 }
 
@@ -88,29 +86,45 @@ public enum PinBlocklist {
         return Set(base + base.map { String($0.reversed()) })
     }()
 
-    /// Whether `digits` go up or down by one each step (wrapping 9→0 and 0→9).
-    static func isRun(_ digits: [Int]) -> Bool {
-        guard digits.count >= 3 else { return false }
-        let steps = zip(digits.dropFirst(), digits).map { ($0 - $1 + 10) % 10 }
-        return steps.allSatisfy { $0 == 1 } || steps.allSatisfy { $0 == 9 }
+    /// The top 20 and the keypad shapes as 4-digit numbers, so a PIN is compared as a number
+    /// on the stack, never turned into a string.
+    private static let listedFourDigitValues: Set<Int> = Set((dataGeneticsTop20 + keypadShapes).compactMap { Int($0) })
+
+    /// Whether `count` digits (`digit(i)` for each position) go up or down by one each step
+    /// (wrapping 9→0 and 0→9).
+    static func isRun(count: Int, _ digit: (Int) -> Int) -> Bool {
+        guard count >= 3 else { return false }
+        var up = true, down = true
+        for index in 1..<count {
+            let step = (digit(index) - digit(index - 1) + 10) % 10
+            up = up && step == 1
+            down = down && step == 9
+        }
+        return up || down
     }
 
     /// Whether a PIN of digits is on the blocklist (4- and 6-digit PINs; other lengths only by
     /// the repeated and run rules in ``PinPolicy``).
     public static func contains(_ digits: [Int]) -> Bool {
-        if isRun(digits) || Set(digits).count == 1 { return true }
-        switch digits.count {
+        contains(count: digits.count) { digits[$0] }
+    }
+
+    /// ``contains(_:)`` over `count` digits read through `digit`, so a caller can check a PIN
+    /// in place without copying it into an array.
+    static func contains(count: Int, _ digit: (Int) -> Int) -> Bool {
+        guard count > 0 else { return false }
+        if isRun(count: count, digit) || (1..<count).allSatisfy({ digit($0) == digit(0) }) { return true }
+        switch count {
         case 4:
-            let text = String(digits.map { Character(String($0)) })
-            if dataGeneticsTop20.contains(text) || keypadShapes.contains(text) { return true }
-            let (a, b, c, d) = (digits[0], digits[1], digits[2], digits[3])
+            let (a, b, c, d) = (digit(0), digit(1), digit(2), digit(3))
+            if listedFourDigitValues.contains(a * 1000 + b * 100 + c * 10 + d) { return true }
             if (a == c && b == d) || (a == b && c == d) || (a == d && b == c) { return true }
             let year = a * 1000 + b * 100 + c * 10 + d
             if (1940...2029).contains(year) { return true }
             let first = a * 10 + b, second = c * 10 + d
             return isDayOfMonth(day: second, month: first) || isDayOfMonth(day: first, month: second)
         case 6:
-            let (a, b, c, d, e, f) = (digits[0], digits[1], digits[2], digits[3], digits[4], digits[5])
+            let (a, b, c, d, e, f) = (digit(0), digit(1), digit(2), digit(3), digit(4), digit(5))
             if a == c && c == e && b == d && d == f { return true }  // ABABAB
             if a == b && c == d && e == f { return true }  // AABBCC
             if a == d && b == e && c == f { return true }  // ABCABC

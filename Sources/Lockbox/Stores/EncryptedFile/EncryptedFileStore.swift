@@ -15,6 +15,10 @@ import SystemPackage
 /// never lose an update. Every call checks whether the file changed since it was last read
 /// (one `stat`) and reloads it if so. Safe to call from many threads.
 public final class EncryptedFileStore: SecretStore {
+    /// `false`: reading or rewriting an item needs the vault's passphrase or key file (or an open
+    /// re-authentication window in the same session keyring).
+    public var isOpenToOtherProcessesOfUser: Bool { false }
+
     /// The vault file.
     public let path: FilePath
     private let lock: VaultLock

@@ -6,6 +6,9 @@ import Foundation
 /// It follows the same contract and limits as the persistent stores, so code tested against it
 /// behaves the same against ``EncryptedFileStore``.
 public final class MemoryStore: SecretStore {
+    /// `false`: the items live in this process's memory only.
+    public var isOpenToOtherProcessesOfUser: Bool { false }
+
     private struct Entry {
         var metadata: ItemMetadata
         var secret: SecretBytes
