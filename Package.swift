@@ -109,7 +109,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "LockboxBenchmarks",
-            dependencies: ["Lockbox", "LockboxSecretService", "CLibSecret"],
+            dependencies: [
+                "Lockbox", "LockboxSecretService", "CLibSecret",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Benchmarks/LockboxBenchmarks"
         ),
         .executableTarget(

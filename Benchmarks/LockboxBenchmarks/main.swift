@@ -17,6 +17,7 @@
 // No external benchmark package: each operation is timed on its own with CLOCK_MONOTONIC after a
 // warm-up, and the report gives the median, p90 and p99 (nearest rank) and ops/s (from the mean).
 
+import ArgumentParser
 import CLibSecret
 import Foundation
 import Lockbox
@@ -25,60 +26,45 @@ import SystemPackage
 
 // MARK: - Options
 
-struct Options {
-    var quick = false
-    /// Where the temporary benchmark folder is made (default: the system temporary folder).
-    var parentDirectory: String?
-    /// The `lockbox` binary; default: next to this executable.
-    var lockboxPath: String?
-    /// Which benchmark groups to run (default: all).
-    var only: Set<String> = Options.groups
+/// The benchmark's options, parsed by swift-argument-parser like lockbox's own. The
+/// secret-service group runs only inside a throwaway keyring session
+/// (scripts/keyring-session.sh -- LockboxBenchmarks ...), which sets LOCKBOX_TEST_KEYRING=unlocked;
+/// elsewhere it is skipped with a note.
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "LockboxBenchmarks",
+        abstract: "Time Lockbox's stores, unlocking and the lockbox process; write the results for docs/PERFORMANCE.md.")
 
     static let groups: Set<String> = ["get", "set", "unlock", "process", "secret-service"]
 
-    static let usage = """
-        usage: LockboxBenchmarks [--quick] [--dir PATH] [--lockbox PATH] [--only LIST]
+    @Flag(help: "A short smoke run (few iterations, vaults of up to 1,000 items).")
+    var quick = false
 
-          --quick           a short smoke run (few iterations, vaults of up to 1,000 items)
-          --dir PATH        make the temporary benchmark folder under PATH (default: $TMPDIR or /tmp);
-                            it must be on the file system whose fsync you want to measure
-          --lockbox PATH    the lockbox binary for the process benchmark
-                            (default: `lockbox` next to this executable)
-          --only LIST       run only these groups, comma-separated: get, set, unlock, process,
-                            secret-service (handy under a profiler)
+    /// Where the temporary benchmark folder is made (default: the system temporary folder).
+    @Option(name: .customLong("dir"), help: ArgumentHelp(
+        "Make the temporary benchmark folder under this path (default: $TMPDIR or /tmp); it must be on the file system whose fsync you want to measure.",
+        valueName: "path"))
+    var parentDirectory: String?
 
-        The secret-service group runs only inside a throwaway keyring session
-        (scripts/keyring-session.sh -- LockboxBenchmarks ...), which sets LOCKBOX_TEST_KEYRING=unlocked;
-        elsewhere it is skipped with a note.
-        """
+    /// The `lockbox` binary; default: next to this executable.
+    @Option(name: .customLong("lockbox"), help: ArgumentHelp(
+        "The lockbox binary for the process benchmark (default: `lockbox` next to this executable).", valueName: "path"))
+    var lockboxPath: String?
 
-    static func parse(_ arguments: [String]) throws -> Options {
-        var options = Options()
-        var rest = arguments[...]
-        while let argument = rest.popFirst() {
-            switch argument {
-            case "--quick": options.quick = true
-            case "--dir":
-                guard let value = rest.popFirst() else { throw BenchError("--dir needs a path") }
-                options.parentDirectory = value
-            case "--lockbox":
-                guard let value = rest.popFirst() else { throw BenchError("--lockbox needs a path") }
-                options.lockboxPath = value
-            case "--only":
-                guard let value = rest.popFirst() else { throw BenchError("--only needs a list") }
-                let chosen = Set(value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
-                guard !chosen.isEmpty, chosen.isSubset(of: groups) else {
-                    throw BenchError("--only takes a comma-separated list of: \(groups.sorted().joined(separator: ", "))")
-                }
-                options.only = chosen
-            case "-h", "--help":
-                print(usage)
-                exit(0)
-            default:
-                throw BenchError("unknown argument '\(argument)'\n\(usage)")
-            }
+    @Option(name: .customLong("only"), help: ArgumentHelp(
+        "Run only these groups, comma-separated: get, set, unlock, process, secret-service (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
+        valueName: "list"))
+    var onlyList: String?
+
+    /// Which benchmark groups to run (default: all).
+    var only: Set<String> {
+        onlyList.map { Set($0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) } ?? Options.groups
+    }
+
+    func validate() throws {
+        guard !only.isEmpty, only.isSubset(of: Options.groups) else {
+            throw ValidationError("--only takes a comma-separated list of: \(Options.groups.sorted().joined(separator: ", "))")
         }
-        return options
     }
 }
 
@@ -1035,7 +1021,7 @@ func benchSecretServiceProcesses(
 // MARK: - Main
 
 func run() throws -> Int32 {
-    let options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
+    let options = Options.parseOrExit()
     let plan = options.quick ? Plan.quick : Plan.full
     let fixtures = try Fixtures(parent: options.parentDirectory)
     defer { fixtures.cleanUp() }

@@ -71,30 +71,10 @@ struct CLIDocsTests {
         process.arguments = [executable] + arguments
         process.environment = environment ?? ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory(), "LC_ALL": "C.UTF-8"]
         process.currentDirectoryURL = root
-        let output = Pipe(), errors = Pipe()
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        // Read standard error on another thread while this one reads standard output, so a
-        // full pipe cannot stall the child.
-        let errorBox = DataBox()
-        let errorsRead = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            errorBox.data = errors.fileHandleForReading.readDataToEndOfFile()
-            errorsRead.signal()
-        }
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        errorsRead.wait()
-        process.waitUntilExit()
-        return ProcessResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: errorBox.data, as: UTF8.self))
+        return try runProcess(process)
     }
 
     /// Bytes handed from a reader thread to the waiting one (the semaphore orders the accesses).
-    final class DataBox: @unchecked Sendable {
-        var data = Data()
-    }
-
     static func installed(_ program: String) -> Bool {
         ["/usr/local/bin", "/usr/bin", "/bin"].contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }
     }

@@ -32,20 +32,9 @@ func run(_ executable: String, _ arguments: [String], stdin: String = "", enviro
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     if let environment { process.environment = environment }
-    let input = Pipe(), output = Pipe(), errors = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = errors
     let start = Date()
-    try process.run()
-    _ = ignoreBrokenPipes
-    try? input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8))
-    try input.fileHandleForWriting.close()
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self),
-            Date().timeIntervalSince(start))
+    let result = try runProcess(process, stdin: Data(stdin.utf8))
+    return (result.status, result.stdoutString, result.stderr, Date().timeIntervalSince(start))
 }
 
 @Suite("Secret Service test setup")

@@ -132,18 +132,38 @@ func runProcess(_ executable: URL, _ arguments: [String], stdin: Data = Data(), 
     process.environment = env
     process.executableURL = executable
     process.arguments = arguments
+    return try runProcess(process, stdin: stdin)
+}
+
+/// The tests' one process runner: starts `process` with pipes for its standard streams, writes
+/// `stdin` and reads standard error on threads of their own while this thread reads standard
+/// output, then waits for the exit. A child that fills one pipe while Lockbox's tests wait on
+/// another (a long error output, or input larger than a pipe holds) cannot deadlock it.
+func runProcess(_ process: Process, stdin: Data = Data()) throws -> ProcessResult {
     let input = Pipe(), output = Pipe(), errors = Pipe()
     process.standardInput = input
     process.standardOutput = output
     process.standardError = errors
     _ = ignoreBrokenPipes
     try process.run()
-    try? input.fileHandleForWriting.write(contentsOf: stdin)
-    try? input.fileHandleForWriting.close()
+    let group = DispatchGroup()
+    let errorBox = DataBox()
+    DispatchQueue.global().async(group: group) {
+        try? input.fileHandleForWriting.write(contentsOf: stdin)
+        try? input.fileHandleForWriting.close()
+    }
+    DispatchQueue.global().async(group: group) {
+        errorBox.data = errors.fileHandleForReading.readDataToEndOfFile()
+    }
     let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = errors.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
     process.waitUntilExit()
-    return ProcessResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+    return ProcessResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: errorBox.data, as: UTF8.self))
+}
+
+/// Bytes a runner thread fills in before the group it belongs to is waited on.
+final class DataBox: @unchecked Sendable {
+    var data = Data()
 }
 
 /// A child that exits before reading all its input must fail the test, not kill the runner.
