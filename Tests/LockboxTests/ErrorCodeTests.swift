@@ -16,6 +16,7 @@ let everyLockboxError: [LockboxError] = [
     .recordedBackendUnavailable(backend: "file", settingsPath: "/s", reason: "r"), .pinRejected(rule: "r"),
     .wrongPin(profile: "p", failures: 1, retryAt: nil), .pinLockedOut(profile: "p", retryAt: Date(), seconds: 60),
     .pinDisabled(profile: "p", failures: 100), .pinNotSet(profile: "p"), .pinWiped(profile: "p", failures: 10),
+    .pinStoreUnprotected(store: "SecretServiceStore"),
     .reauthenticationRequired("r"), .kernelKeyringUnavailable(detail: "d"), .sessionExpired(service: "s", account: "a"),
     .noTokens(service: "s", account: "a"),
 ]
@@ -38,7 +39,7 @@ struct ErrorCodeTests {
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,
             .keySlotRefused: 12, .noSessionBus: 20, .secretServiceUnavailable: 21, .keyringLocked: 22,
             .secretServiceTimeout: 23, .secretServiceFailed: 24, .undecodableItem: 25, .recordedStoreUnavailable: 26,
-            .wrongPin: 30, .pinLockedOut: 31, .pinDisabled: 32, .pinNotSet: 33, .pinRejected: 34, .pinWiped: 35,
+            .wrongPin: 30, .pinLockedOut: 31, .pinDisabled: 32, .pinNotSet: 33, .pinRejected: 34, .pinWiped: 35, .pinStoreUnprotected: 36,
             .reauthenticationRequired: 40, .kernelKeyringUnavailable: 41, .sessionExpired: 50, .noTokens: 52,
             .invalidArgument: 64, .ioFailure: 74,
         ]
