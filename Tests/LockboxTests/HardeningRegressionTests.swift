@@ -147,10 +147,14 @@ struct LockoutCLIAttackTests {
         #expect(result.status == 31, "faked boot ID: \(result.stderr)")
         // Someone who may set the wall clock (root, or timedated's polkit rule for a desktop user)
         // combines both: libfaketime moves the wall clock of that one process.
+        if SecretBytesTests.sanitized {
+            // libfaketime preloaded into a sanitized binary hangs in the sanitizer's start-up; the
+            // unsanitized suite of the same scripts/test.sh run covers this step.
+            FileHandle.standardError.write(Data("NOT TESTED under a sanitizer: faked boot ID with faketime (libfaketime hangs sanitized binaries)\n".utf8))
+            return
+        }
         guard try attackCanRun("DONT_FAKE_MONOTONIC=1 faketime -f +2h true", what: "a wall clock set 2 h ahead (faketime)") else { return }
-        // Under AddressSanitizer, libfaketime preloaded ahead of the ASan runtime is allowed explicitly.
-        let asan = "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-        result = try runBash("\(fakeBoot) env \(asan) DONT_FAKE_MONOTONIC=1 faketime -f +2h \"$L\" pin verify kids max --hash-cost interactive",
+        result = try runBash("\(fakeBoot) env DONT_FAKE_MONOTONIC=1 faketime -f +2h \"$L\" pin verify kids max --hash-cost interactive",
                              stdin: Data("4739\n".utf8), environment: environment)
         #expect(result.status == 31, "faked boot ID and wall clock 2 h ahead: \(result.stderr)")
         try expectStillLockedOut()
