@@ -65,11 +65,7 @@ struct SecretBytesTests {
                     throw Stop()
                 }
             }
-            let zeroed = SecureHeap.withFreeChunk(at: address, count: 40) { chunk, size in
-                AddressSanitizer.unpoison(chunk, size)
-                defer { AddressSanitizer.poison(chunk, size) }
-                return UnsafeRawBufferPointer(start: chunk, count: size).allSatisfy { $0 == 0 }
-            }
+            let zeroed = freeChunkIsZeroed(at: address, count: 40)
             guard let zeroed else { continue }
             #expect(zeroed, "the partly written buffer was not zeroed")
             checked += 1
@@ -129,11 +125,7 @@ struct SecretBytesTests {
                 let value = SecretBytes(count: 48) { buffer in for index in buffer.indices { buffer[index] = 0xEE } }
                 address = value.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
             }
-            let zeroed = SecureHeap.withFreeChunk(at: address, count: 48) { chunk, size in
-                AddressSanitizer.unpoison(chunk, size)
-                defer { AddressSanitizer.poison(chunk, size) }
-                return UnsafeRawBufferPointer(start: chunk, count: size).allSatisfy { $0 == 0 }
-            }
+            let zeroed = freeChunkIsZeroed(at: address, count: 48)
             guard let zeroed else { continue }
             #expect(zeroed, "a released chunk still holds data")
             checked += 1
@@ -176,5 +168,15 @@ struct SecretBytesTests {
         // One sodium_malloc per secret would add ~3 mappings each (60,000); slabs of 64 KiB hold
         // 4,096 such secrets, so a handful of slabs suffice.
         #expect(after - before < 100, "\(after - before) new mappings")
+    }
+}
+
+/// Whether the released chunk of `count` bytes at `address` holds only zeros, read under the heap
+/// lock (unpoisoned for the read under AddressSanitizer); `nil` if the chunk is no longer free.
+private func freeChunkIsZeroed(at address: UInt, count: Int) -> Bool? {
+    SecureHeap.withFreeChunk(at: address, count: count) { chunk, size in
+        AddressSanitizer.unpoison(chunk, size)
+        defer { AddressSanitizer.poison(chunk, size) }
+        return UnsafeRawBufferPointer(start: chunk, count: size).allSatisfy { $0 == 0 }
     }
 }
