@@ -288,8 +288,8 @@ def synopsis_text(parts: list[tuple[str, str]]) -> str:
     return " ".join(text for _, text in parts)
 
 
-def split_exit_codes(root: Command, cases: dict[int, str]) -> tuple[list[str], list[tuple[int, str]]]:
-    """The root discussion without its "Exit codes:" paragraph, and that paragraph's entries."""
+def split_exit_codes(root: Command, cases: dict[int, str]) -> tuple[list[str], list[tuple[int, str, list[str]]]]:
+    """The root discussion without its "Exit codes:" paragraph, and that paragraph's entries (code, meaning, error codes)."""
     paragraphs = [p.strip() for p in root.discussion.split("\n\n") if p.strip()]
     rest, entries = [], []
     for paragraph in paragraphs:
@@ -299,12 +299,18 @@ def split_exit_codes(root: Command, cases: dict[int, str]) -> tuple[list[str], l
                 match = re.fullmatch(r"(\d+)\s+(.+)", item.strip(), re.S)
                 if not match:
                     raise GenerationError(f"cannot read exit code entry {item!r} in the root command's discussion")
-                entries.append((int(match.group(1)), " ".join(match.group(2).split())))
+                meaning = " ".join(match.group(2).split())
+                # "5 wrong passphrase or key [wrong-credential]": the error codes ErrorTable maps here.
+                codes = re.fullmatch(r"(.*?)\s*\[([a-z0-9 -]+)\]", meaning)
+                if codes:
+                    entries.append((int(match.group(1)), codes.group(1), codes.group(2).split()))
+                else:
+                    entries.append((int(match.group(1)), meaning, []))
         else:
             rest.append(paragraph)
     if not entries:
         raise GenerationError("the root command's discussion (`lockbox --help`) has no \"Exit codes:\" paragraph")
-    listed = [code for code, _ in entries]
+    listed = [code for code, _, _ in entries]
     problems = []
     if len(set(listed)) != len(listed):
         problems.append("an exit code is listed twice in the root command's discussion")
@@ -532,14 +538,17 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
         "error says what went wrong and usually how to fix it. Errors in the command line itself (an unknown "
         "option, a missing argument) exit 64.")
     add("")
-    add("| Code | Meaning | `ExitStatus` case |")
-    add("| ---: | --- | --- |")
-    for code, meaning in exits:
-        add(f"| {code} | {md_inline(meaning, table=True)} | `{cases[code]}` |")
+    add("| Exit | Meaning | Error codes (`error[CODE]`) | `ExitStatus` case |")
+    add("| ---: | --- | --- | --- |")
+    for code, meaning, errors in exits:
+        add(f"| {code} | {md_inline(meaning, table=True)} | {', '.join(f'`{e}`' for e in errors)} | `{cases[code]}` |")
     add("")
-    add("This table is generated from the \"Exit codes:\" paragraph of `lockbox --help` (the root command's "
-        "discussion in Sources/lockbox/LockboxCommand.swift); the generator fails unless that paragraph lists "
-        "exactly the codes of `enum ExitStatus` in Sources/lockbox/ExitStatus.swift.")
+    add("A failure the library reports is printed as `lockbox: error[CODE]: message`; CODE is the error's stable "
+        "code (`LockboxError.Code`), and each code belongs to one store-neutral category (`LockboxError.Category`: "
+        "no-entry, no-storage-access, authentication-failed, …) that library users switch on. This table is generated "
+        "from the \"Exit codes:\" paragraph of `lockbox --help`, which the CLI builds from its one error table "
+        "(`ErrorTable` in Sources/lockbox/ExitStatus.swift: error code to exit code and advice); the generator "
+        "fails unless that paragraph lists exactly the codes of `enum ExitStatus`.")
     add("")
 
     add("## Environment")
@@ -774,10 +783,10 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
     add(".SH EXIT STATUS")
     add(roff_inline("Each kind of failure has its own exit code; the message on standard error says what went "
                     "wrong. Errors in the command line itself exit 64."))
-    for code, meaning in exits:
+    for code, meaning, errors in exits:
         add(".TP 5")
         add(f"\\fB{code}\\fR")
-        add(roff_inline(meaning[:1].upper() + meaning[1:] + "."))
+        add(roff_inline(meaning[:1].upper() + meaning[1:] + "." + (f" Error codes: {', '.join(errors)}." if errors else "")))
 
     add(".SH ENVIRONMENT")
     for name, meaning in ENVIRONMENT:

@@ -1,11 +1,14 @@
 import CTSS2
+import Lockbox
 
 /// A tpm2-tss call that failed: which C function, and the `TSS2_RC` it returned, decoded.
 ///
 /// ``failure`` sorts the codes callers act on (no TPM, a wrong PIN, a lockout, changed PCRs,
-/// an object from another TPM); ``description`` names the function and tpm2-tss's own text for
-/// the code (`Tss2_RC_Decode`). Nothing secret is ever part of it.
-public struct TPMError: Error, Sendable, Equatable, CustomStringConvertible {
+/// an object from another TPM); ``code`` and ``category`` say the same in the terms every
+/// Lockbox error uses (``LockboxCodedError``), so a program handles a TPM failure as it handles
+/// a `LockboxError`; ``description`` names the function and tpm2-tss's own text for the code
+/// (`Tss2_RC_Decode`). Nothing secret is ever part of it.
+public struct TPMError: LockboxCodedError, Equatable {
     /// What went wrong, in the terms a caller acts on.
     public enum Failure: Sendable, Equatable {
         /// No TPM could be reached through the TCTI (no device, no permission, nothing listening).
@@ -41,6 +44,38 @@ public struct TPMError: Error, Sendable, Equatable, CustomStringConvertible {
         self.failure = Self.classify(responseCode, function: function)
     }
 
+    /// The stable code of ``failure``: `tpm-unavailable`, `tpm-authorization-failed`,
+    /// `tpm-locked-out`, `tpm-pcr-mismatch`, `tpm-foreign-slot` or `tpm-failure`.
+    public var code: LockboxError.Code {
+        switch failure {
+        case .unavailable: return .tpmUnavailable
+        case .authorizationFailed: return .tpmAuthorizationFailed
+        case .lockedOut: return .tpmLockedOut
+        case .policyMismatch: return .tpmPCRMismatch
+        case .foreignObject: return .tpmForeignSlot
+        case .other: return .tpmFailure
+        }
+    }
+
+    /// The kind of failure, as for every Lockbox error: no TPM and a slot this TPM cannot load
+    /// are ``LockboxError/Category/noStorageAccess``; a refused PIN and changed PCR values
+    /// ``LockboxError/Category/authenticationFailed``; the dictionary-attack lockout
+    /// ``LockboxError/Category/lockedOut``; anything else
+    /// ``LockboxError/Category/platformFailure``.
+    public var category: LockboxError.Category {
+        switch failure {
+        case .unavailable, .foreignObject: return .noStorageAccess
+        case .authorizationFailed, .policyMismatch: return .authenticationFailed
+        case .lockedOut: return .lockedOut
+        case .other: return .platformFailure
+        }
+    }
+
+    /// Every code a ``TPMError`` can have, in the order of ``Failure``'s cases.
+    public static let codes: [LockboxError.Code] = [
+        .tpmUnavailable, .tpmAuthorizationFailed, .tpmLockedOut, .tpmPCRMismatch, .tpmForeignSlot, .tpmFailure,
+    ]
+
     /// What happened and what to do, then the call and tpm2-tss's text for the code, e.g.
     /// `the TPM is in dictionary-attack lockout ... (Esys_Unseal: tpm:warn(2.0): ... 0x921)`.
     public var description: String {
@@ -51,7 +86,7 @@ public struct TPMError: Error, Sendable, Equatable, CustomStringConvertible {
         case .authorizationFailed:
             return "the TPM refused the PIN; the TPM counted the failure \(detail)"
         case .lockedOut:
-            return "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes (`lockbox doctor` shows it) or an administrator resets it with `tpm2_dictionarylockout --clear-lockout` \(detail). A recovery passphrase or key file still opens the vault."
+            return "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes or an administrator resets it with `tpm2_dictionarylockout --clear-lockout` \(detail). A recovery passphrase or key file still opens the vault."
         case .policyMismatch:
             return "the TPM refused: the PCR values differ from those the key slot was sealed to (a firmware, boot loader or kernel update, or another boot configuration) \(detail). Open the vault with a recovery passphrase or key file, remove the TPM slot and add it again."
         case .foreignObject:

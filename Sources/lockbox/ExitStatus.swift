@@ -1,6 +1,5 @@
 import ArgumentParser
 import Lockbox
-import LockboxTPM
 
 /// Errors of the command line itself (input and confirmation), beside the library's ``LockboxError``.
 enum CLIError: Error, CustomStringConvertible {
@@ -66,17 +65,8 @@ enum ExitStatus: Int32, CaseIterable {
 
     init(for error: any Error) {
         switch error {
-        case let error as LockboxError:
+        case let error as any LockboxCodedError:
             self = ErrorTable.entry(for: error.code).exit
-        case let error as TPMError:
-            switch error.failure {
-            case .unavailable: self = .noTPM
-            case .authorizationFailed: self = .wrongPin
-            case .lockedOut: self = .tpmLockedOut
-            case .policyMismatch: self = .tpmPCRMismatch
-            case .foreignObject: self = .tpmForeignSlot
-            case .other: self = .failure
-            }
         case is RefreshFailed:
             self = .refreshFailed
         case let error as CLIError:
@@ -136,25 +126,41 @@ extension ExitStatus {
         }
     }
 
-    /// `0 ok, 1 unexpected failure, …`: every exit code with its meaning, in order.
+    /// `0 ok, 1 unexpected failure [tpm-failure], 2 item not found [item-not-found], …`: every
+    /// exit code with its meaning and the error codes ``ErrorTable`` maps to it, in order (what
+    /// `lockbox --help` lists, and docs/CLI.md and the man page are generated from).
     static var summary: String {
-        allCases.map { "\($0.rawValue) \($0.meaning)" }.joined(separator: ", ")
+        allCases.map { status in
+            let codes = ErrorTable.codes(for: status)
+            return "\(status.rawValue) \(status.meaning)" + (codes.isEmpty ? "" : " [\(codes.map(\.rawValue).joined(separator: " "))]")
+        }.joined(separator: ", ")
     }
 }
 
-/// The one table from a library error's ``LockboxError/Code`` to the CLI's exit code and advice
-/// (what to do, in terms of lockbox's commands and options; the library's message says only
-/// what happened). `ExitStatus(for:)`, the error output and the tests read it.
+/// The one table from an error's ``LockboxError/Code`` (a ``LockboxError``'s or a `TPMError`'s)
+/// to the CLI's exit code and advice (what to do, in terms of lockbox's commands and options; the
+/// library's message says only what happened). `ExitStatus(for:)`, the error output, `lockbox
+/// --help`'s exit-code list (so docs/CLI.md and the man page) and the tests read it.
 enum ErrorTable {
     struct Entry {
         /// The exit code.
         var exit: ExitStatus
         /// What to do next, from the error's details; `nil` when the message says enough.
-        var advice: @Sendable (LockboxError) -> String?
+        var advice: @Sendable (any LockboxCodedError) -> String?
+
+        init(exit: ExitStatus, advice: @escaping @Sendable (any LockboxCodedError) -> String? = { _ in nil }) {
+            self.exit = exit
+            self.advice = advice
+        }
+
+        /// An entry whose advice reads the details of a ``LockboxError``.
+        static func lockbox(_ exit: ExitStatus, advice: @escaping @Sendable (LockboxError) -> String?) -> Entry {
+            Entry(exit: exit) { error in (error as? LockboxError).flatMap(advice) }
+        }
     }
 
     static let entries: [LockboxError.Code: Entry] = [
-        .itemNotFound: Entry(exit: .notFound) { error in
+        .itemNotFound: .lockbox(.notFound) { error in
             guard case let .itemNotFound(service, _) = error else { return nil }
             return "List what is stored with `lockbox list --service \(service)`."
         },
@@ -163,17 +169,17 @@ enum ErrorTable {
         },
         .vaultAlreadyExists: Entry(exit: .vaultExists) { _ in "Choose another path with --vault, or remove the old vault deliberately." },
         .wrongCredential: Entry(exit: .wrongCredential) { _ in "Check the passphrase or the --key-file path." },
-        .corruptVault: Entry(exit: .corrupt) { _ in nil },
-        .unsupportedFormatVersion: Entry(exit: .unsupportedVersion) { _ in nil },
-        .insecurePermissions: Entry(exit: .insecurePermissions) { _ in nil },
-        .vaultBusy: Entry(exit: .busy) { _ in nil },
-        .credentialsChanged: Entry(exit: .credentialsChanged) { _ in nil },
-        .invalidKeyFile: Entry(exit: .invalidKeyFile) { error in
+        .corruptVault: Entry(exit: .corrupt),
+        .unsupportedFormatVersion: Entry(exit: .unsupportedVersion),
+        .insecurePermissions: Entry(exit: .insecurePermissions),
+        .vaultBusy: Entry(exit: .busy),
+        .credentialsChanged: Entry(exit: .credentialsChanged),
+        .invalidKeyFile: .lockbox(.invalidKeyFile) { error in
             guard case let .invalidKeyFile(_, reason) = error, reason == "no such file" else { return nil }
             return "Create one with `lockbox init --generate-key-file PATH`."
         },
-        .invalidArgument: Entry(exit: .usage) { _ in nil },
-        .keySlotRefused: Entry(exit: .keySlotRefused) { error in
+        .invalidArgument: Entry(exit: .usage),
+        .keySlotRefused: .lockbox(.keySlotRefused) { error in
             guard case let .keySlot(reason) = error else { return nil }
             if reason.hasPrefix("there is no key slot") || reason.hasSuffix("is not a passphrase slot") {
                 return "`lockbox slot list` shows the slots."
@@ -183,7 +189,7 @@ enum ErrorTable {
             if reason.hasSuffix("or drop the unmatched slots.") { return "--drop-unmatched-slots removes them." }
             return nil
         },
-        .ioFailure: Entry(exit: .ioError) { _ in nil },
+        .ioFailure: Entry(exit: .ioError),
         .noSessionBus: Entry(exit: .noSessionBus) { _ in "Log in to a desktop session, or use the file vault with --backend file." },
         .secretServiceUnavailable: Entry(exit: .noSecretService) { _ in
             "Start gnome-keyring or KeePassXC (with Secret Service integration), or use the file vault with --backend file."
@@ -192,36 +198,51 @@ enum ErrorTable {
             "Unlock your keyring (log in to the desktop, or open Passwords and Keys), or use the file vault with --backend file."
         },
         .secretServiceTimeout: Entry(exit: .secretServiceTimeout) { _ in "Unlock your keyring, or use the file vault with --backend file." },
-        .secretServiceFailed: Entry(exit: .secretServiceFailed) { _ in nil },
-        .undecodableItem: Entry(exit: .undecodableItem) { error in
+        .secretServiceFailed: Entry(exit: .secretServiceFailed),
+        .undecodableItem: .lockbox(.undecodableItem) { error in
             guard case let .undecodableItem(service, account, _) = error else { return nil }
             return "Inspect it with `secret-tool search service '\(service)' username '\(account)'`."
         },
         .recordedStoreUnavailable: Entry(exit: .recordedStoreUnavailable) { _ in
             "Make that store available, or name a store explicitly with --backend."
         },
-        .pinRejected: Entry(exit: .pinRejected) { _ in nil },
-        .wrongPin: Entry(exit: .wrongPin) { _ in nil },
-        .pinLockedOut: Entry(exit: .pinLockedOut) { _ in nil },
+        .pinRejected: Entry(exit: .pinRejected),
+        .wrongPin: Entry(exit: .wrongPin),
+        .pinLockedOut: Entry(exit: .pinLockedOut),
         .pinDisabled: Entry(exit: .pinDisabled) { _ in "Reset it with `lockbox pin reset`." },
         .pinNotSet: Entry(exit: .pinNotSet) { _ in "Set one with `lockbox pin set`." },
-        .pinWiped: Entry(exit: .pinWiped) { _ in nil },
+        .pinWiped: Entry(exit: .pinWiped),
         .pinStoreUnprotected: Entry(exit: .pinStoreUnprotected) { _ in "Keep PINs in the file vault: run `lockbox pin` with --backend file." },
         .reauthenticationRequired: Entry(exit: .reauthenticationRequired) { _ in
             "Run `lockbox unlock` (PIN or passphrase) and retry within the window."
         },
-        .kernelKeyringUnavailable: Entry(exit: .kernelKeyringUnavailable) { _ in nil },
-        .sessionExpired: Entry(exit: .sessionExpired) { _ in nil },
+        .kernelKeyringUnavailable: Entry(exit: .kernelKeyringUnavailable),
+        .sessionExpired: Entry(exit: .sessionExpired),
         .noTokens: Entry(exit: .noTokens) { _ in "Store them with `lockbox token set`." },
+        // TPM failures (LockboxTPM's TPMError): a refused PIN exits as any wrong PIN does.
+        .tpmUnavailable: Entry(exit: .noTPM),
+        .tpmAuthorizationFailed: Entry(exit: .wrongPin),
+        .tpmLockedOut: Entry(exit: .tpmLockedOut) { _ in "`lockbox doctor` shows when the TPM accepts PINs again." },
+        .tpmPCRMismatch: Entry(exit: .tpmPCRMismatch) { _ in
+            "Then `lockbox slot remove` the TPM slot and `lockbox slot add-tpm` again."
+        },
+        .tpmForeignSlot: Entry(exit: .tpmForeignSlot),
+        .tpmFailure: Entry(exit: .failure),
     ]
 
     /// The entry for `code`; a code this CLI does not know (a newer library) is an unexpected failure.
     static func entry(for code: LockboxError.Code) -> Entry {
-        entries[code] ?? Entry(exit: .failure) { _ in nil }
+        entries[code] ?? Entry(exit: .failure)
     }
 
-    /// The line lockbox prints for `error`: the library's message, then the CLI's advice.
-    static func message(for error: LockboxError) -> String {
+    /// The error codes that exit with `status`, sorted.
+    static func codes(for status: ExitStatus) -> [LockboxError.Code] {
+        entries.filter { $0.value.exit == status }.keys.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// The line lockbox prints for `error` (after `error[CODE]: `): the library's message, then
+    /// the CLI's advice.
+    static func message(for error: any LockboxCodedError) -> String {
         guard let advice = entry(for: error.code).advice(error) else { return error.description }
         return error.description + " " + advice
     }

@@ -4,7 +4,6 @@ import Glibc
 import ArgumentParser
 import Foundation
 import Lockbox
-import LockboxTPM
 import SystemPackage
 
 @main
@@ -51,13 +50,11 @@ struct LockboxCommand: ParsableCommand {
             Trace.log("done: exit 0")
         } catch let error as Errno where error == .brokenPipe {
             brokenPipe()
-        } catch let error as LockboxError {
+        } catch let error as any LockboxCodedError {
             fail(error, message: "error[\(error.code)]: " + ErrorTable.message(for: error))
         } catch let error as CLIError {
             fail(error)
         } catch let error as RefreshFailed {
-            fail(error)
-        } catch let error as TPMError {
             fail(error)
         } catch {
             usageFailure(error)

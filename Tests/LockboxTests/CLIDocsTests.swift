@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import lockbox
 
 /// The CLI reference, man page and shell completions that scripts/gen-cli-docs.sh generates from
 /// the `lockbox` binary: the committed files must be current, the bash completion must work in a
@@ -267,6 +268,11 @@ struct CLIDocsTests {
         let tableEnd = table.range(of: "\n## ")?.lowerBound ?? table.endIndex
         let fromMarkdown = table[..<tableEnd].matches(of: /(?m)^\| (\d+) \|/).compactMap { Int($0.1) }
         #expect(fromMarkdown == fromHelp.sorted())
+        // The one error table: every error code in the row of the exit code it maps to.
+        for (code, entry) in ErrorTable.entries {
+            let row = table[..<tableEnd].split(separator: "\n").first { $0.hasPrefix("| \(entry.exit.rawValue) |") }
+            #expect(row?.contains("`\(code.rawValue)`") == true, "docs/CLI.md: \(code) not in the row of exit \(entry.exit.rawValue)")
+        }
 
         let man = try Self.committed("docs/man/lockbox.1")
         let manSection = try #require(man.range(of: ".SH EXIT STATUS\n"))

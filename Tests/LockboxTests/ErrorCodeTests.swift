@@ -1,4 +1,5 @@
 import Foundation
+import LockboxTPM
 import Testing
 @testable import Lockbox
 @testable import lockbox
@@ -21,8 +22,71 @@ let everyLockboxError: [LockboxError] = [
     .noTokens(service: "s", account: "a"),
 ]
 
+/// One TPM error of each `TPMError.Failure`, from the response codes tpm2-tss returns for them.
+let everyTPMError: [TPMError] = [
+    TPMError(function: "Esys_Initialize", responseCode: 0x0A_000A),  // TCTI layer: no TPM
+    TPMError(function: "Esys_Unseal", responseCode: 0x98E),  // TPM_RC_AUTH_FAIL, session 1
+    TPMError(function: "Esys_Unseal", responseCode: 0x921),  // TPM_RC_LOCKOUT
+    TPMError(function: "Esys_Unseal", responseCode: 0x99D),  // TPM_RC_POLICY_FAIL, session 1
+    TPMError(function: "Esys_Load", responseCode: 0x29F),  // TPM_RC_INTEGRITY, parameter 2
+    TPMError(function: "Esys_Create", responseCode: 0x07_0001),  // ESYS general failure
+]
+
 @Suite("Error codes and the CLI's error table")
 struct ErrorCodeTests {
+    @Test("every error has one store-neutral category; each category has a member; the codes' categories are fixed")
+    func categories() {
+        var byCategory: [LockboxError.Category: Set<LockboxError.Code>] = [:]
+        for error in everyLockboxError as [any LockboxCodedError] + everyTPMError as [any LockboxCodedError] {
+            #expect(LockboxError.Category.all.contains(error.category), "\(error.code) has an unlisted category")
+            byCategory[error.category, default: []].insert(error.code)
+        }
+        #expect(Set(byCategory.keys) == Set(LockboxError.Category.all), "a category no error has")
+        #expect(Set(LockboxError.Category.all.map(\.rawValue)).count == LockboxError.Category.all.count)
+        let expected: [LockboxError.Category: Set<LockboxError.Code>] = [
+            .noEntry: [.itemNotFound, .vaultNotFound, .pinNotSet, .noTokens],
+            .alreadyExists: [.vaultAlreadyExists],
+            .badData: [.corruptVault, .unsupportedFormatVersion, .undecodableItem],
+            .noStorageAccess: [.insecurePermissions, .vaultBusy, .noSessionBus, .secretServiceUnavailable, .keyringLocked,
+                               .secretServiceTimeout, .recordedStoreUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected,
+                               .tpmUnavailable, .tpmForeignSlot],
+            .platformFailure: [.ioFailure, .secretServiceFailed, .tpmFailure],
+            .invalidArgument: [.invalidArgument, .invalidKeyFile, .keySlotRefused, .pinRejected],
+            .authenticationFailed: [.wrongCredential, .wrongPin, .credentialsChanged, .sessionExpired,
+                                    .tpmAuthorizationFailed, .tpmPCRMismatch],
+            .authenticationRequired: [.reauthenticationRequired],
+            .lockedOut: [.pinLockedOut, .pinDisabled, .pinWiped, .tpmLockedOut],
+        ]
+        #expect(byCategory == expected)
+        #expect(LockboxError.keyringLocked(collection: "login").category.rawValue == "no-storage-access")
+    }
+
+    @Test("TPM failures have their own codes and rows in the one table, with the exit codes they always had")
+    func tpmErrorsInTheTable() {
+        #expect(everyTPMError.map(\.code) == TPMError.codes)
+        #expect(Set(TPMError.codes).isDisjoint(with: LockboxError.Code.all))
+        let exits: [LockboxError.Code: Int32] = [
+            .tpmUnavailable: 60, .tpmAuthorizationFailed: 30, .tpmLockedOut: 61, .tpmPCRMismatch: 62, .tpmForeignSlot: 63, .tpmFailure: 1,
+        ]
+        for error in everyTPMError {
+            #expect(ErrorTable.entries[error.code] != nil, "\(error.code) has no row")
+            #expect(ExitStatus(for: error).rawValue == exits[error.code], "\(error.code)")
+        }
+        // The library's message names no lockbox command; the CLI's advice does.
+        let lockout = everyTPMError[2]
+        #expect(!lockout.description.contains("`lockbox"))
+        #expect(ErrorTable.message(for: lockout).contains("lockbox doctor"))
+    }
+
+    @Test("`lockbox --help`'s exit-code list names every error code under its exit code")
+    func helpListsTheTable() {
+        let summary = ExitStatus.summary
+        for (code, entry) in ErrorTable.entries {
+            let item = summary.split(separator: ", ").first { $0.hasPrefix("\(entry.exit.rawValue) ") }
+            #expect(item?.contains(code.rawValue) == true, "\(code) not listed under \(entry.exit.rawValue)")
+        }
+    }
+
     @Test("every case has its own stable code, and the list of codes is complete")
     func codesAreDistinct() {
         let codes = everyLockboxError.map(\.code)
@@ -33,7 +97,8 @@ struct ErrorCodeTests {
 
     @Test("the CLI's one table maps every code to its exit code, the numbers scripts already use")
     func tableCoversEveryCode() {
-        for code in LockboxError.Code.all { #expect(ErrorTable.entries[code] != nil, "\(code) has no exit code") }
+        for code in LockboxError.Code.all + TPMError.codes { #expect(ErrorTable.entries[code] != nil, "\(code) has no exit code") }
+        #expect(ErrorTable.entries.count == LockboxError.Code.all.count + TPMError.codes.count, "a row for an unknown code")
         let expected: [LockboxError.Code: Int32] = [
             .itemNotFound: 2, .vaultNotFound: 3, .vaultAlreadyExists: 4, .wrongCredential: 5, .corruptVault: 6,
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,
@@ -55,7 +120,7 @@ struct ErrorCodeTests {
             #expect(!text.contains("--"), "\(error.code): \(text)")
             #expect(!text.contains("LOCKBOX_"), "\(error.code): \(text)")
         }
-        let advised = ErrorTable.message(for: .vaultNotFound(path: "/v"))
+        let advised = ErrorTable.message(for: LockboxError.vaultNotFound(path: "/v"))
         #expect(advised.hasPrefix(LockboxError.vaultNotFound(path: "/v").description) && advised.contains("lockbox init"))
     }
 }

@@ -3,11 +3,33 @@ import SystemPackage
 
 /// Everything that can go wrong in Lockbox, each case naming what happened, with its details.
 ///
-/// Switch on ``code`` (stable: the same code keeps its meaning across releases, and the store
-/// behind the error does not change it) or match the case for its details. ``description`` is
-/// a sentence for a person saying what happened, in the library's terms; what to do about it
-/// depends on the program (the `lockbox` CLI keeps its advice, and its exit codes, in one table
-/// keyed by ``code``).
+/// An error answers three questions, from coarse to fine:
+///
+/// - ``category``: what kind of failure, the same whichever store is behind it — there is no
+///   entry (``Category/noEntry``), the storage cannot be reached (``Category/noStorageAccess``),
+///   the credential was wrong (``Category/authenticationFailed``)… A handful of values; most
+///   programs switch on these alone.
+/// - ``code``: exactly what happened (`wrong-credential`, `keyring-locked`, `pin-locked-out`),
+///   stable across releases: log it, or switch on it where the category is too coarse.
+/// - the case and its associated values: the details (paths, counts, the time a lockout ends).
+///
+/// ```swift
+/// do {
+///     let token = try vault.string(service: "com.example.api", account: "alice")
+/// } catch let error as LockboxError {
+///     switch error.category {
+///     case .noEntry: askUserToSignIn()
+///     case .noStorageAccess: retryLaterOrUseTheFileVault(error.code)
+///     case .lockedOut: showLockout(error)
+///     default: log(error.code, error.description)
+///     }
+/// }
+/// ```
+///
+/// ``description`` is a sentence for a person saying what happened, in the library's terms;
+/// what to do about it depends on the program (the `lockbox` CLI keeps its advice, and its exit
+/// codes, in one table keyed by ``code``). Errors of Lockbox's other products that users switch
+/// on the same way (`TPMError` of LockboxTPM) conform to ``LockboxCodedError`` too.
 ///
 /// No case ever carries secret bytes: only paths, item addresses (service and account) and
 /// counts, which Lockbox treats as non-secret metadata.
@@ -79,9 +101,107 @@ public enum LockboxError: Error, Sendable, Equatable {
     case noTokens(service: String, account: String)
 }
 
+/// An error of a Lockbox product with a stable ``code`` and a store-neutral ``category``:
+/// ``LockboxError``, and the errors of the other products (`TPMError`). A program handles every
+/// Lockbox failure through these two properties, whichever product threw it.
+public protocol LockboxCodedError: Error, Sendable, CustomStringConvertible {
+    /// Exactly what went wrong, as a stable code.
+    var code: LockboxError.Code { get }
+    /// What kind of failure this is, independent of the store behind it.
+    var category: LockboxError.Category { get }
+}
+
+extension LockboxError: LockboxCodedError {}
+
 extension LockboxError {
+    /// What kind of failure an error is, the same whichever store (the encrypted file vault,
+    /// the Secret Service, a TPM) is behind it: the handful of cases a program decides on.
+    ///
+    /// In the spirit of keyring-rs's store-neutral `Error`. Like ``Code``, a category is a
+    /// stable text (``rawValue``), and more may be added in later releases: a `switch` over
+    /// categories keeps a `default:`. Every ``Code`` belongs to exactly one category.
+    ///
+    /// There is no "ambiguous" category: an item is addressed by service and account, and
+    /// where a store holds several matching entries (Secret Service items written by other
+    /// programs) Lockbox picks one by a documented rule (its own first, then the most recently
+    /// modified) rather than failing.
+    public struct Category: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The category's text, e.g. `no-entry`.
+        public let rawValue: String
+
+        /// A category from its text.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The category's text.
+        public var description: String { rawValue }
+
+        /// What was asked for does not exist: no item, no vault, no PIN, no tokens.
+        /// Codes: `item-not-found`, `vault-not-found`, `pin-not-set`, `no-tokens`.
+        public static let noEntry = Category(rawValue: "no-entry")
+        /// What was to be created exists already. Code: `vault-exists`.
+        public static let alreadyExists = Category(rawValue: "already-exists")
+        /// Stored data cannot be read: damaged, tampered with, or in a format this release does
+        /// not know. Retrying does not help; restoring does.
+        /// Codes: `corrupt-vault`, `unsupported-format-version`, `undecodable-item`.
+        public static let badData = Category(rawValue: "bad-data")
+        /// The storage is there but cannot be used now or here: locked, unreachable (no session
+        /// bus, no provider, no TPM, no kernel keyring), busy, timed out, open to other users,
+        /// or unfit for what was asked. The data is not known to be lost; the same call may
+        /// work once the condition is fixed, or with another store.
+        public static let noStorageAccess = Category(rawValue: "no-storage-access")
+        /// The operating system or the store's provider failed at something it should have
+        /// done (an I/O error, a Secret Service call that failed, a TPM error without a
+        /// meaning of its own). The detail (``LockboxError/description``) says which call.
+        public static let platformFailure = Category(rawValue: "platform-failure")
+        /// The request itself is wrong: an argument, a key file, a key-slot change or a new
+        /// PIN that breaks a rule. Fix the request; retrying it unchanged fails again.
+        public static let invalidArgument = Category(rawValue: "invalid-argument")
+        /// A credential was checked and refused: a wrong passphrase, key file or PIN, a vault
+        /// re-keyed meanwhile, a rejected refresh token, changed TPM PCR values.
+        public static let authenticationFailed = Category(rawValue: "authentication-failed")
+        /// The action needs a fresh authentication (a PIN or passphrase within the
+        /// re-authentication window) before it is allowed. Code: `reauthentication-required`.
+        public static let authenticationRequired = Category(rawValue: "authentication-required")
+        /// Too many wrong tries: no credential is accepted for a while, or at all until a reset.
+        /// Codes: `pin-locked-out`, `pin-disabled`, `pin-wiped`, and the TPM's `tpm-locked-out`.
+        public static let lockedOut = Category(rawValue: "locked-out")
+
+        /// Every category.
+        public static let all: [Category] = [
+            .noEntry, .alreadyExists, .badData, .noStorageAccess, .platformFailure,
+            .invalidArgument, .authenticationFailed, .authenticationRequired, .lockedOut,
+        ]
+    }
+
+    /// What kind of failure this is, the same whichever store is behind it (see ``Category``);
+    /// ``code`` says exactly which.
+    public var category: Category {
+        switch self {
+        case .itemNotFound, .vaultNotFound, .pinNotSet, .noTokens:
+            return .noEntry
+        case .vaultAlreadyExists:
+            return .alreadyExists
+        case .corruptVault, .unsupportedFormatVersion, .undecodableItem:
+            return .badData
+        case .insecurePermissions, .vaultBusy, .noSessionBus, .secretServiceUnavailable, .keyringLocked,
+             .secretServiceTimeout, .recordedBackendUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected:
+            return .noStorageAccess
+        case .io, .secretServiceFailed:
+            return .platformFailure
+        case .invalidArgument, .invalidKeyFile, .keySlot, .pinRejected:
+            return .invalidArgument
+        case .wrongCredential, .wrongPin, .credentialsChanged, .sessionExpired:
+            return .authenticationFailed
+        case .reauthenticationRequired:
+            return .authenticationRequired
+        case .pinLockedOut, .pinDisabled, .pinWiped:
+            return .lockedOut
+        }
+    }
+
     /// A stable, machine-readable name for what went wrong (`wrong-credential`, `keyring-locked`…):
-    /// what programs switch on and log. Its ``rawValue`` never changes meaning.
+    /// what programs switch on and log, the detail within a ``Category``. Its ``rawValue`` never
+    /// changes meaning. The codes of LockboxTPM's `TPMError` (`tpm-locked-out`, …) are here too.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         /// The code's text, e.g. `vault-not-found`.
         public let rawValue: String
@@ -191,7 +311,7 @@ extension LockboxError {
         ]
     }
 
-    /// What went wrong, as a stable code.
+    /// Exactly what went wrong, as a stable code (``category`` is the kind of failure).
     public var code: Code {
         switch self {
         case .itemNotFound: return .itemNotFound
@@ -227,6 +347,24 @@ extension LockboxError {
         case .noTokens: return .noTokens
         }
     }
+}
+
+extension LockboxError.Code {
+    // The codes of LockboxTPM's `TPMError` (its `failure`), named here so that a program can
+    // map every Lockbox code without linking the TPM product.
+
+    /// No TPM could be reached (`TPMError.Failure.unavailable`).
+    public static let tpmUnavailable = LockboxError.Code(rawValue: "tpm-unavailable")
+    /// The TPM refused the PIN (`TPMError.Failure.authorizationFailed`).
+    public static let tpmAuthorizationFailed = LockboxError.Code(rawValue: "tpm-authorization-failed")
+    /// The TPM is in dictionary-attack lockout (`TPMError.Failure.lockedOut`).
+    public static let tpmLockedOut = LockboxError.Code(rawValue: "tpm-locked-out")
+    /// The PCR values differ from those the slot was sealed to (`TPMError.Failure.policyMismatch`).
+    public static let tpmPCRMismatch = LockboxError.Code(rawValue: "tpm-pcr-mismatch")
+    /// The slot was sealed by another TPM, or this one was cleared (`TPMError.Failure.foreignObject`).
+    public static let tpmForeignSlot = LockboxError.Code(rawValue: "tpm-foreign-slot")
+    /// Another tpm2-tss failure (`TPMError.Failure.other`).
+    public static let tpmFailure = LockboxError.Code(rawValue: "tpm-failure")
 }
 
 extension LockboxError: CustomStringConvertible {
