@@ -11,6 +11,11 @@ import Lockbox
 /// neither the passphrase nor the key file, and skip the Argon2id cost. A window is tied to the
 /// credentials that opened it: a passphrase change, slot change or key rotation (or, for a
 /// PIN-opened window, a PIN change) invalidates it.
+///
+/// Every call that reads or sets a window's expiry takes a `clock` (seconds on a monotonic
+/// clock, ``ReauthGate/monotonicClock`` by default — the clock every process of the session
+/// shares): tests drive the expiry through it instead of sleeping. The kernel's own timeout runs
+/// on its clock whatever is passed.
 public enum SessionWindow {
     /// What a window says about itself (never its key).
     public struct Status: Sendable, Equatable {
@@ -44,10 +49,12 @@ public enum SessionWindow {
     ///     that PIN closes the window.
     ///   - dataKey: the file vault's unwrapped data key, kept in the window so commands inside it
     ///     need no credential; `nil` for the Secret Service.
+    ///   - clock: the monotonic clock the window's expiry is counted on.
     public static func open(scope: String, duration: Duration, openedBy: String, credentialFingerprint: String,
-                            pin: (profile: PinProfile, fingerprint: String)? = nil, dataKey: SecretBytes? = nil) throws {
+                            pin: (profile: PinProfile, fingerprint: String)? = nil, dataKey: SecretBytes? = nil,
+                            clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
         let seconds = max(1, duration.seconds)
-        let expires = ReauthGate.monotonicClock() + seconds
+        let expires = clock() + seconds
         let payload = encode(Contents(expires: expires, openedBy: openedBy, fingerprint: credentialFingerprint,
                                       pinService: pin?.profile.service ?? "", pinName: pin?.profile.name ?? "",
                                       pinFingerprint: pin?.fingerprint ?? "", dataKey: dataKey))
@@ -59,20 +66,22 @@ public enum SessionWindow {
     }
 
     /// Opens the window for a file vault (carrying its data key), after a passphrase or, with
-    /// `pin`, a PIN check the caller made.
+    /// `pin`, a PIN check the caller made. `clock`: as for
+    /// ``open(scope:duration:openedBy:credentialFingerprint:pin:dataKey:clock:)``.
     public static func open(for store: EncryptedFileStore, duration: Duration, openedBy: String,
-                            pin: PinProfile? = nil) throws {
+                            pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
         let material = try store.windowMaterial()
         let scope = "vault:" + material.vaultID.hexString
         var binding: (profile: PinProfile, fingerprint: String)?
         if let pin, let fingerprint = try PinGuard(store: store).fingerprint(pin) { binding = (pin, fingerprint) }
         try open(scope: scope, duration: duration, openedBy: openedBy, credentialFingerprint: material.fingerprint,
-                 pin: binding, dataKey: material.dataKey)
+                 pin: binding, dataKey: material.dataKey, clock: clock)
     }
 
-    /// Whether the window for `scope` is open and, if a PIN opened it, that PIN is unchanged in `store`.
-    public static func isOpen(scope: String, store: any SecretStore) throws -> Bool {
-        guard let window = read(scope: scope) else { return false }
+    /// Whether the window for `scope` is open (its expiry not passed on `clock`) and, if a PIN
+    /// opened it, that PIN is unchanged in `store`.
+    public static func isOpen(scope: String, store: any SecretStore, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws -> Bool {
+        guard let window = read(scope: scope, clock: clock) else { return false }
         if try pinStillMatches(window, store: store) { return true }
         close(scope: scope)
         return false
@@ -85,16 +94,17 @@ public enum SessionWindow {
     }
 
     /// The file vault at `path`, opened through its window, or `nil` if there is no valid window
-    /// (none, expired, revoked, or the vault's keys changed since — then the window is revoked).
-    public static func openStore(at path: FilePath) throws -> EncryptedFileStore? {
-        try openStore(EncryptedFileStore.readSnapshot(at: path))
+    /// (none, expired on `clock`, revoked, or the vault's keys changed since — then the window is
+    /// revoked).
+    public static func openStore(at path: FilePath, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws -> EncryptedFileStore? {
+        try openStore(EncryptedFileStore.readSnapshot(at: path), clock: clock)
     }
 
     /// ``openStore(at:)`` for a vault file already read: the file is read once whether or not a
     /// window opens it (the caller opens the same snapshot with credentials otherwise).
-    package static func openStore(_ snapshot: VaultFileSnapshot) throws -> EncryptedFileStore? {
+    package static func openStore(_ snapshot: VaultFileSnapshot, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws -> EncryptedFileStore? {
         let scope = "vault:" + snapshot.vaultID.hexString
-        guard let window = read(scope: scope), let dataKey = window.dataKey else { return nil }
+        guard let window = read(scope: scope, clock: clock), let dataKey = window.dataKey else { return nil }
         if let store = try EncryptedFileStore.open(snapshot, windowDataKey: dataKey, fingerprint: window.fingerprint),
            try pinStillMatches(window, store: store)
         {
@@ -104,9 +114,10 @@ public enum SessionWindow {
         return nil
     }
 
-    /// The window's state, or `nil` if there is none.
-    public static func status(scope: String) -> Status? {
-        read(scope: scope).map { Status(remaining: $0.expires - ReauthGate.monotonicClock(), openedBy: $0.openedBy) }
+    /// The window's state (seconds left on `clock`), or `nil` if there is none.
+    public static func status(scope: String, clock: ReauthGate.Clock = ReauthGate.monotonicClock) -> Status? {
+        let now = clock()
+        return read(scope: scope, clock: { now }).map { Status(remaining: $0.expires - now, openedBy: $0.openedBy) }
     }
 
     /// Closes the window at once; returns whether there was one.
@@ -128,12 +139,12 @@ public enum SessionWindow {
         var dataKey: SecretBytes?
     }
 
-    package static func read(scope: String) -> Contents? {
+    package static func read(scope: String, clock: ReauthGate.Clock = ReauthGate.monotonicClock) -> Contents? {
         guard let id = KernelKeyring.search(description: descriptionPrefix + scope),
               let payload = KernelKeyring.read(id),
               let contents = decode(payload)
         else { return nil }
-        guard contents.expires > ReauthGate.monotonicClock() else {
+        guard contents.expires > clock() else {
             KernelKeyring.invalidate(id)
             return nil
         }

@@ -143,11 +143,14 @@ struct SessionWindowTests {
         let opened = try #require(try SessionWindow.openStore(at: fixture.vaultPath))
         #expect(try Vault(store: opened).string(service: "s", account: "a") == "v")
         #expect(SessionWindow.status(scope: scope) != nil)
-        // Lockbox itself refuses the window once its exact expiry passes (sleeping longer than the
-        // window is all this needs, however loaded the machine).
-        try SessionWindow.open(for: fixture.store, duration: .seconds(1), openedBy: "passphrase")
-        Thread.sleep(forTimeInterval: 1.05)
-        #expect(try SessionWindow.openStore(at: fixture.vaultPath) == nil)
+        // Lockbox itself refuses the window once its exact expiry passes: driven through the
+        // clock the window is read with (the kernel's own timeout is the part below).
+        let openedAt = ReauthGate.monotonicClock()
+        try SessionWindow.open(for: fixture.store, duration: .seconds(10), openedBy: "passphrase", clock: { openedAt })
+        #expect(try SessionWindow.openStore(at: fixture.vaultPath, clock: { openedAt + 9.9 }) != nil, "open until the last moment")
+        #expect(abs((SessionWindow.status(scope: scope, clock: { openedAt + 4 })?.remaining ?? 0) - 6) < 1e-6)
+        #expect(try SessionWindow.openStore(at: fixture.vaultPath, clock: { openedAt + 10 }) == nil, "closed at its expiry")
+        #expect(SessionWindow.status(scope: scope) == nil, "and revoked: the kernel no longer has it")
         // And the kernel expires the key on its own: with a new window left untouched (read
         // straight from the kernel, never through Lockbox, which would revoke it), the key must
         // vanish within its timeout (whole seconds plus one spare); 30 s is the generous bound.
