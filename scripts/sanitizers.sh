@@ -51,7 +51,7 @@ for sanitizer in "${sanitizers[@]}"; do
     status=0
     # CrashTests is skipped: it adapts its kill window to the machine, so it would pass, but with
     # a sanitized `lockbox set` (200 ms and more) its 60-400 rounds add minutes and test nothing
-    # the sanitizers look at; scripts/crash-injection.sh covers crash safety with any binary.
+    # the sanitizers look at; the normal suite (scripts/test.sh) runs it.
     # Options are inherited by every process the suite starts that keeps the environment; the
     # tests' lockbox children get a clean environment and so the defaults (reports on stderr),
     # which a test then sees as unexpected output.
