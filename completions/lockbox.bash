@@ -512,7 +512,7 @@ _lockbox_slot() {
 
 _lockbox_slot_list() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
@@ -1048,7 +1048,7 @@ _lockbox_lock() {
 
 _lockbox_status() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
@@ -1182,7 +1182,7 @@ _lockbox_token_get() {
 
 _lockbox_token_status() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
@@ -1317,7 +1317,7 @@ _lockbox_signout() {
 
 _lockbox_migrate() {
     repeating_flags=()
-    non_repeating_flags=(--all --move --version -h --help)
+    non_repeating_flags=(--all --move --json --version -h --help)
     repeating_options=()
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
     __lockbox_offer_flags_options 0
@@ -1412,7 +1412,7 @@ _lockbox_export() {
 
 _lockbox_import() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
     __lockbox_offer_flags_options 1

@@ -42,7 +42,7 @@ function __lockbox_parse_tokens -S
             __lockbox_parse_subcommand 0 'version' 'h/help'
             switch $unparsed_tokens[1]
             case 'list'
-                __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
+                __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'json' 'version' 'h/help'
             case 'add-passphrase'
                 __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'new-passphrase-fd=' 'kdf=' 'version' 'h/help'
             case 'add-key-file'
@@ -75,7 +75,7 @@ function __lockbox_parse_tokens -S
         case 'lock'
             __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'status'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'json' 'version' 'h/help'
         case 'token'
             __lockbox_parse_subcommand 0 'version' 'h/help'
             switch $unparsed_tokens[1]
@@ -84,7 +84,7 @@ function __lockbox_parse_tokens -S
             case 'get'
                 __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'field=' 'json' 'refresh-with=' 'leeway=' 'version' 'h/help'
             case 'status'
-                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
+                __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'json' 'version' 'h/help'
             case 'clear'
                 __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
             end
@@ -93,11 +93,11 @@ function __lockbox_parse_tokens -S
         case 'signout'
             __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'keep-device-id' 'version' 'h/help'
         case 'migrate'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'from=' 'to=' 'service=' 'all' 'move' 'on-conflict=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'from=' 'to=' 'service=' 'all' 'move' 'on-conflict=' 'json' 'version' 'h/help'
         case 'export'
             __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'to=' 'service=' 'backup-passphrase-fd=' 'kdf=' 'version' 'h/help'
         case 'import'
-            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'backup-passphrase-fd=' 'on-conflict=' 'version' 'h/help'
+            __lockbox_parse_subcommand 1 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'backup-passphrase-fd=' 'on-conflict=' 'json' 'version' 'h/help'
         case 'doctor'
             __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'json' 'version' 'h/help'
         case 'selftest'
@@ -283,6 +283,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" json' -l 'json' -d 'Print a JSON array (index, kind, kdf, openedThisHandle) instead of lines.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -427,6 +428,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" json' -l 'json' -d 'Print JSON: open, remainingSeconds, openedBy.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox status" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token" version' -l 'version' -d 'Show the version.'
@@ -462,6 +464,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" json' -l 'json' -d 'Print JSON: expiresAt, expiresInSeconds (negative once expired), refreshToken (stored or not), tokenType, scope, subject.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token status" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox token clear" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -503,6 +506,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" all' -l 'all' -d 'Every Lockbox item (required when no --service is given).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" move' -l 'move' -d 'Remove each source item once its copy is verified.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" on-conflict' -l 'on-conflict' -d 'When the destination has a different item at the same address: skip, overwrite, or keep-both.' -rfka 'skip overwrite keep-both'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" json' -l 'json' -d 'Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth, removedFromSource).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox migrate" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox export" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
@@ -526,6 +530,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox import" -eq 1' -F
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" backup-passphrase-fd' -l 'backup-passphrase-fd' -d 'Read the backup\'s passphrase from this descriptor (else asked).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" on-conflict' -l 'on-conflict' -d 'When an item exists with different contents: skip, overwrite, or keep-both.' -rfka 'skip overwrite keep-both'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" json' -l 'json' -d 'Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox import" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox doctor" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'

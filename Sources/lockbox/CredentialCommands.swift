@@ -115,21 +115,32 @@ struct GetToken: ParsableCommand {
     }
 }
 
-/// A transient refresh failure (network, server error): the tokens stay.
-struct RefreshFailed: Error, CustomStringConvertible {
-    var detail: String
-    var description: String { "the refresh failed (\(detail)); the stored tokens were kept. Retry later." }
-}
 
 struct TokenStatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "When the access token expires; never a token.")
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
+    @Flag(help: "Print JSON: expiresAt, expiresInSeconds (negative once expired), refreshToken (stored or not), tokenType, scope, subject.") var json = false
+
+    /// `token status --json`: about the tokens, never a token.
+    struct Report: Encodable {
+        var expiresAt: Date?
+        var expiresInSeconds: Int?
+        var refreshToken: Bool
+        var tokenType: String
+        var scope: String?
+        var subject: String?
+    }
 
     func run() throws {
         guard let set = try TokenStore(store: try vaultOptions.openStore()).load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
+        }
+        if json {
+            try Console.printJSON(Report(expiresAt: set.expiresAt, expiresInSeconds: set.expiresAt.map { Int($0.timeIntervalSinceNow.rounded()) },
+                                         refreshToken: set.refreshToken != nil, tokenType: set.tokenType, scope: set.scope, subject: set.subject))
+            return
         }
         if let expires = set.expiresAt {
             let left = Int(expires.timeIntervalSinceNow.rounded())

@@ -135,9 +135,7 @@ struct Doctor: ParsableCommand {
             libsodium: LibraryVersions.sodium, libsecret: LibraryVersions.libsecret, hardening: hardening)
 
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try Console.printJSON(report)
         } else {
             print("profile        \(report.profile)  (settings: \(report.settingsFile))")
             print("recorded store \(report.recordedStore ?? "none yet")")

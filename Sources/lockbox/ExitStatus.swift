@@ -1,8 +1,9 @@
 import ArgumentParser
 import Lockbox
 
-/// Errors of the command line itself (input and confirmation), beside the library's ``LockboxError``.
-enum CLIError: Error, CustomStringConvertible {
+/// Errors of the command line itself (input and confirmation), beside the library's ``LockboxError``;
+/// they have codes and rows in ``ErrorTable`` like the library's.
+enum CLIError: LockboxCodedError {
     case noInput(String)
     case noTerminal(String)
     case mismatch(String)
@@ -17,6 +18,42 @@ enum CLIError: Error, CustomStringConvertible {
         case let .notConfirmed(message): return message
         }
     }
+
+    var code: LockboxError.Code {
+        switch self {
+        case .noInput: return .noInput
+        case .noTerminal: return .noTerminal
+        case .mismatch: return .entriesDiffer
+        case .notConfirmed: return .notConfirmed
+        }
+    }
+
+    /// All four are requests to fix: give the input, confirm.
+    var category: LockboxError.Category { .invalidArgument }
+}
+
+/// A transient refresh failure (network, server error) of `token get --refresh-with`: the tokens stay.
+struct RefreshFailed: LockboxCodedError {
+    var detail: String
+    var description: String { "the refresh failed (\(detail)); the stored tokens were kept. Retry later." }
+    var code: LockboxError.Code { .refreshFailed }
+    var category: LockboxError.Category { .platformFailure }
+}
+
+extension LockboxError.Code {
+    /// A secret could not be read from its descriptor, or was empty (the CLI's).
+    static let noInput = LockboxError.Code(rawValue: "no-input")
+    /// No terminal to ask a secret on (the CLI's).
+    static let noTerminal = LockboxError.Code(rawValue: "no-terminal")
+    /// The two entries of a new secret differ (the CLI's).
+    static let entriesDiffer = LockboxError.Code(rawValue: "entries-differ")
+    /// A destructive command was not confirmed (the CLI's).
+    static let notConfirmed = LockboxError.Code(rawValue: "not-confirmed")
+    /// A token refresh failed transiently (the CLI's refresher).
+    static let refreshFailed = LockboxError.Code(rawValue: "refresh-failed")
+
+    /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
+    static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed]
 }
 
 /// The CLI's exit codes: one per kind of failure, so scripts can tell them apart. The library's
@@ -67,13 +104,6 @@ enum ExitStatus: Int32, CaseIterable {
         switch error {
         case let error as any LockboxCodedError:
             self = ErrorTable.entry(for: error.code).exit
-        case is RefreshFailed:
-            self = .refreshFailed
-        case let error as CLIError:
-            switch error {
-            case .noInput, .noTerminal, .mismatch: self = .usage
-            case .notConfirmed: self = .cancelled
-            }
         default:
             self = .failure
         }
@@ -228,6 +258,12 @@ enum ErrorTable {
         },
         .tpmForeignSlot: Entry(exit: .tpmForeignSlot),
         .tpmFailure: Entry(exit: .failure),
+        // The CLI's own errors (CLIError, RefreshFailed).
+        .noInput: Entry(exit: .usage),
+        .noTerminal: Entry(exit: .usage),
+        .entriesDiffer: Entry(exit: .usage),
+        .notConfirmed: Entry(exit: .cancelled),
+        .refreshFailed: Entry(exit: .refreshFailed),
     ]
 
     /// The entry for `code`; a code this CLI does not know (a newer library) is an unexpected failure.

@@ -98,11 +98,7 @@ struct ListItems: ParsableCommand {
     func run() throws {
         let items = try Vault(store: try vaultOptions.openStore()).list(service: service)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            encoder.dateEncodingStrategy = .iso8601
-            let data = try encoder.encode(items.map(ListedItem.init))
-            print(String(decoding: data, as: UTF8.self))
+            try Console.printJSON(items.map(ListedItem.init))
             return
         }
         if items.isEmpty {
@@ -195,6 +191,15 @@ enum Console {
             }
         }
         return escaped
+    }
+
+    /// Prints `value` on standard output as the CLI's `--json` outputs are: pretty-printed, keys
+    /// sorted, dates in ISO 8601, `/` not escaped.
+    static func printJSON(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        print(String(decoding: try encoder.encode(value), as: UTF8.self))
     }
 
     /// Writes to standard error as is (no newline added).

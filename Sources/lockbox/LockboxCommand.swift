@@ -52,10 +52,6 @@ struct LockboxCommand: ParsableCommand {
             brokenPipe()
         } catch let error as any LockboxCodedError {
             fail(error, message: "error[\(error.code)]: " + ErrorTable.message(for: error))
-        } catch let error as CLIError {
-            fail(error)
-        } catch let error as RefreshFailed {
-            fail(error)
         } catch {
             usageFailure(error)
         }

@@ -24,6 +24,30 @@ private func summary(_ report: TransferReport) -> String {
     return parts.joined(separator: ", ")
 }
 
+/// `migrate --json` and `import --json`: what happened to each item.
+private struct TransferJSON: Encodable {
+    struct Address: Encodable { var service, account: String }
+    struct Copy: Encodable { var service, account, copyAccount: String }
+    var copied, alreadyPresent, conflictsSkipped, overwritten, removedFromSource: [Address]
+    var keptBoth: [Copy]
+
+    init(_ report: TransferReport) {
+        func addresses(_ keys: [ItemKey]) -> [Address] { keys.map { Address(service: $0.service, account: $0.account) } }
+        copied = addresses(report.copied)
+        alreadyPresent = addresses(report.alreadyPresent)
+        conflictsSkipped = addresses(report.conflictsSkipped)
+        overwritten = addresses(report.overwritten)
+        removedFromSource = addresses(report.removedFromSource)
+        keptBoth = report.keptBoth.sorted { $0.key.description < $1.key.description }
+            .map { Copy(service: $0.key.service, account: $0.key.account, copyAccount: $0.value.account) }
+    }
+}
+
+/// The per-item report on standard output: JSON, or a line per conflict.
+private func printReport(_ report: TransferReport, json: Bool) throws {
+    if json { try Console.printJSON(TransferJSON(report)) } else { printConflicts(report) }
+}
+
 private func printConflicts(_ report: TransferReport) {
     for key in report.conflictsSkipped { print("conflict  \(key.service)  \(key.account)  (kept the destination's; --on-conflict overwrite|keep-both to change)") }
     for key in report.overwritten { print("replaced  \(key.service)  \(key.account)") }
@@ -48,6 +72,7 @@ struct Migrate: ParsableCommand {
     @Flag(help: "Every Lockbox item (required when no --service is given).") var all = false
     @Flag(help: "Remove each source item once its copy is verified.") var move = false
     @Option(help: ArgumentHelp("When the destination has a different item at the same address: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
+    @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth, removedFromSource).") var json = false
 
     func validate() throws {
         if from == to { throw ValidationError("--from and --to name the same store") }
@@ -60,7 +85,7 @@ struct Migrate: ParsableCommand {
         let (source, destination): (any SecretStore, any SecretStore) = from == .file ? (file, keyring) : (keyring, file)
         let report = try Transfer.run(from: source, to: destination, service: service, onConflict: onConflict, move: move,
                                       progress: progressPrinter(label: "migrating"))
-        printConflicts(report)
+        try printReport(report, json: json)
         Console.status("Migrated \(from) → \(to): \(summary(report)).")
     }
 }
@@ -97,6 +122,7 @@ struct Import: ParsableCommand {
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked).", valueName: "fd"))
     var backupPassphraseFd: Int32?
     @Option(help: ArgumentHelp("When an item exists with different contents: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
+    @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth).") var json = false
 
     func run() throws {
         let passphrase: SecretBytes
@@ -110,7 +136,7 @@ struct Import: ParsableCommand {
         let backup = try EncryptedFileStore.open(at: FilePath(file), credential: .passphrase(passphrase))
         let store = try vaultOptions.openStore()
         let report = try Transfer.run(from: backup, to: store, onConflict: onConflict, progress: progressPrinter(label: "importing"))
-        printConflicts(report)
+        try printReport(report, json: json)
         Console.status("Imported from \(file): \(summary(report)).")
     }
 }

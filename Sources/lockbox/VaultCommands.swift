@@ -115,9 +115,23 @@ struct Slot: ParsableCommand {
     struct ListSlots: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the vault's key slots.")
         @OptionGroup var vaultOptions: VaultOptions
+        @Flag(help: "Print a JSON array (index, kind, kdf, openedThisHandle) instead of lines.") var json = false
+
+        /// One slot in `slot list --json`.
+        struct Listed: Encodable {
+            var index: Int
+            var kind: String
+            var kdf: String?
+            var openedThisHandle: Bool
+        }
 
         func run() throws {
-            for slot in try vaultOptions.openFileStore().keySlots() { print(slot.description) }
+            let slots = try vaultOptions.openFileStore().keySlots()
+            if json {
+                try Console.printJSON(slots.map { Listed(index: $0.index, kind: $0.kind.rawValue, kdf: $0.kdf?.description, openedThisHandle: $0.openedThisHandle) })
+                return
+            }
+            for slot in slots { print(slot.description) }
         }
     }
 

@@ -97,9 +97,22 @@ struct Lock: ParsableCommand {
 struct WindowStatus: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "Show whether a re-authentication window is open, and for how long.")
     @OptionGroup var vaultOptions: VaultOptions
+    @Flag(help: "Print JSON: open, remainingSeconds, openedBy.") var json = false
+
+    /// `status --json`.
+    struct Report: Encodable {
+        var open: Bool
+        var remainingSeconds: Int?
+        var openedBy: String?
+    }
 
     func run() throws {
-        if let scope = try windowScope(vaultOptions), let status = SessionWindow.status(scope: scope) {
+        let window = try windowScope(vaultOptions).flatMap { SessionWindow.status(scope: $0) }
+        if json {
+            try Console.printJSON(Report(open: window != nil, remainingSeconds: window.map { Int($0.remaining.rounded(.up)) }, openedBy: window?.openedBy))
+            return
+        }
+        if let status = window {
             print("unlocked: \(Int(status.remaining.rounded(.up))) s left (opened by \(status.openedBy))")
         } else {
             print("locked: no re-authentication window is open")

@@ -54,11 +54,13 @@ struct BackupTests {
                                shellRedirect: "3<'\(passFile)'").status == 4, "never overwrites a file")
         #expect(try runLockbox(["set", "api", "alice"], stdin: Data("changed".utf8), environment: env).status == 0)
         result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3"], environment: env, shellRedirect: "3<'\(wrongFile)'")
-        #expect(result.status == 5)
-        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3"], environment: env, shellRedirect: "3<'\(passFile)'")
+        #expect(result.status == 5 && result.errorCode == .wrongCredential)
+        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--json"], environment: env, shellRedirect: "3<'\(passFile)'")
         #expect(result.status == 0)
-        #expect(result.stdoutString.contains("conflict  api  alice"))
-        #expect(result.stderr.contains("1 conflicts skipped"))
+        let skipped = result.jsonObject?["conflictsSkipped"] as? [[String: Any]]
+        #expect(skipped?.map { "\($0["service"] ?? "")/\($0["account"] ?? "")" } == ["api/alice"], "\(result.stdoutString)")
+        #expect((result.jsonObject?["copied"] as? [Any])?.isEmpty == true)
+        #expect(try runLockbox(["get", "api", "alice"], environment: env).stdoutString == "changed", "the conflict kept the vault's item")
         result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--on-conflict", "overwrite"], environment: env,
                                 shellRedirect: "3<'\(passFile)'")
         #expect(result.status == 0)

@@ -184,8 +184,12 @@ struct CredentialTests {
         #expect(outputs == [String](repeating: "at-new", count: 4))
         let calls = try String(contentsOfFile: counter, encoding: .utf8).split(separator: "\n")
         #expect(calls == ["rt-0"], "one refresh, which got the refresh token on stdin")
-        let status = try runLockbox(["token", "status", "api", "alice"], environment: env)
-        #expect(status.stdoutString.contains("expires in") && !status.stdoutString.contains("at-new"))
+        // The refreshed set is stored: an hour left (the refresher said 3600 s), and a refresh token.
+        let status = try runLockbox(["token", "status", "api", "alice", "--json"], environment: env)
+        let report = status.jsonObject
+        #expect((report?["expiresInSeconds"] as? Int).map { (3000...3600).contains($0) } == true, "\(status.stdoutString)")
+        #expect(report?["refreshToken"] as? Bool == true && report?["tokenType"] as? String == "Bearer", "\(status.stdoutString)")
+        #expect(!status.stdoutString.contains("at-new") && !status.stdoutString.contains("rt-new"), "never a token")
     }
 
     @Test("8 processes asking for a device ID for the first time all get the same one")

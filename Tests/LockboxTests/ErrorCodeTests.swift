@@ -98,7 +98,12 @@ struct ErrorCodeTests {
     @Test("the CLI's one table maps every code to its exit code, the numbers scripts already use")
     func tableCoversEveryCode() {
         for code in LockboxError.Code.all + TPMError.codes { #expect(ErrorTable.entries[code] != nil, "\(code) has no exit code") }
-        #expect(ErrorTable.entries.count == LockboxError.Code.all.count + TPMError.codes.count, "a row for an unknown code")
+        #expect(ErrorTable.entries.count == LockboxError.Code.all.count + TPMError.codes.count + LockboxError.Code.cli.count,
+                "a row for an unknown code")
+        let cliErrors: [any LockboxCodedError] = [CLIError.noInput("m"), CLIError.noTerminal("PIN"), CLIError.mismatch("PIN"),
+                                                  CLIError.notConfirmed("m"), RefreshFailed(detail: "d")]
+        #expect(cliErrors.map(\.code) == LockboxError.Code.cli)
+        #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51], "the exits these always had")
         let expected: [LockboxError.Code: Int32] = [
             .itemNotFound: 2, .vaultNotFound: 3, .vaultAlreadyExists: 4, .wrongCredential: 5, .corruptVault: 6,
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+@testable import lockbox
 @testable import Lockbox
 
 /// `lockbox git-credential` and `set --allow-empty` through the real binary on a key-file vault:
@@ -29,8 +30,8 @@ struct GitCredentialTests {
     @Test("set --allow-empty stores an empty secret from a pipe; without it an empty pipe is a usage error")
     func emptySecret() throws {
         var result = try lockbox(["set", "--raw", "svc", "acct"])
-        #expect(result.status == 64)
-        #expect(result.stderr.contains("--allow-empty"))
+        #expect(result.status == 64 && result.errorCode == .noInput, "\(result.stderr)")
+        #expect(result.stderr.contains("--allow-empty"), "names the option that allows it")
         #expect(try lockbox(["get", "svc", "acct"]).status == 2, "nothing was stored")
         result = try lockbox(["set", "--raw", "--allow-empty", "svc", "acct"])
         #expect(result.status == 0, "\(result.stderr)")

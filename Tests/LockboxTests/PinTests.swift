@@ -251,7 +251,9 @@ struct PinGuardTests {
                                  clock: f.clock, lockDirectory: f.folder.file("locks"))
         #expect(outcome { try passcodes.set(f.profile, pin: pin("tr0ub4dor")) } == "ok")
         #expect(outcome { try f.guardian.set(PinProfile(service: "kids", name: "new"), pin: pin("4739")) } == "ok")
-        #expect(outcome { try f.guardian.set(f.profile, pin: pin("8316")) }.contains("already set"))
+        // A PIN already set is not replaced by `set` (an argument error; `change` takes the old PIN).
+        #expect(caughtError { try f.guardian.set(f.profile, pin: pin("8316")) }?.code == .invalidArgument)
+        #expect(outcome { try f.guardian.verify(f.profile, pin: pin("4739")) } == "ok", "the old PIN still holds")
     }
 
     @Test("the blocklists cover about a tenth of the 4- and 6-digit spaces")
@@ -434,6 +436,6 @@ struct PinCLITests {
             return all
         }
         #expect(statuses == [Int32](repeating: 30, count: 8))
-        #expect(try pinCommand(["status", "kids", "max", "--json"], "").stdoutString.contains("\"failures\" : 8"))
+        #expect(try pinCommand(["status", "kids", "max", "--json"], "").jsonObject?["failures"] as? Int == 8)
     }
 }

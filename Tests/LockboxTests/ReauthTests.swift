@@ -217,7 +217,9 @@ struct SessionWindowTests {
         result = try runLockbox(["get", "screen", "parent-token"], environment: base)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdoutString == "parent-only")
-        #expect(try runLockbox(["status"], environment: base).stdoutString.contains("unlocked"))
+        let window = try runLockbox(["status", "--json"], environment: base).jsonObject
+        #expect(window?["open"] as? Bool == true && (window?["openedBy"] as? String)?.hasPrefix("pin") == true, "\(window ?? [:])")
+        #expect((window?["remainingSeconds"] as? Int).map { $0 > 0 && $0 <= 600 } == true, "\(window ?? [:])")
         #expect(try runLockbox(["lock"], environment: base).status == 0)
         #expect(try runLockbox(["get", "screen", "parent-token"], environment: base).status == 40)
         #expect(try runLockbox(["get", "screen", "parent-token"], environment: withKey).status == 40)
@@ -295,7 +297,7 @@ struct SessionWindowTests {
             done
             echo "filled=$filled"
             "$L" unlock --vault "$V" --passphrase-fd 3 --for 1m 3<"$P"; echo "unlock=$?"
-            "$L" status --vault "$V"; echo "status=$?"
+            "$L" status --vault "$V" --json | tr -d ' \\n'; echo; echo "status=${PIPESTATUS[0]}"
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
@@ -314,8 +316,8 @@ struct SessionWindowTests {
         process.waitUntilExit()
         #expect(!text.contains("filled=no"), "the quota could not be filled: \(text)")
         #expect(text.contains("unlock=41"), "\(text)")
-        #expect(text.contains("cannot hold a re-authentication window") && text.contains("add_key failed"), "\(text)")
-        #expect(text.contains("locked: no re-authentication window is open") && text.contains("status=0"), "\(text)")
+        #expect(text.contains("lockbox: error[\(LockboxError.Code.kernelKeyringUnavailable)]") && text.contains("add_key failed"), "\(text)")
+        #expect(text.contains("{\"open\":false}") && text.contains("status=0"), "\(text)")
     }
 }
 

@@ -153,15 +153,16 @@ struct SecretServiceTests {
         result = try runLockbox(["--backend", "secret-service", "get", "cli", "B"], environment: env)
         #expect(result.stdoutString == "from-secret-tool")
         result = try runLockbox(["list", "--backend", "secret-service", "--service", "cli", "--json"], environment: env)
-        #expect(result.stdoutString.contains("\"account\" : \"A\"") && result.stdoutString.contains("\"account\" : \"B\""))
+        #expect(result.jsonArray?.compactMap { $0["account"] as? String }.sorted() == ["A", "B"], "\(result.stdoutString)")
         #expect(!result.stdoutString.contains("cli-secret"))
-        #expect(try runLockbox(["--backend", "secret-service", "get", "cli", "missing"], environment: env).status == 2)
+        let missing = try runLockbox(["--backend", "secret-service", "get", "cli", "missing"], environment: env)
+        #expect(missing.status == 2 && missing.errorCode == .itemNotFound)
         #expect(try runLockbox(["--backend", "secret-service", "delete", "cli", "A"], environment: env).status == 0)
         #expect(try runLockbox(["--backend", "secret-service", "wipe", "--service", "cli", "--yes"], environment: env).status == 0)
         #expect(try store.list(service: "cli").isEmpty)
         result = try runLockbox(["doctor", "--backend", "secret-service", "--json"], environment: env)
         #expect(result.status == 0, "\(result.stdoutString)")
-        #expect(result.stdoutString.contains("\"storeForThisRun\" : \"secret-service\""))
+        #expect(result.jsonObject?["storeForThisRun"] as? String == "secret-service", "\(result.stdoutString)")
     }
 
     @Test("with nothing recorded and the Secret Service reachable, the window scope and get agree on the Secret Service, even with a file vault at the default path")
@@ -210,9 +211,15 @@ struct SecretServiceTests {
         }
         try file.delete(ItemKey(service: "migrate", account: "acct1"))
 
-        var result = try runLockbox(["migrate", "--from", "file", "--to", "secret-service", "--service", "migrate", "--move"], environment: env)
+        /// How many items each list of `migrate --json` names.
+        func counts(_ result: ProcessResult) -> [String: Int] {
+            (result.jsonObject ?? [:]).compactMapValues { ($0 as? [Any])?.count }
+        }
+        var result = try runLockbox(["migrate", "--from", "file", "--to", "secret-service", "--service", "migrate", "--move", "--json"],
+                                    environment: env)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stderr.contains("4 copied, 1 already there, 5 removed from the source"), "\(result.stderr)")
+        #expect(counts(result) == ["copied": 4, "alreadyPresent": 1, "removedFromSource": 5, "conflictsSkipped": 0, "overwritten": 0, "keptBoth": 0],
+                "\(result.stdoutString)")
         #expect(try file.list(service: "migrate").isEmpty)
         let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "migrate", "username", "acct3"], environment: keyringEnvironment)
         #expect(lookup.stdout == "value-3")
@@ -224,8 +231,8 @@ struct SecretServiceTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try file.list(service: "migrate").count == 6)
         #expect(try Vault(store: file).string(service: "migrate", account: "acct5") == "value-5")
-        result = try runLockbox(["migrate", "--from", "secret-service", "--to", "file", "--service", "migrate"], environment: env)
-        #expect(result.stderr.contains("0 copied, 6 already there"), "\(result.stderr)")
+        result = try runLockbox(["migrate", "--from", "secret-service", "--to", "file", "--service", "migrate", "--json"], environment: env)
+        #expect(counts(result)["copied"] == 0 && counts(result)["alreadyPresent"] == 6, "\(result.stdoutString)")
         #expect(try store.list(service: "migrate").count == 6)
     }
 
@@ -242,7 +249,7 @@ struct SecretServiceTests {
         let env = keyringEnvironment.merging(["XDG_CONFIG_HOME": folder.file("config").string]) { _, new in new }
         for command in [["set", "kids", "max"], ["verify", "kids", "max"], ["change", "kids", "max"], ["reset", "kids", "max", "--by", "mia"]] {
             let result = try runLockbox(["pin"] + command + ["--backend", "secret-service"], stdin: Data("4739\n4739\n".utf8), environment: env)
-            #expect(result.status == 36, "\(command): \(result.stderr)")
+            #expect(result.status == 36 && result.errorCode == .pinStoreUnprotected, "\(command): \(result.stderr)")
         }
         let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "kids", "username", "pin:max"], environment: keyringEnvironment)
         #expect(lookup.status != 0 && lookup.stdout.isEmpty, "no PIN record for secret-tool to read: \(lookup.stdout)")
@@ -258,8 +265,12 @@ struct SecretServiceTests {
         for failure in 1...3 { #expect(outcome { try pins.verify(profile, pin: pin("0000")) } == "wrong(\(failure))") }
         // secret-tool stands for any process of the user on the session bus: no Lockbox credential.
         let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "kids", "username", "pin:max"], environment: keyringEnvironment)
-        #expect(lookup.stdout.contains("\"failures\":3") && lookup.stdout.contains("argon2id"), "the record is readable: \(lookup.stdout)")
-        let reset = lookup.stdout.replacingOccurrences(of: "\"failures\":3", with: "\"failures\":0")
+        var record = try #require(try JSONSerialization.jsonObject(with: Data(lookup.stdout.utf8)) as? [String: Any],
+                                  "the record is readable: \(lookup.stdout)")
+        #expect(record["failures"] as? Int == 3, "\(lookup.stdout)")
+        #expect((record["hash"] as? String)?.hasPrefix("$argon2id$") == true, "the hash is there to attack offline: \(lookup.stdout)")
+        record["failures"] = 0
+        let reset = String(decoding: try JSONSerialization.data(withJSONObject: record), as: UTF8.self)
         _ = try run("/usr/bin/secret-tool", ["store", "--label", "x", "service", "kids", "username", "pin:max"], stdin: reset,
                     environment: keyringEnvironment)
         #expect(try pins.status(profile).failures == 0, "the count was reset from outside")
@@ -321,9 +332,11 @@ struct SecretServiceFailureTests {
         var result = try run(lockbox, ["--backend", "secret-service", "get", "svc", "a"], environment: environment)
         #expect(result.status == 20, "\(result.stderr)")
         #expect(result.stderr.contains("error[\(LockboxError.Code.noSessionBus)]"))
-        result = try run(lockbox, ["doctor", "--backend", "secret-service"], environment: environment)
+        result = try run(lockbox, ["doctor", "--backend", "secret-service", "--json"], environment: environment)
         #expect(result.status == 20)
-        #expect(result.stdout.contains("PROBLEM D-Bus session bus") && result.stdout.contains("fix: "))
+        let checks = ((try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [String: Any])?["checks"] as? [[String: Any]] ?? []
+        let bus = checks.first { $0["name"] as? String == "D-Bus session bus" }
+        #expect(bus?["ok"] as? Bool == false && !((bus?["fix"] as? String) ?? "").isEmpty, "\(result.stdout)")
     }
 
     @Test("the recorded store is used later; if it is gone, Lockbox fails loudly instead of using a new empty vault")
@@ -333,8 +346,9 @@ struct SecretServiceFailureTests {
         let first = try run(keyringSessionScript, ["--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)", "XDG_DATA_HOME=\(data)",
                                                    lockbox, "set", "svc", "a"], stdin: "kept-in-keyring")
         #expect(first.status == 0, "\(first.stderr)")
-        let settings = try String(contentsOfFile: config + "/lockbox/settings.json", encoding: .utf8)
-        #expect(settings.contains("\"backend\" : \"secret-service\""))
+        let settings = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config + "/lockbox/settings.json"))) as? [String: Any]
+        let recorded = (settings?["profiles"] as? [String: Any])?["default"] as? [String: Any]
+        #expect(recorded?["backend"] as? String == "secret-service", "\(settings ?? [:])")
         let later = try run(keyringSessionScript, ["--no-provider", "--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)",
                                                    "XDG_DATA_HOME=\(data)", lockbox, "get", "svc", "a"])
         #expect(later.status == 26, "\(later.stderr)")

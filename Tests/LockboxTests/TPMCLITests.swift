@@ -9,28 +9,21 @@ import Testing
 /// against its own swtpm.
 @Suite(.enabled(if: SoftwareTPM.available, SoftwareTPM.unavailableReason))
 struct TPMCLITests {
-    let folder: TemporaryFolder
-    let vault: String
+    let fixture: CLIFixture
+    var folder: TemporaryFolder { fixture.folder }
+    var vault: String { fixture.vault }
     let passphraseFile: String
 
     init() throws {
-        folder = try TemporaryFolder()
-        vault = folder.file("vault.lockbox").string
-        passphraseFile = folder.file("passphrase").string
-        try Data("recovery passphrase\n".utf8).write(to: URL(fileURLWithPath: passphraseFile))
+        fixture = try CLIFixture()
+        passphraseFile = try fixture.lineFile("passphrase", "recovery passphrase")
     }
 
     func lockbox(_ arguments: [String], tpm: SoftwareTPM, stdin: String = "", redirect: String? = nil) throws -> ProcessResult {
-        try runLockbox(arguments, stdin: Data(stdin.utf8), environment: [
-            "LOCKBOX_TPM_TCTI": tpm.tcti, "XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string,
-        ], shellRedirect: redirect)
+        try fixture.run(arguments, stdin: stdin, environment: ["LOCKBOX_TPM_TCTI": tpm.tcti], redirect: redirect)
     }
 
-    func pinFile(_ name: String, _ pin: String) throws -> String {
-        let path = folder.file(name).string
-        try Data((pin + "\n").utf8).write(to: URL(fileURLWithPath: path))
-        return path
-    }
+    func pinFile(_ name: String, _ pin: String) throws -> String { try fixture.lineFile(name, pin) }
 
     @Test func initWithTPMOpensWithoutCredentialAndRefusesOnAReplacedTPM() throws {
         let tpm = try SoftwareTPM()
@@ -41,8 +34,9 @@ struct TPMCLITests {
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
         #expect(result.status == 0 && result.stdoutString == "by-tpm", "\(result.stderr)")
-        result = try lockbox(["slot", "list", "--vault", vault], tpm: tpm)
-        #expect(result.stdoutString.contains("0: tpm2 (opened this handle)") && result.stdoutString.contains("1: passphrase"))
+        result = try lockbox(["slot", "list", "--vault", vault, "--json"], tpm: tpm)
+        #expect(result.jsonArray?.map { "\($0["index"] ?? ""):\($0["kind"] ?? "")" } == ["0:tpm2", "1:passphrase"])
+        #expect(result.jsonArray?.map { $0["openedThisHandle"] as? Bool } == [true, false], "opened by the TPM alone")
 
         result = try lockbox(["doctor", "--vault", vault, "--json"], tpm: tpm)
         let report = try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any]
@@ -56,12 +50,12 @@ struct TPMCLITests {
         try FileManager.default.createDirectory(atPath: tpm.state.path.string, withIntermediateDirectories: false)
         try tpm.start()
         result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
-        #expect(result.status == 63, "\(result.stderr)")
+        #expect(result.status == 63 && result.errorCode == .tpmForeignSlot, "\(result.stderr)")
         #expect(result.stdout.isEmpty)
         // No TPM at all.
         tpm.stop()
         result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
-        #expect(result.status == 60, "\(result.stderr)")
+        #expect(result.status == 60 && result.errorCode == .tpmUnavailable, "\(result.stderr)")
         result = try lockbox(["doctor", "--vault", vault, "--json"], tpm: tpm)
         let offline = try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any]
         #expect((offline?["checks"] as? [[String: Any]] ?? []).contains { $0["name"] as? String == "TPM" && $0["ok"] as? Bool == false })
@@ -92,20 +86,19 @@ struct TPMCLITests {
         let guessable = try pinFile("guessable", "1234")
         result = try lockbox(["slot", "add-tpm", "--vault", vault, "--tpm-pin-fd", "4", "--tpm-new-pin-fd", "5"],
                              tpm: tpm, redirect: "4<\(right) 5<\(guessable)")
-        #expect(result.status == 34, "\(result.stderr)")
+        #expect(result.status == 34 && result.errorCode == .pinRejected, "\(result.stderr)")
         // No PIN and no terminal: asks for one instead of guessing (counts nothing).
         result = try lockbox(["list", "--vault", vault], tpm: tpm)
-        #expect(result.status == 40, "\(result.stderr)")
+        #expect(result.status == 40 && result.errorCode == .reauthenticationRequired, "\(result.stderr)")
         let saved = try Data(contentsOf: URL(fileURLWithPath: vault))
         for _ in 0..<2 {
             result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(wrong)")
-            #expect(result.status == 30, "\(result.stderr)")
+            #expect(result.status == 30 && result.errorCode == .tpmAuthorizationFailed, "\(result.stderr)")
         }
         try saved.write(to: URL(fileURLWithPath: vault))
         chmod(vault, 0o600)
         result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(right)")
-        #expect(result.status == 61, "\(result.stderr)")
-        #expect(result.stderr.contains("tpm2_dictionarylockout"))
+        #expect(result.status == 61 && result.errorCode == .tpmLockedOut, "\(result.stderr)")
         #expect(try tpm.dictionaryAttack().inLockout)
     }
 
@@ -120,7 +113,7 @@ struct TPMCLITests {
         #expect(try lockbox(["list", "--vault", vault], tpm: tpm).status == 0)
         try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "cd", count: 32)])
         result = try lockbox(["list", "--vault", vault], tpm: tpm)
-        #expect(result.status == 62, "\(result.stderr)")
+        #expect(result.status == 62 && result.errorCode == .tpmPCRMismatch, "\(result.stderr)")
         result = try lockbox(["slot", "remove", "--vault", vault, "--passphrase-fd", "3", "1"], tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["init", "--vault", folder.file("other").string, "--tpm-pcrs", "7"], tpm: tpm)
