@@ -188,12 +188,12 @@ _lockbox_init() {
     repeating_flags=()
     non_repeating_flags=(--with-passphrase --tpm --tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --tpm-pcrs --tpm-new-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -235,12 +235,12 @@ _lockbox_set() {
     repeating_flags=()
     non_repeating_flags=(--raw --allow-empty --protected --version -h --help)
     repeating_options=(--attribute)
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -277,12 +277,12 @@ _lockbox_get() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -310,12 +310,12 @@ _lockbox_delete() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -343,12 +343,12 @@ _lockbox_list() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -379,12 +379,12 @@ _lockbox_wipe() {
     repeating_flags=()
     non_repeating_flags=(--all --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -415,12 +415,12 @@ _lockbox_passwd() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -458,12 +458,12 @@ _lockbox_rotate-key() {
     repeating_flags=()
     non_repeating_flags=(--drop-unmatched-slots --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -514,12 +514,12 @@ _lockbox_slot_list() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -547,12 +547,12 @@ _lockbox_slot_add-passphrase() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -587,12 +587,12 @@ _lockbox_slot_add-key-file() {
     repeating_flags=()
     non_repeating_flags=(--generate --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -628,12 +628,12 @@ _lockbox_slot_add-tpm() {
     repeating_flags=()
     non_repeating_flags=(--tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --tpm-pcrs --tpm-new-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -667,12 +667,12 @@ _lockbox_slot_remove() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -723,12 +723,12 @@ _lockbox_pin_set() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=(--wipe-item)
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --lockout-delays --wipe-after --disable-after)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --lockout-delays --wipe-after --disable-after)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -772,12 +772,12 @@ _lockbox_pin_verify() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -809,12 +809,12 @@ _lockbox_pin_change() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -846,12 +846,12 @@ _lockbox_pin_remove() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -883,12 +883,12 @@ _lockbox_pin_status() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -920,12 +920,12 @@ _lockbox_pin_reset() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --by)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --by)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -978,12 +978,12 @@ _lockbox_unlock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --for --pin)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --for --pin)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1017,12 +1017,12 @@ _lockbox_lock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1050,12 +1050,12 @@ _lockbox_status() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1106,12 +1106,12 @@ _lockbox_token_set() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --subject)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --subject)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1142,12 +1142,12 @@ _lockbox_token_get() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1184,12 +1184,12 @@ _lockbox_token_status() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1217,12 +1217,12 @@ _lockbox_token_clear() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1250,12 +1250,12 @@ _lockbox_device-id() {
     repeating_flags=()
     non_repeating_flags=(--reset --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1286,12 +1286,12 @@ _lockbox_signout() {
     repeating_flags=()
     non_repeating_flags=(--keep-device-id --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1319,12 +1319,12 @@ _lockbox_migrate() {
     repeating_flags=()
     non_repeating_flags=(--all --move --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1367,12 +1367,12 @@ _lockbox_export() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1414,12 +1414,12 @@ _lockbox_import() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1462,12 +1462,12 @@ _lockbox_doctor() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1511,12 +1511,12 @@ _lockbox_git-credential() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;

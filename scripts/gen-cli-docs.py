@@ -48,9 +48,12 @@ ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.")
 # Variables the code reads, with what they do. Markdown subset: `code`, **bold**.
 # LOCKBOX_* ones must all be read somewhere in Sources/, and every variable read there must be here.
 ENVIRONMENT = [
-    ("LOCKBOX_BACKEND",
-     "The store when `--backend` is not given: `auto`, `secret-service` or `file`. Any other value "
+    ("LOCKBOX_STORE",
+     "The store when `--store` is not given: `auto`, `secret-service` or `file`. Any other value "
      "is a usage error (exit 64)."),
+    ("LOCKBOX_BACKEND",
+     "The old name of `LOCKBOX_STORE`, read when that is not set (as `--backend`, not shown in help, "
+     "is still accepted for `--store`)."),
     ("LOCKBOX_PROFILE",
      "The profile when `--profile` is not given (else `default`). Each profile records the store "
      "it uses in the settings file."),
@@ -477,7 +480,7 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     takers = [c for c in commands if not c.subcommands and any(signature(a) in shared_keys for a in c.own_arguments())]
     add(f"Every command that opens a store ({len(takers)} of them) takes these options, to choose the store and "
         "unlock the file vault. They may also be written before the subcommand "
-        "(`lockbox --backend file get SERVICE ACCOUNT`).")
+        "(`lockbox --store file get SERVICE ACCOUNT`).")
     add("")
     add_option_table(add, shared)
 
@@ -737,7 +740,7 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
     add(".SS Vault options")
     add(roff_inline("Every command that opens a store takes these options, to choose the store and unlock the "
                     "file vault. They may also be written before the subcommand "
-                    "(`lockbox --backend file get SERVICE ACCOUNT`)."))
+                    "(`lockbox --store file get SERVICE ACCOUNT`)."))
     for arg in shared:
         add(".TP")
         add(roff_option_tag(arg))

@@ -50,7 +50,7 @@ struct Doctor: ParsableCommand {
             if try store.isLocked() {
                 secretServiceProblem = .keyringLocked(collection: store.collectionAlias)
                 checks.append(Check(name: "default collection", ok: false, detail: "locked",
-                                    fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --backend file"))
+                                    fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --store file"))
             } else {
                 checks.append(Check(name: "default collection", ok: true, detail: "unlocked"))
             }
@@ -59,14 +59,14 @@ struct Doctor: ParsableCommand {
             switch error {
             case .noSessionBus:
                 checks.append(Check(name: "D-Bus session bus", ok: false, detail: error.description,
-                                    fix: "run inside a desktop login session, or start one for a shell with `dbus-run-session -- $SHELL`; otherwise use --backend file"))
+                                    fix: "run inside a desktop login session, or start one for a shell with `dbus-run-session -- $SHELL`; otherwise use --store file"))
             case .secretServiceUnavailable:
                 checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
                 checks.append(Check(name: "Secret Service provider", ok: false, detail: error.description,
-                                    fix: "start one: `gnome-keyring-daemon --start --components=secrets`, or enable KeePassXC's Secret Service integration; otherwise use --backend file"))
+                                    fix: "start one: `gnome-keyring-daemon --start --components=secrets`, or enable KeePassXC's Secret Service integration; otherwise use --store file"))
             default:
                 checks.append(Check(name: "Secret Service", ok: false, detail: error.description,
-                                    fix: "restart your keyring daemon, or use --backend file"))
+                                    fix: "restart your keyring daemon, or use --store file"))
             }
         }
 

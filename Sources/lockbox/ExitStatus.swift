@@ -220,21 +220,21 @@ enum ErrorTable {
             return nil
         },
         .ioFailure: Entry(exit: .ioError),
-        .noSessionBus: Entry(exit: .noSessionBus) { _ in "Log in to a desktop session, or use the file vault with --backend file." },
+        .noSessionBus: Entry(exit: .noSessionBus) { _ in "Log in to a desktop session, or use the file vault with --store file." },
         .secretServiceUnavailable: Entry(exit: .noSecretService) { _ in
-            "Start gnome-keyring or KeePassXC (with Secret Service integration), or use the file vault with --backend file."
+            "Start gnome-keyring or KeePassXC (with Secret Service integration), or use the file vault with --store file."
         },
         .keyringLocked: Entry(exit: .keyringLocked) { _ in
-            "Unlock your keyring (log in to the desktop, or open Passwords and Keys), or use the file vault with --backend file."
+            "Unlock your keyring (log in to the desktop, or open Passwords and Keys), or use the file vault with --store file."
         },
-        .secretServiceTimeout: Entry(exit: .secretServiceTimeout) { _ in "Unlock your keyring, or use the file vault with --backend file." },
+        .secretServiceTimeout: Entry(exit: .secretServiceTimeout) { _ in "Unlock your keyring, or use the file vault with --store file." },
         .secretServiceFailed: Entry(exit: .secretServiceFailed),
         .undecodableItem: .lockbox(.undecodableItem) { error in
             guard case let .undecodableItem(service, account, _) = error else { return nil }
             return "Inspect it with `secret-tool search service '\(service)' username '\(account)'`."
         },
         .recordedStoreUnavailable: Entry(exit: .recordedStoreUnavailable) { _ in
-            "Make that store available, or name a store explicitly with --backend."
+            "Make that store available, or name a store explicitly with --store."
         },
         .pinRejected: Entry(exit: .pinRejected),
         .wrongPin: Entry(exit: .wrongPin),
@@ -242,7 +242,7 @@ enum ErrorTable {
         .pinDisabled: Entry(exit: .pinDisabled) { _ in "Reset it with `lockbox pin reset`." },
         .pinNotSet: Entry(exit: .pinNotSet) { _ in "Set one with `lockbox pin set`." },
         .pinWiped: Entry(exit: .pinWiped),
-        .pinStoreUnprotected: Entry(exit: .pinStoreUnprotected) { _ in "Keep PINs in the file vault: run `lockbox pin` with --backend file." },
+        .pinStoreUnprotected: Entry(exit: .pinStoreUnprotected) { _ in "Keep PINs in the file vault: run `lockbox pin` with --store file." },
         .reauthenticationRequired: Entry(exit: .reauthenticationRequired) { _ in
             "Run `lockbox unlock` (PIN or passphrase) and retry within the window."
         },

@@ -129,7 +129,9 @@ struct LockboxCommand: ParsableCommand {
     /// Every command name and every option name the commands declare, as their help shows
     /// them, plus argument-parser's built-in flags: what usage errors may repeat.
     static let knownNames: Set<String> = {
-        var names: Set<String> = ["-h", "--help", "--version", "--verbose", "--generate-completion-script", "--experimental-dump-help"]
+        // Plus the hidden --backend (the old name of --store), which help does not show.
+        var names: Set<String> = ["-h", "--help", "--version", "--verbose", "--generate-completion-script", "--experimental-dump-help",
+                                  "--backend"]
         let option = /(?:^|[^A-Za-z0-9-])(--?[A-Za-z][A-Za-z0-9-]*)/
         func collect(_ command: any ParsableCommand.Type) {
             if let name = command.configuration.commandName { names.insert(name) }
@@ -143,8 +145,8 @@ struct LockboxCommand: ParsableCommand {
     }()
 
     /// Options every subcommand takes, which people also write before the subcommand
-    /// (`lockbox --backend file get S A`).
-    static let globalOptions: Set<String> = ["--backend", "--profile", "--vault", "--key-file", "--passphrase-fd"]
+    /// (`lockbox --store file get S A`; `--backend` is the old name of `--store`).
+    static let globalOptions: Set<String> = ["--store", "--backend", "--profile", "--vault", "--key-file", "--passphrase-fd"]
 
     /// Moves global options written before the subcommand to the end of the arguments (before
     /// a `--`, if any), where the subcommand's own parser reads them.

@@ -6,7 +6,7 @@ import SystemPackage
 struct Pin: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pin",
-        abstract: "PINs for profiles: Argon2id hashes in the store, with lockout after wrong tries.",
+        abstract: "PINs for PIN profiles (a person of an app, e.g. kids max): Argon2id hashes in the store, with lockout after wrong tries.",
         discussion: """
             PINs come from a no-echo prompt on the terminal, or from standard input one per line \
             (`set` reads the PIN twice; `change` reads the old PIN, then the new one twice). Never \
@@ -14,7 +14,7 @@ struct Pin: ParsableCommand {
             PINs are kept only in an encrypted file vault: in the Secret Service every process of your \
             user could read a PIN's hash and reset its failure count, so there `set`, `verify`, `change` \
             and `reset` stop with exit 36 before asking for a PIN (`status` and `remove` still work, to \
-            clean up older records). Use `--backend file`.
+            clean up older records). Use `--store file`.
             Exit codes: 30 wrong PIN, 31 locked out (the message says when to retry), 32 PIN disabled \
             after 100 failures, 33 no PIN set, 34 PIN refused by the policy, 35 PIN wiped after too many failures, \
             36 the store cannot keep PINs (the Secret Service).
@@ -29,8 +29,8 @@ struct Pin: ParsableCommand {
 /// What every `pin` subcommand shares: the store, the profile, and hashing cost.
 struct PinOptions: ParsableArguments {
     @OptionGroup var vaultOptions: VaultOptions
-    @Argument(help: "The service (app) the profile belongs to, e.g. kids.") var service: String
-    @Argument(help: "The profile, e.g. max.") var profileName: String
+    @Argument(help: "The service (app) the PIN profile belongs to, e.g. kids.") var service: String
+    @Argument(help: "The PIN profile (not --profile, which names a store choice), e.g. max.") var profileName: String
     @Option(help: "Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.")
     var hashCost: KDFPreset = .moderate
     @Flag(help: "Allow letters and symbols (a passcode), not only digits.") var alphanumeric = false
@@ -66,7 +66,7 @@ enum PinInput {
 }
 
 struct SetPin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "set", abstract: "Set the PIN of a profile that has none (asked twice).")
+    static let configuration = CommandConfiguration(commandName: "set", abstract: "Set the PIN of a PIN profile that has none (asked twice).")
     @OptionGroup var options: PinOptions
     @Option(help: ArgumentHelp("Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats. Default: 0,0,0,0,60,300,900,900,3600.", valueName: "s,s,…"))
     var lockoutDelays: String?
@@ -120,7 +120,7 @@ struct ChangePin: ParsableCommand {
 }
 
 struct RemovePin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a profile's PIN and its counters.")
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a PIN profile's PIN and its counters.")
     @OptionGroup var options: PinOptions
 
     func run() throws {
@@ -132,7 +132,7 @@ struct RemovePin: ParsableCommand {
 }
 
 struct PinStatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Failures and lockout of a profile; nothing secret.")
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Failures and lockout of a PIN profile; nothing secret.")
     @OptionGroup var options: PinOptions
     @Flag(help: "Print JSON.") var json = false
 
@@ -161,9 +161,9 @@ struct ResetPin: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reset",
         abstract: "Clear failures and re-enable a disabled PIN, on a higher authority's word.",
-        discussion: "With --by, another profile's PIN (asked like any PIN); without it, the file vault's passphrase, asked again even if a key file opened the vault.")
+        discussion: "With --by, another PIN profile's PIN (asked like any PIN); without it, the file vault's passphrase, asked again even if a key file opened the vault.")
     @OptionGroup var options: PinOptions
-    @Option(help: ArgumentHelp("Another profile of the same service whose PIN authorises the reset.", valueName: "profile")) var by: String?
+    @Option(help: ArgumentHelp("Another PIN profile of the same service whose PIN authorises the reset.", valueName: "profile")) var by: String?
 
     func run() throws {
         let guardian = try options.guardian()

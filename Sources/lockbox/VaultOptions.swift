@@ -5,16 +5,20 @@ import LockboxWindows
 import LockboxSecretService
 import SystemPackage
 
-/// `--backend`: a store, or `auto` (the library's ``StoreRequest``).
+/// `--store`: a store, or `auto` (the library's ``StoreRequest``).
 extension StoreRequest: ExpressibleByArgument {}
 
 /// The options every command that opens a store shares: which store, where the file vault is
 /// and how to unlock it.
 struct VaultOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.",
+        "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.",
         valueName: "store"))
-    var backend: StoreRequest?
+    var store: StoreRequest?
+
+    /// `--backend`: the old name of `--store`, still accepted (scripts use it) but not shown.
+    @Option(name: .customLong("backend"), help: .hidden)
+    var backendAlias: StoreRequest?
 
     @Option(name: .long, help: ArgumentHelp(
         "The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.",
@@ -98,13 +102,20 @@ struct VaultOptions: ParsableArguments {
             || !(environment["LOCKBOX_VAULT"] ?? "").isEmpty || !(environment["LOCKBOX_KEY_FILE"] ?? "").isEmpty
     }
 
-    /// The store asked for: --backend, then $LOCKBOX_BACKEND, then `file` if a vault or key is
-    /// named, else `auto`.
+    func validate() throws {
+        if let store, let backendAlias, store != backendAlias {
+            throw ValidationError("--store and --backend (its old name) name different stores; give --store once")
+        }
+    }
+
+    /// The store asked for: --store (or its old name --backend), then $LOCKBOX_STORE (or its old
+    /// name $LOCKBOX_BACKEND), then `file` if a vault or key is named, else `auto`.
     func requestedBackend() throws -> StoreRequest {
-        if let backend { return backend }
-        if let fromEnvironment = environment["LOCKBOX_BACKEND"], !fromEnvironment.isEmpty {
+        if let chosen = store ?? backendAlias { return chosen }
+        for (name, value) in [("LOCKBOX_STORE", environment["LOCKBOX_STORE"]), ("LOCKBOX_BACKEND", environment["LOCKBOX_BACKEND"])] {
+            guard let fromEnvironment = value, !fromEnvironment.isEmpty else { continue }
             guard let parsed = StoreRequest(rawValue: fromEnvironment) else {
-                throw LockboxError.invalidArgument("LOCKBOX_BACKEND is '\(fromEnvironment)'; use auto, secret-service or file")
+                throw LockboxError.invalidArgument("\(name) is '\(fromEnvironment)'; use auto, secret-service or file")
             }
             return parsed
         }
@@ -119,7 +130,7 @@ struct VaultOptions: ParsableArguments {
     }
 
     /// A vault over the store this invocation uses, able to read protected items when this
-    /// invocation is freshly authenticated: inside a session window (`lockbox unlock`), or with
+    /// invocation is freshly authenticated: inside a re-authentication window (`lockbox unlock`), or with
     /// the vault passphrase given just now.
     func openVault() throws -> Vault {
         let (store, fresh) = try openStoreDetailed()
@@ -172,7 +183,7 @@ struct VaultOptions: ParsableArguments {
         try openFileStoreDetailed().store
     }
 
-    /// Opens the file vault: through its session window if one is open (no credential needed),
+    /// Opens the file vault: through its re-authentication window if one is open (no credential needed),
     /// else with the credentials given. Fresh when a window or a passphrase opened it.
     func openFileStoreDetailed(useWindow: Bool = true) throws -> (store: EncryptedFileStore, fresh: Bool) {
         let path = vaultPath
@@ -183,7 +194,7 @@ struct VaultOptions: ParsableArguments {
         // credentials open the same snapshot.
         let snapshot = try EncryptedFileStore.readSnapshot(at: path)
         if useWindow, let store = try SessionWindow.openStore(snapshot) {
-            Trace.log("opened through the session window (no credential needed)")
+            Trace.log("opened through the re-authentication window (no credential needed)")
             return (store, true)
         }
         let credentials = try unlockCredentials()

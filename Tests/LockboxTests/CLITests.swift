@@ -235,6 +235,39 @@ struct CLITests {
         #expect(!help.contains("--passphrase ") && !help.contains("--secret"))
     }
 
+    @Test("--store names the store (before or after the command); --backend, its old name, still works but is not shown")
+    func storeOptionAndItsOldName() throws {
+        #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try lockbox(withKey(["set", "s", "a"]), stdin: "v").status == 0)
+        // Without a session bus the Secret Service is out of reach (exit 20): which store ran shows.
+        let noBus = ["XDG_RUNTIME_DIR": folder.path.string]
+        for name in ["--store", "--backend"] {
+            for arguments in [withKey(["get", "s", "a", name, "file"]), [name, "file"] + withKey(["get", "s", "a"])] {
+                let result = try fixture.run(arguments, environment: noBus)
+                #expect(result.status == 0 && result.stdoutString == "v", "\(arguments): \(result.stderr)")
+            }
+            for arguments in [withKey(["get", "s", "a", name, "secret-service"]), [name, "secret-service"] + withKey(["get", "s", "a"])] {
+                let result = try fixture.run(arguments, environment: noBus)
+                #expect(result.status == 20 && result.errorCode == .noSessionBus, "\(arguments): \(result.stderr)")
+            }
+        }
+        // The same for the variables: LOCKBOX_STORE, and LOCKBOX_BACKEND when it is not set.
+        var result = try fixture.run(withKey(["get", "s", "a"]), environment: noBus.merging(["LOCKBOX_STORE": "secret-service"]) { $1 })
+        #expect(result.status == 20, "\(result.stderr)")
+        result = try fixture.run(withKey(["get", "s", "a"]), environment: noBus.merging(["LOCKBOX_BACKEND": "secret-service"]) { $1 })
+        #expect(result.status == 20, "\(result.stderr)")
+        result = try fixture.run(withKey(["get", "s", "a"]), environment: ["LOCKBOX_STORE": "file", "LOCKBOX_BACKEND": "secret-service"])
+        #expect(result.status == 0, "LOCKBOX_STORE wins: \(result.stderr)")
+        result = try fixture.run(withKey(["get", "s", "a"]), environment: ["LOCKBOX_STORE": "bogus"])
+        #expect(result.status == 64 && result.errorCode == .invalidArgument, "\(result.stderr)")
+        // Both spellings naming different stores is a usage error; naming the same one is not.
+        #expect(try lockbox(withKey(["get", "s", "a", "--store", "file", "--backend", "secret-service"])).status == 64)
+        #expect(try lockbox(withKey(["get", "s", "a", "--store", "file", "--backend", "file"])).stdoutString == "v")
+        // Help shows --store only.
+        let help = try lockbox(["get", "--help"]).stdoutString
+        #expect(help.contains("--store <store>") && !help.contains("--backend"))
+    }
+
     @Test("rotate-key and key slots through the CLI")
     func rotateAndSlots() throws {
         let passFile = folder.file("pass").string

@@ -27,7 +27,7 @@ _LOCKED = {22, 40}  # keyring locked; re-authentication required (no window, no 
 
 class LockboxKeyring(KeyringBackend):
     """Passwords in Lockbox: the file vault on a server, the Secret Service on a desktop,
-    whichever the ``lockbox`` command picks (``--backend``, ``LOCKBOX_BACKEND``, its settings)."""
+    whichever the ``lockbox`` command picks (``--store``, ``LOCKBOX_STORE``, its settings)."""
 
     #: The ``lockbox`` executable; ``KEYRING_PROPERTY_EXECUTABLE`` or ``with_properties`` override it.
     executable: str | None = None
