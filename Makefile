@@ -12,8 +12,11 @@ build:
 	scripts/ensure-deps.sh --test
 	swift build
 
-# The lockbox users run: a release build (the figures in docs/PERFORMANCE.md are for this build).
-RELEASE_BUILD = swift build -c release --product lockbox
+# The lockbox users run (the figures in docs/PERFORMANCE.md are for this build): release, with
+# the Swift runtime and Foundation linked statically, which halves start-up (13 M instructions
+# for `lockbox --version` against 26 M with the shared libraries), in its own scratch folder so it
+# does not rebuild the debug or dynamic release builds.
+RELEASE_BUILD = swift build -c release --static-swift-stdlib --product lockbox --scratch-path .build-release
 release:
 	$(RELEASE_BUILD)
 
