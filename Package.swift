@@ -41,13 +41,12 @@ let package = Package(
             pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]
         ),
-        // tpm2-tss (ESAPI, the TCTI loader, response-code decoding, marshalling), found through
-        // pkg-config; `apt-get install libtss2-dev` provides it. Only LockboxTPM uses it.
-        .systemLibrary(
-            name: "CTSS2",
-            pkgConfig: "tss2-esys",
-            providers: [.apt(["libtss2-dev"])]
-        ),
+        // tpm2-tss (ESAPI, the TCTI loader, response-code decoding, marshalling): its headers
+        // (`apt-get install libtss2-dev`) for the types and prototypes, its libraries loaded at run
+        // time with dlopen on the first TPM call (libtss2-esys.so.0 etc., the libtss2-* packages),
+        // so lockbox maps no tpm2-tss or libcrypto unless a TPM is used. Only LockboxTPM uses it.
+        // See Sources/CTSS2/include/CTSS2.h.
+        .target(name: "CTSS2"),
         // Linux headers Glibc's module lacks (prctl); no library to link.
         .systemLibrary(name: "CLinux"),
         .target(

@@ -53,6 +53,10 @@ keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift
 # git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
 # pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
 scripts/keyring-session.sh -- scripts/test-integrations.sh "$(swift build --show-bin-path)/lockbox"
+# lockbox next to secret-tool as whole processes, with D-Bus call counts (docs/PERFORMANCE.md):
+# the benchmark script in its quick mode (3 pairs a row, ~10 s, debug build), so it keeps working.
+# It prints figures and asserts no thresholds.
+scripts/bench-cli.sh --quick --dbus --binary "$(swift build --show-bin-path)/lockbox"
 
 # The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
 # rebuilt for each; about 3 minutes each from cold): a data race, or a memory error in the C

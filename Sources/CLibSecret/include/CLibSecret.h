@@ -57,6 +57,8 @@ typedef void (*GDestroyNotify)(gpointer data);
 typedef enum { SECRET_SERVICE_NONE = 0, SECRET_SERVICE_OPEN_SESSION = 1 << 1, SECRET_SERVICE_LOAD_COLLECTIONS = 1 << 2 } SecretServiceFlags;
 typedef enum { SECRET_ERROR_PROTOCOL = 1, SECRET_ERROR_IS_LOCKED = 2, SECRET_ERROR_NO_SUCH_OBJECT = 3, SECRET_ERROR_ALREADY_EXISTS = 4 } SecretError;
 typedef enum { G_DBUS_CALL_FLAGS_NONE = 0 } GDBusCallFlags;
+typedef enum { G_BUS_TYPE_SESSION = 2 } GBusType;
+typedef enum { SECRET_ITEM_CREATE_NONE = 0, SECRET_ITEM_CREATE_REPLACE = 1 << 1 } SecretItemCreateFlags;
 typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
 
 /* X(return type, name, (parameters), (arguments)): the one list the table, the loader and the
@@ -67,6 +69,7 @@ typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
     X(SecretValue *, secret_service_get_secret_for_dbus_path_sync, (SecretService *self, const gchar *item_path, GCancellable *cancellable, GError **error), (self, item_path, cancellable, error)) \
     X(SecretValue *, secret_service_lookup_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, GError **error), (service, schema, attributes, cancellable, error)) \
     X(gboolean, secret_service_search_for_dbus_paths_sync, (SecretService *self, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, gchar ***unlocked, gchar ***locked, GError **error), (self, schema, attributes, cancellable, unlocked, locked, error)) \
+    X(gchar *, secret_service_create_item_dbus_path_sync, (SecretService *self, const gchar *collection_path, GHashTable *properties, SecretValue *value, SecretItemCreateFlags flags, GCancellable *cancellable, GError **error), (self, collection_path, properties, value, flags, cancellable, error)) \
     X(gboolean, secret_service_store_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, const gchar *collection, const gchar *label, SecretValue *value, GCancellable *cancellable, GError **error), (service, schema, attributes, collection, label, value, cancellable, error)) \
     X(const gchar *, secret_value_get, (SecretValue *value, gsize *length), (value, length)) \
     X(SecretValue *, secret_value_new, (const gchar *secret, gssize length, const gchar *content_type), (secret, length, content_type)) \
@@ -74,6 +77,7 @@ typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
     X(GCancellable *, g_cancellable_new, (void), ()) \
     X(void, g_cancellable_cancel, (GCancellable *cancellable), (cancellable)) \
     X(gboolean, g_cancellable_is_cancelled, (GCancellable *cancellable), (cancellable)) \
+    X(GDBusConnection *, g_bus_get_sync, (GBusType bus_type, GCancellable *cancellable, GError **error), (bus_type, cancellable, error)) \
     X(GVariant *, g_dbus_connection_call_sync, (GDBusConnection *connection, const gchar *bus_name, const gchar *object_path, const gchar *interface_name, const gchar *method_name, GVariant *parameters, const GVariantType *reply_type, GDBusCallFlags flags, gint timeout_msec, GCancellable *cancellable, GError **error), (connection, bus_name, object_path, interface_name, method_name, parameters, reply_type, flags, timeout_msec, cancellable, error)) \
     X(gchar *, g_dbus_error_get_remote_error, (const GError *error), (error)) \
     X(gboolean, g_dbus_error_is_remote_error, (const GError *error), (error)) \
@@ -101,6 +105,10 @@ typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
     X(GVariant *, g_variant_get_variant, (GVariant *value), (value)) \
     X(gsize, g_variant_n_children, (GVariant *value), (value)) \
     X(GVariant *, g_variant_new_string, (const gchar *string), (string)) \
+    X(GVariant *, g_variant_new_uint32, (uint32_t value), (value)) \
+    X(GVariant *, g_variant_new_array, (const GVariantType *child_type, GVariant *const *children, gsize n_children), (child_type, children, n_children)) \
+    X(GVariant *, g_variant_new_dict_entry, (GVariant *key, GVariant *value), (key, value)) \
+    X(GVariant *, g_variant_ref_sink, (GVariant *value), (value)) \
     X(GVariant *, g_variant_new_tuple, (GVariant *const *children, gsize n_children), (children, n_children)) \
     X(void, g_variant_unref, (GVariant *value), (value)) \
     X(GVariantType *, g_variant_type_new, (const gchar *type_string), (type_string)) \

@@ -1,0 +1,352 @@
+import CLibSecret
+import Lockbox
+
+/// The raw Secret Service client under ``SecretServiceStore``: the session-bus connection and one
+/// method per Secret Service call, with no knowledge of Lockbox's items.
+///
+/// Calls where no secret crosses the bus (`SearchItems`, an item's properties, `Item.Delete`, the
+/// collection's `Locked` property) are plain D-Bus calls on the shared session-bus connection, to
+/// the provider's well-known name: no libsecret proxy, no bus match rules, no encrypted session.
+/// Only reading a secret (`GetSecrets`) and creating an item (`CreateItem`) go through libsecret,
+/// whose `SecretService` is made on first need and negotiates the encrypted session
+/// (`OpenSession`) then. So `delete` and `list` make no session at all (issue 18; the call counts
+/// are in docs/PERFORMANCE.md).
+///
+/// Every call of one ``run(_:_:)`` shares a ``Deadline`` and the client's lock; a failure that
+/// means the provider went away drops the connection, so the next call reconnects.
+final class SecretServiceClient: @unchecked Sendable {
+    static let busName = "org.freedesktop.secrets"
+    static let servicePath = "/org/freedesktop/secrets"
+
+    /// The most one ``run(_:_:)`` may take, in seconds.
+    let timeout: Double
+
+    private let connection = Locked<Connection?>(nil)
+    private let connectionsMade = Locked(0)
+
+    /// How many times this client has connected (1 while the connection holds).
+    var connectionCount: Int { connectionsMade.withLock { $0 } }
+
+    /// The session bus and, once a secret crossed it, libsecret's service proxy with its session.
+    final class Connection: @unchecked Sendable {
+        let bus: OpaquePointer
+        var service: OpaquePointer?
+        init(bus: OpaquePointer) { self.bus = bus }
+        deinit {
+            if let service { g_object_unref(UnsafeMutableRawPointer(service)) }
+            g_object_unref(UnsafeMutableRawPointer(bus))
+        }
+    }
+
+    /// Loads libsecret, connects to the session bus and makes sure a provider owns the Secret
+    /// Service's name (the bus starts one if one is installed for activation). Throws
+    /// ``LockboxError/noSessionBus(detail:)`` without a bus, and
+    /// ``LockboxError/secretServiceUnavailable(detail:)`` without libsecret or a provider.
+    init(timeout: Double) throws {
+        self.timeout = timeout
+        try Self.loadLibsecret()
+        try run("connecting") { calls in try calls.startProvider() }
+    }
+
+    /// Runs `body` with the connection and a fresh deadline, serialised, and turns every GLib
+    /// failure into a typed ``LockboxError``.
+    func run<T>(_ operation: String, _ body: (Calls) throws -> T) throws -> T {
+        try connection.withLock { (handle: inout Connection?) throws -> T in
+            let deadline = Deadline(seconds: timeout)
+            do {
+                if handle == nil {
+                    let bus = try withGError { error in g_bus_get_sync(G_BUS_TYPE_SESSION, deadline.cancellable, error) }
+                    guard let bus else { throw LockboxError.noSessionBus(detail: "GIO returned no session bus connection") }
+                    handle = Connection(bus: bus)
+                    connectionsMade.withLock { $0 += 1 }
+                }
+                guard let current = handle else { throw LockboxError.secretServiceUnavailable(detail: "no connection") }
+                return try body(Calls(connection: current, deadline: deadline, timeout: timeout))
+            } catch let error as GLibError {
+                let mapped = Self.map(error, operation: operation, deadline: deadline)
+                if case .keyringLocked = mapped {} else {
+                    handle = nil
+                    secret_service_disconnect()
+                }
+                throw mapped
+            }
+        }
+    }
+
+    /// An item's D-Bus properties, as one `Properties.GetAll` returns them.
+    struct ItemProperties {
+        var path: String
+        /// `nil` when the reply had no `Attributes` of type `a{ss}`.
+        var attributes: [String: String]?
+        var label = ""
+        var created: UInt64 = 0
+        var modified: UInt64 = 0
+        var locked = false
+    }
+
+    /// The calls of one ``run(_:_:)``: each is one D-Bus round trip unless it says otherwise.
+    struct Calls {
+        let connection: Connection
+        let deadline: Deadline
+        let timeout: Double
+
+        /// Makes sure a provider owns `org.freedesktop.secrets`: `GetNameOwner`, one call to the
+        /// bus daemon (the provider itself is not asked); without an owner, `StartServiceByName`
+        /// starts one installed for D-Bus activation, or fails with
+        /// `org.freedesktop.DBus.Error.ServiceUnknown`.
+        func startProvider() throws {
+            do {
+                g_variant_unref(try busCall("GetNameOwner", [g_variant_new_string(Self.busName)], replyType: "(s)"))
+            } catch let error as GLibError where error.remoteName == "org.freedesktop.DBus.Error.NameHasNoOwner" {
+                g_variant_unref(try busCall("StartServiceByName", [g_variant_new_string(Self.busName), g_variant_new_uint32(0)],
+                                            replyType: "(u)"))
+            }
+        }
+
+        /// One method call to the bus daemon itself.
+        private func busCall(_ method: String, _ arguments: [OpaquePointer?], replyType: String) throws -> OpaquePointer {
+            var arguments = arguments
+            let parameters = g_variant_new_tuple(&arguments, gsize(arguments.count))
+            let expected = g_variant_type_new(replyType)
+            defer { g_variant_type_free(expected) }
+            let reply = try withGError { error in
+                g_dbus_connection_call_sync(connection.bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                            method, parameters, expected, G_DBUS_CALL_FLAGS_NONE, Int32(timeout * 1000),
+                                            deadline.cancellable, error)
+            }
+            guard let reply else { throw LockboxError.secretServiceFailed(operation: "org.freedesktop.DBus.\(method)", detail: "no answer") }
+            return reply
+        }
+
+        /// Item paths whose attributes include `attributes` (no schema is matched):
+        /// `Service.SearchItems`. Never unlocks (that would prompt).
+        func searchItems(_ attributes: [String: String]) throws -> (unlocked: [String], locked: [String]) {
+            let reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "SearchItems", [stringDictionary(attributes)],
+                                 replyType: "(aoao)")
+            defer { g_variant_unref(reply) }
+            func paths(_ index: Int) -> [String] {
+                guard let array = g_variant_get_child_value(reply, gsize(index)) else { return [] }
+                defer { g_variant_unref(array) }
+                return (0..<g_variant_n_children(array)).compactMap { child in
+                    guard let path = g_variant_get_child_value(array, child) else { return nil }
+                    defer { g_variant_unref(path) }
+                    return GVariantReader.string(path)
+                }
+            }
+            return (paths(0), paths(1))
+        }
+
+        /// The properties of the item at `path`: `Properties.GetAll`.
+        func itemProperties(_ path: String) throws -> ItemProperties {
+            let reply = try call(path, "org.freedesktop.DBus.Properties", "GetAll", [g_variant_new_string("org.freedesktop.Secret.Item")],
+                                 replyType: "(a{sv})")
+            defer { g_variant_unref(reply) }
+            var properties = ItemProperties(path: path)
+            guard let dictionary = g_variant_get_child_value(reply, 0) else { return properties }
+            defer { g_variant_unref(dictionary) }
+            GVariantReader.forEachProperty(dictionary) { name, value in
+                switch name {
+                case "Attributes": properties.attributes = GVariantReader.stringDictionary(value)
+                case "Label": properties.label = GVariantReader.string(value) ?? ""
+                case "Created": properties.created = GVariantReader.uint64(value) ?? 0
+                case "Modified": properties.modified = GVariantReader.uint64(value) ?? 0
+                case "Locked": properties.locked = GVariantReader.bool(value) ?? false
+                default: break
+                }
+            }
+            return properties
+        }
+
+        /// Deletes the item at `path`: `Item.Delete`. Lockbox never shows a prompt: if the
+        /// provider wants the deletion confirmed (KeePassXC can be set to), the prompt is
+        /// dismissed (one more call) and the deletion reported as refused, with what to do.
+        func deleteItem(_ path: String) throws {
+            let reply = try call(path, "org.freedesktop.Secret.Item", "Delete", [], replyType: "(o)")
+            defer { g_variant_unref(reply) }
+            guard let prompt = g_variant_get_child_value(reply, 0) else { return }
+            defer { g_variant_unref(prompt) }
+            guard let promptPath = GVariantReader.string(prompt), promptPath != "/" else { return }
+            if let dismissed = try? call(promptPath, "org.freedesktop.Secret.Prompt", "Dismiss", [], replyType: "()") {
+                g_variant_unref(dismissed)
+            }
+            throw LockboxError.secretServiceFailed(
+                operation: "deleting an item",
+                detail: "the provider asked to confirm the deletion with a prompt, which Lockbox never shows; allow deleting "
+                    + "without confirmation in the provider's settings, or delete the item there")
+        }
+
+        /// Whether the collection `alias` is locked, asked of the provider (nothing cached): the
+        /// collection's `Locked` property through its alias path, one call; a provider that does
+        /// not serve alias paths is asked `ReadAlias` first.
+        func isLocked(alias: String) throws -> Bool {
+            let interface = [g_variant_new_string("org.freedesktop.Secret.Collection"), g_variant_new_string("Locked")]
+            let reply: OpaquePointer
+            do {
+                reply = try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.DBus.Properties", "Get", interface, replyType: "(v)")
+            } catch let error as GLibError where !error.isCancelled && !deadline.expired && !Self.meansNoProvider(error) {
+                let aliasReply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "ReadAlias", [g_variant_new_string(alias)],
+                                          replyType: "(o)")
+                defer { g_variant_unref(aliasReply) }
+                let pathValue = g_variant_get_child_value(aliasReply, 0)
+                defer { if let pathValue { g_variant_unref(pathValue) } }
+                let path = pathValue.flatMap(GVariantReader.string) ?? "/"
+                guard path != "/" else {
+                    throw LockboxError.secretServiceFailed(
+                        operation: "finding the default collection",
+                        detail: "the provider has no '\(alias)' collection; create one (e.g. in Passwords and Keys)")
+                }
+                reply = try call(path, "org.freedesktop.DBus.Properties", "Get",
+                                 [g_variant_new_string("org.freedesktop.Secret.Collection"), g_variant_new_string("Locked")], replyType: "(v)")
+            }
+            defer { g_variant_unref(reply) }
+            let boxed = g_variant_get_child_value(reply, 0)
+            defer { if let boxed { g_variant_unref(boxed) } }
+            guard let boxed, let inner = g_variant_get_variant(boxed) else {
+                throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "an unexpected reply")
+            }
+            defer { g_variant_unref(inner) }
+            return g_variant_get_boolean(inner) != 0
+        }
+
+        /// The secret of the item at `path` (`Service.GetSecrets`, through libsecret; the first
+        /// secret of a connection also costs the proxy's set-up and `OpenSession`), or `nil` when
+        /// the provider returned none.
+        func secret(at path: String) throws -> SecretBytes? {
+            let service = try secretService()
+            let fetched = try withGError { error in
+                secret_service_get_secret_for_dbus_path_sync(service, path, deadline.cancellable, error)
+            }
+            guard let value = fetched else { return nil }
+            defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+            var length = 0
+            let bytes = secret_value_get(value, &length)
+            return SecretBytes(count: length) { out in
+                if let bytes, length > 0, let target = out.baseAddress { target.copyMemory(from: bytes, byteCount: length) }
+            }
+        }
+
+        /// Creates an item in the collection `alias`, replacing one with exactly these attributes
+        /// (`Collection.CreateItem` through libsecret, which encrypts the secret for the session);
+        /// returns the new item's path.
+        func createItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes, contentType: String) throws -> String {
+            let service = try secretService()
+            let properties = GVariantTable([
+                "org.freedesktop.Secret.Item.Label": g_variant_new_string(label),
+                "org.freedesktop.Secret.Item.Attributes": stringDictionary(attributes),
+            ])
+            // secret_value_new copies the bytes into libsecret's own locked, wiped memory.
+            let value = secret.withUnsafeBytes { bytes in
+                UnsafeRawPointer(bytes.bytes).withMemoryRebound(to: CChar.self, capacity: max(1, bytes.count)) {
+                    secret_value_new($0, bytes.count, contentType)
+                }
+            }
+            defer { if let value { secret_value_unref(UnsafeMutableRawPointer(value)) } }
+            let path = try withGError { error in
+                secret_service_create_item_dbus_path_sync(service, Self.servicePath + "/aliases/" + alias, properties.table, value,
+                                                           SECRET_ITEM_CREATE_REPLACE, deadline.cancellable, error)
+            }
+            guard let path else { throw LockboxError.secretServiceFailed(operation: "storing an item", detail: "the provider returned no item") }
+            defer { g_free(path) }
+            return String(cString: path)
+        }
+
+        /// libsecret's service proxy with an open session, made on first use in this connection.
+        private func secretService() throws -> OpaquePointer {
+            if let service = connection.service { return service }
+            let service = try withGError { error in
+                secret_service_get_sync(SECRET_SERVICE_NONE, deadline.cancellable, error)
+            }
+            guard let service else { throw LockboxError.secretServiceUnavailable(detail: "libsecret returned no service") }
+            connection.service = service
+            return service
+        }
+
+        /// One plain D-Bus method call to the provider; `arguments` are (floating) values the
+        /// call consumes. The caller unrefs the reply. GDBus checks the reply against
+        /// `replyType` and fails the call otherwise, so a reply of another shape is an error
+        /// here, never a crash in the reading code.
+        private func call(_ path: String, _ interface: String, _ method: String, _ arguments: [OpaquePointer?], replyType: String) throws -> OpaquePointer {
+            var arguments = arguments
+            let parameters = g_variant_new_tuple(&arguments, gsize(arguments.count))
+            let expected = g_variant_type_new(replyType)
+            defer { g_variant_type_free(expected) }
+            let reply = try withGError { error in
+                g_dbus_connection_call_sync(connection.bus, Self.busName, path, interface, method, parameters, expected,
+                                            G_DBUS_CALL_FLAGS_NONE, Int32(timeout * 1000), deadline.cancellable, error)
+            }
+            guard let reply else { throw LockboxError.secretServiceFailed(operation: "\(interface).\(method)", detail: "no answer") }
+            return reply
+        }
+
+        private static let servicePath = SecretServiceClient.servicePath
+        private static let busName = SecretServiceClient.busName
+
+        /// A D-Bus `a{ss}` (floating).
+        private func stringDictionary(_ values: [String: String]) -> OpaquePointer? {
+            let entryType = g_variant_type_new("{ss}")
+            defer { g_variant_type_free(entryType) }
+            var entries: [OpaquePointer?] = values.sorted { $0.key < $1.key }.map {
+                g_variant_new_dict_entry(g_variant_new_string($0.key), g_variant_new_string($0.value))
+            }
+            return g_variant_new_array(entryType, &entries, gsize(entries.count))
+        }
+
+        /// A failure that says nobody owns the provider's name.
+        private static func meansNoProvider(_ error: GLibError) -> Bool {
+            ["org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner"].contains(error.remoteName ?? "")
+        }
+    }
+
+    /// Loads libsecret (once per process; see CLibSecret.h): a system without it has no Secret
+    /// Service client, which is reported as the Secret Service being unavailable.
+    private static func loadLibsecret() throws {
+        var message = [CChar](repeating: 0, count: 512)
+        if lockbox_libsecret_load(&message, message.count) == 0 {
+            let detail = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw LockboxError.secretServiceUnavailable(detail: "libsecret could not be loaded: \(detail)")
+        }
+    }
+
+    private static func map(_ error: GLibError, operation: String, deadline: Deadline) -> LockboxError {
+        if error.isCancelled || deadline.expired {
+            return .secretServiceTimeout(operation: operation, seconds: deadline.seconds)
+        }
+        if error.domain == "secret-error" && error.code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) {
+            return .keyringLocked(collection: "default")
+        }
+        switch error.remoteName {
+        case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
+            return .secretServiceUnavailable(detail: error.message)
+        case "org.freedesktop.Secret.Error.IsLocked":
+            return .keyringLocked(collection: "default")
+        default:
+            break
+        }
+        let message = error.message
+        if message.contains("Cannot autolaunch D-Bus") || message.contains("DBUS_SESSION_BUS_ADDRESS")
+            || (error.domain == "g-io-error-quark" && message.contains("Could not connect"))
+        {
+            return .noSessionBus(detail: message)
+        }
+        if message.contains("was not provided by any .service files") {
+            return .secretServiceUnavailable(detail: message)
+        }
+        return .secretServiceFailed(operation: operation, detail: message)
+    }
+}
+
+/// A `GHashTable` of strings to D-Bus values (`a{sv}` as libsecret takes properties), owned by
+/// Swift (unref'd on release). Takes the values' floating references.
+final class GVariantTable {
+    let table: OpaquePointer
+
+    init(_ values: [String: OpaquePointer?]) {
+        table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, { g_variant_unref(OpaquePointer($0)) })
+        for (key, value) in values {
+            guard let value else { continue }
+            g_hash_table_insert(table, g_strdup(key), UnsafeMutableRawPointer(g_variant_ref_sink(value)))
+        }
+    }
+
+    deinit { g_hash_table_unref(table) }
+}

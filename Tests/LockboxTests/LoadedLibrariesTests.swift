@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+
+/// A file-vault command loads neither the Secret Service client (libsecret, GLib) nor tpm2-tss
+/// (and its libcrypto): both are loaded with dlopen only when used (docs/PERFORMANCE.md, issue
+/// 18). Read from the dynamic loader's own record of every object it maps (LD_DEBUG=files), on
+/// the real binary.
+@Suite("Shared libraries a command loads")
+struct LoadedLibrariesTests {
+    /// The libraries that must stay out of a command that does not use them.
+    static let lazyLibraries = ["libsecret-1", "libglib-2.0", "libgio-2.0", "libgcrypt", "libtss2-", "libcrypto"]
+
+    /// The shared objects `lockbox ARGUMENTS` maps, at start-up and later with dlopen.
+    func loadedLibraries(_ arguments: [String], stdin: Data = Data(), environment: [String: String]) throws -> (status: Int32, libraries: Set<String>) {
+        let folder = try TemporaryFolder()
+        let log = folder.file("ld").string
+        let result = try runLockbox(arguments, stdin: stdin,
+                                    environment: environment.merging(["LD_DEBUG": "files", "LD_DEBUG_OUTPUT": log]) { _, new in new })
+        var libraries = Set<String>()
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path.string) where name.hasPrefix("ld.") {
+            let text = try String(contentsOfFile: folder.file(name).string, encoding: .utf8)
+            for match in text.matches(of: /file=(\S+)/) where !match.output.1.isEmpty {
+                libraries.insert(String(match.output.1))
+            }
+        }
+        return (result.status, libraries)
+    }
+
+    @Test("a file-vault get loads no libsecret, GLib or tpm2-tss")
+    func fileVaultGetLoadsNoLazyLibrary() throws {
+        let folder = try TemporaryFolder()
+        let vault = folder.file("v.lockbox").string, key = folder.file("k.key").string
+        let environment = ["LOCKBOX_VAULT": vault, "LOCKBOX_KEY_FILE": key, "XDG_CONFIG_HOME": folder.file("config").string]
+        #expect(try runLockbox(["init", "--generate-key-file", key], environment: environment).status == 0)
+        #expect(try runLockbox(["set", "svc", "acct"], stdin: Data("secret".utf8), environment: environment).status == 0)
+        let get = try loadedLibraries(["get", "svc", "acct"], environment: environment)
+        #expect(get.status == 0)
+        // The loader did report: libc is always there.
+        #expect(get.libraries.contains { $0.hasPrefix("libc.so") }, "LD_DEBUG reported no libraries: \(get.libraries)")
+        for library in Self.lazyLibraries {
+            #expect(!get.libraries.contains { $0.contains(library) }, "lockbox get on a file vault loaded \(library)")
+        }
+        let version = try loadedLibraries(["--version"], environment: [:])
+        #expect(version.status == 0)
+        for library in Self.lazyLibraries {
+            #expect(!version.libraries.contains { $0.contains(library) }, "lockbox --version loaded \(library)")
+        }
+    }
+
+    /// The control: the same reading sees libsecret when the Secret Service is used, so the test
+    /// above could fail.
+    @Test("a Secret Service get loads libsecret", .enabled(if: keyringAvailable))
+    func secretServiceGetLoadsLibsecret() throws {
+        let result = try loadedLibraries(["--backend", "secret-service", "get", "loaded-libraries-probe", "nobody"],
+                                         environment: keyringEnvironment)
+        #expect(result.status == 2, "an absent item is exit 2 (not found)")
+        #expect(result.libraries.contains { $0.contains("libsecret-1") }, "libsecret was not seen loading: \(result.libraries)")
+    }
+}
