@@ -118,7 +118,9 @@ public final class EncryptedFileStore: SecretStore {
         if let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) {
             _ = try? fd.closeAfter { try start.withUnsafeMutableBytes { try fd.read(into: $0) } }
         }
-        if start == VaultHeader.magic { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        if start == VaultHeader.magic || SQLiteVaultStore.sqliteHeader(path).isVault {
+            throw LockboxError.vaultAlreadyExists(path: path.string)
+        }
         throw LockboxError.invalidArgument(
             "a file that is not a Lockbox vault (\(status.size) bytes) is at \(path.string); refusing to overwrite it. Choose another path with --vault, or move the file away deliberately.")
     }

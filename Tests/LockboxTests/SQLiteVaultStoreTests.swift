@@ -1,0 +1,309 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// A format-2 vault (SQLite, sealed rows) with a key file and a passphrase slot in a fresh folder.
+private struct Format2Vault {
+    let folder: TemporaryFolder
+    let path: FilePath
+    let keyPath: FilePath
+    let store: SQLiteVaultStore
+
+    init() throws {
+        folder = try TemporaryFolder()
+        path = folder.file("vault.lockbox")
+        keyPath = folder.file("vault.key")
+        try KeyFile.generate(at: keyPath)
+        store = try SQLiteVaultStore.create(
+            at: path, credentials: [.keyFile(keyPath), .passphrase(secret("format two"))], kdf: testKDF)
+    }
+
+    func reopen() throws -> SQLiteVaultStore {
+        try SQLiteVaultStore.open(at: path, credentials: [.keyFile(keyPath)])
+    }
+
+    /// A raw connection to the database, as any SQLite tool would have.
+    func raw() throws -> SQLiteConnection {
+        try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(5))
+    }
+
+    /// The bytes of the database and its write-ahead log, as `strings` would read them.
+    func fileBytes() throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        for name in [path.string, path.string + "-wal"] where FileManager.default.fileExists(atPath: name) {
+            bytes += Array(try Data(contentsOf: URL(fileURLWithPath: name)))
+        }
+        return bytes
+    }
+}
+
+private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
+    Data(haystack).range(of: Data(needle.utf8)) != nil
+}
+
+@Suite("Vault format 2: sealed rows in SQLite")
+struct SQLiteVaultStoreTests {
+    @Test("every connection runs WAL, synchronous=FULL, secure_delete and the busy timeout")
+    func connectionSettings() throws {
+        let vault = try Format2Vault()
+        let connection = try vault.raw()
+        try connection.useWriteAheadLog()
+        #expect(try connection.queryText("PRAGMA journal_mode") == "wal")
+        #expect(try connection.queryInteger("PRAGMA synchronous") == 2)  // FULL
+        #expect(try connection.queryInteger("PRAGMA secure_delete") == 1)
+        #expect(try connection.queryInteger("PRAGMA busy_timeout") == 5000)
+        #expect(try connection.queryInteger("PRAGMA trusted_schema") == 0)
+        #expect(try connection.queryInteger("PRAGMA application_id") == SQLiteVaultStore.applicationID)
+        #expect(try connection.queryInteger("PRAGMA user_version") == 2)
+        let tables = try connection.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+        var names: [String] = []
+        while try tables.step() { names.append(tables.text(0) ?? "") }
+        #expect(names == ["items", "key_slots", "vault"])
+    }
+
+    @Test("items round-trip through a reopen with either credential; overwrite keeps the creation time")
+    func roundTrip() throws {
+        let vault = try Format2Vault()
+        let binary = SecretBytes(copying: (0..<300).map { UInt8($0 & 0xFF) })
+        let unicode = ItemKey(service: "сервис.пример", account: "アカウント")
+        try vault.store.set(secret("hunter2"), for: ItemKey(service: "com.example.api", account: "alice"),
+                            options: ItemOptions(kind: .token, label: "API", attributes: ["env": "prod"]))
+        try vault.store.set(binary, for: unicode, options: ItemOptions(access: .freshAuthentication))
+        try vault.store.set(SecretBytes(count: 0) { _ in }, for: ItemKey(service: "empty", account: "secret"), options: ItemOptions())
+        let before = try #require(try vault.store.metadata(ItemKey(service: "com.example.api", account: "alice")))
+        try vault.store.set(secret("hunter3"), for: ItemKey(service: "com.example.api", account: "alice"), options: ItemOptions(kind: .token))
+
+        for store in [try vault.reopen(), try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("format two"))])] {
+            #expect(try store.get(ItemKey(service: "com.example.api", account: "alice")) == secret("hunter3"))
+            #expect(try store.get(unicode) == binary)
+            #expect(try store.get(ItemKey(service: "empty", account: "secret"))?.count == 0)
+            #expect(try store.get(ItemKey(service: "com.example.api", account: "nobody")) == nil)
+            let alice = try #require(try store.metadata(ItemKey(service: "com.example.api", account: "alice")))
+            #expect(alice.created == before.created)
+            #expect(alice.attributes.isEmpty)
+            #expect(try store.metadata(unicode)?.access == .freshAuthentication)
+            #expect(try store.list(service: nil).map(\.key.account) == ["alice", "secret", "アカウント"])
+            #expect(try store.list(service: "com.example.api").count == 1)
+        }
+        // Canonically equivalent names are one address, as in format 1 (Swift compares them equal).
+        #expect(try vault.store.get(ItemKey(service: "e\u{301}", account: "x")) == nil)
+        try vault.store.set(secret("é"), for: ItemKey(service: "\u{e9}", account: "x"), options: ItemOptions())
+        #expect(try vault.store.get(ItemKey(service: "e\u{301}", account: "x")) == secret("é"))
+
+        #expect(try vault.store.delete([ItemKey(service: "empty", account: "secret"), ItemKey(service: "no", account: "such")])
+            == [ItemKey(service: "empty", account: "secret")])
+        #expect(try vault.store.wipe(service: "com.example.api") == 1)
+        #expect(try vault.store.wipeAll() == 2)
+        #expect(try vault.reopen().list(service: nil).isEmpty)
+    }
+
+    @Test("the file shows no service or account name, no secret, and is mode 0600")
+    func nothingInTheClear() throws {
+        let vault = try Format2Vault()
+        try vault.store.set([
+            ItemWrite(secret("plain-secret-value"), for: ItemKey(service: "visible.service.name", account: "visible-account")),
+            ItemWrite(secret("another-secret"), for: ItemKey(service: "second.service", account: "bob"), options: ItemOptions(label: "a label")),
+        ])
+        let bytes = try vault.fileBytes()
+        for text in ["visible.service.name", "visible-account", "second.service", "plain-secret-value", "another-secret", "a label"] {
+            #expect(!contains(bytes, text), "\(text) appears in the vault's files")
+        }
+        #expect(contains(bytes, "SQLite format 3"))
+        for name in [vault.path.string, vault.path.string + "-wal"] where FileManager.default.fileExists(atPath: name) {
+            #expect(try FilePath(name).stat().permissions.rawValue & 0o077 == 0, "\(name) is readable by others")
+        }
+    }
+
+    @Test("a row moved to another address, or a secret from an older write, fails authentication: corruptVault, never the other item")
+    func rowsAreBoundToTheirAddress() throws {
+        let vault = try Format2Vault()
+        let alice = ItemKey(service: "svc", account: "alice"), bob = ItemKey(service: "svc", account: "bob")
+        let carol = ItemKey(service: "svc", account: "carol")
+        try vault.store.set([ItemWrite(secret("alice's"), for: alice), ItemWrite(secret("bob's"), for: bob), ItemWrite(secret("carol's"), for: carol)])
+        let raw = try vault.raw()
+        var rows: [[UInt8]: ([UInt8], [UInt8])] = [:]
+        let query = try raw.prepare("SELECT address, metadata, secret FROM items")
+        while try query.step() { rows[query.blob(0)] = (query.blob(1), query.blob(2)) }
+        #expect(rows.count == 3)
+        let records = try #require(rows.keys.sorted { $0.lexicographicallyPrecedes($1) } as [[UInt8]]?)
+        let (first, second) = (records[0], records[1])
+        // Swap the whole rows of two addresses.
+        let update = try raw.prepare("UPDATE items SET metadata = ?, secret = ? WHERE address = ?")
+        for (target, source) in [(first, second), (second, first)] {
+            update.reset()
+            try update.bind(1, rows[source]?.0 ?? [])
+            try update.bind(2, rows[source]?.1 ?? [])
+            try update.bind(3, target)
+            try update.step()
+        }
+        let store = try vault.reopen()
+        var failures = 0
+        for key in [alice, bob, carol] {
+            do {
+                let value = try store.get(key)
+                #expect(value == secret("\(key.account)'s"), "a swapped row gave another item's secret")
+            } catch let error as LockboxError {
+                #expect(error.code == .corruptVault)
+                failures += 1
+            }
+        }
+        #expect(failures == 2)
+        expectCode(.corruptVault) { try store.list(service: nil) }
+
+        // Put the rows back, then give one address the secret column of an older write.
+        let vault2 = try Format2Vault()
+        try vault2.store.set(secret("old"), for: alice, options: ItemOptions())
+        let raw2 = try vault2.raw()
+        let oldSecret = try #require(try raw2.prepare("SELECT secret FROM items").blobIfRow())
+        try vault2.store.set(secret("new"), for: alice, options: ItemOptions())
+        let rollback = try raw2.prepare("UPDATE items SET secret = ?")
+        try rollback.bind(1, oldSecret)
+        try rollback.step()
+        expectCode(.corruptVault) { try vault2.reopen().get(alice) }
+        #expect(try vault2.reopen().metadata(alice) != nil)  // metadata alone still opens: list works
+    }
+
+    @Test("key slots are rows: a passphrase change rewrites one row and no item; add, remove, wrong credential")
+    func keySlots() throws {
+        let vault = try Format2Vault()
+        try vault.store.set(secret("v"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
+        func snapshot() throws -> (slots: [[UInt8]], items: [[UInt8]]) {
+            let raw = try vault.raw()
+            var slots: [[UInt8]] = [], items: [[UInt8]] = []
+            let s = try raw.prepare("SELECT slot FROM key_slots ORDER BY slot_id")
+            while try s.step() { slots.append(s.blob(0)) }
+            let i = try raw.prepare("SELECT metadata || secret FROM items")
+            while try i.step() { items.append(i.blob(0)) }
+            return (slots, items)
+        }
+        let before = try snapshot()
+        try vault.store.changePassphrase(to: secret("new words"), kdf: testKDF)
+        let after = try snapshot()
+        #expect(after.items == before.items)
+        #expect(after.slots[0] == before.slots[0])
+        #expect(after.slots[1] != before.slots[1])
+        expectCode(.wrongCredential) { try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("format two"))]) }
+        #expect(try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("new words"))]).get(ItemKey(service: "s", account: "a")) == secret("v"))
+        try vault.store.verifyPassphrase(secret("new words"))
+        expectCode(.wrongCredential) { try vault.store.verifyPassphrase(secret("format two")) }
+
+        let second = vault.folder.file("second.key")
+        try KeyFile.generate(at: second)
+        #expect(try vault.store.addKeySlot(.keyFile(second)) == 2)
+        #expect(try SQLiteVaultStore.open(at: vault.path, credentials: [.keyFile(second)]).get(ItemKey(service: "s", account: "a")) == secret("v"))
+        try vault.store.removeKeySlot(at: 0)
+        expectCode(.wrongCredential) { try vault.reopen() }
+        #expect(try vault.store.keySlots().map(\.kind) == [.passphrase, .keyFile])
+        expectCode(.keySlotRefused) { try vault.store.removeKeySlot(at: 5) }
+    }
+
+    @Test("creating refuses to overwrite: a format-2 vault is reported as a vault, any other file as not one")
+    func createRefuses() throws {
+        let vault = try Format2Vault()
+        expectError(.vaultAlreadyExists(path: vault.path.string)) {
+            try SQLiteVaultStore.create(at: vault.path, credentials: [.keyFile(vault.keyPath)], kdf: testKDF)
+        }
+        expectError(.vaultAlreadyExists(path: vault.path.string)) {
+            try EncryptedFileStore.create(at: vault.path, credentials: [.keyFile(vault.keyPath)], kdf: testKDF)
+        }
+        let other = vault.folder.file("other.db")
+        let database = try SQLiteConnection(path: other, create: true, busyTimeout: .seconds(1))
+        try database.execute("CREATE TABLE t (x)")
+        chmod(other.string, 0o600)
+        expectCode(.invalidArgument) { try SQLiteVaultStore.create(at: other, credentials: [.keyFile(vault.keyPath)], kdf: testKDF) }
+        expectCode(.corruptVault) { try SQLiteVaultStore.open(at: other, credentials: [.keyFile(vault.keyPath)]) }
+        let text = vault.folder.file("text")
+        try Data("not a database at all, just some text".utf8).write(to: URL(fileURLWithPath: text.string))
+        chmod(text.string, 0o600)
+        expectCode(.corruptVault) { try SQLiteVaultStore.open(at: text, credentials: [.keyFile(vault.keyPath)]) }
+        expectCode(.vaultNotFound) { try SQLiteVaultStore.open(at: vault.folder.file("missing"), credentials: [.keyFile(vault.keyPath)]) }
+        chmod(vault.path.string, 0o644)
+        expectCode(.insecurePermissions) { try vault.reopen() }
+    }
+
+    @Test("8 handles on 8 threads × 250 sets on one vault: zero lost")
+    func concurrentWriters() async throws {
+        let vault = try Format2Vault()
+        let (path, key) = (vault.path, vault.keyPath)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<8 {
+                group.addTask {
+                    let store = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(key)], busyTimeout: .seconds(60))
+                    for index in 0..<250 {
+                        try store.set(secret("\(writer)-\(index)"), for: ItemKey(service: "w\(writer)", account: "\(index)"), options: ItemOptions())
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let store = try vault.reopen()
+        #expect(try store.list(service: nil).count == 2000)
+        for writer in 0..<8 {
+            for index in stride(from: 0, to: 250, by: 49) {
+                #expect(try store.get(ItemKey(service: "w\(writer)", account: "\(index)")) == secret("\(writer)-\(index)"))
+            }
+        }
+    }
+
+    @Test("corruption sweep: bit flips across the file and truncations give an error or the right item, never another value or a crash")
+    func corruptionSweep() throws {
+        let vault = try Format2Vault()
+        var expected: [ItemKey: SecretBytes] = [:]
+        for index in 0..<40 {
+            let key = ItemKey(service: "svc\(index % 3)", account: "acct\(index)")
+            expected[key] = secret(String(repeating: "\(index)", count: 1 + index))
+        }
+        try vault.store.set(expected.map { ItemWrite($0.value, for: $0.key) })
+        try vault.raw().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let original = Array(try Data(contentsOf: URL(fileURLWithPath: vault.path.string)))
+        let damaged = vault.folder.file("damaged.lockbox")
+        var outcomes = (intact: 0, refused: 0)
+        func check(_ bytes: [UInt8]) throws {
+            for suffix in ["-wal", "-shm"] { try? FilePath(damaged.string + suffix).unlinkIfPresent() }
+            try Data(bytes).write(to: URL(fileURLWithPath: damaged.string))
+            chmod(damaged.string, 0o600)
+            do {
+                let store = try SQLiteVaultStore.open(at: damaged, credentials: [.keyFile(vault.keyPath)])
+                for (key, value) in expected {
+                    do {
+                        let got = try store.get(key)
+                        #expect(got == nil || got == value, "a damaged vault gave a wrong secret for \(key)")
+                        if got == value { outcomes.intact += 1 } else { outcomes.refused += 1 }
+                    } catch is LockboxError {
+                        outcomes.refused += 1
+                    }
+                }
+            } catch is LockboxError {
+                outcomes.refused += 1
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<150 {
+            var bytes = original
+            let offset = Int.random(in: 0..<bytes.count, using: &generator)
+            bytes[offset] ^= UInt8(1) << UInt8.random(in: 0..<8, using: &generator)
+            try check(bytes)
+        }
+        for length in stride(from: 0, to: original.count, by: max(1, original.count / 12)) {
+            try check(Array(original.prefix(length)))
+        }
+        #expect(outcomes.refused > 0)
+        #expect(outcomes.intact > 0)
+    }
+}
+
+private func expectCode<T>(_ code: LockboxError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) {
+    do {
+        _ = try body()
+        Issue.record("expected \(code), but nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as LockboxError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+private extension SQLiteStatement {
+    func blobIfRow() throws -> [UInt8]? { try step() ? blob(0) : nil }
+}
