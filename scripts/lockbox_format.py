@@ -375,37 +375,41 @@ def parse_payload(plaintext, normalize):
     items = []
     seen = set()
     for index in range(count):
-        service = reader.string(f"item {index} service")
-        account = reader.string(f"item {index} account")
-        kind = reader.string(f"item {index} kind")
-        label = reader.string(f"item {index} label")
-        created = reader.i64(f"item {index} creation time")
-        modified = reader.i64(f"item {index} modification time")
-        attribute_count = reader.u16(f"item {index} attribute count")
-        attributes = {}
-        for _ in range(attribute_count):
-            name = reader.string(f"item {index} attribute name")
-            value = reader.string(f"item {index} attribute value")
-            # Lockbox keeps the last of repeated (canonically equivalent) names; so do we.
-            for existing in [n for n in attributes if normalize(n) == normalize(name)]:
-                del attributes[existing]
-            attributes[name] = value
+        item = parse_metadata(reader, index, normalize)
         secret_length = reader.u32(f"item {index} secret length")
-        secret = reader.bytes(secret_length, f"item {index} secret")
-        # FORMAT.md 7.1: lockbox.access is absent or fresh-authentication; anything else is corrupt.
-        if attributes.get(ACCESS_ATTRIBUTE, "fresh-authentication") != "fresh-authentication":
-            raise corrupt(f"item {index} has an unknown access policy")
-        address = (normalize(service), normalize(account))
+        item["secret"] = reader.bytes(secret_length, f"item {index} secret")
+        address = (normalize(item["service"]), normalize(item["account"]))
         if address in seen:
             raise corrupt(f"item {index} duplicates an earlier item's address")
         seen.add(address)
-        items.append({
-            "service": service, "account": account, "kind": kind, "label": label,
-            "created_ms": created, "modified_ms": modified, "attributes": attributes, "secret": secret,
-        })
+        items.append(item)
     if reader.remaining != 0:
         raise corrupt(f"{reader.remaining} unexpected bytes after the items")
     return items
+
+
+def parse_metadata(reader, index, normalize):
+    """One item of section 7.1 up to (not including) its secret length: a dict without "secret"."""
+    service = reader.string(f"item {index} service")
+    account = reader.string(f"item {index} account")
+    kind = reader.string(f"item {index} kind")
+    label = reader.string(f"item {index} label")
+    created = reader.i64(f"item {index} creation time")
+    modified = reader.i64(f"item {index} modification time")
+    attribute_count = reader.u16(f"item {index} attribute count")
+    attributes = {}
+    for _ in range(attribute_count):
+        name = reader.string(f"item {index} attribute name")
+        value = reader.string(f"item {index} attribute value")
+        # Lockbox keeps the last of repeated (canonically equivalent) names; so do we.
+        for existing in [n for n in attributes if normalize(n) == normalize(name)]:
+            del attributes[existing]
+        attributes[name] = value
+    # FORMAT.md 7.1: lockbox.access is absent or fresh-authentication; anything else is corrupt.
+    if attributes.get(ACCESS_ATTRIBUTE, "fresh-authentication") != "fresh-authentication":
+        raise corrupt(f"item {index} has an unknown access policy")
+    return {"service": service, "account": account, "kind": kind, "label": label,
+            "created_ms": created, "modified_ms": modified, "attributes": attributes}
 
 
 def encode_file(vault_id, generation, slots, body_nonce, data_key, items):
@@ -413,3 +417,91 @@ def encode_file(vault_id, generation, slots, body_nonce, data_key, items):
     plain = pad(encode_payload(items))
     header = encode_header(vault_id, generation, slots, body_nonce, len(plain) + TAG_BYTES)
     return header, seal(plain, header, body_nonce, data_key), plain
+
+
+# ---------------------------------------------------------------------------
+# Format 2: sealed rows in SQLite (docs/FORMAT.md section 18)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+V2_APPLICATION_ID = 0x4C4B4258
+V2_FORMAT_VERSION = 2
+
+
+def is_sqlite(file_start):
+    return file_start[:len(SQLITE_MAGIC)] == SQLITE_MAGIC
+
+
+def v2_keys(data_key):
+    """(K_addr, K_row, key_check) of section 18.2."""
+    return tuple(blake2b(context, KEY_BYTES, key=data_key)
+                 for context in (b"lockbox.v2.address-key", b"lockbox.v2.row-key", b"lockbox.v2.key-check"))
+
+
+def v2_address(address_key, service, account, normalize):
+    message = b""
+    for name in (service, account):
+        raw = normalize(name).encode("utf-8")
+        message += struct.pack("<H", len(raw)) + raw
+    return blake2b(message, KEY_BYTES, key=address_key)
+
+
+def v2_additional_data(context, vault_id, address, extra=b""):
+    return context + vault_id + struct.pack("<H", V2_FORMAT_VERSION) + address + extra
+
+
+def v2_open_column(row_key, column, additional_data, what):
+    if len(column) < NONCE_BYTES + TAG_BYTES:
+        raise corrupt(f"an item's {what} failed authentication")
+    plaintext = open_sealed(column[NONCE_BYTES:], additional_data, column[:NONCE_BYTES], row_key)
+    if plaintext is None:
+        raise corrupt(f"an item's {what} failed authentication")
+    return plaintext
+
+
+def v2_open_item(keys, vault_id, address, metadata, secret, normalize):
+    """The item of one row (section 18.3), secret included."""
+    address_key, row_key, _ = keys
+    plain = v2_open_column(row_key, metadata, v2_additional_data(b"lockbox.v2.metadata", vault_id, address), "metadata")
+    reader = Reader(plain)
+    item = parse_metadata(reader, 0, normalize)
+    if reader.remaining != 0:
+        raise corrupt(f"{reader.remaining} unexpected bytes after an item's metadata")
+    if not bindings.sodium_memcmp(v2_address(address_key, item["service"], item["account"], normalize), address):
+        raise corrupt("an item's names do not match its address")
+    item["secret"] = v2_open_column(
+        row_key, secret, v2_additional_data(b"lockbox.v2.secret", vault_id, address, metadata[:NONCE_BYTES]), "secret")
+    return item
+
+
+def v2_read(path):
+    """The vault row, the key slots and the item rows of a format-2 vault, read with Python's sqlite3
+    (read-only): (vault_id, key_check, slots, rows of (address, metadata, secret))."""
+    import sqlite3
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise corrupt(f"SQLite cannot open it: {error}")
+    try:
+        if db.execute("PRAGMA application_id").fetchone()[0] != V2_APPLICATION_ID:
+            raise corrupt("a SQLite database that is not a Lockbox vault")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version != V2_FORMAT_VERSION:
+            raise FormatFailure(EXIT_UNSUPPORTED_VERSION, f"the vault uses format version {version}; this decryptor reads versions 1 and 2")
+        row = db.execute("SELECT format_version, vault_id, key_check FROM vault WHERE singleton = 1").fetchone()
+        if row is None or row[0] != V2_FORMAT_VERSION or len(row[1]) != VAULT_ID_BYTES or len(row[2]) != KEY_BYTES:
+            raise corrupt("the vault row is missing or malformed")
+        slots = []
+        for (blob,) in db.execute("SELECT slot FROM key_slots ORDER BY slot_id"):
+            reader = Reader(bytes(blob))
+            slot = parse_slot(reader, len(slots))
+            if reader.remaining != 0:
+                raise corrupt(f"key slot {len(slots)} has unexpected bytes after it")
+            slots.append(slot)
+        if not (1 <= len(slots) <= MAX_SLOTS):
+            raise corrupt(f"implausible slot count {len(slots)}")
+        rows = [(bytes(a), bytes(m), bytes(s)) for a, m, s in db.execute("SELECT address, metadata, secret FROM items")]
+        return bytes(row[1]), bytes(row[2]), slots, rows
+    except sqlite3.DatabaseError as error:
+        raise corrupt(f"the database is damaged (SQLite: {error})")
+    finally:
+        db.close()

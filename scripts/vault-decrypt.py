@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decrypt a Lockbox vault (format version 1) without Lockbox.
+"""Decrypt a Lockbox vault (format version 1, or 2: docs/FORMAT.md section 18) without Lockbox.
 
 Built on scripts/lockbox_format.py, the project's independent implementation of
 docs/FORMAT.md, written from that document and using only PyNaCl
@@ -43,9 +43,9 @@ MAX_PASSPHRASE_BYTES = 4096
 MAX_KEY_FILE_BYTES = 4096
 
 
-def parse_payload(plaintext):
-    """The items of a decrypted body as this script prints them."""
-    return [{
+def item_json(item):
+    """An item as this script prints it."""
+    return {
         "service": item["service"],
         "account": item["account"],
         "kind": item["kind"],
@@ -56,7 +56,7 @@ def parse_payload(plaintext):
         "modified": iso_ms(item["modified_ms"]),
         "attributes": dict(sorted(item["attributes"].items())),
         "secret_base64": base64.b64encode(item["secret"]).decode("ascii"),
-    } for item in fmt.parse_payload(plaintext, nfc)]
+    }
 
 
 def nfc(text):
@@ -175,8 +175,19 @@ def slot_summary(slot):
     return {"index": slot["index"], "kind": fmt.SLOT_KIND_NAMES[slot["kind"]]}
 
 
+def read_credentials(arguments):
+    credentials = []
+    if arguments.key_file is not None:
+        credentials.append((fmt.SLOT_KEY_FILE, read_key_file(arguments.key_file)))
+    if arguments.passphrase_fd is not None:
+        credentials.append((fmt.SLOT_PASSPHRASE, read_passphrase(arguments.passphrase_fd)))
+    return credentials
+
+
 def run(arguments):
     file = read_vault(arguments.vault)
+    if fmt.is_sqlite(file):
+        return run_format2(arguments)
     header, header_length = fmt.parse_header(file)
     result = {
         "format_version": header["version"],
@@ -188,23 +199,41 @@ def run(arguments):
     }
     if arguments.header_only:
         return result
-
-    credentials = []
-    if arguments.key_file is not None:
-        credentials.append((fmt.SLOT_KEY_FILE, read_key_file(arguments.key_file)))
-    if arguments.passphrase_fd is not None:
-        credentials.append((fmt.SLOT_PASSPHRASE, read_passphrase(arguments.passphrase_fd)))
-    data_key, opened = fmt.open_data_key(header["vault_id"], header["slots"], credentials)
+    data_key, opened = fmt.open_data_key(header["vault_id"], header["slots"], read_credentials(arguments))
     plaintext = fmt.open_body(file, header, header_length, data_key)
     result["opened_slot"] = opened
-    result["items"] = parse_payload(plaintext)
+    result["items"] = [item_json(item) for item in fmt.parse_payload(plaintext, nfc)]
+    return result
+
+
+def run_format2(arguments):
+    """docs/FORMAT.md section 18: the vault row, the slot rows, then each item row."""
+    vault_id, key_check, slots, rows = fmt.v2_read(arguments.vault)
+    for index, slot in enumerate(slots):
+        slot["index"] = index
+    result = {
+        "format_version": fmt.V2_FORMAT_VERSION,
+        "vault_id": vault_id.hex(),
+        "item_count": len(rows),
+        "key_slots": [slot_summary(slot) for slot in slots],
+    }
+    if arguments.header_only:
+        return result
+    data_key, opened = fmt.open_data_key(vault_id, slots, read_credentials(arguments))
+    keys = fmt.v2_keys(data_key)
+    if not fmt.bindings.sodium_memcmp(keys[2], key_check):
+        raise corrupt("the key check does not match the data key the key slots hold")
+    items = [fmt.v2_open_item(keys, vault_id, address, metadata, secret, nfc) for address, metadata, secret in rows]
+    items.sort(key=lambda i: (nfc(i["service"]).encode(), nfc(i["account"]).encode()))
+    result["opened_slot"] = opened
+    result["items"] = [item_json(item) for item in items]
     return result
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="vault-decrypt.py",
-        description="Decrypt a Lockbox vault (format version 1) and print its items as JSON, secrets base64-encoded.")
+        description="Decrypt a Lockbox vault (format version 1 or 2) and print its items as JSON, secrets base64-encoded.")
     parser.add_argument("vault", help="the vault file")
     parser.add_argument("--key-file", metavar="PATH", help="a key file (32 raw bytes, or 64 hex digits)")
     parser.add_argument("--passphrase-fd", metavar="N", type=int,

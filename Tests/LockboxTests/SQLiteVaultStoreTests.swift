@@ -222,6 +222,44 @@ struct SQLiteVaultStoreTests {
         expectCode(.insecurePermissions) { try vault.reopen() }
     }
 
+    @Test("the independent decryptor (scripts/vault-decrypt.py, from docs/FORMAT.md section 18) reads a format-2 vault with each credential")
+    func independentDecryptor() throws {
+        let vault = try Format2Vault()
+        let binary = SecretBytes(copying: (0..<200).map { UInt8(255 - $0) })
+        try vault.store.set([
+            ItemWrite(secret("hunter2"), for: ItemKey(service: "com.example.api", account: "alice"),
+                      options: ItemOptions(kind: .token, label: "API", attributes: ["env": "prod", "région": "Zürich"])),
+            ItemWrite(binary, for: ItemKey(service: "сервис", account: "アカウント"), options: ItemOptions(access: .freshAuthentication)),
+        ])
+        let passphraseFile = vault.folder.file("passphrase")
+        try Data("format two\n".utf8).write(to: URL(fileURLWithPath: passphraseFile.string))
+        let script = repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path
+        for (arguments, slot) in [(["--key-file", vault.keyPath.string], 0), (["--passphrase-fd", "3"], 1)] {
+            // The python3 scripts/check-format.sh uses (with PyNaCl), from PATH; fd 3 is the passphrase file.
+            let (status, data) = try runTool(
+                "/bin/sh", ["-c", "exec python3 \"$0\" \"$@\" 3<\"\(passphraseFile.string)\"", script, vault.path.string] + arguments)
+            #expect(status == 0, "vault-decrypt.py failed (it needs PyNaCl: scripts/check-format.sh installs it)")
+            let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            #expect(json["format_version"] as? Int == 2)
+            #expect(json["opened_slot"] as? Int == slot)
+            let items = try #require(json["items"] as? [[String: Any]])
+            #expect(items.count == 2)
+            let alice = try #require(items.first { $0["account"] as? String == "alice" })
+            #expect(alice["kind"] as? String == "token")
+            #expect(alice["label"] as? String == "API")
+            #expect(alice["attributes"] as? [String: String] == ["env": "prod", "région": "Zürich"])
+            #expect(alice["secret_base64"] as? String == Data("hunter2".utf8).base64EncodedString())
+            let other = try #require(items.first { $0["account"] as? String == "アカウント" })
+            #expect(other["secret_base64"] as? String == binary.withUnsafeBytes { Data($0).base64EncodedString() })
+            #expect(other["attributes"] as? [String: String] == ["lockbox.access": "fresh-authentication"])
+        }
+        // A row swapped to another address: the decryptor refuses with the corrupt exit code, 6.
+        let raw = try vault.raw()
+        try raw.execute("UPDATE items SET metadata = (SELECT metadata FROM items ORDER BY address LIMIT 1) WHERE address = (SELECT address FROM items ORDER BY address DESC LIMIT 1)")
+        let (status, _) = try runTool("/usr/bin/env", ["python3", script, vault.path.string, "--key-file", vault.keyPath.string])
+        #expect(status == 6)
+    }
+
     @Test("8 handles on 8 threads × 250 sets on one vault: zero lost")
     func concurrentWriters() async throws {
         let vault = try Format2Vault()
