@@ -260,6 +260,43 @@ struct SQLiteVaultStoreTests {
         #expect(status == 6)
     }
 
+    @Test("a format-1 vault converts to format 2 with every item byte-identical and every credential still opening it; re-runnable")
+    func conversionFromFormatOne() throws {
+        let old = try KeyFileVault(passphrase: "old words")
+        let times = Locked(Date(timeIntervalSince1970: 1_700_000_000.123))
+        let formatOne = try EncryptedFileStore.open(at: old.vaultPath, credentials: [.keyFile(old.keyPath)], now: { times.withLock { $0 } })
+        try formatOne.set(secret("first"), for: ItemKey(service: "svc", account: "a"), options: ItemOptions(kind: .token, label: "L", attributes: ["x": "1"]))
+        times.withLock { $0 = Date(timeIntervalSince1970: 1_700_000_100.456) }
+        try formatOne.set(secret("second"), for: ItemKey(service: "svc", account: "a"), options: ItemOptions(kind: .token, attributes: ["y": "2"]))
+        try formatOne.set(SecretBytes(copying: (0..<1000).map { UInt8($0 % 251) }), for: ItemKey(service: "Ωmega", account: "ü"),
+                          options: ItemOptions(access: .freshAuthentication))
+        let before = try formatOne.list(service: nil)
+        var secrets: [ItemKey: SecretBytes] = [:]
+        for item in before { secrets[item.key] = try formatOne.get(item.key) }
+
+        // The wrong credential converts nothing.
+        let stranger = old.folder.file("stranger.key")
+        try KeyFile.generate(at: stranger)
+        expectCode(.wrongCredential) { try SQLiteVaultStore.convert(formatOneAt: old.vaultPath, credentials: [.keyFile(stranger)]) }
+        #expect(!SQLiteVaultStore.sqliteHeader(old.vaultPath).isSQLite)
+
+        #expect(try SQLiteVaultStore.convert(formatOneAt: old.vaultPath, credentials: [.keyFile(old.keyPath)]) == .converted(items: 2))
+        #expect(SQLiteVaultStore.sqliteHeader(old.vaultPath).isVault)
+        for credential in [VaultCredential.keyFile(old.keyPath), .passphrase(secret("old words"))] {
+            let store = try SQLiteVaultStore.open(at: old.vaultPath, credentials: [credential])
+            #expect(try store.list(service: nil) == before)
+            for (key, value) in secrets { #expect(try store.get(key) == value) }
+        }
+        // Nothing else is left beside the vault but its lock file (and SQLite's while open).
+        let names = try FileManager.default.contentsOfDirectory(atPath: old.folder.path.string).filter { $0.contains(".new-") }
+        #expect(names.isEmpty)
+        // A format-1 handle opened before the conversion gets a typed error, not damage or old data.
+        expectCode(.unsupportedFormatVersion) { try formatOne.get(ItemKey(service: "svc", account: "a")) }
+        expectCode(.unsupportedFormatVersion) { try old.reopen() }
+        #expect(try SQLiteVaultStore.convert(formatOneAt: old.vaultPath, credentials: [.keyFile(old.keyPath)]) == .alreadyFormat2)
+        expectCode(.wrongCredential) { try SQLiteVaultStore.convert(formatOneAt: old.vaultPath, credentials: [.keyFile(stranger)]) }
+    }
+
     @Test("8 handles on 8 threads × 250 sets on one vault: zero lost")
     func concurrentWriters() async throws {
         let vault = try Format2Vault()

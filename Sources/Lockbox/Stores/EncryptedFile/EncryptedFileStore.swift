@@ -405,6 +405,13 @@ public final class EncryptedFileStore: SecretStore {
             state: State(dataKey: dataKey, unlocker: nil, header: header, entries: entries, identity: snapshot.identity))
     }
 
+    /// Everything a vault in another format needs to hold this one unchanged: the vault ID, the
+    /// key slots (whose wraps bind the vault ID, so they move as they are), the data key and
+    /// every item as stored. For ``SQLiteVaultStore/convert(formatOneAt:credentials:lockTimeout:)``.
+    package func contentsForConversion() throws -> (vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes, entries: [ItemKey: VaultEntry]) {
+        try withFreshState { state in (state.header.vaultID, state.header.slots, state.dataKey, state.entries) }
+    }
+
     /// The vault's ID, read from its header without any credential.
     package static func vaultID(at path: FilePath) throws -> [UInt8] {
         try readSnapshot(at: path).header.vaultID

@@ -93,6 +93,12 @@ package enum VaultFile {
 
     /// The header at the start of `bytes` and its length, or the typed error for `path`.
     static func parseHeader(_ bytes: [UInt8], path: FilePath) throws -> (VaultHeader, Int) {
+        // A format-2 vault (SQLite) where a format-1 file was expected, e.g. converted by another
+        // process under this handle: a newer format, not damage.
+        if bytes.count >= 72, bytes.starts(with: Array("SQLite format 3".utf8) + [0]),
+           bytes[68..<72].reduce(Int64(0), { $0 << 8 | Int64($1) }) == SQLiteVaultStore.applicationID {
+            throw LockboxError.unsupportedFormatVersion(path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
+        }
         do {
             return try bytes.withUnsafeBytes { buffer throws in try VaultHeader.parse(buffer) }
         } catch let reason as LockboxErrorReason {

@@ -74,11 +74,26 @@ public final class SQLiteVaultStore: SecretStore {
         let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
         let (slots, unlocker) = try KeySlots.make(for: credentials, dataKey: dataKey, vaultID: vaultID, kdf: kdf)
         let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+        try build(at: path, replacing: false, vaultID: vaultID, slots: slots, dataKey: dataKey, entries: [:], busyTimeout: busyTimeout)
+        let connection = try SQLiteConnection(path: path, create: false, busyTimeout: busyTimeout)
+        try connection.useWriteAheadLog()
+        return SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker))
+    }
 
+    /// Writes a complete format-2 database (vault row, slot rows, a row per entry, as they are:
+    /// times and reserved attributes kept) under a temporary name in `path`'s folder, fsyncs
+    /// it, then puts it at `path`: with `link(2)` when not `replacing` (never overwrites:
+    /// ``LockboxError/vaultAlreadyExists(path:)``), else with `rename(2)` after `verify` has
+    /// passed on the finished temporary file. The folder is fsynced after.
+    static func build(
+        at path: FilePath, replacing: Bool, vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes,
+        entries: [ItemKey: VaultEntry], busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
+    ) throws {
+        let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
         let folder = path.removingLastComponent()
         let temporary = folder.appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
-        var linked = false
-        defer { if !linked { try? temporary.unlinkIfPresent() } }
+        var placed = false
+        defer { if !placed { try? temporary.unlinkIfPresent() } }
         do {
             // Created by us with 0600 first: SQLite would create it 0644 (less the umask).
             try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
@@ -98,21 +113,35 @@ public final class SQLiteVaultStore: SecretStore {
                 try insert.bind(3, records.keyCheck)
                 try insert.step()
                 try writeSlots(slots, connection)
+                let item = try connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
+                for entry in entries.values {
+                    let address = records.address(entry.metadata.key)
+                    let metadata = records.sealMetadata(entry, address: address)
+                    item.reset()
+                    try item.bind(1, address)
+                    try item.bind(2, metadata)
+                    try item.bind(3, records.sealSecret(entry.secret, address: address, metadata: metadata))
+                    try item.step()
+                }
             }
         }
         try syncFile(temporary)
-        // link(2) fails if anything appeared at `path` meanwhile: never overwrite.
-        if link(temporary.string, path.string) != 0 {
-            let error = Errno(rawValue: errno)
-            if error == .fileExists { throw LockboxError.vaultAlreadyExists(path: path.string) }
-            throw LockboxError.io(operation: "putting the new vault in place", path: path.string, errno: error)
+        try verify(temporary)
+        if replacing {
+            do { try temporary.rename(to: path) } catch {
+                throw LockboxError.io(operation: "putting the new vault in place", path: path.string, errno: error.asErrno)
+            }
+        } else {
+            // link(2) fails if anything appeared at `path` meanwhile: never overwrite.
+            if link(temporary.string, path.string) != 0 {
+                let error = Errno(rawValue: errno)
+                if error == .fileExists { throw LockboxError.vaultAlreadyExists(path: path.string) }
+                throw LockboxError.io(operation: "putting the new vault in place", path: path.string, errno: error)
+            }
+            try? temporary.unlinkIfPresent()
         }
-        linked = true
-        try? temporary.unlinkIfPresent()
+        placed = true
         try syncFile(folder)
-        let connection = try SQLiteConnection(path: path, create: false, busyTimeout: busyTimeout)
-        try connection.useWriteAheadLog()
-        return SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker))
     }
 
     /// Opens the format-2 vault at `path` with the first credential that opens one of its key
@@ -167,7 +196,7 @@ public final class SQLiteVaultStore: SecretStore {
         try VaultFile.checkOwnership(status, path: path)
     }
 
-    private static func checkIdentity(_ connection: SQLiteConnection, path: FilePath) throws {
+    static func checkIdentity(_ connection: SQLiteConnection, path: FilePath) throws {
         guard try connection.queryInteger("PRAGMA application_id") == applicationID else {
             throw LockboxError.corruptVault(path: path.string, reason: "a SQLite database that is not a Lockbox vault")
         }
@@ -177,7 +206,7 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
-    private static func syncFile(_ path: FilePath) throws {
+    static func syncFile(_ path: FilePath) throws {
         do {
             let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
             try fd.closeAfter { if fsync(fd.rawValue) != 0 { throw Errno(rawValue: errno) } }
@@ -186,10 +215,10 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
-    private typealias SlotRow = (id: Int64, slot: KeySlot)
+    typealias SlotRow = (id: Int64, slot: KeySlot)
 
     /// The vault row and the key slots, in slot order.
-    private static func readVaultRow(_ connection: SQLiteConnection, path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
+    static func readVaultRow(_ connection: SQLiteConnection, path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
         let row = try connection.prepare("SELECT format_version, vault_id, key_check FROM vault WHERE singleton = 1")
         guard try row.step(), row.integer(0) == Int64(VaultRecords.formatVersion) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing or names another format version")
@@ -220,7 +249,7 @@ public final class SQLiteVaultStore: SecretStore {
         return (vaultID, keyCheck, slots)
     }
 
-    private static func writeSlots(_ slots: [KeySlot], _ connection: SQLiteConnection) throws {
+    static func writeSlots(_ slots: [KeySlot], _ connection: SQLiteConnection) throws {
         try connection.execute("DELETE FROM key_slots")
         let insert = try connection.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
         for (index, slot) in slots.enumerated() {
