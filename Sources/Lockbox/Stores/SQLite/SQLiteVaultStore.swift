@@ -481,6 +481,52 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
+    /// Replaces the data key with a fresh one: every slot rewrapped, every row re-sealed and the
+    /// key check rewritten, in one transaction. Slots need their credentials as in
+    /// ``EncryptedFileStore/rotateDataKey(credentials:dropUnmatchedSlots:)``. Other processes'
+    /// handles follow through the slot that opened them.
+    public func rotateDataKey(credentials: [VaultCredential] = [], dropUnmatchedSlots: Bool = false) throws {
+        let sources = try credentials.map { credential throws in try KeySlots.source(for: credential, kdf: .default) }
+        try withTransaction(writing: true) { state in
+            let rows = try Self.readVaultRow(state.connection, path: path).2
+            let (slots, newKey) = try KeySlots.rotated(
+                rows.map(\.slot), vaultID: state.records.vaultID, unlocker: state.unlocker, sources: sources, dropUnmatched: dropUnmatchedSlots)
+            let newRecords = VaultRecords(vaultID: state.records.vaultID, dataKey: newKey)
+            var resealed: [([UInt8], [UInt8], [UInt8])] = []
+            let query = try state.connection.prepare("SELECT address, metadata, secret FROM items")
+            while try query.step() {
+                let (address, metadataColumn, secretColumn) = (query.blob(0), query.blob(1), query.blob(2))
+                let entry: VaultEntry
+                do {
+                    let (metadata, reserved) = try state.records.openMetadata(metadataColumn, address: address)
+                    let secret = try state.records.openSecret(secretColumn, address: address, metadata: metadataColumn)
+                    entry = VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
+                } catch let error as FormatError {
+                    throw corrupt(error)
+                }
+                let newAddress = newRecords.address(entry.metadata.key)
+                let metadata = newRecords.sealMetadata(entry, address: newAddress)
+                resealed.append((newAddress, metadata, newRecords.sealSecret(entry.secret, address: newAddress, metadata: metadata)))
+            }
+            try state.connection.execute("DELETE FROM items")
+            let insert = try state.connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
+            for (address, metadata, secret) in resealed {
+                insert.reset()
+                try insert.bind(1, address)
+                try insert.bind(2, metadata)
+                try insert.bind(3, secret)
+                try insert.step()
+            }
+            try Self.writeSlots(slots, state.connection)
+            let check = try state.connection.prepare("UPDATE vault SET key_check = ? WHERE singleton = 1")
+            try check.bind(1, newRecords.keyCheck)
+            try check.step()
+            if let unlocker = state.unlocker, !slots.contains(where: { unlocker.opened($0) }) { state.unlocker = nil }
+            state.records = newRecords
+            state.dataKey = newKey
+        }
+    }
+
     /// Checks `passphrase` against the vault's passphrase slots; throws
     /// ``LockboxError/wrongCredential(path:)`` if none opens.
     public func verifyPassphrase(_ passphrase: SecretBytes) throws {
