@@ -173,13 +173,13 @@ _lockbox() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|set|get|delete|list|wipe|passwd|rotate-key|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|git-credential|help)
+    init|set|get|delete|list|wipe|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|git-credential|help)
         # Offer subcommand argument completions
         "_lockbox_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init set get delete list wipe passwd rotate-key slot pin unlock lock status token device-id signout migrate export import doctor selftest git-credential help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init set get delete list wipe passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest git-credential help' -- "${cur}"))
         ;;
     esac
 }
@@ -188,7 +188,7 @@ _lockbox_init() {
     repeating_flags=()
     non_repeating_flags=(--with-passphrase --tpm --tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --tpm-pcrs --tpm-new-pin-fd)
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --format --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
@@ -220,6 +220,9 @@ _lockbox_init() {
         ;;
     '--kdf')
         __lockbox_add_completions -W 'interactive'$'\n''moderate'$'\n''sensitive'
+        return
+        ;;
+    '--format')
         return
         ;;
     '--tpm-pcrs')
@@ -457,6 +460,39 @@ _lockbox_passwd() {
 _lockbox_rotate-key() {
     repeating_flags=()
     non_repeating_flags=(--drop-unmatched-slots --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    __lockbox_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--backend')
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        return
+        ;;
+    '--profile')
+        return
+        ;;
+    '--vault')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--key-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
+        return
+        ;;
+    esac
+}
+
+_lockbox_convert() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0

@@ -23,7 +23,7 @@ function __lockbox_parse_tokens -S
         __lockbox_parse_subcommand 0 'version' 'h/help'
         switch $unparsed_tokens[1]
         case 'init'
-            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'generate-key-file=' 'with-passphrase' 'kdf=' 'tpm' 'tpm-pcrs=' 'tpm-pin' 'tpm-new-pin-fd=' 'version' 'h/help'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'generate-key-file=' 'with-passphrase' 'kdf=' 'format=' 'tpm' 'tpm-pcrs=' 'tpm-pin' 'tpm-new-pin-fd=' 'version' 'h/help'
         case 'set'
             __lockbox_parse_subcommand 2 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'kind=' 'label=' 'attribute=+' 'raw' 'allow-empty' 'protected' 'version' 'h/help'
         case 'get'
@@ -38,6 +38,8 @@ function __lockbox_parse_tokens -S
             __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'new-passphrase-fd=' 'slot=' 'kdf=' 'version' 'h/help'
         case 'rotate-key'
             __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'drop-unmatched-slots' 'version' 'h/help'
+        case 'convert'
+            __lockbox_parse_subcommand 0 'backend=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
         case 'slot'
             __lockbox_parse_subcommand 0 'version' 'h/help'
             switch $unparsed_tokens[1]
@@ -169,6 +171,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "loc
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'wipe' -d 'Remove every item of one service, or of the whole vault.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'passwd' -d 'Change the vault\'s passphrase.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'rotate-key' -d 'Replace the vault\'s data key and re-encrypt everything under the new one.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'convert' -d 'Convert a format-1 vault to format 2 (sealed rows in SQLite), in place.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'slot' -d 'List, add and remove key slots.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'pin' -d 'PINs for profiles: Argon2id hashes in the store, with lockout after wrong tries.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'unlock' -d 'Prove who you are once (PIN or passphrase); protected items then open without asking until the window ends.'
@@ -193,6 +196,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" generate-key-file' -l 'generate-key-file' -d 'Create a new key file here (32 random bytes, mode 0600) and add a slot for it.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" with-passphrase' -l 'with-passphrase' -d 'Also add a passphrase slot, asked on the terminal, when a key file is given.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" kdf' -l 'kdf' -d 'Argon2id cost for the passphrase slot.' -rfka 'interactive moderate sensitive'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" format' -l 'format' -d 'Vault format: 1 (one encrypted file) or 2 (sealed rows in SQLite; docs/FORMAT.md section 18).' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm' -l 'tpm' -d 'Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm-pcrs' -l 'tpm-pcrs' -d 'Bind the TPM slot to these SHA-256 PCRs (comma-separated, e.g. 7 for the Secure Boot state). After a change to them (firmware, boot loader, kernel, Secure Boot keys) the slot refuses; open with a recovery slot and add it again. Default: none.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox init" tpm-pin' -l 'tpm-pin' -d 'Protect the TPM slot with a PIN (4 to 12 digits, checked by the PIN policy as for `pin set`), asked twice on the terminal; the TPM counts wrong PINs and locks out.'
@@ -270,6 +274,14 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" drop-unmatched-slots' -l 'drop-unmatched-slots' -d 'Remove key slots that none of the given credentials opens.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" backend' -l 'backend' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_BACKEND, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.' -rfka 'auto secret-service file'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" profile' -l 'profile' -d 'The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" vault' -l 'vault' -d 'The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).' -rF
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" version' -l 'version' -d 'Show the version.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'list' -d 'Show the vault\'s key slots.'

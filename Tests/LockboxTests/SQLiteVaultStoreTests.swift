@@ -297,6 +297,30 @@ struct SQLiteVaultStoreTests {
         expectCode(.wrongCredential) { try SQLiteVaultStore.convert(formatOneAt: old.vaultPath, credentials: [.keyFile(stranger)]) }
     }
 
+    @Test("rotating the data key re-seals every row; another open handle follows through its slot")
+    func rotation() throws {
+        let vault = try Format2Vault()
+        let other = try vault.reopen()
+        try vault.store.set([ItemWrite(secret("one"), for: ItemKey(service: "s", account: "1")),
+                             ItemWrite(secret("two"), for: ItemKey(service: "s", account: "2"))])
+        let addressesBefore = try vault.raw().prepare("SELECT group_concat(hex(address)) FROM items").blobOrText()
+        expectCode(.keySlotRefused) { try vault.store.rotateDataKey() }  // the passphrase slot needs its passphrase
+        try vault.store.rotateDataKey(credentials: [.passphrase(secret("format two"))])
+        #expect(try vault.raw().prepare("SELECT group_concat(hex(address)) FROM items").blobOrText() != addressesBefore)
+        #expect(try other.get(ItemKey(service: "s", account: "2")) == secret("two"))
+        try other.set(secret("three"), for: ItemKey(service: "s", account: "3"), options: ItemOptions())
+        for credential in [VaultCredential.keyFile(vault.keyPath), .passphrase(secret("format two"))] {
+            let store = try SQLiteVaultStore.open(at: vault.path, credentials: [credential])
+            #expect(try store.list(service: nil).count == 3)
+            #expect(try store.get(ItemKey(service: "s", account: "1")) == secret("one"))
+        }
+        let byPassphrase = try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("format two"))])
+        try vault.store.rotateDataKey(dropUnmatchedSlots: true)  // drops the passphrase slot
+        #expect(try vault.store.keySlots().count == 1)
+        #expect(try other.get(ItemKey(service: "s", account: "1")) == secret("one"))  // its key-file slot remains
+        expectCode(.credentialsChanged) { try byPassphrase.get(ItemKey(service: "s", account: "1")) }
+    }
+
     @Test("8 handles on 8 threads × 250 sets on one vault: zero lost")
     func concurrentWriters() async throws {
         let vault = try Format2Vault()
@@ -381,4 +405,93 @@ private func expectCode<T>(_ code: LockboxError.Code, sourceLocation: SourceLoca
 
 private extension SQLiteStatement {
     func blobIfRow() throws -> [UInt8]? { try step() ? blob(0) : nil }
+    func blobOrText() throws -> String? { try step() ? text(0) : nil }
+}
+
+@Suite("Vault format 2 through the lockbox CLI")
+struct Format2CLITests {
+    let folder: TemporaryFolder
+    let vault: String
+    let key: String
+
+    init() throws {
+        folder = try TemporaryFolder()
+        vault = folder.file("v.lockbox").string
+        key = folder.file("v.key").string
+    }
+
+    private func lockbox(_ arguments: [String], stdin: Data = Data()) throws -> ProcessResult {
+        try runLockbox(arguments + ["--vault", vault, "--key-file", key], stdin: stdin)
+    }
+
+    @Test("init --format 2 makes a SQLite database with no names in it; set, get, list, slots, rotate-key and delete work on it")
+    func itemCommands() throws {
+        var result = try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(SQLiteVaultStore.sqliteHeader(FilePath(vault)).isVault)
+        #expect(try lockbox(["set", "secret.service.example", "secret-account-name"], stdin: Data("value one".utf8)).status == 0)
+        #expect(try lockbox(["get", "secret.service.example", "secret-account-name"]).stdoutString == "value one")
+        result = try lockbox(["list", "--json"])
+        #expect(result.status == 0)
+        #expect(result.stdoutString.contains("secret-account-name"))
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: vault))
+        for text in ["secret.service.example", "secret-account-name", "value one"] {
+            #expect(bytes.range(of: Data(text.utf8)) == nil, "\(text) is in the vault file")
+        }
+        let second = folder.file("second.key").string
+        #expect(try lockbox(["slot", "add-key-file", "--generate", second]).status == 0)
+        #expect(try lockbox(["rotate-key", "--drop-unmatched-slots"]).status == 0)
+        #expect(try lockbox(["slot", "list"]).stdoutString.split(separator: "\n").count == 1)
+        #expect(try lockbox(["get", "secret.service.example", "secret-account-name"]).stdoutString == "value one")
+        #expect(try lockbox(["delete", "secret.service.example", "secret-account-name"]).status == 0)
+        #expect(try lockbox(["get", "secret.service.example", "secret-account-name"]).status == 2)  // not found
+        // Nothing but the vault and its key files is left once no process has it open.
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).sorted()
+        #expect(names == ["second.key", "v.key", "v.lockbox"])
+    }
+
+    @Test("lockbox convert turns a format-1 vault into format 2 with every secret byte-identical; running it again changes nothing")
+    func convertCommand() throws {
+        #expect(try runLockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        let binary = Data((0..<2000).map { UInt8(($0 * 7) & 0xFF) })
+        #expect(try lockbox(["set", "--raw", "svc", "binary"], stdin: binary).status == 0)
+        #expect(try lockbox(["set", "svc", "text", "--kind", "token", "--attribute", "env=prod"], stdin: Data("t".utf8)).status == 0)
+        let listed = try lockbox(["list", "--json"]).stdoutString
+        var result = try lockbox(["convert"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(SQLiteVaultStore.sqliteHeader(FilePath(vault)).isVault)
+        #expect(try lockbox(["get", "svc", "binary"]).stdout == binary)
+        #expect(try lockbox(["list", "--json"]).stdoutString == listed)
+        result = try lockbox(["convert"])
+        #expect(result.status == 0)
+        #expect(try lockbox(["get", "svc", "text"]).stdoutString == "t")
+    }
+
+    @Test("8 lockbox processes writing one format-2 vault at once lose no update")
+    func concurrentProcesses() async throws {
+        #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
+        let writers = 8, itemsEach = 25
+        let (vault, key) = (vault, key)
+        let statuses = await withTaskGroup(of: [Int32].self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    var statuses: [Int32] = []
+                    for item in 0..<itemsEach {
+                        let result = try? runLockbox(["set", "race", "w\(writer)-i\(item)", "--vault", vault, "--key-file", key],
+                                                     stdin: Data("value-\(writer)-\(item)".utf8))
+                        statuses.append(result?.status ?? -1)
+                    }
+                    return statuses
+                }
+            }
+            var all: [Int32] = []
+            for await statuses in group { all += statuses }
+            return all
+        }
+        #expect(statuses.count == writers * itemsEach)
+        #expect(statuses.allSatisfy { $0 == 0 })
+        let store = try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
+        #expect(try store.list(service: "race").count == writers * itemsEach)
+        #expect(try Vault(store: store).string(service: "race", account: "w7-i24") == "value-7-24")
+    }
 }
