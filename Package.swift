@@ -49,11 +49,18 @@ let package = Package(
         .target(name: "CTSS2"),
         // Linux headers Glibc's module lacks (prctl); no library to link.
         .systemLibrary(name: "CLinux"),
+        // Debian's SQLite, for vault format 2 (docs/ARCHITECTURE.md, "SQLite access").
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(
             name: "Lockbox",
             dependencies: [
                 "CSodium",
                 "CLinux",
+                "CSQLite",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

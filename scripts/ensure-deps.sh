@@ -3,12 +3,12 @@
 # Debian/Ubuntu; run as root, or as a user who may sudo.
 set -euo pipefail
 
-# libsodium, libsecret, libkeyutils and tpm2-tss (LockboxTPM and the lockbox CLI) to build; with
+# libsodium, libsecret, libkeyutils, SQLite (vault format 2) and tpm2-tss (LockboxTPM and the lockbox CLI) to build; with
 # --test also gnome-keyring, secret-tool, dbus-daemon and keyctl, so the tests can run a real
 # Secret Service on a private session bus, faketime (the PIN lockout tests set one process's wall
 # clock ahead), swtpm + tpm2-tools for a software TPM, strace (which counts the vault reads
 # of `lockbox get`), and dbus-monitor + GNU time for scripts/bench-cli.sh's D-Bus counts and peak RSS.
-packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev pkg-config)
+packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev libsqlite3-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
     packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time)
 fi

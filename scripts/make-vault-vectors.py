@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Builds Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json: Lockbox vault files made from fixed inputs.
 
-Written from docs/FORMAT.md alone, with PyNaCl (its own bundled libsodium) and Python's hashlib,
-not from the Swift code, so the Swift writer and reader are checked against an independent
+Built on scripts/lockbox_format.py, written from docs/FORMAT.md alone with PyNaCl (its own bundled
+libsodium), not from the Swift code, so the Swift writer and reader are checked against an independent
 implementation of the document. Vector 1 uses the inputs behind the docs/FORMAT.md section 16
 test vector; this script checks that it reproduces those 575 bytes exactly.
 
@@ -10,101 +10,59 @@ Usage: scripts/make-vault-vectors.py [--check]
   (no option)  write Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json
   --check      exit 1 if the file on disk differs from what this script produces
 """
-import hashlib
 import json
 import os
 import re
 import struct
 import sys
 
-from nacl import bindings
+import lockbox_format as fmt  # scripts/lockbox_format.py: the format itself
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(ROOT, "Sources", "LockboxSelfTest", "Vectors", "lockbox-vault-v1.json")
-KEYFILE_CONTEXT = b"lockbox.v1.keyfile-slot"
-MAGIC = b"LOCKBOX\x00"
 
 
 def seq(start, count):
     return bytes((start + i) & 0xFF for i in range(count))
 
 
-def str16(s):
-    b = s.encode("utf-8")
-    return struct.pack("<H", len(b)) + b
+def format_slot(slot):
+    """A vector's slot as lockbox_format takes it."""
+    passphrase = slot["kind"] == "passphrase"
+    return {"kind": fmt.SLOT_PASSPHRASE if passphrase else fmt.SLOT_KEY_FILE,
+            "opslimit": slot.get("opslimit"), "memlimit": slot.get("memlimit"),
+            "salt": slot["salt"], "sealed": b"", "nonce": slot["nonce"]}
 
 
-def kek(slot):
-    if slot["kind"] == "key-file":
-        return hashlib.blake2b(KEYFILE_CONTEXT + slot["salt"], key=slot["key_file_key"], digest_size=32).digest()
-    return bindings.crypto_pwhash_alg(32, slot["passphrase"].encode("utf-8"), slot["salt"],
-                                       slot["opslimit"], slot["memlimit"], bindings.crypto_pwhash_ALG_ARGON2ID13)
-
-
-def slot_params(slot):
-    if slot["kind"] == "key-file":
-        return b"\x02" + slot["salt"]
-    return b"\x01" + struct.pack("<QQ", slot["opslimit"], slot["memlimit"]) + slot["salt"]
+def slot_secret(slot):
+    return slot["passphrase"].encode("utf-8") if slot["kind"] == "passphrase" else slot["key_file_key"]
 
 
 def payload(items):
-    out = struct.pack("<I", len(items))
-    # Writers sort by (service, account) and attributes by name; for NFC strings, Swift's String
-    # order is UTF-8 byte order.
-    for it in sorted(items, key=lambda i: (i["service"].encode(), i["account"].encode())):
-        attrs = dict(it["attributes"])
-        if it["access"] != "always":
-            attrs["lockbox.access"] = it["access"]
-        out += str16(it["service"]) + str16(it["account"]) + str16(it["kind"]) + str16(it["label"])
-        out += struct.pack("<qq", it["created_ms"], it["modified_ms"])
-        out += struct.pack("<H", len(attrs))
-        for name in sorted(attrs, key=lambda n: n.encode()):
-            out += str16(name) + str16(attrs[name])
-        out += struct.pack("<I", len(it["secret"])) + it["secret"]
-    return out
-
-
-def pad(data, block=256):
-    # sodium_pad: 0x80 then zeros up to a multiple of the block size; always adds at least one byte.
-    padded_len = (len(data) // block + 1) * block
-    return data + b"\x80" + b"\x00" * (padded_len - len(data) - 1)
+    return fmt.encode_payload(items)
 
 
 def build(v):
-    slots_out, keks, ads = b"", [], []
+    slots, keks, ads = [], [], []
     for slot in v["slots"]:
-        k = kek(slot)
-        ad = v["vault_id"] + slot_params(slot)
-        wrapped = bindings.crypto_aead_xchacha20poly1305_ietf_encrypt(v["data_key"], ad, slot["nonce"], k)
-        body = (struct.pack("<QQ", slot["opslimit"], slot["memlimit"]) if slot["kind"] == "passphrase" else b"")
-        body += slot["salt"] + slot["nonce"] + wrapped
-        slots_out += bytes([1 if slot["kind"] == "passphrase" else 2]) + struct.pack("<H", len(body)) + body
+        encoded = format_slot(slot)
+        k = fmt.derive_kek(encoded, slot_secret(slot))
+        encoded["wrapped_key"] = fmt.wrap(v["vault_id"], encoded, k, v["data_key"])
+        slots.append(encoded)
         keks.append(k)
-        ads.append(ad)
-    plain = pad(payload(v["items"]))
-    fields = v["vault_id"] + struct.pack("<QB", v["generation"], len(v["slots"])) + slots_out
-    fields += v["body_nonce"] + struct.pack("<Q", len(plain) + 16)
-    header_len = 16 + len(fields) + 32
-    prefix = MAGIC + struct.pack("<HHI", 1, 0, header_len) + fields
-    checksum = hashlib.blake2b(prefix, digest_size=32).digest()
-    header = prefix + checksum
-    body = bindings.crypto_aead_xchacha20poly1305_ietf_encrypt(plain, header, v["body_nonce"], v["data_key"])
+        ads.append(v["vault_id"] + fmt.slot_parameter_bytes(encoded))
+    header, body, plain = fmt.encode_file(v["vault_id"], v["generation"], slots, v["body_nonce"], v["data_key"], v["items"])
     return {
-        "header_length": header_len,
+        "header_length": len(header),
         "body_length": len(body),
         "slot_keks_hex": [k.hex() for k in keks],
         "slot_additional_data_hex": [a.hex() for a in ads],
-        "header_checksum_hex": checksum.hex(),
+        "header_checksum_hex": header[-fmt.CHECKSUM_BYTES:].hex(),
         "payload_length": len(payload(v["items"])),
         "plaintext_hex": plain.hex(),
         "file_hex": (header + body).hex(),
     }
-
-
-def fix_checksum(data):
-    h = struct.unpack_from("<I", data, 12)[0]
-    data[h - 32:h] = hashlib.blake2b(bytes(data[:h - 32]), digest_size=32).digest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,7 +225,7 @@ def main():
         "title": "Lockbox vault files (format version 1) built from fixed inputs",
         "source": {
             "name": "Lockbox docs/FORMAT.md (vector 1 is its section 16 test vector)",
-            "generator": "scripts/make-vault-vectors.py: an independent writer from docs/FORMAT.md using PyNaCl and hashlib, not the Swift code",
+            "generator": "scripts/make-vault-vectors.py with scripts/lockbox_format.py: an independent writer from docs/FORMAT.md using PyNaCl, not the Swift code",
         },
         "checks": "Writer: the inputs must give file_hex byte for byte (with each intermediate value). Reader: file_hex must open with every slot's credential and give exactly the items. must_fail: each damaged copy must be refused with the error class docs/FORMAT.md section 8 names.",
         "vectors": vectors,

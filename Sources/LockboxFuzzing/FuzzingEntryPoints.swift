@@ -54,7 +54,7 @@ package enum FuzzingEntryPoints {
             fatalError("VaultHeader.encoded() differs from the \(headerLength) header bytes it was parsed from")
         }
         let dataKey = unwrappedDataKey(header) ?? fixedDataKey
-        guard let plaintext = EncryptedFileStore.decryptBody(file, header: header, headerLength: headerLength, dataKey: dataKey)
+        guard let plaintext = VaultBodyCodec.decrypt(file, header: header, headerLength: headerLength, dataKey: dataKey)
         else { return }
         checkPayloadRoundTrip(plaintext)
     }

@@ -24,7 +24,7 @@ struct LockboxCommand: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
-            Passwd.self, RotateKey.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
+            Passwd.self, RotateKey.self, Convert.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
             GitCredential.self,
         ]
     )

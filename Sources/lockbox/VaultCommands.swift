@@ -18,11 +18,14 @@ struct Init: ParsableCommand {
     var generateKeyFile: String?
     @Flag(help: "Also add a passphrase slot, asked on the terminal, when a key file is given.") var withPassphrase = false
     @Option(help: "Argon2id cost for the passphrase slot.") var kdf: KDFPreset = .moderate
+    @Option(help: ArgumentHelp("Vault format: 1 (one encrypted file) or 2 (sealed rows in SQLite; docs/FORMAT.md section 18).", valueName: "version"))
+    var format: Int = 1
     @Flag(help: "Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).")
     var tpm = false
     @OptionGroup var tpmSlot: TPMSlotOptions
 
     func validate() throws {
+        guard format == 1 || format == 2 else { throw ValidationError("--format takes 1 or 2") }
         if !tpm && (tpmSlot.pcrs != nil || tpmSlot.pin || tpmSlot.newPinFd != nil) {
             throw ValidationError("--tpm-pcrs, --tpm-pin and --tpm-new-pin-fd describe the TPM slot; add --tpm")
         }
@@ -50,10 +53,15 @@ struct Init: ParsableCommand {
         } else if credentials.allSatisfy({ if case .sealed = $0 { true } else { false } }) || withPassphrase {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
         }
-        let store = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters)
+        let slotKinds: [EncryptedFileStore.KeySlotInfo]
+        if format == 2 {
+            slotKinds = try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
+        } else {
+            slotKinds = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
+        }
         try BackendSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
                                    at: vaultOptions.settingsPath)
-        let slots = try store.keySlots().map(\.kind.rawValue).joined(separator: ", ")
+        let slots = slotKinds.map(\.kind.rawValue).joined(separator: ", ")
         Console.status("Created vault \(path.string) with key slot(s): \(slots).")
     }
 }
@@ -97,7 +105,9 @@ struct RotateKey: ParsableCommand {
 
     func run() throws {
         let credentials = try vaultOptions.unlockCredentials()
-        let store = try EncryptedFileStore.open(at: vaultOptions.vaultPath, credentials: credentials)
+        let store: any KeySlotManaging = SQLiteVaultStore.sqliteHeader(vaultOptions.vaultPath).isSQLite
+            ? try SQLiteVaultStore.open(at: vaultOptions.vaultPath, credentials: credentials)
+            : try EncryptedFileStore.open(at: vaultOptions.vaultPath, credentials: credentials)
         try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
         Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
     }
@@ -177,6 +187,31 @@ struct Slot: ParsableCommand {
         func run() throws {
             try vaultOptions.openFileStore().removeKeySlot(at: index)
             Console.status("Removed key slot \(index).")
+        }
+    }
+}
+
+struct Convert: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "convert",
+        abstract: "Convert a format-1 vault to format 2 (sealed rows in SQLite), in place.",
+        discussion: """
+            Opens the vault with the credentials given, builds the format-2 database beside it, \
+            checks every item against the old vault, then replaces the old file atomically. The vault ID, \
+            the data key and every key slot are kept, so each passphrase, key file and TPM slot still opens it. \
+            Run it again safely: a vault already in format 2 is left as it is.
+            """)
+
+    @OptionGroup var vaultOptions: VaultOptions
+
+    func run() throws {
+        let path = vaultOptions.vaultPath
+        if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
+        switch try SQLiteVaultStore.convert(formatOneAt: path, credentials: try vaultOptions.unlockCredentials()) {
+        case let .converted(items):
+            Console.status("Converted \(path.string) to format 2: \(items) item(s), each checked against the format-1 vault.")
+        case .alreadyFormat2:
+            Console.status("\(path.string) is already in format 2; nothing to do.")
         }
     }
 }

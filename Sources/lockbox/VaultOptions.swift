@@ -163,6 +163,10 @@ struct VaultOptions: ParsableArguments {
         let resolution = try resolveStore()
         switch resolution.backend {
         case .file:
+            if SQLiteVaultStore.sqliteHeader(vaultPath).isSQLite {
+                let opened = try resolution.opening { try openFormat2Store() }
+                return (opened.store, opened.fresh, resolution)
+            }
             let opened = try resolution.opening { try openFileStoreDetailed() }
             return (opened.store, opened.fresh, resolution)
         case .secretService:
@@ -178,9 +182,22 @@ struct VaultOptions: ParsableArguments {
         return open
     }
 
-    /// Opens the file vault with the credentials given (commands that only make sense for it).
-    func openFileStore() throws -> EncryptedFileStore {
-        try openFileStoreDetailed().store
+    /// Opens a format-2 vault with the credentials given (no session windows on format 2 yet).
+    /// Fresh when a passphrase opened it.
+    func openFormat2Store() throws -> (store: SQLiteVaultStore, fresh: Bool) {
+        Trace.log("store: file vault, format 2 (SQLite) \(vaultPath.string)")
+        let credentials = try unlockCredentials()
+        let store = try SQLiteVaultStore.open(at: vaultPath, credentials: credentials)
+        let slots = try store.keySlots()
+        let byPassphrase = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
+        return (store, byPassphrase)
+    }
+
+    /// Opens the file vault, format 1 or 2, with the credentials given (commands that only make
+    /// sense for it: key slots, passphrase, migration).
+    func openFileStore() throws -> any KeySlotManaging {
+        if SQLiteVaultStore.sqliteHeader(vaultPath).isSQLite { return try openFormat2Store().store }
+        return try openFileStoreDetailed().store
     }
 
     /// Opens the file vault: through its re-authentication window if one is open (no credential needed),

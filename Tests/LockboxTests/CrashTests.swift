@@ -10,11 +10,15 @@ import Testing
 /// LOCKBOX_CRASH_ROUNDS=N runs N rounds (a soak run, docs/SECURITY-TESTING.md §3).
 @Suite("Crash safety")
 struct CrashTests {
-    @Test("SIGKILLed writers never tear the vault or lose acknowledged writes")
-    func killedWriters() throws {
+    @Test("SIGKILLed writers never tear the vault or lose acknowledged writes (format 1 and format 2)", arguments: [1, 2])
+    func killedWriters(format: Int) throws {
         let folder = try TemporaryFolder()
         let vault = folder.file("v.lockbox").string, key = folder.file("v.key").string
-        #expect(try runLockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try runLockbox(["init", "--vault", vault, "--generate-key-file", key, "--format", "\(format)"]).status == 0)
+        func open() throws -> any SecretStore {
+            format == 2 ? try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
+                : try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
+        }
         var acknowledged: [String: String] = [:]
         var generator = SystemRandomNumberGenerator()
         // Kill at a random moment in [0, 2 × estimate]. The estimate starts at one uncut write's
@@ -74,7 +78,7 @@ struct CrashTests {
             }
             // After every round the vault opens and holds every acknowledged write; a killed
             // writer's item holds the old value or the new one (then the new one is what counts).
-            let store = try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
+            let store = try open()
             let view = Vault(store: store)
             for writer in writers where acknowledged[writer.account] != writer.value {
                 let now: String?
@@ -90,7 +94,7 @@ struct CrashTests {
             round += 1
         }
         // A later write clears whatever temporary files killed writers left behind.
-        let store = try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
+        let store = try open()
         try Vault(store: store).set("after", service: "crash", account: "final")
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).filter { $0.contains(".tmp-") }
         #expect(leftovers.isEmpty, "stale temporary files: \(leftovers)")

@@ -367,7 +367,7 @@ struct OutputAndDocumentationRegressionTests {
         var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path.string)))
         let (header, headerLength) = try bytes.withUnsafeBytes { try VaultHeader.parse($0) }
         let dataKey = try store().windowMaterial().dataKey
-        let plaintext = try #require(EncryptedFileStore.decryptBody(bytes, header: header, headerLength: headerLength, dataKey: dataKey))
+        let plaintext = try #require(VaultBodyCodec.decrypt(bytes, header: header, headerLength: headerLength, dataKey: dataKey))
         var payload = plaintext.withUnsafeBytes { Array($0) }
         edit(&payload)
         let sealed = payload.withUnsafeBytes {

@@ -164,13 +164,17 @@ public struct StoreResolution: Sendable {
         return try provider.connect()
     }
 
-    /// Opens the resolved store: the Secret Service, or the file vault with `credentials`;
-    /// records the choice if it is new.
+    /// Opens the resolved store: the Secret Service, or the file vault (format 1 or 2) with
+    /// `credentials`; records the choice if it is new.
     public func open(credentials: [VaultCredential]) throws -> any SecretStore {
         try opening { () throws -> any SecretStore in
             switch backend {
             case .secretService: return try openSecretService()
-            case .file: return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
+            case .file:
+                if SQLiteVaultStore.sqliteHeader(selection.vaultPath).isSQLite {
+                    return try SQLiteVaultStore.open(at: selection.vaultPath, credentials: credentials)
+                }
+                return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
             }
         }
     }

@@ -25,20 +25,9 @@ public final class EncryptedFileStore: SecretStore {
     private let state: Locked<State>
     private let now: @Sendable () -> Date
 
-    /// The largest vault file Lockbox reads (1 GiB).
-    static let maximumFileBytes = 1 << 30
-
-    /// What remembers which slot opened the vault, so a change by another process that keeps the
-    /// slot (an added item, an added slot, a rotated data key) does not need the credential again.
-    private struct Unlocker {
-        var kind: KeySlot.Kind
-        var salt: [UInt8]
-        var kek: SecretBytes
-    }
-
     private struct State: ~Copyable {
         var dataKey: SecretBytes
-        var unlocker: Unlocker?
+        var unlocker: SlotUnlocker?
         var header: VaultHeader
         var entries: [ItemKey: VaultEntry]
         /// The file version `entries` reflect; `nil` forces a reload from disk on the next call
@@ -93,23 +82,16 @@ public final class EncryptedFileStore: SecretStore {
             throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
         }
         try checkCanCreate(at: path)
-        let path = resolvedVaultPath(path)
+        let path = VaultFile.resolvedPath(path)
         // Key derivation (Argon2id) happens before taking the lock, so it never blocks other writers.
         let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
         let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
-        var slots: [KeySlot] = []
-        var unlocker: Unlocker?
-        for credential in credentials {
-            let source = try loadKEKSource(credential, kdf: kdf)
-            let (slot, kek) = try KeySlotCrypto.makeSlot(wrapping: dataKey, vaultID: vaultID, using: source)
-            slots.append(slot)
-            if unlocker == nil { unlocker = Unlocker(kind: slot.kind, salt: slot.salt, kek: kek) }
-        }
+        let (slots, unlocker) = try KeySlots.make(for: credentials, dataKey: dataKey, vaultID: vaultID, kdf: kdf)
         let initial = VaultHeader(vaultID: vaultID, generation: 0, slots: slots, bodyNonce: [], bodyLength: 0)
         let lock = VaultLock(vaultPath: path, timeout: lockTimeout)
         let (header, identity) = try lock.withLock { () throws -> (VaultHeader, FileIdentity) in
             try checkCanCreate(at: path)
-            return try sealAndWrite(header: initial, entries: [:], dataKey: dataKey, to: path)
+            return try VaultFile.write(header: initial, entries: [:], dataKey: dataKey, to: path)
         }
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
@@ -136,7 +118,9 @@ public final class EncryptedFileStore: SecretStore {
         if let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) {
             _ = try? fd.closeAfter { try start.withUnsafeMutableBytes { try fd.read(into: $0) } }
         }
-        if start == VaultHeader.magic { throw LockboxError.vaultAlreadyExists(path: path.string) }
+        if start == VaultHeader.magic || SQLiteVaultStore.sqliteHeader(path).isVault {
+            throw LockboxError.vaultAlreadyExists(path: path.string)
+        }
         throw LockboxError.invalidArgument(
             "a file that is not a Lockbox vault (\(status.size) bytes) is at \(path.string); refusing to overwrite it. Choose another path with --vault, or move the file away deliberately.")
     }
@@ -164,28 +148,8 @@ public final class EncryptedFileStore: SecretStore {
             throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
         }
         let (path, header) = (snapshot.path, snapshot.header)
-        let ordered = credentials.filter { if case .passphrase = $0 { false } else { true } }
-            + credentials.filter { if case .passphrase = $0 { true } else { false } }
-        var opened: (SecretBytes, Unlocker)?
-        var sealerError: (any Error)?  // why a TPM2 slot could not be opened, if none opened
-        search: for credential in ordered {
-            let source = try loadKEKSource(credential, kdf: .default)
-            for slot in header.slots where slot.kind == source.slotKind {
-                let kek: SecretBytes
-                do {
-                    kek = try KeySlotCrypto.deriveKEK(for: slot, from: source)
-                } catch where slot.kind == .tpm2 {
-                    sealerError = sealerError ?? error
-                    continue
-                }
-                if let dataKey = KeySlotCrypto.unwrap(slot, vaultID: header.vaultID, kek: kek) {
-                    opened = (dataKey, Unlocker(kind: slot.kind, salt: slot.salt, kek: kek))
-                    break search
-                }
-            }
-        }
-        guard let (dataKey, unlocker) = opened else { throw sealerError ?? LockboxError.wrongCredential(path: path.string) }
-        let entries = try decryptEntries(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey, path: path)
+        let (dataKey, unlocker) = try KeySlots.open(header.slots, vaultID: header.vaultID, credentials: credentials, path: path)
+        let entries = try VaultBodyCodec.entries(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey, path: path)
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: entries, identity: snapshot.identity))
@@ -194,18 +158,14 @@ public final class EncryptedFileStore: SecretStore {
     /// The kinds of the vault's key slots, in order, read from its header without any credential
     /// (to know whether a TPM could open it before asking for a passphrase).
     public static func keySlotKinds(at path: FilePath) throws -> [KeySlotInfo.Kind] {
-        let path = resolvedVaultPath(path)
-        let file = try readVaultFile(path)
-        return try parseHeader(file.bytes, path: path).0.slots.map { KeySlotInfo.Kind($0.kind) }
+        try VaultFile.snapshot(at: path).header.slots.map { KeySlotInfo.Kind($0.kind) }
     }
 
     /// The sealed bytes of the vault's TPM2 key slots, by slot index, read without any credential
     /// (to tell whether a slot needs a PIN before asking for one).
     public static func sealedKeySlots(at path: FilePath) throws -> [Int: [UInt8]] {
-        let path = resolvedVaultPath(path)
-        let file = try readVaultFile(path)
         var result: [Int: [UInt8]] = [:]
-        for (index, slot) in try parseHeader(file.bytes, path: path).0.slots.enumerated() where slot.kind == .tpm2 {
+        for (index, slot) in try VaultFile.snapshot(at: path).header.slots.enumerated() where slot.kind == .tpm2 {
             result[index] = slot.sealed
         }
         return result
@@ -348,7 +308,7 @@ public final class EncryptedFileStore: SecretStore {
             state.header.slots.enumerated().map { index, slot in
                 KeySlotInfo(
                     index: index, kind: KeySlotInfo.Kind(slot.kind), kdf: slot.kdf,
-                    openedThisHandle: state.unlocker.map { $0.kind == slot.kind && $0.salt == slot.salt } ?? false)
+                    openedThisHandle: state.unlocker?.opened(slot) ?? false)
             }
         }
     }
@@ -356,30 +316,16 @@ public final class EncryptedFileStore: SecretStore {
     /// Adds a key slot that `credential` opens; returns its index. The data key is unchanged.
     @discardableResult
     public func addKeySlot(_ credential: VaultCredential, kdf: KDFParameters = .default) throws -> Int {
-        let source = try Self.loadKEKSource(credential, kdf: kdf)
+        let source = try KeySlots.source(for: credential, kdf: kdf)
         return try mutateHeader { state throws in
-            guard state.header.slots.count < VaultHeader.maxSlots else {
-                throw LockboxError.keySlot("the vault already has \(VaultHeader.maxSlots) key slots, the most it can hold; remove one first")
-            }
-            let (slot, _) = try KeySlotCrypto.makeSlot(wrapping: state.dataKey, vaultID: state.header.vaultID, using: source)
-            state.header.slots.append(slot)
-            return (state.header.slots.count - 1, nil)
+            (try KeySlots.add(source, to: &state.header.slots, dataKey: state.dataKey, vaultID: state.header.vaultID), nil)
         }
     }
 
     /// Removes the key slot at `index`. The last slot cannot be removed.
     public func removeKeySlot(at index: Int) throws {
         try mutateHeader { state throws in
-            guard state.header.slots.indices.contains(index) else {
-                throw LockboxError.keySlot("there is no key slot \(index)")
-            }
-            guard state.header.slots.count > 1 else {
-                throw LockboxError.keySlot("refusing to remove the last key slot: nothing could open the vault after that. Add another slot first.")
-            }
-            let removed = state.header.slots.remove(at: index)
-            if let unlocker = state.unlocker, unlocker.kind == removed.kind, unlocker.salt == removed.salt {
-                state.unlocker = nil
-            }
+            try KeySlots.remove(at: index, from: &state.header.slots, unlocker: &state.unlocker)
             return ((), nil)
         }
     }
@@ -394,32 +340,11 @@ public final class EncryptedFileStore: SecretStore {
     ///   - slot: which passphrase slot; by default the one that opened this handle, or the
     ///     vault's only passphrase slot.
     public func changePassphrase(to newPassphrase: SecretBytes, kdf: KDFParameters = .default, slot: Int? = nil) throws {
-        let source = try Self.loadKEKSource(.passphrase(newPassphrase), kdf: kdf)
+        let source = try KeySlots.source(for: .passphrase(newPassphrase), kdf: kdf)
         try mutateHeader { state throws in
-            let slots = state.header.slots
-            let passphraseSlots = slots.indices.filter { slots[$0].kind == .passphrase }
-            let target: Int
-            if let slot {
-                guard passphraseSlots.contains(slot) else {
-                    throw LockboxError.keySlot("key slot \(slot) is not a passphrase slot")
-                }
-                target = slot
-            } else if let unlocker = state.unlocker, unlocker.kind == .passphrase,
-                      let opened = passphraseSlots.first(where: { slots[$0].salt == unlocker.salt }) {
-                target = opened
-            } else if passphraseSlots.count == 1 {
-                target = passphraseSlots[0]
-            } else if passphraseSlots.isEmpty {
-                throw LockboxError.keySlot("the vault has no passphrase slot to change")
-            } else {
-                throw LockboxError.keySlot("the vault has \(passphraseSlots.count) passphrase slots; say which one to change")
-            }
-            let (newSlot, kek) = try KeySlotCrypto.makeSlot(wrapping: state.dataKey, vaultID: state.header.vaultID, using: source)
-            let old = state.header.slots[target]
-            state.header.slots[target] = newSlot
-            if let unlocker = state.unlocker, unlocker.kind == old.kind, unlocker.salt == old.salt {
-                state.unlocker = Unlocker(kind: .passphrase, salt: newSlot.salt, kek: kek)
-            }
+            try KeySlots.changePassphrase(
+                in: &state.header.slots, to: source, target: slot, unlocker: &state.unlocker,
+                dataKey: state.dataKey, vaultID: state.header.vaultID)
             return ((), nil)
         }
     }
@@ -430,35 +355,12 @@ public final class EncryptedFileStore: SecretStore {
     /// handle is remembered; give the others in `credentials`. Slots that no credential opens
     /// make the call fail, unless `dropUnmatchedSlots` is set, in which case they are removed.
     public func rotateDataKey(credentials: [VaultCredential] = [], dropUnmatchedSlots: Bool = false) throws {
-        let sources = try credentials.map { credential throws in try Self.loadKEKSource(credential, kdf: .default) }
+        let sources = try credentials.map { credential throws in try KeySlots.source(for: credential, kdf: .default) }
         try mutateHeader { state throws in
-            let vaultID = state.header.vaultID
-            var keys: [(KeySlot, SecretBytes)] = []
-            var unmatched: [Int] = []
-            for (index, slot) in state.header.slots.enumerated() {
-                if let unlocker = state.unlocker, unlocker.kind == slot.kind, unlocker.salt == slot.salt {
-                    keys.append((slot, unlocker.kek))
-                    continue
-                }
-                var found: SecretBytes?
-                for source in sources where source.slotKind == slot.kind {
-                    let kek = try KeySlotCrypto.deriveKEK(for: slot, from: source)
-                    if KeySlotCrypto.unwrap(slot, vaultID: vaultID, kek: kek) != nil {
-                        found = kek
-                        break
-                    }
-                }
-                if let found { keys.append((slot, found)) } else { unmatched.append(index) }
-            }
-            if !unmatched.isEmpty && !dropUnmatchedSlots {
-                let list = unmatched.map(String.init).joined(separator: ", ")
-                throw LockboxError.keySlot("key slot(s) \(list) could not be opened with the credentials given. Give their passphrase or key file too, or drop the unmatched slots.")
-            }
-            guard !keys.isEmpty else { throw LockboxError.keySlot("no key slot would remain after rotation") }
-            let newKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
-            state.header.slots = keys.map { slot, kek in
-                KeySlotCrypto.rewrap(slot, dataKey: newKey, vaultID: vaultID, kek: kek)
-            }
+            let (slots, newKey) = try KeySlots.rotated(
+                state.header.slots, vaultID: state.header.vaultID, unlocker: state.unlocker, sources: sources,
+                dropUnmatched: dropUnmatchedSlots)
+            state.header.slots = slots
             return ((), newKey)
         }
     }
@@ -469,13 +371,9 @@ public final class EncryptedFileStore: SecretStore {
     /// ``LockboxError/wrongCredential(path:)`` if none opens. Proves a person is present, where a
     /// key file (a service's credential) does not.
     public func verifyPassphrase(_ passphrase: SecretBytes) throws {
-        let source = try Self.loadKEKSource(.passphrase(passphrase), kdf: .default)
+        let source = try KeySlots.source(for: .passphrase(passphrase), kdf: .default)
         let header = try withFreshState { $0.header }
-        for slot in header.slots where slot.kind == .passphrase {
-            let kek = try KeySlotCrypto.deriveKEK(for: slot, from: source)
-            if KeySlotCrypto.unwrap(slot, vaultID: header.vaultID, kek: kek) != nil { return }
-        }
-        throw LockboxError.wrongCredential(path: path.string)
+        try KeySlots.verify(source, header.slots, vaultID: header.vaultID, path: path)
     }
 
     /// A fingerprint of the vault's key slots: it changes with any passphrase change, slot
@@ -485,9 +383,7 @@ public final class EncryptedFileStore: SecretStore {
     }
 
     static func fingerprint(of header: VaultHeader) -> String {
-        var bytes = header.vaultID
-        for slot in header.slots { bytes += slot.parameterBytes + slot.wrappedKey }
-        return bytes.withUnsafeBytes { Sodium.blake2b($0).hexString }
+        KeySlots.fingerprint(header.slots, vaultID: header.vaultID)
     }
 
     /// The vault's ID and the data key, for a session window (kernel keyring).
@@ -501,12 +397,19 @@ public final class EncryptedFileStore: SecretStore {
                              lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }) throws -> EncryptedFileStore? {
         let (path, header) = (snapshot.path, snapshot.header)
         guard Self.fingerprint(of: header) == fingerprint,
-              let plaintext = decryptBody(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey)
+              let plaintext = VaultBodyCodec.decrypt(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey)
         else { return nil }
-        let entries = try decodeEntries(plaintext, path: path)
+        let entries = try VaultBodyCodec.decode(plaintext, path: path)
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
             state: State(dataKey: dataKey, unlocker: nil, header: header, entries: entries, identity: snapshot.identity))
+    }
+
+    /// Everything a vault in another format needs to hold this one unchanged: the vault ID, the
+    /// key slots (whose wraps bind the vault ID, so they move as they are), the data key and
+    /// every item as stored. For ``SQLiteVaultStore/convert(formatOneAt:credentials:lockTimeout:)``.
+    package func contentsForConversion() throws -> (vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes, entries: [ItemKey: VaultEntry]) {
+        try withFreshState { state in (state.header.vaultID, state.header.slots, state.dataKey, state.entries) }
     }
 
     /// The vault's ID, read from its header without any credential.
@@ -517,10 +420,7 @@ public final class EncryptedFileStore: SecretStore {
     /// The vault file at `path` (symbolic links resolved), read once and its header parsed: what
     /// the session window and the credentials then open without reading the file again.
     package static func readSnapshot(at path: FilePath) throws -> VaultFileSnapshot {
-        let path = resolvedVaultPath(path)
-        let file = try readVaultFile(path)
-        let (header, headerLength) = try parseHeader(file.bytes, path: path)
-        return VaultFileSnapshot(path: path, bytes: file.bytes, identity: file.identity, header: header, headerLength: headerLength)
+        try VaultFile.snapshot(at: path)
     }
 
     // MARK: Reading and writing the file
@@ -550,7 +450,7 @@ public final class EncryptedFileStore: SecretStore {
                 do {
                     let (result, changed) = try body(&state.entries)
                     if changed {
-                        let (header, identity) = try Self.sealAndWrite(
+                        let (header, identity) = try VaultFile.write(
                             header: state.header, entries: state.entries, dataKey: state.dataKey, to: path)
                         state.header = header
                         state.identity = identity
@@ -583,7 +483,7 @@ public final class EncryptedFileStore: SecretStore {
                 }
                 let dataKey = newKey ?? state.dataKey
                 do {
-                    let (header, identity) = try Self.sealAndWrite(
+                    let (header, identity) = try VaultFile.write(
                         header: state.header, entries: state.entries, dataKey: dataKey, to: path)
                     state.header = header
                     state.identity = identity
@@ -599,183 +499,25 @@ public final class EncryptedFileStore: SecretStore {
 
     /// If the file changed since it was last read (another process wrote it), reads it again.
     private func reloadIfChanged(_ state: inout State) throws {
-        let current: Stat
-        do {
-            current = try path.stat()
-        } catch {
-            if error == .noSuchFileOrDirectory { throw LockboxError.vaultNotFound(path: path.string) }
-            throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
-        }
-        if FileIdentity(current) == state.identity { return }
-
-        let file = try Self.readVaultFile(path)
-        let (header, headerLength) = try Self.parseHeader(file.bytes, path: path)
+        if try VaultFile.identity(path) == state.identity { return }
+        let snapshot = try VaultFile.snapshot(resolved: path)
+        let header = snapshot.header
         var dataKey = state.dataKey
-        if Self.decryptBody(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey) == nil {
+        var plaintext = VaultBodyCodec.decrypt(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey)
+        if plaintext == nil {
             // The data key may have been rotated: the slot that opened this handle still opens it.
-            guard let unlocker = state.unlocker,
-                  let slot = header.slots.first(where: { $0.kind == unlocker.kind && $0.salt == unlocker.salt }),
-                  let rotated = KeySlotCrypto.unwrap(slot, vaultID: header.vaultID, kek: unlocker.kek)
-            else {
+            guard let rotated = KeySlots.reopen(header.slots, vaultID: header.vaultID, with: state.unlocker) else {
                 throw LockboxError.credentialsChanged(path: path.string)
             }
             dataKey = rotated
+            plaintext = VaultBodyCodec.decrypt(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey)
         }
-        state.entries = try Self.decryptEntries(file.bytes, header: header, headerLength: headerLength, dataKey: dataKey, path: path)
-        state.header = header
-        state.dataKey = dataKey
-        state.identity = file.identity
-    }
-
-    /// The vault's real location: symbolic links in the path are resolved once, so writes replace
-    /// the target file (not the link) and every path to one vault shares one lock file.
-    private static func resolvedVaultPath(_ path: FilePath) -> FilePath {
-        if let resolved = path.resolvingSymlinks() { return resolved }
-        guard let name = path.lastComponent else { return path }
-        let folder = path.removingLastComponent()
-        return (folder.isEmpty ? FilePath(".") : folder).resolvingSymlinks()?.appending(name) ?? path
-    }
-
-    private static func readVaultFile(_ path: FilePath) throws -> (bytes: [UInt8], identity: FileIdentity) {
-        do {
-            // Without blocking: a FIFO at the vault's path must be refused, not waited on.
-            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking])
-            return try fd.closeAfter { () throws -> ([UInt8], FileIdentity) in
-                let status: Stat
-                do { status = try fd.stat() } catch {
-                    throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
-                }
-                guard status.type == .regular else {
-                    throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
-                }
-                do {
-                    let bytes = try fd.readToEnd(limit: maximumFileBytes, expectedSize: Int(status.size))
-                    // Permission advice only for a file that is a vault; anything else (a link to
-                    // /etc/passwd, say) is reported as not a vault when its header is parsed.
-                    if bytes.starts(with: VaultHeader.magic) { try checkOwnership(status, path: path) }
-                    return (bytes, FileIdentity(status))
-                } catch let error as LockboxError {
-                    throw error
-                } catch {
-                    if error.asErrno == .fileTooLarge {
-                        throw LockboxError.corruptVault(path: path.string, reason: "larger than the 1 GiB a vault can be")
-                    }
-                    throw LockboxError.io(operation: "reading the vault", path: path.string, errno: error.asErrno)
-                }
-            }
-        } catch let error as LockboxError {
-            throw error
-        } catch let error as Errno where error == .noSuchFileOrDirectory {
-            throw LockboxError.vaultNotFound(path: path.string)
-        } catch {
-            throw LockboxError.io(operation: "opening the vault", path: path.string, errno: error.asErrno)
-        }
-    }
-
-    /// Refuses a vault that is not ours with mode 0600 or tighter.
-    private static func checkOwnership(_ status: Stat, path: FilePath) throws {
-        let mode = status.permissions.rawValue
-        if mode & 0o077 != 0 {
-            throw LockboxError.insecurePermissions(
-                path: path.string,
-                detail: "the vault is accessible by group or others (mode \(octal(mode))). If nobody else could have read or changed it, fix it with `chmod 600 \(path.string)`.")
-        }
-        let owner = UInt32(status.userID.rawValue)
-        if owner != effectiveUserID() {
-            throw LockboxError.insecurePermissions(
-                path: path.string,
-                detail: "the vault is owned by user ID \(owner), not by you (user ID \(effectiveUserID())). Copy it to a file you own, or run as its owner.")
-        }
-    }
-
-    private static func parseHeader(_ bytes: [UInt8], path: FilePath) throws -> (VaultHeader, Int) {
-        do {
-            return try bytes.withUnsafeBytes { buffer throws in try VaultHeader.parse(buffer) }
-        } catch let reason as LockboxErrorReason {
-            throw reason.error(path: path.string)
-        }
-    }
-
-    /// The body of the vault file `bytes` decrypted under `dataKey` (the whole header as
-    /// associated data), or `nil` if it fails authentication. Also the fuzzing harness's path.
-    package static func decryptBody(_ bytes: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes) -> SecretBytes? {
-        bytes.withUnsafeBytes { file in
-            header.bodyNonce.withUnsafeBytes { nonce in
-                Sodium.open(UnsafeRawBufferPointer(rebasing: file[headerLength...]),
-                            additionalData: UnsafeRawBufferPointer(rebasing: file[0..<headerLength]),
-                            nonce: nonce, key: dataKey)
-            }
-        }
-    }
-
-    private static func decryptEntries(
-        _ bytes: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes, path: FilePath
-    ) throws -> [ItemKey: VaultEntry] {
-        guard let plaintext = decryptBody(bytes, header: header, headerLength: headerLength, dataKey: dataKey) else {
+        guard let plaintext else {
             throw LockboxError.corruptVault(path: path.string, reason: "the encrypted contents failed authentication")
         }
-        return try decodeEntries(plaintext, path: path)
+        state.entries = try VaultBodyCodec.decode(plaintext, path: path)
+        state.header = header
+        state.dataKey = dataKey
+        state.identity = snapshot.identity
     }
-
-    /// The items of a decrypted body.
-    private static func decodeEntries(_ plaintext: SecretBytes, path: FilePath) throws -> [ItemKey: VaultEntry] {
-        do {
-            return try VaultPayload.decode(plaintext)
-        } catch let error as FormatError {
-            throw LockboxError.corruptVault(path: path.string, reason: error.reason)
-        }
-    }
-
-    /// Encrypts `entries` under `dataKey` with a fresh nonce and the next generation number,
-    /// and replaces the file atomically.
-    private static func sealAndWrite(
-        header: VaultHeader, entries: [ItemKey: VaultEntry], dataKey: SecretBytes, to path: FilePath
-    ) throws -> (VaultHeader, FileIdentity) {
-        var header = header
-        header.generation &+= 1
-        let payload = VaultPayload.encode(entries)
-        header.bodyNonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
-        header.bodyLength = UInt64(payload.count + Sodium.aeadTagBytes)
-        let headerBytes = header.encoded()
-        guard headerBytes.count + payload.count + Sodium.aeadTagBytes <= maximumFileBytes else {
-            throw LockboxError.invalidArgument(
-                "refusing the change: the vault would grow past \(maximumFileBytes >> 20) MiB, the most Lockbox reads back. Remove items or keep large data elsewhere.")
-        }
-        let ciphertext = payload.withUnsafeBytes {
-            Sodium.seal($0, additionalData: headerBytes, nonce: header.bodyNonce, key: dataKey)
-        }
-        let identity = try AtomicFileWriter.write([headerBytes, ciphertext], to: path)
-        return (header, identity)
-    }
-
-    private static func loadKEKSource(_ credential: VaultCredential, kdf: KDFParameters) throws -> KEKSource {
-        switch credential {
-        case let .passphrase(passphrase):
-            guard passphrase.count > 0 else { throw LockboxError.invalidArgument("the passphrase must not be empty") }
-            return .passphrase(passphrase, kdf)
-        case let .keyFile(path):
-            return .key(try KeyFile.read(at: path))
-        case let .key(key):
-            guard key.count == KeyFile.keyBytes else {
-                throw LockboxError.invalidArgument("a vault key must be exactly \(KeyFile.keyBytes) bytes, not \(key.count)")
-            }
-            return .key(key)
-        case let .sealed(sealer):
-            return .sealer(sealer)
-        }
-    }
-}
-
-/// A vault file read once (``EncryptedFileStore/readSnapshot(at:)``): its bytes (ciphertext),
-/// identity and parsed header.
-package struct VaultFileSnapshot {
-    /// The vault's real path (symbolic links resolved).
-    package let path: FilePath
-    let bytes: [UInt8]
-    let identity: FileIdentity
-    let header: VaultHeader
-    let headerLength: Int
-
-    /// The vault's ID, from the header.
-    package var vaultID: [UInt8] { header.vaultID }
 }

@@ -289,14 +289,27 @@ package enum VaultPayload {
     }
 
     private static func encodedSize(_ entry: VaultEntry) -> Int {
+        metadataSize(entry) + 4 + entry.secret.count
+    }
+
+    /// The bytes ``writeMetadata(_:to:)`` writes.
+    package static func metadataSize(_ entry: VaultEntry) -> Int {
         let m = entry.metadata
         var size = 2 + m.key.service.utf8.count + 2 + m.key.account.utf8.count
         size += 2 + m.kind.rawValue.utf8.count + 2 + m.label.utf8.count + 8 + 8 + 2
         for (name, value) in storedAttributes(entry) { size += 2 + name.utf8.count + 2 + value.utf8.count }
-        return size + 4 + entry.secret.count
+        return size
     }
 
     private static func write(_ entry: VaultEntry, to writer: inout FixedBufferWriter) {
+        writeMetadata(entry, to: &writer)
+        writer.append(UInt32(entry.secret.count))
+        entry.secret.withUnsafeBytes { writer.append($0) }
+    }
+
+    /// An item's metadata as both formats store it (docs/FORMAT.md section 7): service, account,
+    /// kind, label, times and attributes, everything of the item but its secret.
+    package static func writeMetadata(_ entry: VaultEntry, to writer: inout FixedBufferWriter) {
         let m = entry.metadata
         writer.appendShortString(m.key.service)
         writer.appendShortString(m.key.account)
@@ -310,8 +323,6 @@ package enum VaultPayload {
             writer.appendShortString(name)
             writer.appendShortString(attributes[name] ?? "")
         }
-        writer.append(UInt32(entry.secret.count))
-        entry.secret.withUnsafeBytes { writer.append($0) }
     }
 
     package static func decode(_ plaintext: SecretBytes) throws -> [ItemKey: VaultEntry] {
@@ -337,6 +348,16 @@ package enum VaultPayload {
     }
 
     private static func readEntry(_ reader: inout ByteReader, index: Int) throws -> VaultEntry {
+        let (metadata, reserved) = try readMetadata(&reader, index: index)
+        let secretLength = Int(try reader.read(UInt32.self, "item \(index) secret length"))
+        let secret = SecretBytes(copying: try reader.readSlice(secretLength, "item \(index) secret"))
+        return VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
+    }
+
+    /// What ``writeMetadata(_:to:)`` wrote: the metadata and the unknown reserved attributes.
+    package static func readMetadata(
+        _ reader: inout ByteReader, index: Int
+    ) throws -> (ItemMetadata, unknownReserved: [String: String]) {
         let service = try reader.readShortString("item \(index) service")
         let account = try reader.readShortString("item \(index) account")
         let kind = try reader.readShortString("item \(index) kind")
@@ -349,8 +370,6 @@ package enum VaultPayload {
             let name = try reader.readShortString("item \(index) attribute name")
             attributes[name] = try reader.readShortString("item \(index) attribute value")
         }
-        let secretLength = Int(try reader.read(UInt32.self, "item \(index) secret length"))
-        let secret = SecretBytes(copying: try reader.readSlice(secretLength, "item \(index) secret"))
         // §7.1: `lockbox.access` is absent (readable whenever open) or `fresh-authentication`;
         // any other value, `always` included, is corrupt. Other `lockbox.*` names are kept aside.
         var access = ItemAccess.always
@@ -366,7 +385,7 @@ package enum VaultPayload {
             key: ItemKey(service: service, account: account), kind: ItemKind(rawValue: kind), label: label,
             created: date(milliseconds: created), modified: date(milliseconds: modified), attributes: attributes,
             access: access)
-        return VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
+        return (metadata, reserved)
     }
 
     /// Timestamps are kept within ±2^48 ms (±8,900 years). A `Date` is a `Double` of seconds

@@ -1,0 +1,7 @@
+#ifndef LOCKBOX_CSQLITE_SHIM_H
+#define LOCKBOX_CSQLITE_SHIM_H
+#include <sqlite3.h>
+
+// SQLITE_TRANSIENT is a cast of -1 to a function pointer, which Swift cannot import.
+static inline void (*lockbox_sqlite_transient(void))(void *) { return SQLITE_TRANSIENT; }
+#endif

@@ -1,0 +1,35 @@
+/// A vault whose key slots can be listed and changed: ``EncryptedFileStore`` (format 1) and
+/// ``SQLiteVaultStore`` (format 2), which share the slot code (``KeySlotInfo`` describes a slot
+/// in either).
+public protocol KeySlotManaging: SecretStore {
+    /// The vault's key slots, in order.
+    func keySlots() throws -> [EncryptedFileStore.KeySlotInfo]
+
+    /// Adds a key slot that `credential` opens; returns its index. The data key is unchanged.
+    @discardableResult
+    func addKeySlot(_ credential: VaultCredential, kdf: KDFParameters) throws -> Int
+
+    /// Removes the key slot at `index`. The last slot cannot be removed.
+    func removeKeySlot(at index: Int) throws
+
+    /// Replaces a passphrase slot with one for `newPassphrase`, wrapping the same data key.
+    func changePassphrase(to newPassphrase: SecretBytes, kdf: KDFParameters, slot: Int?) throws
+
+    /// Throws ``LockboxError/wrongCredential(path:)`` unless `passphrase` opens a passphrase slot.
+    func verifyPassphrase(_ passphrase: SecretBytes) throws
+
+    /// Replaces the data key with a fresh one, rewrapping every slot (each needs its credential
+    /// in `credentials`, or `dropUnmatchedSlots`) and re-encrypting every item.
+    func rotateDataKey(credentials: [VaultCredential], dropUnmatchedSlots: Bool) throws
+}
+
+extension KeySlotManaging {
+    /// Adds a key slot that `credential` opens, a passphrase slot at the default Argon2id cost.
+    @discardableResult
+    public func addKeySlot(_ credential: VaultCredential) throws -> Int {
+        try addKeySlot(credential, kdf: .default)
+    }
+}
+
+extension EncryptedFileStore: KeySlotManaging {}
+extension SQLiteVaultStore: KeySlotManaging {}

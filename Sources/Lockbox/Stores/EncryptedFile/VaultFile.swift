@@ -1,0 +1,132 @@
+import Foundation
+import SystemPackage
+
+/// The vault file on disk: where it really is, reading it once (refusing what is not a regular
+/// file, or not ours with mode 0600), parsing its header, and replacing it atomically.
+package enum VaultFile {
+    /// The largest vault file Lockbox reads (1 GiB).
+    package static let maximumBytes = 1 << 30
+
+    /// The vault's real location: symbolic links in the path are resolved once, so writes replace
+    /// the target file (not the link) and every path to one vault shares one lock file.
+    package static func resolvedPath(_ path: FilePath) -> FilePath {
+        if let resolved = path.resolvingSymlinks() { return resolved }
+        guard let name = path.lastComponent else { return path }
+        let folder = path.removingLastComponent()
+        return (folder.isEmpty ? FilePath(".") : folder).resolvingSymlinks()?.appending(name) ?? path
+    }
+
+    /// The vault file at `path` (symbolic links resolved), read once and its header parsed.
+    package static func snapshot(at path: FilePath) throws -> VaultFileSnapshot {
+        try snapshot(resolved: resolvedPath(path))
+    }
+
+    /// The file at `path`, already resolved (a handle's own path), read once and its header parsed.
+    static func snapshot(resolved path: FilePath) throws -> VaultFileSnapshot {
+        let file = try read(path)
+        let (header, headerLength) = try parseHeader(file.bytes, path: path)
+        return VaultFileSnapshot(path: path, bytes: file.bytes, identity: file.identity, header: header, headerLength: headerLength)
+    }
+
+    /// The whole file at `path` (already resolved) and its identity, in one read.
+    static func read(_ path: FilePath) throws -> (bytes: [UInt8], identity: FileIdentity) {
+        do {
+            // Without blocking: a FIFO at the vault's path must be refused, not waited on.
+            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking])
+            return try fd.closeAfter { () throws -> ([UInt8], FileIdentity) in
+                let status: Stat
+                do { status = try fd.stat() } catch {
+                    throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
+                }
+                guard status.type == .regular else {
+                    throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
+                }
+                do {
+                    let bytes = try fd.readToEnd(limit: maximumBytes, expectedSize: Int(status.size))
+                    // Permission advice only for a file that is a vault; anything else (a link to
+                    // /etc/passwd, say) is reported as not a vault when its header is parsed.
+                    if bytes.starts(with: VaultHeader.magic) { try checkOwnership(status, path: path) }
+                    return (bytes, FileIdentity(status))
+                } catch let error as LockboxError {
+                    throw error
+                } catch {
+                    if error.asErrno == .fileTooLarge {
+                        throw LockboxError.corruptVault(path: path.string, reason: "larger than the 1 GiB a vault can be")
+                    }
+                    throw LockboxError.io(operation: "reading the vault", path: path.string, errno: error.asErrno)
+                }
+            }
+        } catch let error as LockboxError {
+            throw error
+        } catch let error as Errno where error == .noSuchFileOrDirectory {
+            throw LockboxError.vaultNotFound(path: path.string)
+        } catch {
+            throw LockboxError.io(operation: "opening the vault", path: path.string, errno: error.asErrno)
+        }
+    }
+
+    /// The identity of the file at `path` now (one `stat`), to tell whether it changed.
+    static func identity(_ path: FilePath) throws -> FileIdentity {
+        do {
+            return FileIdentity(try path.stat())
+        } catch {
+            if error == .noSuchFileOrDirectory { throw LockboxError.vaultNotFound(path: path.string) }
+            throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
+        }
+    }
+
+    /// Refuses a vault that is not ours with mode 0600 or tighter.
+    static func checkOwnership(_ status: Stat, path: FilePath) throws {
+        let mode = status.permissions.rawValue
+        if mode & 0o077 != 0 {
+            throw LockboxError.insecurePermissions(
+                path: path.string,
+                detail: "the vault is accessible by group or others (mode \(octal(mode))). If nobody else could have read or changed it, fix it with `chmod 600 \(path.string)`.")
+        }
+        let owner = UInt32(status.userID.rawValue)
+        if owner != effectiveUserID() {
+            throw LockboxError.insecurePermissions(
+                path: path.string,
+                detail: "the vault is owned by user ID \(owner), not by you (user ID \(effectiveUserID())). Copy it to a file you own, or run as its owner.")
+        }
+    }
+
+    /// The header at the start of `bytes` and its length, or the typed error for `path`.
+    static func parseHeader(_ bytes: [UInt8], path: FilePath) throws -> (VaultHeader, Int) {
+        // A format-2 vault (SQLite) where a format-1 file was expected, e.g. converted by another
+        // process under this handle: a newer format, not damage.
+        if bytes.count >= 72, bytes.starts(with: Array("SQLite format 3".utf8) + [0]),
+           bytes[68..<72].reduce(Int64(0), { $0 << 8 | Int64($1) }) == SQLiteVaultStore.applicationID {
+            throw LockboxError.unsupportedFormatVersion(path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
+        }
+        do {
+            return try bytes.withUnsafeBytes { buffer throws in try VaultHeader.parse(buffer) }
+        } catch let reason as LockboxErrorReason {
+            throw reason.error(path: path.string)
+        }
+    }
+
+    /// Replaces the file at `path` with `header` (its generation advanced) and `entries` sealed
+    /// under `dataKey`, atomically and durably. Call it only under the vault's ``VaultLock``.
+    static func write(
+        header: VaultHeader, entries: [ItemKey: VaultEntry], dataKey: SecretBytes, to path: FilePath
+    ) throws -> (VaultHeader, FileIdentity) {
+        let (header, chunks) = try VaultBodyCodec.seal(entries, header: header, dataKey: dataKey)
+        let identity = try AtomicFileWriter.write(chunks, to: path)
+        return (header, identity)
+    }
+}
+
+/// A vault file read once (``EncryptedFileStore/readSnapshot(at:)``): its bytes (ciphertext),
+/// identity and parsed header.
+package struct VaultFileSnapshot {
+    /// The vault's real path (symbolic links resolved).
+    package let path: FilePath
+    let bytes: [UInt8]
+    let identity: FileIdentity
+    let header: VaultHeader
+    let headerLength: Int
+
+    /// The vault's ID, from the header.
+    package var vaultID: [UInt8] { header.vaultID }
+}

@@ -1,0 +1,537 @@
+import Foundation
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A vault in format 2: one SQLite database in which every item is a row sealed on its own
+/// (docs/FORMAT.md, "Format 2"), so a write costs the same at ten items and at a million.
+///
+/// The data key and its key slots work as in format 1 (``EncryptedFileStore``, the same
+/// ``KeySlots`` code); each slot is a row, so changing a passphrase rewrites one row. Rows are
+/// addressed by a keyed hash of (service, account): the file holds no service or account name.
+/// Each item's metadata is sealed apart from its secret, so ``list(service:)`` never decrypts a
+/// secret. Many processes write one vault through SQLite's own locking (WAL, durable commits).
+/// Safe to call from many threads: calls on one handle are serialised.
+public final class SQLiteVaultStore: SecretStore {
+    /// `false`: reading an item needs the vault's passphrase or key file.
+    public var isOpenToOtherProcessesOfUser: Bool { false }
+
+    /// The vault file.
+    public let path: FilePath
+    private let state: Locked<State>
+    private let now: @Sendable () -> Date
+
+    /// `PRAGMA application_id` of a format-2 vault: "LKBX".
+    package static let applicationID: Int64 = 0x4C4B_4258
+
+    private struct State: ~Copyable {
+        var connection: SQLiteConnection
+        var records: VaultRecords
+        var dataKey: SecretBytes
+        var unlocker: SlotUnlocker?
+    }
+
+    private init(path: FilePath, now: @escaping @Sendable () -> Date, state: consuming State) {
+        self.path = path
+        self.now = now
+        self.state = Locked(state)
+    }
+
+    static let schema = """
+        CREATE TABLE vault (
+            singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+            format_version INTEGER NOT NULL,
+            vault_id BLOB NOT NULL,
+            key_check BLOB NOT NULL
+        );
+        CREATE TABLE key_slots (slot_id INTEGER PRIMARY KEY, slot BLOB NOT NULL);
+        CREATE TABLE items (address BLOB PRIMARY KEY, metadata BLOB NOT NULL, secret BLOB NOT NULL) WITHOUT ROWID;
+        """
+
+    // MARK: Creating and opening
+
+    /// Creates a new, empty format-2 vault at `path` with one key slot per credential.
+    ///
+    /// The database is built under a temporary name and linked into place only when complete,
+    /// so `path` never shows a half-made vault, and nothing that is there is overwritten
+    /// (``LockboxError/vaultAlreadyExists(path:)``). The file gets mode 0600.
+    public static func create(
+        at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default,
+        busyTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> SQLiteVaultStore {
+        guard !credentials.isEmpty else {
+            throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
+        }
+        do {
+            try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
+        } catch {
+            throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
+        }
+        try EncryptedFileStore.checkCanCreate(at: path)
+        let path = VaultFile.resolvedPath(path)
+        let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
+        let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
+        let (slots, unlocker) = try KeySlots.make(for: credentials, dataKey: dataKey, vaultID: vaultID, kdf: kdf)
+        let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+        try build(at: path, replacing: false, vaultID: vaultID, slots: slots, dataKey: dataKey, entries: [:], busyTimeout: busyTimeout)
+        let connection = try SQLiteConnection(path: path, create: false, busyTimeout: busyTimeout)
+        try connection.useWriteAheadLog()
+        return SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker))
+    }
+
+    /// Writes a complete format-2 database (vault row, slot rows, a row per entry, as they are:
+    /// times and reserved attributes kept) under a temporary name in `path`'s folder, fsyncs
+    /// it, then puts it at `path`: with `link(2)` when not `replacing` (never overwrites:
+    /// ``LockboxError/vaultAlreadyExists(path:)``), else with `rename(2)` after `verify` has
+    /// passed on the finished temporary file. The folder is fsynced after.
+    static func build(
+        at path: FilePath, replacing: Bool, vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes,
+        entries: [ItemKey: VaultEntry], busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
+    ) throws {
+        let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+        let folder = path.removingLastComponent()
+        let temporary = folder.appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
+        var placed = false
+        defer { if !placed { try? temporary.unlinkIfPresent() } }
+        do {
+            // Created by us with 0600 first: SQLite would create it 0644 (less the umask).
+            try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                                    permissions: [.ownerReadWrite]).close()
+        } catch {
+            throw LockboxError.io(operation: "creating the vault", path: temporary.string, errno: error.asErrno)
+        }
+        do {
+            // Rollback journal while building (one file, fsynced on commit); WAL once in place.
+            let connection = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)
+            try connection.execute("PRAGMA synchronous=FULL; PRAGMA application_id=\(applicationID); PRAGMA user_version=\(VaultRecords.formatVersion);")
+            try connection.transaction(writing: true) {
+                try connection.execute(schema)
+                let insert = try connection.prepare("INSERT INTO vault (singleton, format_version, vault_id, key_check) VALUES (1, ?, ?, ?)")
+                try insert.bind(1, Int64(VaultRecords.formatVersion))
+                try insert.bind(2, vaultID)
+                try insert.bind(3, records.keyCheck)
+                try insert.step()
+                try writeSlots(slots, connection)
+                let item = try connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
+                for entry in entries.values {
+                    let address = records.address(entry.metadata.key)
+                    let metadata = records.sealMetadata(entry, address: address)
+                    item.reset()
+                    try item.bind(1, address)
+                    try item.bind(2, metadata)
+                    try item.bind(3, records.sealSecret(entry.secret, address: address, metadata: metadata))
+                    try item.step()
+                }
+            }
+        }
+        try syncFile(temporary)
+        try verify(temporary)
+        if replacing {
+            do { try temporary.rename(to: path) } catch {
+                throw LockboxError.io(operation: "putting the new vault in place", path: path.string, errno: error.asErrno)
+            }
+        } else {
+            // link(2) fails if anything appeared at `path` meanwhile: never overwrite.
+            if link(temporary.string, path.string) != 0 {
+                let error = Errno(rawValue: errno)
+                if error == .fileExists { throw LockboxError.vaultAlreadyExists(path: path.string) }
+                throw LockboxError.io(operation: "putting the new vault in place", path: path.string, errno: error)
+            }
+            try? temporary.unlinkIfPresent()
+        }
+        placed = true
+        try syncFile(folder)
+    }
+
+    /// Opens the format-2 vault at `path` with the first credential that opens one of its key
+    /// slots (key files first, then passphrases).
+    public static func open(
+        at path: FilePath, credentials: [VaultCredential], busyTimeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> SQLiteVaultStore {
+        guard !credentials.isEmpty else {
+            throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+        }
+        let path = VaultFile.resolvedPath(path)
+        try checkFile(path)
+        let connection = try SQLiteConnection(path: path, create: false, busyTimeout: busyTimeout)
+        try checkIdentity(connection, path: path)
+        try connection.useWriteAheadLog()
+        let (vaultID, keyCheck, slots) = try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
+        let (dataKey, unlocker) = try KeySlots.open(slots.map(\.slot), vaultID: vaultID, credentials: credentials, path: path)
+        let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+        guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
+            throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
+        }
+        return SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker))
+    }
+
+    /// What the first 72 bytes of the file at `path` say: a SQLite database, and whether its
+    /// `application_id` (bytes 68-71, big-endian) is a Lockbox vault's. Never blocks on a FIFO.
+    package static func sqliteHeader(_ path: FilePath) -> (isSQLite: Bool, isVault: Bool) {
+        var start = [UInt8](repeating: 0, count: 72)
+        guard let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) else { return (false, false) }
+        let count = (try? fd.closeAfter { try start.withUnsafeMutableBytes { try fd.read(into: $0) } }) ?? 0
+        guard count >= 16, start[0..<16].elementsEqual(Array("SQLite format 3".utf8) + [0]) else { return (false, false) }
+        let id = start[68..<72].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        return (true, count == 72 && id == applicationID)
+    }
+
+    /// Refuses what is not a regular file owned by us with mode 0600 or tighter.
+    private static func checkFile(_ path: FilePath) throws {
+        let status: Stat
+        do {
+            status = try path.stat()
+        } catch {
+            if error == .noSuchFileOrDirectory { throw LockboxError.vaultNotFound(path: path.string) }
+            throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
+        }
+        guard status.type == .regular else {
+            throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
+        }
+        guard sqliteHeader(path).isSQLite else {
+            throw LockboxError.corruptVault(path: path.string, reason: "not a format-2 Lockbox vault (not a SQLite database)")
+        }
+        try VaultFile.checkOwnership(status, path: path)
+    }
+
+    static func checkIdentity(_ connection: SQLiteConnection, path: FilePath) throws {
+        guard try connection.queryInteger("PRAGMA application_id") == applicationID else {
+            throw LockboxError.corruptVault(path: path.string, reason: "a SQLite database that is not a Lockbox vault")
+        }
+        let version = try connection.queryInteger("PRAGMA user_version") ?? 0
+        guard version == Int64(VaultRecords.formatVersion) else {
+            throw LockboxError.unsupportedFormatVersion(path: path.string, found: Int(clamping: version), supported: Int(VaultRecords.formatVersion))
+        }
+    }
+
+    static func syncFile(_ path: FilePath) throws {
+        do {
+            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+            try fd.closeAfter { if fsync(fd.rawValue) != 0 { throw Errno(rawValue: errno) } }
+        } catch {
+            throw LockboxError.io(operation: "syncing the vault to disk", path: path.string, errno: error.asErrno)
+        }
+    }
+
+    typealias SlotRow = (id: Int64, slot: KeySlot)
+
+    /// The vault row and the key slots, in slot order.
+    static func readVaultRow(_ connection: SQLiteConnection, path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
+        let row = try connection.prepare("SELECT format_version, vault_id, key_check FROM vault WHERE singleton = 1")
+        guard try row.step(), row.integer(0) == Int64(VaultRecords.formatVersion) else {
+            throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing or names another format version")
+        }
+        let vaultID = row.blob(1), keyCheck = row.blob(2)
+        guard vaultID.count == VaultHeader.vaultIDBytes, keyCheck.count == 32 else {
+            throw LockboxError.corruptVault(path: path.string, reason: "the vault row has a malformed vault ID or key check")
+        }
+        var slots: [SlotRow] = []
+        let query = try connection.prepare("SELECT slot_id, slot FROM key_slots ORDER BY slot_id")
+        while try query.step() {
+            let bytes = query.blob(1)
+            let slot = try bytes.withUnsafeBytes { buffer throws in
+                do {
+                    var reader = ByteReader(buffer)
+                    let slot = try KeySlot.parse(&reader, index: slots.count)
+                    guard reader.remaining == 0 else { throw FormatError("key slot \(slots.count) has unexpected bytes after it") }
+                    return slot
+                } catch let error as FormatError {
+                    throw LockboxError.corruptVault(path: path.string, reason: error.reason)
+                }
+            }
+            slots.append((query.integer(0), slot))
+        }
+        guard (1...VaultHeader.maxSlots).contains(slots.count) else {
+            throw LockboxError.corruptVault(path: path.string, reason: "implausible slot count \(slots.count)")
+        }
+        return (vaultID, keyCheck, slots)
+    }
+
+    static func writeSlots(_ slots: [KeySlot], _ connection: SQLiteConnection) throws {
+        try connection.execute("DELETE FROM key_slots")
+        let insert = try connection.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
+        for (index, slot) in slots.enumerated() {
+            insert.reset()
+            try insert.bind(1, Int64(index))
+            try insert.bind(2, slot.encoded())
+            try insert.step()
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in one SQLite transaction on state whose keys match the vault's data key now
+    /// (another process may have rotated it: the slot that opened this handle still opens it).
+    private func withTransaction<T>(writing: Bool, _ body: (inout State) throws -> T) throws -> T {
+        try state.withLock { (state: inout State) throws -> T in
+            let connection = state.connection
+            return try connection.transaction(writing: writing) { () throws -> T in
+                let check = try connection.prepare("SELECT key_check FROM vault WHERE singleton = 1")
+                guard try check.step() else { throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing") }
+                if !Sodium.constantTimeEqual(check.blob(0), state.records.keyCheck) {
+                    let (vaultID, keyCheck, slots) = try Self.readVaultRow(connection, path: path)
+                    guard let dataKey = KeySlots.reopen(slots.map(\.slot), vaultID: vaultID, with: state.unlocker) else {
+                        throw LockboxError.credentialsChanged(path: path.string)
+                    }
+                    let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+                    guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
+                        throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
+                    }
+                    state.records = records
+                    state.dataKey = dataKey
+                }
+                return try body(&state)
+            }
+        }
+    }
+
+    private func corrupt(_ error: FormatError) -> LockboxError {
+        LockboxError.corruptVault(path: path.string, reason: error.reason)
+    }
+
+    /// The row of `key`: its metadata column and (if asked) its secret column.
+    private func row(_ key: ItemKey, records: VaultRecords, connection: SQLiteConnection, withSecret: Bool) throws -> (address: [UInt8], metadata: [UInt8], secret: [UInt8])? {
+        let address = records.address(key)
+        let query = try connection.prepare(withSecret ? "SELECT metadata, secret FROM items WHERE address = ?" : "SELECT metadata FROM items WHERE address = ?")
+        try query.bind(1, address)
+        guard try query.step() else { return nil }
+        return (address, query.blob(0), withSecret ? query.blob(1) : [])
+    }
+
+    private func entry(_ key: ItemKey, _ state: borrowing State, withSecret: Bool) throws -> VaultEntry? {
+        guard let row = try row(key, records: state.records, connection: state.connection, withSecret: withSecret) else { return nil }
+        do {
+            let (metadata, reserved) = try state.records.openMetadata(row.metadata, address: row.address)
+            let secret = withSecret ? try state.records.openSecret(row.secret, address: row.address, metadata: row.metadata) : SecretBytes(count: 0) { _ in }
+            return VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
+        } catch let error as FormatError {
+            throw corrupt(error)
+        }
+    }
+
+    // MARK: SecretStore
+
+    public func get(_ key: ItemKey) throws -> SecretBytes? {
+        try withTransaction(writing: false) { state in try entry(key, state, withSecret: true)?.secret }
+    }
+
+    public func metadata(_ key: ItemKey) throws -> ItemMetadata? {
+        try withTransaction(writing: false) { state in try entry(key, state, withSecret: false)?.metadata }
+    }
+
+    public func item(_ key: ItemKey) throws -> StoredItem? {
+        try withTransaction(writing: false) { state in
+            try entry(key, state, withSecret: true).map { StoredItem(metadata: $0.metadata, secret: $0.secret) }
+        }
+    }
+
+    public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws {
+        try set([ItemWrite(secret, for: key, options: options)])
+    }
+
+    /// Stores every write in one SQLite transaction: after a crash the vault holds all of them
+    /// or none. Later writes to the same key win, as with separate calls.
+    public func set(_ writes: [ItemWrite]) throws {
+        for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
+        guard !writes.isEmpty else { return }
+        let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
+        try withTransaction(writing: true) { state in
+            let insert = try state.connection.prepare("INSERT OR REPLACE INTO items (address, metadata, secret) VALUES (?, ?, ?)")
+            for write in writes {
+                let existing = try entry(write.key, state, withSecret: false)
+                let metadata = ItemMetadata(
+                    key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
+                    created: existing?.metadata.created ?? time, modified: time,
+                    attributes: write.options.attributes, access: write.options.access)
+                let address = state.records.address(write.key)
+                let sealedMetadata = state.records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
+                insert.reset()
+                try insert.bind(1, address)
+                try insert.bind(2, sealedMetadata)
+                try insert.bind(3, state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata))
+                try insert.step()
+            }
+        }
+    }
+
+    @discardableResult
+    public func delete(_ key: ItemKey) throws -> Bool {
+        try !delete([key]).isEmpty
+    }
+
+    /// Removes every key's item in one transaction.
+    @discardableResult
+    public func delete(_ keys: [ItemKey]) throws -> [ItemKey] {
+        guard !keys.isEmpty else { return [] }
+        return try withTransaction(writing: true) { state in
+            let delete = try state.connection.prepare("DELETE FROM items WHERE address = ?")
+            var removed: [ItemKey] = []
+            for key in keys {
+                delete.reset()
+                try delete.bind(1, state.records.address(key))
+                try delete.step()
+                if state.connection.changes > 0 { removed.append(key) }
+            }
+            return removed
+        }
+    }
+
+    /// Every item's metadata, decrypting no secret.
+    public func list(service: String?) throws -> [ItemMetadata] {
+        try withTransaction(writing: false) { state in
+            var result: [ItemMetadata] = []
+            try forEachMetadata(state) { metadata, _ in
+                if service == nil || metadata.key.service == service { result.append(metadata) }
+            }
+            return result
+        }.sortedForListing()
+    }
+
+    private func forEachMetadata(_ state: borrowing State, _ body: (ItemMetadata, [UInt8]) throws -> Void) throws {
+        let query = try state.connection.prepare("SELECT address, metadata FROM items")
+        while try query.step() {
+            let address = query.blob(0)
+            do {
+                try body(try state.records.openMetadata(query.blob(1), address: address).0, address)
+            } catch let error as FormatError {
+                throw corrupt(error)
+            }
+        }
+    }
+
+    @discardableResult
+    public func wipe(service: String) throws -> Int {
+        try withTransaction(writing: true) { state in
+            var doomed: [[UInt8]] = []
+            try forEachMetadata(state) { metadata, address in if metadata.key.service == service { doomed.append(address) } }
+            let delete = try state.connection.prepare("DELETE FROM items WHERE address = ?")
+            for address in doomed {
+                delete.reset()
+                try delete.bind(1, address)
+                try delete.step()
+            }
+            return doomed.count
+        }
+    }
+
+    @discardableResult
+    public func wipeAll() throws -> Int {
+        try withTransaction(writing: true) { state in
+            try state.connection.execute("DELETE FROM items")
+            return state.connection.changes
+        }
+    }
+
+    // MARK: Key slots
+
+    /// The vault's key slots, in order.
+    public func keySlots() throws -> [EncryptedFileStore.KeySlotInfo] {
+        try withTransaction(writing: false) { state in
+            try Self.readVaultRow(state.connection, path: path).2.enumerated().map { index, row in
+                EncryptedFileStore.KeySlotInfo(
+                    index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf, openedThisHandle: state.unlocker?.opened(row.slot) ?? false)
+            }
+        }
+    }
+
+    /// Adds a key slot that `credential` opens (one new row); returns its index.
+    @discardableResult
+    public func addKeySlot(_ credential: VaultCredential, kdf: KDFParameters = .default) throws -> Int {
+        let source = try KeySlots.source(for: credential, kdf: kdf)
+        return try withTransaction(writing: true) { state in
+            let rows = try Self.readVaultRow(state.connection, path: path).2
+            var slots = rows.map(\.slot)
+            let index = try KeySlots.add(source, to: &slots, dataKey: state.dataKey, vaultID: state.records.vaultID)
+            let insert = try state.connection.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
+            try insert.bind(1, (rows.last?.id ?? -1) + 1)
+            try insert.bind(2, slots[index].encoded())
+            try insert.step()
+            return index
+        }
+    }
+
+    /// Removes the key slot at `index` (one row). The last slot cannot be removed.
+    public func removeKeySlot(at index: Int) throws {
+        try withTransaction(writing: true) { state in
+            let rows = try Self.readVaultRow(state.connection, path: path).2
+            var slots = rows.map(\.slot)
+            try KeySlots.remove(at: index, from: &slots, unlocker: &state.unlocker)
+            let delete = try state.connection.prepare("DELETE FROM key_slots WHERE slot_id = ?")
+            try delete.bind(1, rows[index].id)
+            try delete.step()
+        }
+    }
+
+    /// Replaces a passphrase slot with one for `newPassphrase` (one row rewritten). See
+    /// ``EncryptedFileStore/changePassphrase(to:kdf:slot:)``.
+    public func changePassphrase(to newPassphrase: SecretBytes, kdf: KDFParameters = .default, slot: Int? = nil) throws {
+        let source = try KeySlots.source(for: .passphrase(newPassphrase), kdf: kdf)
+        try withTransaction(writing: true) { state in
+            let rows = try Self.readVaultRow(state.connection, path: path).2
+            var slots = rows.map(\.slot)
+            try KeySlots.changePassphrase(in: &slots, to: source, target: slot, unlocker: &state.unlocker,
+                                          dataKey: state.dataKey, vaultID: state.records.vaultID)
+            guard let changed = slots.indices.first(where: { slots[$0] != rows[$0].slot }) else { return }
+            let update = try state.connection.prepare("UPDATE key_slots SET slot = ? WHERE slot_id = ?")
+            try update.bind(1, slots[changed].encoded())
+            try update.bind(2, rows[changed].id)
+            try update.step()
+        }
+    }
+
+    /// Replaces the data key with a fresh one: every slot rewrapped, every row re-sealed and the
+    /// key check rewritten, in one transaction. Slots need their credentials as in
+    /// ``EncryptedFileStore/rotateDataKey(credentials:dropUnmatchedSlots:)``. Other processes'
+    /// handles follow through the slot that opened them.
+    public func rotateDataKey(credentials: [VaultCredential] = [], dropUnmatchedSlots: Bool = false) throws {
+        let sources = try credentials.map { credential throws in try KeySlots.source(for: credential, kdf: .default) }
+        try withTransaction(writing: true) { state in
+            let rows = try Self.readVaultRow(state.connection, path: path).2
+            let (slots, newKey) = try KeySlots.rotated(
+                rows.map(\.slot), vaultID: state.records.vaultID, unlocker: state.unlocker, sources: sources, dropUnmatched: dropUnmatchedSlots)
+            let newRecords = VaultRecords(vaultID: state.records.vaultID, dataKey: newKey)
+            var resealed: [([UInt8], [UInt8], [UInt8])] = []
+            let query = try state.connection.prepare("SELECT address, metadata, secret FROM items")
+            while try query.step() {
+                let (address, metadataColumn, secretColumn) = (query.blob(0), query.blob(1), query.blob(2))
+                let entry: VaultEntry
+                do {
+                    let (metadata, reserved) = try state.records.openMetadata(metadataColumn, address: address)
+                    let secret = try state.records.openSecret(secretColumn, address: address, metadata: metadataColumn)
+                    entry = VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
+                } catch let error as FormatError {
+                    throw corrupt(error)
+                }
+                let newAddress = newRecords.address(entry.metadata.key)
+                let metadata = newRecords.sealMetadata(entry, address: newAddress)
+                resealed.append((newAddress, metadata, newRecords.sealSecret(entry.secret, address: newAddress, metadata: metadata)))
+            }
+            try state.connection.execute("DELETE FROM items")
+            let insert = try state.connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
+            for (address, metadata, secret) in resealed {
+                insert.reset()
+                try insert.bind(1, address)
+                try insert.bind(2, metadata)
+                try insert.bind(3, secret)
+                try insert.step()
+            }
+            try Self.writeSlots(slots, state.connection)
+            let check = try state.connection.prepare("UPDATE vault SET key_check = ? WHERE singleton = 1")
+            try check.bind(1, newRecords.keyCheck)
+            try check.step()
+            if let unlocker = state.unlocker, !slots.contains(where: { unlocker.opened($0) }) { state.unlocker = nil }
+            state.records = newRecords
+            state.dataKey = newKey
+        }
+    }
+
+    /// Checks `passphrase` against the vault's passphrase slots; throws
+    /// ``LockboxError/wrongCredential(path:)`` if none opens.
+    public func verifyPassphrase(_ passphrase: SecretBytes) throws {
+        let source = try KeySlots.source(for: .passphrase(passphrase), kdf: .default)
+        let (vaultID, _, rows) = try withTransaction(writing: false) { state in try Self.readVaultRow(state.connection, path: path) }
+        try KeySlots.verify(source, rows.map(\.slot), vaultID: vaultID, path: path)
+    }
+}
