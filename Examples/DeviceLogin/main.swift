@@ -112,7 +112,7 @@ struct GameClient: Sendable {
 
     /// Calls the profile endpoint; on 401, refreshes once (shared with every concurrent caller) and retries.
     func loadProfile() async throws -> Int {
-        guard let access = try tokens.load(service: app, account: "player")?.accessToken else {
+        guard let access = try await tokens.load(service: app, account: "player")?.accessToken else {
             throw LockboxError.noTokens(service: app, account: "player")
         }
         let status = try await profile(with: access)

@@ -331,6 +331,6 @@ struct CLITests {
         let store = try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
         let items = try store.list(service: "race")
         #expect(items.count == writers * itemsEach)
-        #expect(try Vault(store: store).string(service: "race", account: "w3-i14") == "value-3-14")
+        #expect(try await Vault(store: store).string(service: "race", account: "w3-i14") == "value-3-14")
     }
 }

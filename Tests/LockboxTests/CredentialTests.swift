@@ -62,7 +62,7 @@ struct CredentialTests {
     @Test("100 concurrent callers with an expired token cause exactly one refresh")
     func singleFlight() async throws {
         let tokens = tokens()
-        try tokens.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
+        try await tokens.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
         let calls = Counter()
         let results = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<100 {
@@ -82,13 +82,13 @@ struct CredentialTests {
         }
         #expect(calls.count == 1)
         #expect(results == [String](repeating: "new", count: 100))
-        #expect(try tokens.load(service: "api", account: "alice")?.accessToken == SecretBytes(utf8: "new"))
+        #expect(try await tokens.load(service: "api", account: "alice")?.accessToken == SecretBytes(utf8: "new"))
     }
 
     @Test("a token the server rejected (401) is refreshed once for every caller that saw it")
     func refreshAfterRejection() async throws {
         let tokens = tokens()
-        try tokens.save(oauthResponse: oauth("rejected", expiresIn: 3600), service: "api", account: "alice")
+        try await tokens.save(oauthResponse: oauth("rejected", expiresIn: 3600), service: "api", account: "alice")
         let calls = Counter()
         let refresher: @Sendable (TokenSet) async throws -> TokenSet = { _ in
             calls.increment()
@@ -113,7 +113,7 @@ struct CredentialTests {
 
     @Test("the leeway decides when a token counts as expired")
     func leeway() async throws {
-        try tokens().save(oauthResponse: oauth("at", expiresIn: 30), service: "api", account: "alice")
+        try await tokens().save(oauthResponse: oauth("at", expiresIn: 30), service: "api", account: "alice")
         let refreshed = Counter()
         let refresher: @Sendable (TokenSet) async throws -> TokenSet = { _ in
             refreshed.increment()
@@ -129,19 +129,19 @@ struct CredentialTests {
     func refreshFailures() async throws {
         let tokens = tokens()
         let events = tokens.events()
-        try tokens.save(oauthResponse: oauth("at", expiresIn: 0), service: "api", account: "alice")
+        try await tokens.save(oauthResponse: oauth("at", expiresIn: 0), service: "api", account: "alice")
         struct Offline: Error {}
         await #expect(throws: Offline.self) {
             _ = try await tokens.validAccessToken(service: "api", account: "alice") { _ in throw Offline() }
         }
-        #expect(try tokens.load(service: "api", account: "alice") != nil, "a network failure keeps the tokens")
+        #expect(try await tokens.load(service: "api", account: "alice") != nil, "a network failure keeps the tokens")
         do {
             _ = try await tokens.validAccessToken(service: "api", account: "alice") { _ in throw TokenRefreshError.rejected("revoked") }
             Issue.record("expected sessionExpired")
         } catch let error as LockboxError {
             #expect(error == .sessionExpired(service: "api", account: "alice"))
         }
-        #expect(try tokens.load(service: "api", account: "alice") == nil)
+        #expect(try await tokens.load(service: "api", account: "alice") == nil)
         await #expect(throws: LockboxError.self) {
             _ = try await tokens.validAccessToken(service: "api", account: "alice") { $0 }
         }

@@ -128,14 +128,14 @@ enum StoreContract {
                 for worker in 0..<8 {
                     group.addTask {
                         for index in 0..<10 {
-                            try? vault.set("v\(worker)-\(index)", service: "threads", account: "\(worker)-\(index)")
-                            _ = try? vault.get(service: "threads", account: "\(worker)-\(index)")
+                            try? await vault.set("v\(worker)-\(index)", service: "threads", account: "\(worker)-\(index)")
+                            _ = try? await vault.get(service: "threads", account: "\(worker)-\(index)")
                         }
                     }
                 }
             }
-            #expect(try vault.list(service: "threads").count == 80, "\(name)")
-            #expect(try vault.string(service: "threads", account: "7-9") == "v7-9", "\(name)")
+            #expect(try await vault.list(service: "threads").count == 80, "\(name)")
+            #expect(try await vault.string(service: "threads", account: "7-9") == "v7-9", "\(name)")
         }
     }
 }

@@ -17,12 +17,16 @@ public struct Vault: Sendable {
     /// What vouches for a fresh authentication when a protected item is read; `nil` means no
     /// protected item can be read.
     public let freshness: (any FreshAuthentication)?
+    /// Where the async variants of the methods run the blocking store calls.
+    public let executor: BlockingExecutor
 
     /// Creates a vault over `store`. Items stored with ``ItemAccess/freshAuthentication`` are
     /// returned only while `freshness` (e.g. a ``ReauthGate``) says a fresh authentication is in force.
-    public init(store: any SecretStore, freshness: (any FreshAuthentication)? = nil) {
+    /// The async variants of the methods (`try await vault.get(…)`) run on `executor`.
+    public init(store: any SecretStore, freshness: (any FreshAuthentication)? = nil, executor: BlockingExecutor = .shared) {
         self.store = store
         self.freshness = freshness
+        self.executor = executor
     }
 
     // MARK: Binary secrets

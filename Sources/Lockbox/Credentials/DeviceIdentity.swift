@@ -7,14 +7,18 @@ import SystemPackage
 public struct DeviceIdentity: Sendable {
     /// Where IDs are kept.
     public let store: any SecretStore
+    /// Where the async variants run.
+    public let executor: BlockingExecutor
     private let lock: ItemLock
 
     /// The account device IDs are stored under unless told otherwise.
     public static let defaultAccount = "device-id"
 
-    /// Creates the helper over `store`. `lockDirectory` must be shared by every process using the store.
-    public init(store: any SecretStore, lockDirectory: FilePath? = nil) {
+    /// Creates the helper over `store`. `lockDirectory` must be shared by every process using the
+    /// store; the async variants run on `executor`.
+    public init(store: any SecretStore, lockDirectory: FilePath? = nil, executor: BlockingExecutor = .shared) {
         self.store = store
+        self.executor = executor
         self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: store), timeout: .seconds(30))
     }
 
@@ -64,6 +68,24 @@ public struct DeviceIdentity: Sendable {
     }
 }
 
+/// The async variants, each run on ``DeviceIdentity/executor``.
+extension DeviceIdentity {
+    /// ``deviceID(service:account:)``, run on ``executor``.
+    public func deviceID(service: String, account: String = DeviceIdentity.defaultAccount) async throws -> UUID {
+        try await executor.run { try self.deviceID(service: service, account: account) }
+    }
+
+    /// ``guestID(service:name:)``, run on ``executor``.
+    public func guestID(service: String, name: String) async throws -> UUID {
+        try await executor.run { try self.guestID(service: service, name: name) }
+    }
+
+    /// ``reset(service:account:)``, run on ``executor``.
+    public func reset(service: String, account: String = DeviceIdentity.defaultAccount) async throws -> UUID {
+        try await executor.run { try self.reset(service: service, account: account) }
+    }
+}
+
 /// What ``SignOut/run(service:store:keepDeviceID:)`` removed.
 public struct SignOutReport: Sendable, Equatable {
     /// The items removed, by kind.
@@ -86,5 +108,14 @@ public enum SignOut {
             if try store.delete(item.key) { report.removed.append(item) }
         }
         return report
+    }
+}
+
+extension SignOut {
+    /// ``run(service:store:keepDeviceID:)``, run on `executor`.
+    public static func run(
+        service: String, store: any SecretStore, keepDeviceID: Bool = false, executor: BlockingExecutor = .shared
+    ) async throws -> SignOutReport {
+        try await executor.run { try run(service: service, store: store, keepDeviceID: keepDeviceID) }
     }
 }

@@ -14,6 +14,8 @@ public final class TokenStore: Sendable {
     public let store: any SecretStore
     /// How long before expiry a token counts as expired.
     public let leeway: Duration
+    /// Where the async variants run the blocking store calls.
+    public let executor: BlockingExecutor
     private let now: @Sendable () -> Date
     private let lock: ItemLock
     private let inflight = Locked<[ItemKey: Task<TokenSet, any Error>]>([:])
@@ -28,10 +30,12 @@ public final class TokenStore: Sendable {
     ///     store). Default: beside the file vault (`VAULT.locks/token-locks`), or a per-user folder
     ///     for other stores; never chosen by environment variables.
     ///   - lockTimeout: how long a refresh waits for another process's refresh.
+    ///   - executor: where the async variants and the refresh path run the blocking store calls.
     public init(store: any SecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
-                lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120)) {
+                lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared) {
         self.store = store
         self.leeway = leeway
+        self.executor = executor
         self.now = now
         self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: store), timeout: lockTimeout)
     }
@@ -88,7 +92,7 @@ public final class TokenStore: Sendable {
         service: String, account: String, refresh: @escaping @Sendable (TokenSet) async throws -> TokenSet
     ) async throws -> SecretBytes {
         let key = ItemKey(service: service, account: account)
-        guard let current = try load(service: service, account: account) else {
+        guard let current = try await load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if current.isValid(at: now(), leeway: leeway) { return current.accessToken }
@@ -103,7 +107,7 @@ public final class TokenStore: Sendable {
         refresh: @escaping @Sendable (TokenSet) async throws -> TokenSet
     ) async throws -> SecretBytes {
         let key = ItemKey(service: service, account: account)
-        guard let current = try load(service: service, account: account) else {
+        guard let current = try await load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if current.accessToken != rejectedToken && current.isValid(at: now(), leeway: leeway) { return current.accessToken }
@@ -132,7 +136,7 @@ public final class TokenStore: Sendable {
         let held = try await lock.acquire(key)
         defer { held.release() }
         // Another process may have refreshed while we waited: use its tokens.
-        guard let current = try store.get(key).map({ try TokenSet.decode($0, key: key) }) else {
+        guard let current = try await executor.run({ [store] in try store.get(key).map { try TokenSet.decode($0, key: key) } }) else {
             throw LockboxError.sessionExpired(service: key.service, account: key.account)
         }
         if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return current }
@@ -140,11 +144,11 @@ public final class TokenStore: Sendable {
         do {
             fresh = try await refresh(current)
         } catch TokenRefreshError.rejected {
-            try store.delete(key)
+            try await executor.run { [store] in _ = try store.delete(key) }
             emit(.signedOut(key))
             throw LockboxError.sessionExpired(service: key.service, account: key.account)
         }
-        try write(fresh, key)
+        try await executor.run { try self.write(fresh, key) }
         emit(.refreshed(key))
         return fresh
     }
@@ -156,5 +160,29 @@ public final class TokenStore: Sendable {
 
     private func emit(_ event: SessionEvent) {
         for continuation in observers.withLock({ Array($0.values) }) { continuation.yield(event) }
+    }
+}
+
+/// The async variants of the blocking calls, each run on ``TokenStore/executor``.
+extension TokenStore {
+    /// ``save(_:service:account:)``, run on ``executor``.
+    public func save(_ tokens: TokenSet, service: String, account: String) async throws {
+        try await executor.run { try self.save(tokens, service: service, account: account) }
+    }
+
+    /// ``save(oauthResponse:service:account:subject:)``, run on ``executor``.
+    public func save(oauthResponse: Data, service: String, account: String, subject: String? = nil) async throws {
+        try await executor.run { try self.save(oauthResponse: oauthResponse, service: service, account: account, subject: subject) }
+    }
+
+    /// ``load(service:account:)``, run on ``executor``.
+    public func load(service: String, account: String) async throws -> TokenSet? {
+        try await executor.run { try self.load(service: service, account: account) }
+    }
+
+    /// ``clear(service:account:)``, run on ``executor``.
+    @discardableResult
+    public func clear(service: String, account: String) async throws -> Bool {
+        try await executor.run { try self.clear(service: service, account: account) }
     }
 }

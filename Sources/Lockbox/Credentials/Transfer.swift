@@ -125,3 +125,17 @@ public enum Transfer {
         throw LockboxError.invalidArgument("no free name for another copy of '\(key.account)' on '\(key.service)'")
     }
 }
+
+extension Transfer {
+    /// ``run(from:to:service:onConflict:move:progress:)``, run on `executor`; `progress` is
+    /// called on the executor's thread.
+    public static func run(
+        from source: any SecretStore, to destination: any SecretStore, service: String? = nil,
+        onConflict: ConflictPolicy = .skip, move: Bool = false, executor: BlockingExecutor = .shared,
+        progress: (@Sendable (Int, Int) -> Void)? = nil
+    ) async throws -> TransferReport {
+        try await executor.run {
+            try run(from: source, to: destination, service: service, onConflict: onConflict, move: move, progress: progress)
+        }
+    }
+}

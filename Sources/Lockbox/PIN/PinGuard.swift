@@ -40,10 +40,16 @@ public struct PinStatus: Sendable, Equatable {
 ///   after a success, so killing the process after a wrong guess cannot erase it.
 /// - Verifications of one profile are serialised across processes (an `flock` per profile), so
 ///   N parallel guesses count as N.
-/// - While locked out, a try is refused without hashing, with the time it may be retried.
+/// - While locked out, a try is refused without hashing, without a write and without waiting for
+///   a verification of the same profile in progress, with the time it may be retried.
 /// - A lockout ends only when every clock Lockbox trusts agrees its delay has passed (see
 ///   ``PinInstant``): within one boot the smaller of the boot-clock and wall-clock readings, after
 ///   a reboot the wall clock; a clock reading earlier than the last attempt restarts the lockout.
+///
+/// Every operation has an async variant (`try await guard.verify(…)`) that runs the same code on
+/// ``executor`` and waits for the profile's lock without holding a thread; Argon2id hashes are
+/// capped by the executor's ``BlockingExecutor/hashMemoryBudget``. Services choose
+/// ``PinPreset/server``; the default, ``PinPreset/desktop``, is what the CLI uses.
 public final class PinGuard: Sendable {
     /// Where PIN records are kept.
     public let store: any SecretStore
@@ -51,6 +57,10 @@ public final class PinGuard: Sendable {
     public let policy: PinPolicy
     /// Argon2id cost for new hashes; older hashes are upgraded on the next successful verify.
     public let hashParameters: KDFParameters
+    /// When a wrong try is written to the store: before the comparison (desktop) or with its outcome (server).
+    public let failureRecording: PinPreset.FailureRecording
+    /// Where the async variants run, and whose memory budget caps concurrent hashes.
+    public let executor: BlockingExecutor
     private let clock: any PinClock
     private let lockDirectory: FilePath
     private let lockTimeout: Duration
@@ -80,23 +90,40 @@ public final class PinGuard: Sendable {
     ///     types into your app. Without this flag, ``set(_:pin:lockout:wipeItems:)``,
     ///     ``verify(_:pin:)``, ``change(_:from:to:)`` and ``reset(_:)`` throw
     ///     ``LockboxError/pinStoreUnprotected(store:)`` on such a store.
+    ///   - executor: where the async variants run; its memory budget caps concurrent hashes.
     public convenience init(
         store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
         clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30),
-        acceptingStoreOpenToOtherProcesses: Bool = false
+        acceptingStoreOpenToOtherProcesses: Bool = false, executor: BlockingExecutor = .shared
     ) {
         self.init(store: store, policy: policy, hashParameters: hashParameters, clock: clock, lockDirectory: lockDirectory,
                   lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
-                  hasher: .argon2id)
+                  hasher: .argon2id, executor: executor)
     }
 
-    /// Creates a guard that hashes and compares through `hasher` (tests count or fail hashes with it).
+    /// Creates a guard with the hash cost and failure recording of `preset` (``PinPreset/server``
+    /// for a service); the other parameters are those of
+    /// ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:executor:)``.
+    public convenience init(
+        store: any SecretStore, preset: PinPreset, policy: PinPolicy = .default, clock: any PinClock = SystemPinClock(),
+        lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30), acceptingStoreOpenToOtherProcesses: Bool = false,
+        executor: BlockingExecutor = .shared
+    ) {
+        self.init(store: store, policy: policy, hashParameters: preset.hashParameters, clock: clock, lockDirectory: lockDirectory,
+                  lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
+                  hasher: .argon2id, failureRecording: preset.failureRecording, executor: executor)
+    }
+
+    /// Creates a guard that hashes and compares through `hasher` (tests count, block or fail hashes with it).
     package init(
         store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
         clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30),
-        acceptingStoreOpenToOtherProcesses: Bool = false, hasher: PinHasher
+        acceptingStoreOpenToOtherProcesses: Bool = false, hasher: PinHasher,
+        failureRecording: PinPreset.FailureRecording = .beforeComparing, executor: BlockingExecutor = .shared
     ) {
         self.hasher = hasher
+        self.failureRecording = failureRecording
+        self.executor = executor
         self.acceptsOpenStore = acceptingStoreOpenToOtherProcesses
         self.store = store
         self.policy = policy
@@ -119,36 +146,28 @@ public final class PinGuard: Sendable {
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
         try requireProtectedStore()
         try policy.check(pin)
-        try withProfileLock(profile) {
-            if try load(profile) != nil {
-                throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
-            }
-            let record = PinRecord(hash: try hash(pin), lockout: lockout, wipeItems: wipeItems)
-            try save(record, for: profile)
-        }
+        try withProfileLock(profile) { try setLocked(profile, pin: pin, lockout: lockout, wipeItems: wipeItems) }
     }
 
     /// Checks `pin`. Returns normally on success (and resets the failure count); throws
     /// ``LockboxError/wrongPin(profile:failures:retryAt:)``, ``LockboxError/pinLockedOut(profile:retryAt:seconds:)``,
     /// ``LockboxError/pinDisabled(profile:failures:)``, ``LockboxError/pinWiped(profile:failures:)``
     /// or ``LockboxError/pinNotSet(profile:)``.
+    ///
+    /// A try while the profile is locked out or disabled is refused before the profile's lock is
+    /// taken: no hash, no write, no wait behind a verification in progress.
     public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
         try requireProtectedStore()
-        try withProfileLock(profile) { try verifyLocked(profile, pin: pin) }
+        try ItemLimits.validate(profile.itemKey)
+        _ = try refuseIfLockedOut(profile)
+        try withProfileLock(profile) { try verifyLocked(profile, pin: pin, memoryHeld: false) }
     }
 
     /// Replaces the PIN after checking the old one (which counts toward the lockout like any try).
     public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
         try requireProtectedStore()
         try policy.check(newPin)
-        try withProfileLock(profile) {
-            try verifyLocked(profile, pin: oldPin)
-            guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
-            record.hash = try hash(newPin)
-            record.failures = 0
-            record.lastAttempt = nil
-            try save(record, for: profile)
-        }
+        try withProfileLock(profile) { try changeLocked(profile, from: oldPin, to: newPin) }
     }
 
     /// Removes a profile's PIN and its counters; returns whether there was one.
@@ -164,13 +183,7 @@ public final class PinGuard: Sendable {
     /// authority (the vault passphrase, say). See ``reset(_:authorizedBy:pin:)`` for another profile's PIN.
     public func reset(_ profile: PinProfile) throws {
         try requireProtectedStore()
-        try withProfileLock(profile) {
-            guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
-            record.failures = 0
-            record.lastAttempt = nil
-            record.disabled = false
-            try save(record, for: profile)
-        }
+        try withProfileLock(profile) { try resetLocked(profile) }
     }
 
     /// Resets `profile` if `authority`'s PIN verifies (with its own lockout applying).
@@ -204,52 +217,108 @@ public final class PinGuard: Sendable {
 
     // MARK: Internals
 
+    // The bodies of the operations, run holding the profile's lock: by the blocking methods on
+    // the caller's thread, by the async variants on the executor (one implementation).
+
+    func setLocked(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy, wipeItems: [ItemKey]) throws {
+        if try load(profile) != nil {
+            throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
+        }
+        let record = PinRecord(hash: try hash(pin, memoryHeld: false), lockout: lockout, wipeItems: wipeItems)
+        try save(record, for: profile)
+    }
+
+    func changeLocked(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
+        try verifyLocked(profile, pin: oldPin, memoryHeld: false)
+        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        record.hash = try hash(newPin, memoryHeld: false)
+        record.failures = 0
+        record.lastAttempt = nil
+        try save(record, for: profile)
+    }
+
+    func resetLocked(_ profile: PinProfile) throws {
+        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        record.failures = 0
+        record.lastAttempt = nil
+        record.disabled = false
+        try save(record, for: profile)
+    }
+
     /// PIN records only where other processes of the user cannot read and rewrite them, unless
     /// the caller accepted that (see ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:)``).
-    private func requireProtectedStore() throws {
+    func requireProtectedStore() throws {
         if store.isOpenToOtherProcessesOfUser && !acceptsOpenStore {
             throw LockboxError.pinStoreUnprotected(store: "\(type(of: store))")
         }
     }
 
-    private func verifyLocked(_ profile: PinProfile, pin: SecretBytes) throws {
-        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
-        if record.disabled { throw LockboxError.pinDisabled(profile: profile.description, failures: record.failures) }
-        let now = clock.now()
-        if let last = record.lastAttempt, record.failures > 0 {
-            var elapsed = now.secondsSince(last)
-            if elapsed < 0 {
-                // A clock went back (the wall clock set earlier, across a reboot or not): the
-                // lockout restarts from now.
-                record.lastAttempt = now
-                try save(record, for: profile)
-                elapsed = 0
-            }
-            let remaining = record.lockout.delay(afterFailures: record.failures) - elapsed
-            if remaining > 0 {
-                throw LockboxError.pinLockedOut(profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining),
-                                                seconds: remaining)
-            }
-        }
-        // Count the try durably before comparing: a kill from here on still counts it.
-        record.failures += 1
-        record.lastAttempt = now
-        try save(record, for: profile)
+    /// The refusal a try gets from `record` at `now` without hashing: disabled, or locked out by
+    /// every trusted clock. `nil` when the try may go ahead (or a clock went back, which the
+    /// locked path handles with a write).
+    private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile) -> LockboxError? {
+        if record.disabled { return LockboxError.pinDisabled(profile: profile.description, failures: record.failures) }
+        guard let last = record.lastAttempt, record.failures > 0 else { return nil }
+        let elapsed = now.secondsSince(last)
+        guard elapsed >= 0 else { return nil }
+        let remaining = record.lockout.delay(afterFailures: record.failures) - elapsed
+        guard remaining > 0 else { return nil }
+        return LockboxError.pinLockedOut(profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining), seconds: remaining)
+    }
 
-        if hasher.verify(record.hash, pin) {
+    /// Throws the refusal the stored record gives a try now, read without the profile's lock (a
+    /// record is one item, read atomically); returns the memory a verification will hash with.
+    /// A verification in progress elsewhere may have counted its try already: then this refuses
+    /// as that count says, which is the order the two tries are counted in.
+    func refuseIfLockedOut(_ profile: PinProfile) throws -> UInt64 {
+        guard let record = try load(profile) else { return hashParameters.memoryLimitBytes }
+        if let refusal = refusal(record, at: clock.now(), for: profile) { throw refusal }
+        return max(Self.memoryBytes(ofHash: record.hash) ?? 0, hashParameters.memoryLimitBytes)
+    }
+
+    /// Verifies holding the profile's lock. `memoryHeld`: the caller already holds a reservation
+    /// in the executor's hash memory budget for this verification's hashes (the async path);
+    /// otherwise each hash reserves its memory itself, waiting on this thread.
+    func verifyLocked(_ profile: PinProfile, pin: SecretBytes, memoryHeld: Bool) throws {
+        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        let now = clock.now()
+        if let last = record.lastAttempt, record.failures > 0, !record.disabled, now.secondsSince(last) < 0 {
+            // A clock went back (the wall clock set earlier, across a reboot or not): the
+            // lockout restarts from now.
+            record.lastAttempt = now
+            try save(record, for: profile)
+        }
+        if let refusal = refusal(record, at: now, for: profile) { throw refusal }
+
+        var counted = record
+        counted.failures += 1
+        counted.lastAttempt = now
+        let countedBeforeComparing = failureRecording == .beforeComparing
+        // Desktop: count the try durably before comparing, so a kill from here on still counts it.
+        if countedBeforeComparing { try save(counted, for: profile) }
+
+        let matches = withHashMemory(Self.memoryBytes(ofHash: record.hash) ?? hashParameters.memoryLimitBytes, held: memoryHeld) {
+            hasher.verify(record.hash, pin)
+        }
+        if matches {
+            let hadFailures = record.failures > 0 || record.lastAttempt != nil
             record.failures = 0
             record.lastAttempt = nil
             // A right PIN never counts as a wrong one: if the upgrade to the new cost fails (not
             // enough memory, say), the old hash, which still verifies, is kept and the upgrade is
             // tried again on the next success.
+            var upgraded = false
             if Sodium.hashStringNeedsRehash(record.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes),
-               let upgraded = try? hash(pin)
+               let newHash = try? hash(pin, memoryHeld: memoryHeld)
             {
-                record.hash = upgraded
+                record.hash = newHash
+                upgraded = true
             }
-            try save(record, for: profile)
+            // Server: one write, and only if something changed.
+            if countedBeforeComparing || hadFailures || upgraded { try save(record, for: profile) }
             return
         }
+        record = counted
         if let wipeAfter = record.lockout.wipeAfter, record.failures >= wipeAfter {
             for key in record.wipeItems { try store.delete(key) }
             try store.delete(profile.itemKey)
@@ -260,16 +329,35 @@ public final class PinGuard: Sendable {
             try save(record, for: profile)
             throw LockboxError.pinDisabled(profile: profile.description, failures: record.failures)
         }
+        // Server: the one write of a wrong try, its count.
+        if !countedBeforeComparing { try save(record, for: profile) }
         let delay = record.lockout.delay(afterFailures: record.failures)
         throw LockboxError.wrongPin(profile: profile.description, failures: record.failures,
                                     retryAt: delay > 0 ? now.wall.addingTimeInterval(delay) : nil)
     }
 
-    private func hash(_ pin: SecretBytes) throws -> String {
-        guard let hash = hasher.hash(pin, hashParameters) else {
+    private func hash(_ pin: SecretBytes, memoryHeld: Bool) throws -> String {
+        let hash = withHashMemory(hashParameters.memoryLimitBytes, held: memoryHeld) { hasher.hash(pin, hashParameters) }
+        guard let hash else {
             throw LockboxError.invalidArgument("Argon2id could not hash the PIN with \(hashParameters) (not enough memory?)")
         }
         return hash
+    }
+
+    /// Runs a hash inside the executor's memory budget (or inside the caller's reservation).
+    private func withHashMemory<T>(_ bytes: UInt64, held: Bool, _ body: () -> T) -> T {
+        held ? body() : executor.hashMemoryBudget.withReservation(of: bytes, body)
+    }
+
+    /// The memory cost of a PHC string (`$argon2id$v=19$m=KIB,t=…`), in bytes.
+    static func memoryBytes(ofHash hash: String) -> UInt64? {
+        for field in hash.split(separator: "$") {
+            for parameter in field.split(separator: ",") where parameter.hasPrefix("m=") {
+                guard let kibibytes = UInt64(parameter.dropFirst(2)), kibibytes <= UInt64.max >> 10 else { return nil }
+                return kibibytes << 10
+            }
+        }
+        return nil
     }
 
     private func load(_ profile: PinProfile) throws -> PinRecord? {
@@ -300,10 +388,13 @@ public final class PinGuard: Sendable {
     }
 
     /// Serialises everything about one profile across threads and processes.
-    private func withProfileLock<T>(_ profile: PinProfile, _ body: () throws -> T) throws -> T {
+    func withProfileLock<T>(_ profile: PinProfile, _ body: () throws -> T) throws -> T {
         try ItemLimits.validate(profile.itemKey)
-        return try ItemLock(directory: lockDirectory, timeout: lockTimeout).withLock(profile.itemKey, body)
+        return try profileLock.withLock(profile.itemKey, body)
     }
+
+    /// The per-profile lock; the async variants take it with ``ItemLock/acquire(_:)``.
+    var profileLock: ItemLock { ItemLock(directory: lockDirectory, timeout: lockTimeout) }
 }
 
 /// How ``PinGuard`` hashes a PIN and compares one with a stored hash: Argon2id, or in tests a

@@ -22,7 +22,14 @@ public enum PinHashCalibration {
 
     /// Raises the passes at `memoryMiB` until one hash takes at least `target` seconds (at most 10 passes).
     public static func measure(target: Double, memoryMiB: Int) throws -> Result {
-        let memory = UInt64(memoryMiB) << 20
+        try measure(target: target, memoryBytes: UInt64(memoryMiB) << 20)
+    }
+
+    /// Raises the passes at `memoryBytes` until one hash takes at least `target` seconds (at most 10 passes).
+    public static func measure(target: Double, memoryBytes memory: UInt64) throws -> Result {
+        guard target.isFinite, target > 0 else {
+            throw LockboxError.invalidArgument("the calibration target must be a positive number of seconds")
+        }
         let sample = SecretBytes(utf8: "2580-calibration")
         var rows: [Row] = []
         for passes in UInt64(1)...10 {

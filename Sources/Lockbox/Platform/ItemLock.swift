@@ -76,45 +76,127 @@ struct ItemLock: Sendable {
 
     /// Takes the item's lock without blocking a thread while waiting; release it with
     /// ``HeldLock/release()`` (or let it go out of scope).
+    ///
+    /// Tasks of this process queue first on an in-process FIFO per item (suspended, holding no
+    /// thread; cancelling a waiting task takes it out of the queue with `CancellationError`); the
+    /// task at its head then polls the `flock` between short sleeps, which only another process
+    /// can be holding. The timeout counts from the call.
     func acquire(_ key: ItemKey) async throws -> HeldLock {
-        let (lock, _) = try prepare(key)
-        let fd: FileDescriptor
-        do {
-            fd = try FileDescriptor.open(lock.path, .readWrite, options: [.create, .closeOnExec], permissions: .ownerReadWrite)
-        } catch {
-            throw LockboxError.io(operation: "opening the lock file", path: lock.path.string, errno: error.asErrno)
-        }
+        let (lock, base) = try prepare(key)
         let clock = ContinuousClock()
         let start = clock.now
-        while true {
+        try await Self.taskQueues.enter(base)
+        do {
+            let fd: FileDescriptor
             do {
-                if try fd.tryLockExclusive() { return HeldLock(fd) }
+                fd = try FileDescriptor.open(lock.path, .readWrite, options: [.create, .closeOnExec], permissions: .ownerReadWrite)
             } catch {
-                try? fd.close()
-                throw LockboxError.io(operation: "locking", path: lock.path.string, errno: error.asErrno)
+                throw LockboxError.io(operation: "opening the lock file", path: lock.path.string, errno: error.asErrno)
             }
-            if clock.now - start >= timeout {
-                try? fd.close()
-                throw LockboxError.vaultBusy(path: lock.path.string, waitedSeconds: (clock.now - start).seconds)
+            while true {
+                do {
+                    if try fd.tryLockExclusive() { return HeldLock(fd) { Self.taskQueues.leave(base) } }
+                } catch {
+                    try? fd.close()
+                    throw LockboxError.io(operation: "locking", path: lock.path.string, errno: error.asErrno)
+                }
+                if clock.now - start >= timeout {
+                    try? fd.close()
+                    throw LockboxError.vaultBusy(path: lock.path.string, waitedSeconds: (clock.now - start).seconds)
+                }
+                do {
+                    try await Task.sleep(for: .milliseconds(5))
+                } catch {
+                    try? fd.close()
+                    throw error
+                }
             }
-            try await Task.sleep(for: .milliseconds(5))
+        } catch {
+            Self.taskQueues.leave(base)
+            throw error
         }
     }
 
     private static let threadLocks = Locked<[String: NSLock]>([:])
+    private static let taskQueues = TaskQueues()
 }
 
-/// A held ``ItemLock``; closing the descriptor releases the `flock`.
+/// One FIFO of waiting tasks per lock name: the in-process half of ``ItemLock/acquire(_:)``.
+private final class TaskQueues: Sendable {
+    private struct Queue {
+        var held = false
+        var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    }
+
+    private let queues = Locked<(byName: [String: Queue], nextID: UInt64)>(([:], 0))
+
+    /// Returns once this task holds `name` in this process (in arrival order).
+    func enter(_ name: String) async throws {
+        try Task.checkCancellation()
+        let id = queues.withLock { state -> UInt64 in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let enteredNow = queues.withLock { state -> Bool in
+                    var queue = state.byName[name, default: Queue()]
+                    defer { state.byName[name] = queue }
+                    if !queue.held {
+                        queue.held = true
+                        return true
+                    }
+                    queue.waiters.append((id, continuation))
+                    return false
+                }
+                if enteredNow { continuation.resume() }
+            }
+        } onCancel: {
+            let cancelled = queues.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard var queue = state.byName[name], let index = queue.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                let waiter = queue.waiters.remove(at: index)
+                state.byName[name] = queue
+                return waiter.continuation
+            }
+            cancelled?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Hands `name` to the next waiting task, or frees it.
+    func leave(_ name: String) {
+        let next = queues.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard var queue = state.byName[name] else { return nil }
+            if queue.waiters.isEmpty {
+                state.byName[name] = nil
+                return nil
+            }
+            let waiter = queue.waiters.removeFirst()
+            state.byName[name] = queue
+            return waiter.continuation
+        }
+        next?.resume()
+    }
+}
+
+/// A held ``ItemLock``; closing the descriptor releases the `flock`, and the next task of this
+/// process waiting for the item gets it.
 final class HeldLock: Sendable {
     private let descriptor: Locked<FileDescriptor?>
+    private let onRelease: @Sendable () -> Void
 
-    init(_ fd: FileDescriptor) { descriptor = Locked(fd) }
+    init(_ fd: FileDescriptor, onRelease: @escaping @Sendable () -> Void) {
+        descriptor = Locked(fd)
+        self.onRelease = onRelease
+    }
 
     func release() {
-        descriptor.withLock { fd in
-            try? fd?.close()
+        let wasHeld = descriptor.withLock { fd -> Bool in
+            guard let held = fd else { return false }
+            try? held.close()
             fd = nil
+            return true
         }
+        if wasHeld { onRelease() }
     }
 
     deinit { release() }

@@ -1,0 +1,213 @@
+import Foundation
+
+/// The threads Lockbox runs its blocking work on — Argon2id hashes, `fsync`, file locks and
+/// libsecret calls — so that the async API never blocks a thread of Swift's cooperative pool.
+///
+/// A small pool of dedicated threads, like SwiftNIO's `NIOThreadPool`: ``run(_:)`` queues a
+/// closure, a pool thread runs it, and the calling task is resumed with its result. A service's
+/// route handlers await the result while the cooperative pool's few threads (one per core) go on
+/// serving other requests.
+///
+/// - Jobs run in the order they were queued, at most ``threadCount`` at a time.
+/// - **Cancellation**: a job still in the queue when its task is cancelled is dropped and
+///   ``run(_:)`` throws `CancellationError`; a job already running finishes (a durable write is
+///   never cut in half) and its result is returned.
+/// - Concurrent Argon2id hashes are also capped by ``hashMemoryBudget`` (``HashMemoryBudget``),
+///   so a burst of PIN verifies queues instead of exhausting memory.
+///
+/// Threads start on the first job, not before: a program that only uses the blocking API never
+/// starts one. ``shared`` is what every Lockbox type uses unless it is given another executor.
+public final class BlockingExecutor: Sendable {
+    /// How many jobs run at once at most.
+    public let threadCount: Int
+    /// The memory cap on concurrent Argon2id hashes that ``PinGuard`` observes.
+    public let hashMemoryBudget: HashMemoryBudget
+    private let queue: JobQueue
+
+    /// The executor every Lockbox type uses unless told otherwise:
+    /// ``defaultThreadCount`` threads and a ``HashMemoryBudget`` sized to the machine.
+    public static let shared = BlockingExecutor()
+
+    /// Twice the number of processors, and at least 4: blocking work waits on disks, locks and
+    /// D-Bus as much as it computes, and hashes are capped separately by memory.
+    public static var defaultThreadCount: Int { max(4, 2 * ProcessInfo.processInfo.activeProcessorCount) }
+
+    /// Creates an executor.
+    /// - Parameters:
+    ///   - threadCount: how many jobs may run at once (at least 1).
+    ///   - hashMemoryBudget: the memory cap on concurrent Argon2id hashes.
+    public init(threadCount: Int = BlockingExecutor.defaultThreadCount, hashMemoryBudget: HashMemoryBudget = HashMemoryBudget()) {
+        self.threadCount = max(1, threadCount)
+        self.hashMemoryBudget = hashMemoryBudget
+        self.queue = JobQueue(threadLimit: self.threadCount)
+    }
+
+    deinit { queue.shutDown() }
+
+    /// Runs `work` on one of the executor's threads and returns its result (or throws its error).
+    ///
+    /// Throws `CancellationError` without running `work` if the task is cancelled before a
+    /// thread takes the job; once `work` has started it runs to the end.
+    public func run<Result: Sendable>(_ work: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try Task.checkCancellation()
+        let job = Job()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+                let queued = job.prepare(
+                    run: { continuation.resume(with: Swift.Result(catching: work)) },
+                    cancel: { continuation.resume(throwing: CancellationError()) })
+                if queued { queue.push(job) }
+            }
+        } onCancel: {
+            job.cancel()
+        }
+    }
+
+    /// What the executor is doing now: for tests, metrics and diagnosis.
+    public var statistics: Statistics { queue.statistics }
+
+    /// A reading of the executor's queue.
+    public struct Statistics: Sendable, Equatable {
+        /// Jobs waiting for a thread (cancelled ones not counted).
+        public var queued: Int
+        /// Jobs running now.
+        public var running: Int
+        /// Threads started so far.
+        public var threads: Int
+    }
+}
+
+/// One queued closure and where it stands. Cancellation and a thread taking the job race; the
+/// phase decides which one wins, so the continuation is resumed exactly once.
+private final class Job: Sendable {
+    private enum Phase {
+        case created
+        case queued(run: @Sendable () -> Void, cancel: @Sendable () -> Void)
+        case cancelledBeforeQueueing
+        case taken
+    }
+
+    private let phase = Locked<Phase>(.created)
+
+    /// Records what to run and how to cancel; returns `false` (having cancelled) if the task
+    /// was cancelled before the job reached the queue.
+    func prepare(run: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) -> Bool {
+        let cancelledAlready = phase.withLock { phase -> Bool in
+            if case .cancelledBeforeQueueing = phase { return true }
+            phase = .queued(run: run, cancel: cancel)
+            return false
+        }
+        if cancelledAlready { cancel() }
+        return !cancelledAlready
+    }
+
+    /// Drops the job if no thread has taken it yet.
+    func cancel() {
+        let cancel = phase.withLock { phase -> (@Sendable () -> Void)? in
+            switch phase {
+            case .created:
+                phase = .cancelledBeforeQueueing
+                return nil
+            case .queued(_, let cancel):
+                phase = .taken
+                return cancel
+            case .cancelledBeforeQueueing, .taken:
+                return nil
+            }
+        }
+        cancel?()
+    }
+
+    /// The closure to run, or `nil` if the job was cancelled meanwhile.
+    func take() -> (@Sendable () -> Void)? {
+        phase.withLock { phase in
+            guard case .queued(let run, _) = phase else { return nil }
+            phase = .taken
+            return run
+        }
+    }
+
+    var isWaiting: Bool {
+        phase.withLock { phase in
+            if case .queued = phase { return true }
+            return false
+        }
+    }
+}
+
+/// The FIFO the pool threads take jobs from, and the threads themselves (started on demand).
+private final class JobQueue: Sendable {
+    private struct State {
+        var jobs: [Job] = []
+        var head = 0
+        var running = 0
+        var idle = 0
+        var threads = 0
+        var shuttingDown = false
+    }
+
+    private let state = ConditionLock(State())
+    private let threadLimit: Int
+
+    init(threadLimit: Int) { self.threadLimit = threadLimit }
+
+    func push(_ job: Job) {
+        let startThread = state.withLock { state -> Bool in
+            state.jobs.append(job)
+            // A new thread only when the idle ones cannot take every waiting job.
+            guard state.jobs.count - state.head > state.idle, state.threads < threadLimit else { return false }
+            state.threads += 1
+            return true
+        }
+        state.signalAll()
+        if startThread {
+            let thread = Thread { [self] in work() }
+            thread.name = "lockbox-blocking"
+            thread.start()
+        }
+    }
+
+    func shutDown() {
+        state.withLock { $0.shuttingDown = true }
+        state.signalAll()
+    }
+
+    var statistics: BlockingExecutor.Statistics {
+        let (waiting, running, threads) = state.withLock { ($0.jobs[$0.head...], $0.running, $0.threads) }
+        return BlockingExecutor.Statistics(queued: waiting.filter(\.isWaiting).count, running: running, threads: threads)
+    }
+
+    /// A pool thread: take the oldest job, run it, repeat; leave when shut down and drained.
+    private func work() {
+        while true {
+            var countedIdle = false
+            let next = state.wait { state -> Job?? in
+                if state.head < state.jobs.count {
+                    let job = state.jobs[state.head]
+                    state.head += 1
+                    if state.head > 64 && state.head * 2 > state.jobs.count {
+                        state.jobs.removeFirst(state.head)
+                        state.head = 0
+                    }
+                    if countedIdle { state.idle -= 1 }
+                    return .some(job)
+                }
+                if state.shuttingDown {
+                    if countedIdle { state.idle -= 1 }
+                    state.threads -= 1
+                    return .some(nil)
+                }
+                if !countedIdle {
+                    state.idle += 1
+                    countedIdle = true
+                }
+                return nil
+            }
+            guard let job = next else { return }
+            guard let run = job.take() else { continue }
+            state.withLock { $0.running += 1 }
+            run()
+            state.withLock { $0.running -= 1 }
+        }
+    }
+}

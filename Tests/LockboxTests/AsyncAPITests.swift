@@ -1,0 +1,275 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// A door tests hold shut: threads that `pass()` it block until `open()`. It also counts who is
+/// inside now and the most that were inside at once.
+final class Gate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var isOpen = false
+    private var inside = 0
+    private var entered = 0
+    private var peak = 0
+
+    /// Blocks until the gate opens; counted as inside meanwhile.
+    func pass() {
+        condition.lock()
+        inside += 1
+        entered += 1
+        peak = max(peak, inside)
+        condition.broadcast()
+        while !isOpen { condition.wait() }
+        inside -= 1
+        condition.unlock()
+    }
+
+    func open() {
+        condition.lock()
+        isOpen = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var counts: (inside: Int, entered: Int, peak: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (inside, entered, peak)
+    }
+
+    /// Waits (blocking this thread, so never call it from a task) until `entered` reaches `count`
+    /// or 30 s pass; returns whether it did.
+    func waitForEntered(_ count: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(30)
+        while entered < count { if !condition.wait(until: deadline) { return false } }
+        return true
+    }
+
+    /// A PIN hasher whose comparisons wait at this gate (hashing itself is libsodium's).
+    var hasher: PinHasher {
+        PinHasher(hash: PinHasher.argon2id.hash, verify: { [self] hash, pin in
+            pass()
+            return PinHasher.argon2id.verify(hash, pin)
+        })
+    }
+}
+
+/// Polls `condition` from a task (yielding, sleeping 1 ms) for up to 30 s; returns whether it held.
+func eventually(_ condition: @Sendable () -> Bool) async -> Bool {
+    for _ in 0..<30_000 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return condition()
+}
+
+/// Opens `gate` from a plain thread if `done` is not signalled within 30 s, so a test whose
+/// cooperative pool is blocked fails instead of hanging; `firedValue` says whether it had to.
+final class Watchdog: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private let fired = Locked(false)
+
+    init(opening gate: Gate) {
+        let thread = Thread { [done, fired] in
+            if done.wait(timeout: .now() + 30) == .timedOut {
+                fired.withLock { $0 = true }
+                gate.open()
+            }
+        }
+        thread.start()
+    }
+
+    func finish() { done.signal() }
+    var firedValue: Bool { fired.withLock { $0 } }
+}
+
+@Suite("Async API: the executor, the hash memory budget, cancellation")
+struct AsyncAPITests {
+    let folder: TemporaryFolder
+    init() throws { folder = try TemporaryFolder() }
+
+    func guardian(_ store: any SecretStore, gate: Gate, executor: BlockingExecutor, preset: PinPreset.FailureRecording = .beforeComparing) -> PinGuard {
+        PinGuard(store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"), hasher: gate.hasher,
+                 failureRecording: preset, executor: executor)
+    }
+
+    @Test("20 async verifies stuck in Argon2id leave the cooperative pool free: a trivial task keeps making progress")
+    func cooperativePoolStaysFree() async throws {
+        let gate = Gate()
+        let executor = BlockingExecutor(threadCount: 4)
+        let store = MemoryStore()
+        let pins = guardian(store, gate: gate, executor: executor)
+        let profiles = (0..<20).map { PinProfile(service: "svc", name: "user\($0)") }
+        for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
+
+        let watchdog = Watchdog(opening: gate)
+        let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        // Every executor thread is now inside a comparison that waits at the gate.
+        #expect(await eventually { gate.counts.inside == 4 })
+        // A trivial task still gets the cooperative pool's threads, over and over.
+        let steps = await Task {
+            var steps = 0
+            for _ in 0..<1_000 {
+                await Task.yield()
+                steps += 1
+            }
+            return steps
+        }.value
+        let atFinish = gate.counts
+        watchdog.finish()
+        #expect(steps == 1_000)
+        #expect(!watchdog.firedValue, "the trivial task could not run while the verifies were blocked")
+        #expect(atFinish.inside == 4 && atFinish.entered == 4, "the progress happened while the hashes were still blocked")
+        gate.open()
+        for verify in verifies { try await verify.value }
+        #expect(gate.counts.entered == 20)
+    }
+
+    @Test("the memory budget caps hashes in flight at K = budget / hash memory; the rest queue and all finish")
+    func memoryBudgetCapsHashes() async throws {
+        let gate = Gate()
+        // Room for exactly two 8 KiB hashes.
+        let budget = HashMemoryBudget(bytes: 2 * cheapHash.memoryLimitBytes)
+        let executor = BlockingExecutor(threadCount: 8, hashMemoryBudget: budget)
+        let pins = guardian(MemoryStore(), gate: gate, executor: executor)
+        let profiles = (0..<10).map { PinProfile(service: "svc", name: "user\($0)") }
+        for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
+
+        let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        #expect(await eventually { budget.statistics.inFlight == 2 && budget.statistics.waiting == 8 })
+        #expect(gate.counts.inside == 2, "two hashes run; eight wait for memory, holding no thread")
+        #expect(executor.statistics.running == 2)
+        gate.open()
+        for verify in verifies { try await verify.value }
+        #expect(gate.counts.peak == 2 && gate.counts.entered == 10)
+        #expect(budget.statistics == HashMemoryBudget.Statistics(inFlight: 0, peakInFlight: 2, bytesInUse: 0, waiting: 0))
+    }
+
+    @Test("blocking callers share the same budget: six threads verifying, at most two hash at once")
+    func memoryBudgetCapsBlockingCallers() throws {
+        let gate = Gate()
+        let budget = HashMemoryBudget(bytes: 2 * cheapHash.memoryLimitBytes)
+        let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(hashMemoryBudget: budget))
+        let profiles = (0..<6).map { PinProfile(service: "svc", name: "user\($0)") }
+        for profile in profiles { try pins.set(profile, pin: pin("4739")) }
+        let failures = Locked(0)
+        let threads = profiles.map { profile in
+            Thread {
+                if (try? pins.verify(profile, pin: pin("4739"))) == nil { failures.withLock { $0 += 1 } }
+            }
+        }
+        for thread in threads { thread.start() }
+        #expect(gate.waitForEntered(2))
+        #expect(budget.statistics.inFlight == 2)
+        gate.open()
+        #expect(gate.waitForEntered(6))
+        for _ in 0..<3000 where budget.statistics.inFlight > 0 || gate.counts.inside > 0 { usleep(1000) }
+        #expect(gate.counts.peak == 2 && failures.withLock { $0 } == 0)
+    }
+
+    @Test("same-profile verifies wait for the profile's lock without holding executor threads")
+    func sameProfileWaitsWithoutThreads() async throws {
+        let gate = Gate()
+        let executor = BlockingExecutor(threadCount: 2)
+        let pins = guardian(MemoryStore(), gate: gate, executor: executor)
+        let profile = PinProfile(service: "svc", name: "alice")
+        try await pins.set(profile, pin: pin("4739"))
+        let verifies = (0..<10).map { _ in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        #expect(await eventually { gate.counts.inside == 1 })
+        // Nine verifies wait for the lock; one executor thread is free for anything else.
+        let vault = Vault(store: MemoryStore(), executor: executor)
+        try await vault.set("value", service: "other", account: "work")
+        #expect(try await vault.string(service: "other", account: "work") == "value")
+        #expect(executor.statistics.running == 1)
+        gate.open()
+        for verify in verifies { try await verify.value }
+        #expect(gate.counts.peak == 1 && gate.counts.entered == 10)
+    }
+
+    @Test("cancelling a queued job drops it (CancellationError, never run); a running job finishes and returns")
+    func executorCancellation() async throws {
+        let gate = Gate()
+        let executor = BlockingExecutor(threadCount: 1)
+        let ran = Locked<[String]>([])
+        let first = Task { try await executor.run { gate.pass(); ran.withLock { $0.append("first") }; return 1 } }
+        #expect(await eventually { gate.counts.inside == 1 })
+        let second = Task { try await executor.run { ran.withLock { $0.append("second") }; return 2 } }
+        #expect(await eventually { executor.statistics.queued == 1 })
+        second.cancel()
+        first.cancel()
+        await #expect(throws: CancellationError.self) { try await second.value }
+        #expect(executor.statistics.queued == 0)
+        gate.open()
+        #expect(try await first.value == 1, "work already started finishes, and its result is returned")
+        #expect(ran.withLock { $0 } == ["first"])
+    }
+
+    @Test("cancelling a verify waiting for the profile's lock abandons it before anything is counted")
+    func verifyCancelledWhileWaiting() async throws {
+        let gate = Gate()
+        let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(threadCount: 2))
+        let profile = PinProfile(service: "svc", name: "alice")
+        try await pins.set(profile, pin: pin("4739"))
+        let holder = Task { try await pins.verify(profile, pin: pin("4739")) }
+        #expect(await eventually { gate.counts.inside == 1 })
+        let waiter = Task { try await pins.verify(profile, pin: pin("0000")) }
+        try await Task.sleep(for: .milliseconds(20))
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        gate.open()
+        try await holder.value
+        #expect(try await pins.status(profile).failures == 0, "the cancelled wrong try was never counted")
+        #expect(gate.counts.entered == 1)
+    }
+
+    @Test("cancelling a task waiting for hash memory takes it out of the queue")
+    func budgetCancellation() async throws {
+        let budget = HashMemoryBudget(bytes: 10)
+        let held = try await budget.reserve(10)
+        let waiter = Task { try await budget.reserve(10) }
+        #expect(await eventually { budget.statistics.waiting == 1 })
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await waiter.value }
+        #expect(budget.statistics.waiting == 0 && budget.statistics.inFlight == 1)
+        held.release()
+        held.release()
+        #expect(budget.statistics.inFlight == 0 && budget.statistics.bytesInUse == 0)
+        // One hash bigger than the whole budget still runs, alone.
+        let big = try await budget.reserve(100)
+        #expect(budget.statistics.inFlight == 1)
+        big.release()
+    }
+
+    @Test("the async variants of Vault, TokenStore, DeviceIdentity, SignOut and Transfer give the blocking results")
+    func asyncVariants() async throws {
+        let store = MemoryStore()
+        let vault = Vault(store: store)
+        try await vault.set("s3cret", service: "svc", account: "a")
+        #expect(try await vault.string(service: "svc", account: "a") == "s3cret")
+        #expect(try await vault.require(service: "svc", account: "a") == SecretBytes(utf8: "s3cret"))
+        #expect(try await vault.metadata(service: "svc", account: "a")?.key.account == "a")
+        #expect(try await vault.list(service: "svc").count == 1)
+
+        let tokens = TokenStore(store: store, lockDirectory: folder.file("token-locks"))
+        let set = TokenSet(accessToken: SecretBytes(utf8: "at"), refreshToken: SecretBytes(utf8: "rt"), expiresAt: Date().addingTimeInterval(3600))
+        try await tokens.save(set, service: "svc", account: "t")
+        #expect(try await tokens.load(service: "svc", account: "t")?.accessToken == SecretBytes(utf8: "at"))
+
+        let identity = DeviceIdentity(store: store, lockDirectory: folder.file("id-locks"))
+        let id = try await identity.deviceID(service: "svc")
+        #expect(try await identity.deviceID(service: "svc") == id)
+
+        let offloaded = store.offloaded()
+        #expect(try await offloaded.list(service: "svc").count == 3)
+
+        let backup = MemoryStore()
+        let report = try await Transfer.run(from: store, to: backup, service: "svc")
+        #expect(report.copied.count == 3)
+        let signOut = try await SignOut.run(service: "svc", store: store, keepDeviceID: true)
+        #expect(signOut.removed.count == 2 && signOut.kept.count == 1)
+        #expect(try await tokens.clear(service: "svc", account: "t") == false)
+        #expect(try await vault.wipeAll() == 1)
+    }
+}
