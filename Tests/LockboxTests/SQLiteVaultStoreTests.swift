@@ -492,6 +492,6 @@ struct Format2CLITests {
         #expect(statuses.allSatisfy { $0 == 0 })
         let store = try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
         #expect(try store.list(service: "race").count == writers * itemsEach)
-        #expect(try Vault(store: store).string(service: "race", account: "w7-i24") == "value-7-24")
+        #expect(try await Vault(store: store).string(service: "race", account: "w7-i24") == "value-7-24")
     }
 }
