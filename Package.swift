@@ -162,6 +162,9 @@ let package = Package(
                 "LockboxTPM",
                 // The CLI's error table (exit codes and advice), read by the tests.
                 "lockbox",
+                // Started by a Secret Service test; a dependency so that building the test
+                // product alone (scripts/sanitizers.sh) builds it too.
+                "KeyringProbe",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
