@@ -546,8 +546,9 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     for code, meaning, errors in exits:
         add(f"| {code} | {md_inline(meaning, table=True)} | {', '.join(f'`{e}`' for e in errors)} | `{cases[code]}` |")
     add("")
-    add("A failure the library reports is printed as `lockbox: error[CODE]: message`; CODE is the error's stable "
-        "code (`LockboxError.Code`), and each code belongs to one store-neutral category (`LockboxError.Category`: "
+    add("A failure is printed as `lockbox: error[CODE]: message`; CODE is the error's stable "
+        "code (`LockboxError.Code`: the library's, LockboxTPM's or the CLI's own), and each code belongs "
+        "to one store-neutral category (`LockboxError.Category`: "
         "no-entry, no-storage-access, authentication-failed, …) that library users switch on. This table is generated "
         "from the \"Exit codes:\" paragraph of `lockbox --help`, which the CLI builds from its one error table "
         "(`ErrorTable` in Sources/lockbox/ExitStatus.swift: error code to exit code and advice); the generator "

@@ -1,4 +1,5 @@
-// A real process that holds a SecretServiceStore open while its provider goes away.
+// A real process that holds a SecretServiceStore open while its provider goes away (and, with
+// `pin STEP`, the steps of the PIN durability test below).
 // Run inside scripts/keyring-session.sh, which exports LOCKBOX_TEST_KEYRING_PID. The test
 // "the provider going away mid-session is a clear error" runs it and checks its output.
 // Exit 0 only if every step behaved: the store worked, then failed with a typed error, quickly.
@@ -10,6 +11,46 @@ import LockboxSecretService
 func fail(_ message: String) -> Never {
     print("probe failed: \(message)")
     exit(1)
+}
+
+// `KeyringProbe pin set|verify-wrong-then-hang|failures`: the steps of the test "a PIN failure
+// counted in gnome-keyring survives killing the verifier and restarting the daemon"
+// (SecretServiceFailureTests.pinFailureSurvivesKillAndRestart), on a PIN record kept in the
+// Secret Service with the risk accepted.
+if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "pin" {
+    pinStep(CommandLine.arguments[2])
+}
+
+func pinStep(_ step: String) -> Never {
+    do {
+        let store = try SecretServiceStore(timeout: 5)
+        let profile = PinProfile(service: "probe", name: "kid")
+        let cheap = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024)
+        // PinGuard compares only after the failure is counted and saved: this hasher says so on
+        // standard output when the comparison starts, then waits to be killed there.
+        let hangingAtComparison = PinHasher(hash: PinHasher.argon2id.hash, verify: { _, _ in
+            print("counted")
+            fflush(nil)
+            while true { pause() }
+        })
+        let guardian = PinGuard(store: store, hashParameters: cheap, acceptingStoreOpenToOtherProcesses: true,
+                                hasher: step == "verify-wrong-then-hang" ? hangingAtComparison : .argon2id)
+        switch step {
+        case "set":
+            try guardian.set(profile, pin: SecretBytes(utf8: "4739"))
+            print("set")
+        case "verify-wrong-then-hang":
+            try guardian.verify(profile, pin: SecretBytes(utf8: "0000"))
+            fail("the comparison returned")
+        case "failures":
+            print("failures=\(try guardian.status(profile).failures)")
+        default:
+            fail("unknown pin step \(step)")
+        }
+        exit(0)
+    } catch {
+        fail("\(error)")
+    }
 }
 
 guard let pidText = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING_PID"], let pid = Int32(pidText) else {

@@ -364,5 +364,41 @@ struct SecretServiceFailureTests {
         #expect(result.stdout.contains("went-away attempt 2"))
     }
 
+    @Test("a PIN failure counted in gnome-keyring survives killing the verifier at the comparison and killing and restarting the daemon")
+    func pinFailureSurvivesKillAndRestart() throws {
+        // PINs in the Secret Service only with the risk accepted (SECURITY.md); where they are
+        // kept there, "counted durably before comparing" must hold as it does for the file vault.
+        let probe = lockboxBinary.deletingLastPathComponent().appendingPathComponent("KeyringProbe").path
+        let script = """
+            set -u
+            P=\(quote(probe))
+            owned() { dbus-send --session --print-reply=literal --reply-timeout=2000 --dest=org.freedesktop.DBus \\
+                /org/freedesktop/DBus org.freedesktop.DBus.NameHasOwner string:org.freedesktop.secrets 2>/dev/null | grep -q 'boolean true'; }
+            "$P" pin set || exit 90
+            "$P" pin verify-wrong-then-hang > "$HOME/verifier.out" 2>&1 &
+            verifier=$!
+            for i in $(seq 600); do grep -q '^counted$' "$HOME/verifier.out" && break; sleep 0.05; done
+            grep -q '^counted$' "$HOME/verifier.out" || { cat "$HOME/verifier.out"; kill -KILL $verifier; exit 91; }
+            kill -KILL $verifier; wait $verifier; echo "verifier=$?"
+            kill -KILL "$LOCKBOX_TEST_KEYRING_PID"
+            for i in $(seq 200); do owned || break; sleep 0.05; done
+            owned && exit 92
+            printf %s 'lockbox-test-password' | gnome-keyring-daemon --foreground --components=secrets --unlock >/dev/null 2>&1 &
+            daemon=$!
+            # SIGKILL: gnome-keyring releases its name on SIGTERM but may keep running.
+            trap 'kill -KILL $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
+            for i in $(seq 200); do owned && break; sleep 0.05; done
+            owned || exit 93
+            echo "daemon=restarted"
+            "$P" pin failures
+            """
+        let result = try run(keyringSessionScript, ["--", "/bin/bash", "-c", script])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("verifier=137"), "the verifier died of SIGKILL at the comparison: \(result.stdout)")
+        #expect(lines.contains("daemon=restarted"), "\(result.stdout)")
+        #expect(lines.contains("failures=1"), "the failure was counted before the comparison and kept: \(result.stdout)")
+    }
+
     private func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 }

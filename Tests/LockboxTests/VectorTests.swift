@@ -128,16 +128,16 @@ struct VectorTests {
         let flipped = try Self.flippingOneByte(in: original.contents, field: field)
         #expect(zip(flipped, original.contents).filter { $0 != $1 }.count == 1)
         try Data(flipped).write(to: URL(fileURLWithPath: path))
-        let result = try runLockbox(["selftest", "--vectors", folder.path.string])
+        let result = try runLockbox(["selftest", "--vectors", folder.path.string, "--json"])
         #expect(result.status == 1, "\(name) with one byte of \(field) changed: exit \(result.status)")
-        #expect(result.stdoutString.contains("FAIL  \(name)"))
+        let failed = (result.jsonObject?["results"] as? [[String: Any]] ?? []).filter { $0["passed"] as? Bool == false }
+        #expect(!failed.isEmpty && failed.allSatisfy { $0["file"] as? String == name }, "\(result.stdoutString)")
     }
 
     @Test("selftest --vectors with no vector files is a usage error (64)")
     func emptyFolderIsRefused() throws {
         let folder = try TemporaryFolder()
         let result = try runLockbox(["selftest", "--vectors", folder.path.string])
-        #expect(result.status == 64)
-        #expect(result.stderr.contains("no *.json vector files"))
+        #expect(result.status == 64 && result.errorCode == .invalidArgument, "\(result.stderr)")
     }
 }
