@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Run a command against a throwaway PostgreSQL primary and its synchronous standby.
+#
+# Usage: scripts/postgres-session.sh [--no-standby] -- COMMAND [ARGS...]
+#
+# initdb's a cluster in a fresh folder under /tmp (as the unprivileged `postgres` user when run
+# as root: PostgreSQL refuses to run as root), listening on a free loopback port and a Unix
+# socket in that folder, with scram-sha-256 passwords on TCP. Unless --no-standby, a second
+# cluster is cloned with pg_basebackup and streams from the first as a SYNCHRONOUS standby
+# (synchronous_commit = on, synchronous_standby_names = '*'): a commit is acknowledged only once
+# the standby has it, so a test may SIGKILL the primary, promote the standby and find every
+# acknowledged write there. COMMAND sees:
+#   LOCKBOX_TEST_POSTGRES_URL_FILE          a file holding the primary's URL (role `lockbox`,
+#                                           database `lockbox`, password inside; mode 0600) —
+#                                           passwords are never put in argv or the environment
+#   LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE  the same for the standby (unset with --no-standby)
+#   LOCKBOX_TEST_POSTGRES_FAILOVER_URL_FILE both hosts, target_session_attrs=read-write
+#   LOCKBOX_TEST_POSTGRES_PRIMARY_PORT, LOCKBOX_TEST_POSTGRES_STANDBY_PORT
+#   LOCKBOX_TEST_POSTGRES_CTL               a command for fault tests:
+#       CTL kill primary|standby     SIGKILL the server (postmaster and children)
+#       CTL promote                  promote the standby to primary and wait until it accepts writes
+#       CTL start primary|standby    start a stopped server again
+#       CTL psql primary|standby SQL run SQL as the superuser; prints unaligned rows
+# Both servers are stopped and the folder removed on every exit path; the script exits with
+# COMMAND's status. Requires Debian's postgresql (apt-get install postgresql) and python3.
+set -euo pipefail
+
+die() {
+    echo "postgres-session: $*" >&2
+    exit 1
+}
+
+standby=1
+while (($#)); do
+    case "$1" in
+        --no-standby) standby=0; shift ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+        --) shift; break ;;
+        -*) die "unknown option: $1 (see --help)" ;;
+        *) break ;;
+    esac
+done
+(($#)) || die "no command given (usage: $0 [--no-standby] -- COMMAND [ARGS...])"
+
+# Debian keeps the server binaries out of PATH, one folder per major version; take the newest.
+pg_bin=''
+for dir in /usr/lib/postgresql/*/bin; do
+    [[ -x $dir/initdb ]] && pg_bin=$dir
+done
+[[ -n $pg_bin ]] || pg_bin=$(dirname "$(command -v initdb 2>/dev/null || echo /nonexistent/initdb)")
+[[ -x $pg_bin/initdb ]] || die "initdb not found (apt-get install postgresql)"
+
+# The server runs as an unprivileged user: `postgres` (created by Debian's package) when we are
+# root, ourselves otherwise.
+if [[ $(id -u) -eq 0 ]]; then
+    server_user=postgres
+    id -u "$server_user" >/dev/null 2>&1 || die "no user '$server_user' to run PostgreSQL as (apt-get install postgresql creates it)"
+    as_server() { setpriv --reuid="$server_user" --regid="$server_user" --init-groups --reset-env -- env PATH="$pg_bin:/usr/bin:/bin" "$@"; }
+else
+    server_user=$(id -un)
+    as_server() { env PATH="$pg_bin:$PATH" "$@"; }
+fi
+
+tmp=''
+command_pid=''
+# shellcheck disable=SC2317 # only reached through the EXIT trap
+cleanup() {
+    local rc=$?
+    set +e
+    if [[ -n $command_pid ]]; then kill -TERM "$command_pid" 2>/dev/null; wait "$command_pid" 2>/dev/null; fi
+    if [[ -n $tmp && -d $tmp ]]; then
+        for node in standby primary; do
+            [[ -f $tmp/$node/postmaster.pid ]] && as_server "$pg_bin/pg_ctl" -D "$tmp/$node" -m immediate -w -t 10 stop >/dev/null 2>&1
+        done
+        rm -rf -- "$tmp"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+tmp=$(mktemp -d /tmp/lockbox-postgres.XXXXXX)
+chmod 0711 "$tmp"
+mkdir -p "$tmp/server" "$tmp/client" "$tmp/primary" "$tmp/standby"
+chmod 0700 "$tmp/client" "$tmp/server" "$tmp/primary" "$tmp/standby"
+[[ $server_user == "$(id -un)" ]] || chown "$server_user:" "$tmp/server" "$tmp/primary" "$tmp/standby"
+
+secret() { python3 -c 'import secrets; print(secrets.token_urlsafe(24))'; }
+free_port() {
+    python3 -c '
+import socket
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])'
+}
+superuser_password=$(secret)
+lockbox_password=$(secret)
+(umask 077 && printf '%s\n' "$superuser_password" >"$tmp/server/superuser-password")
+(umask 077 && printf '127.0.0.1:*:*:postgres:%s\n' "$superuser_password" >"$tmp/server/pgpass")
+[[ $server_user == "$(id -un)" ]] || chown "$server_user:" "$tmp/server/superuser-password" "$tmp/server/pgpass"
+
+primary_port=$(free_port)
+as_server "$pg_bin/initdb" -D "$tmp/primary" -U postgres --pwfile="$tmp/server/superuser-password" \
+    --auth-local=peer --auth-host=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 --no-sync >"$tmp/server/initdb.log" 2>&1 ||
+    { cat "$tmp/server/initdb.log" >&2; die "initdb failed"; }
+# Loopback only; the socket lives in our folder, not /var/run/postgresql. Durability settings are
+# PostgreSQL's defaults, stated so a reader of the tests sees them.
+cat >>"$tmp/primary/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+port = $primary_port
+unix_socket_directories = '$tmp/server'
+fsync = on
+synchronous_commit = on
+wal_level = replica
+max_wal_senders = 4
+wal_keep_size = 64MB
+log_destination = 'stderr'
+logging_collector = off
+EOF
+
+start_node() { # node
+    as_server "$pg_bin/pg_ctl" -D "$tmp/$1" -l "$tmp/server/$1.log" -w -t 30 start >/dev/null ||
+        { cat "$tmp/server/$1.log" >&2; die "$1 did not start"; }
+}
+psql_node() { # node sql
+    local port=$primary_port
+    [[ $1 == standby ]] && port=$standby_port
+    as_server "$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$tmp/server" -p "$port" -U postgres -d postgres -c "$2"
+}
+
+start_node primary
+# The application's role and database. The password goes in through psql's stdin, never argv
+# (it is URL-safe base64: nothing to quote).
+as_server "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/server" -p "$primary_port" -U postgres -d postgres \
+    >/dev/null <<EOF
+CREATE ROLE lockbox LOGIN PASSWORD '$lockbox_password';
+CREATE DATABASE lockbox OWNER lockbox;
+EOF
+
+standby_port=''
+if ((standby)); then
+    standby_port=$(free_port)
+    as_server env PGPASSFILE="$tmp/server/pgpass" "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
+        -D "$tmp/standby" -R -X stream -c fast --no-sync >"$tmp/server/basebackup.log" 2>&1 ||
+        { cat "$tmp/server/basebackup.log" >&2; die "pg_basebackup failed"; }
+    {
+        echo "port = $standby_port"
+        echo "primary_conninfo = 'host=127.0.0.1 port=$primary_port user=postgres passfile=''$tmp/server/pgpass'' application_name=standby'"
+    } >>"$tmp/standby/postgresql.auto.conf"
+    start_node standby
+    # Commits wait for the standby only from now on (set before it existed, CREATE ROLE would
+    # wait forever).
+    psql_node primary "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+    psql_node primary "SELECT pg_reload_conf()" >/dev/null
+    # Synchronous from here on: wait until the primary reports the standby as `sync`.
+    for _ in $(seq 100); do
+        [[ $(psql_node primary "SELECT sync_state FROM pg_stat_replication") == sync ]] && break
+        sleep 0.1
+    done
+    [[ $(psql_node primary "SELECT sync_state FROM pg_stat_replication") == sync ]] || die "the standby did not become synchronous"
+fi
+
+url_file() { # file hosts
+    (umask 077 && printf 'postgresql://lockbox:%s@%s/lockbox%s\n' "$lockbox_password" "$2" "${3:-}" >"$1")
+}
+url_file "$tmp/client/primary.url" "127.0.0.1:$primary_port"
+export LOCKBOX_TEST_POSTGRES_URL_FILE="$tmp/client/primary.url"
+export LOCKBOX_TEST_POSTGRES_PRIMARY_PORT="$primary_port"
+if ((standby)); then
+    url_file "$tmp/client/standby.url" "127.0.0.1:$standby_port"
+    url_file "$tmp/client/failover.url" "127.0.0.1:$primary_port,127.0.0.1:$standby_port" "?target_session_attrs=read-write"
+    export LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE="$tmp/client/standby.url"
+    export LOCKBOX_TEST_POSTGRES_FAILOVER_URL_FILE="$tmp/client/failover.url"
+    export LOCKBOX_TEST_POSTGRES_STANDBY_PORT="$standby_port"
+fi
+
+# The fault-test command: a small script with the paths baked in, so tests need no knowledge of
+# users, folders or pg_ctl.
+cat >"$tmp/client/ctl" <<EOF
+#!/usr/bin/env bash
+set -euo pipefail
+tmp='$tmp'; pg_bin='$pg_bin'; server_user='$server_user'
+primary_port='$primary_port'; standby_port='$standby_port'
+$(declare -f as_server)
+port_of() { if [[ \$1 == standby ]]; then echo "\$standby_port"; else echo "\$primary_port"; fi; }
+case "\${1:-}" in
+    kill)
+        pid=\$(head -n 1 "\$tmp/\$2/postmaster.pid")
+        # The postmaster and every backend: a crash, not a shutdown.
+        pkill -KILL -P "\$pid" 2>/dev/null || true
+        kill -KILL "\$pid"
+        while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
+        rm -f "\$tmp/\$2/postmaster.pid" ;;
+    promote)
+        as_server "\$pg_bin/pg_ctl" -D "\$tmp/standby" -w -t 30 promote >/dev/null
+        for _ in \$(seq 100); do
+            [[ \$(as_server "\$pg_bin/psql" -X -A -t -h "\$tmp/server" -p "\$standby_port" -U postgres -d postgres -c 'SELECT pg_is_in_recovery()') == f ]] && exit 0
+            sleep 0.1
+        done
+        echo "postgres-session ctl: the standby did not leave recovery" >&2; exit 1 ;;
+    start)
+        as_server "\$pg_bin/pg_ctl" -D "\$tmp/\$2" -l "\$tmp/server/\$2.log" -w -t 30 start >/dev/null ;;
+    psql)
+        as_server "\$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "\$tmp/server" -p "\$(port_of "\$2")" -U postgres -d lockbox -c "\$3" ;;
+    *) echo "usage: \$0 kill|start primary|standby | promote | psql primary|standby SQL" >&2; exit 2 ;;
+esac
+EOF
+chmod 0700 "$tmp/client/ctl"
+export LOCKBOX_TEST_POSTGRES_CTL="$tmp/client/ctl"
+
+( trap - INT QUIT; exec "$@" ) <&0 &
+command_pid=$!
+status=0
+wait "$command_pid" || status=$?
+command_pid=''
+exit "$status"
