@@ -15,6 +15,9 @@ let package = Package(
         // TPM 2.0 key slots and TPM-enforced PINs; links tpm2-tss. Apps that do not want a TPM
         // depend on "Lockbox" alone and link nothing of it.
         .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
+        // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
+        // swift-log's InMemoryLogging, apart from the library so no service ships it.
+        .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
     ],
     dependencies: [
@@ -57,6 +60,10 @@ let package = Package(
                 "CLinux",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
+        ),
+        .target(
+            name: "LockboxTesting",
+            dependencies: ["Lockbox"]
         ),
         .target(
             name: "LockboxSecretService",
@@ -154,6 +161,7 @@ let package = Package(
                 "LockboxSelfTest",
                 "LockboxFuzzing",
                 "LockboxTPM",
+                "LockboxTesting",
                 // The CLI's error table (exit codes and advice), read by the tests.
                 "lockbox",
                 .product(name: "SystemPackage", package: "swift-system"),

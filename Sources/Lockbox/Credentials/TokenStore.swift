@@ -17,7 +17,7 @@ public final class TokenStore: Sendable {
     /// Where the async variants run the blocking store calls.
     public let executor: BlockingExecutor
     private let now: @Sendable () -> Date
-    private let lock: ItemLock
+    let lock: ItemLock
     private let inflight = Locked<[ItemKey: Task<TokenSet, any Error>]>([:])
     private let observers = Locked<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
 
@@ -27,8 +27,9 @@ public final class TokenStore: Sendable {
     ///   - leeway: how long before its expiry an access token already counts as expired.
     ///   - now: the wall clock token expiry is judged by (injectable for tests).
     ///   - lockDirectory: where the per-item lock files live (shared by every process using the
-    ///     store). Default: beside the file vault (`VAULT.locks/token-locks`), or a per-user folder
-    ///     for other stores; never chosen by environment variables.
+    ///     store). Default: beside the file vault (`VAULT.locks/token-locks`), none for a store only
+    ///     this process reaches (``MemoryStore``: no file is written), or a per-user folder for
+    ///     other stores; never chosen by environment variables.
     ///   - lockTimeout: how long a refresh waits for another process's refresh.
     ///   - executor: where the async variants and the refresh path run the blocking store calls.
     public init(store: any SecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
@@ -37,7 +38,7 @@ public final class TokenStore: Sendable {
         self.leeway = leeway
         self.executor = executor
         self.now = now
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: store), timeout: lockTimeout)
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: store), timeout: lockTimeout, store: store)
     }
 
     /// Session events from now on: signed in, refreshed, signed out.

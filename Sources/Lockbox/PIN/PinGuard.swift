@@ -62,7 +62,7 @@ public final class PinGuard: Sendable {
     /// Where the async variants run, and whose memory budget caps concurrent hashes.
     public let executor: BlockingExecutor
     private let clock: any PinClock
-    private let lockDirectory: FilePath
+    private let lockDirectory: FilePath?
     private let lockTimeout: Duration
     private let hasher: PinHasher
     private let acceptsOpenStore: Bool
@@ -80,7 +80,9 @@ public final class PinGuard: Sendable {
     ///   - clock: where lockout times come from; inject your own in tests.
     ///   - lockDirectory: where the per-profile lock files live; every process guarding the same
     ///     store must use the same one. Default: beside the file vault (`VAULT.locks/pin-locks`),
-    ///     or a per-user folder for other stores; never chosen by environment variables.
+    ///     none for a store only this process reaches (``MemoryStore``: the lock is in-process,
+    ///     no file is written), or a per-user folder for other stores; never chosen by
+    ///     environment variables.
     ///   - lockTimeout: how long an operation waits for another process's lock on the same
     ///     profile before it throws ``LockboxError/vaultBusy(path:waitedSeconds:)``.
     ///   - acceptingStoreOpenToOtherProcesses: keep PIN records in a store that every process of
@@ -246,7 +248,7 @@ public final class PinGuard: Sendable {
     }
 
     /// PIN records only where other processes of the user cannot read and rewrite them, unless
-    /// the caller accepted that (see ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:)``).
+    /// the caller accepted that (see ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:executor:)``).
     func requireProtectedStore() throws {
         if store.isOpenToOtherProcessesOfUser && !acceptsOpenStore {
             throw LockboxError.pinStoreUnprotected(store: "\(type(of: store))")
@@ -394,7 +396,7 @@ public final class PinGuard: Sendable {
     }
 
     /// The per-profile lock; the async variants take it with ``ItemLock/acquire(_:)``.
-    var profileLock: ItemLock { ItemLock(directory: lockDirectory, timeout: lockTimeout) }
+    var profileLock: ItemLock { ItemLock(directory: lockDirectory, timeout: lockTimeout, store: store) }
 }
 
 /// How ``PinGuard`` hashes a PIN and compares one with a stored hash: Argon2id, or in tests a
