@@ -23,6 +23,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        // Logging and metrics APIs for services (the backends are the service's choice).
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
     ],
@@ -59,6 +62,8 @@ let package = Package(
                 "CSodium",
                 "CLinux",
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(
@@ -162,6 +167,8 @@ let package = Package(
                 "LockboxFuzzing",
                 "LockboxTPM",
                 "LockboxTesting",
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 // The CLI's error table (exit codes and advice), read by the tests.
                 "lockbox",
                 .product(name: "SystemPackage", package: "swift-system"),
