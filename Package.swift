@@ -15,11 +15,17 @@ let package = Package(
         // TPM 2.0 key slots and TPM-enforced PINs; links tpm2-tss. Apps that do not want a TPM
         // depend on "Lockbox" alone and link nothing of it.
         .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
+        // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
+        // swift-log's InMemoryLogging, apart from the library so no service ships it.
+        .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        // Logging and metrics APIs for services (the backends are the service's choice).
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
     ],
@@ -62,7 +68,13 @@ let package = Package(
                 "CLinux",
                 "CSQLite",
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
+        ),
+        .target(
+            name: "LockboxTesting",
+            dependencies: ["Lockbox"]
         ),
         .target(
             name: "LockboxSecretService",
@@ -160,6 +172,9 @@ let package = Package(
                 "LockboxSelfTest",
                 "LockboxFuzzing",
                 "LockboxTPM",
+                "LockboxTesting",
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 // The CLI's error table (exit codes and advice), read by the tests.
                 "lockbox",
                 // Started by a Secret Service test; a dependency so that building the test

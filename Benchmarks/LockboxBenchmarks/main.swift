@@ -35,7 +35,7 @@ struct Options: ParsableCommand {
         commandName: "LockboxBenchmarks",
         abstract: "Time Lockbox's stores, unlocking and the lockbox process; write the results for docs/PERFORMANCE.md.")
 
-    static let groups: Set<String> = ["get", "set", "unlock", "process", "secret-service"]
+    static let groups: Set<String> = ["get", "set", "unlock", "process", "secret-service", "concurrency"]
 
     @Flag(help: "A short smoke run (few iterations, vaults of up to 1,000 items).")
     var quick = false
@@ -52,7 +52,7 @@ struct Options: ParsableCommand {
     var lockboxPath: String?
 
     @Option(name: .customLong("only"), help: ArgumentHelp(
-        "Run only these groups, comma-separated: get, set, unlock, process, secret-service (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
+        "Run only these groups, comma-separated: get, set, unlock, process, secret-service, concurrency (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
         valueName: "list"))
     var onlyList: String?
 
@@ -87,6 +87,8 @@ struct Plan {
     var keyringGetIterations: Int, keyringGetWarmup: Int
     var keyringSetIterations: Int, keyringSetWarmup: Int
     var keyringProcessIterations: Int, keyringProcessWarmup: Int
+    /// Rounds of 100 concurrent token reads and of 100 writes, per API (blocking, async).
+    var concurrencyRounds: Int = 1
 
     static let full = Plan(
         sizes: [10, 1_000, 10_000], processSizes: [10, 1_000, 10_000],
@@ -98,7 +100,8 @@ struct Plan {
         keyringItems: 1_000,
         keyringGetIterations: 2_000, keyringGetWarmup: 200,
         keyringSetIterations: 200, keyringSetWarmup: 10,
-        keyringProcessIterations: 200, keyringProcessWarmup: 10)
+        keyringProcessIterations: 200, keyringProcessWarmup: 10,
+        concurrencyRounds: 10)
 
     static let quick = Plan(
         sizes: [10, 1_000], processSizes: [10, 1_000],
@@ -1061,6 +1064,12 @@ func run() throws -> Int32 {
         try benchSecretService(fixtures, report, plan: plan, options: options)
     }
 
+    var concurrencySection = ""
+    if options.only.contains("concurrency") {
+        progress("concurrent token reads and writes…")
+        concurrencySection = try benchConcurrency(fixtures, plan: plan)
+    }
+
     if !sizes.isEmpty {
         report.note("Vault files live in `\(fixtures.root.deletingLastPathComponent().path)` (the fsync in `set` hits that file system); "
             + "items are 40-byte tokens, 100 accounts per service.")
@@ -1070,6 +1079,7 @@ func run() throws -> Int32 {
             + "\(formatCount(plan.keyringItems)) items in the keyring.")
     }
     print(report.markdown(quick: options.quick), terminator: "")
+    if !concurrencySection.isEmpty { print("\n" + concurrencySection, terminator: "") }
     progress("done in \(formatDuration(Double(monotonicNanoseconds() - started)))")
     return 0
 }
