@@ -1448,7 +1448,7 @@ _lockbox_export() {
 
 _lockbox_import() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json-lines --version -h --help)
     repeating_options=()
     non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
     __lockbox_offer_flags_options 1
