@@ -7,10 +7,13 @@ Usage: Fuzz/make-seeds.py     (rewrites the seed files; the fuzzer's own finds g
 import json
 import os
 import struct
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CORPUS = os.path.join(HERE, "corpus")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import lockbox_format  # noqa: E402  (scripts/lockbox_format.py)
 
 
 def write(target, name, data):
@@ -31,6 +34,17 @@ for v in vectors:
     write("vault-file", f"{v['id']}-header-only", b"\x00" + file[:h])
     write("vault-payload", v["id"], plain)
 write("vault-payload", "empty-vault", struct.pack("<I", 0) + b"\x80" + bytes(251))
+
+# vault-row: one item's metadata plaintext (docs/FORMAT.md section 18.3): a section 7.1 item
+# without its secret length and secret.
+for v in vectors:
+    for index, item in enumerate(v["inputs"]["items"]):
+        full = lockbox_format.encode_payload([dict(item, secret=b"")])[4:]  # drop the item count
+        write("vault-row", f"{v['id']}-item-{index}", full[:-4])  # drop the (zero) secret length
+# vault-database: Fuzz/corpus/vault-database/small-vault is a format-2 vault made by the lockbox
+# CLI with the key file whose key is bytes 0..31 (the harness opens it with that key), not here:
+#   printf "$(printf '\\x%02x' $(seq 0 31))" > k.key && lockbox init --format 2 --vault v --key-file k.key
+#   printf a | lockbox set --vault v --key-file k.key svc alice --attribute env=prod  (and a few more)
 
 settings = {
     "profiles": {

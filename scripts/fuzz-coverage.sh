@@ -15,12 +15,14 @@ repo=$(pwd)
 declare -A files=(
     [vault-file]="Lockbox/Stores/EncryptedFile/VaultFormat.swift Lockbox/Stores/EncryptedFile/ByteCoding.swift Lockbox/Stores/EncryptedFile/KeySlotCrypto.swift"
     [vault-payload]="Lockbox/Stores/EncryptedFile/VaultFormat.swift Lockbox/Stores/EncryptedFile/ByteCoding.swift"
+    [vault-row]="Lockbox/Stores/SQLite/VaultRecords.swift Lockbox/Stores/EncryptedFile/VaultFormat.swift"
+    [vault-database]="Lockbox/Stores/SQLite/SQLiteVaultStore.swift Lockbox/Stores/SQLite/SQLiteConnection.swift Lockbox/Stores/SQLite/VaultRecords.swift"
     [settings]="Lockbox/Selection/BackendSettings.swift"
     [pin-record]="Lockbox/PIN/PinGuard.swift Lockbox/PIN/LockoutPolicy.swift Lockbox/PIN/PinClock.swift"
     [session-window]="LockboxWindows/SessionWindow.swift LockboxWindows/KernelKeyring.swift"
     [key-file]="Lockbox/Stores/EncryptedFile/VaultCredential.swift"
 )
-if (($#)); then targets=("$@"); else targets=(vault-file vault-payload settings pin-record session-window key-file token-response token-record); fi
+if (($#)); then targets=("$@"); else targets=(vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record); fi
 for target in "${targets[@]}"; do
     [[ -n ${files[$target]:-} ]] || { echo "fuzz-coverage: unknown target '$target'" >&2; exit 64; }
 done

@@ -4,7 +4,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET]
 #   SECONDS  how long each target runs (default 60)
-#   TARGET   one of: vault-file vault-payload settings pin-record session-window key-file token-response token-record
+#   TARGET   one of: vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record
 #            (default: all of them, one after the other)
 #
 # Each target starts from its seed corpus, Fuzz/corpus/TARGET (see Fuzz/make-seeds.py), and keeps
@@ -19,7 +19,7 @@ repo=$(pwd)
 
 seconds=${1:-60}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: SECONDS must be a whole number, not '$seconds'" >&2; exit 64; }
-all=(vault-file vault-payload settings pin-record session-window key-file token-response token-record)
+all=(vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record)
 if [[ -n ${2:-} ]]; then
     [[ " ${all[*]} " == *" $2 "* ]] || { echo "fuzz: unknown target '$2' (one of: ${all[*]})" >&2; exit 64; }
     targets=("$2")
@@ -54,6 +54,7 @@ for target in "${targets[@]}"; do
     scratch_tmp=$(mktemp -d /dev/shm/lockbox-fuzz.XXXXXX 2>/dev/null || mktemp -d "$work/tmp.XXXXXX")
     max_len=4096
     [[ $target == vault-file || $target == vault-payload ]] && max_len=16384
+    [[ $target == vault-database ]] && max_len=65536
     # SWIFT_BACKTRACE=enable=no: the Swift runtime's crash handler would race libFuzzer's (and
     # trip ASan reading memory); libFuzzer prints the stack of a trap itself.
     run=(env TMPDIR="$scratch_tmp" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=0}"

@@ -35,7 +35,7 @@ struct Options: ParsableCommand {
         commandName: "LockboxBenchmarks",
         abstract: "Time Lockbox's stores, unlocking and the lockbox process; write the results for docs/PERFORMANCE.md.")
 
-    static let groups: Set<String> = ["get", "set", "unlock", "process", "secret-service", "concurrency"]
+    static let groups: Set<String> = ["get", "set", "unlock", "process", "secret-service", "concurrency", "format2"]
 
     @Flag(help: "A short smoke run (few iterations, vaults of up to 1,000 items).")
     var quick = false
@@ -52,7 +52,7 @@ struct Options: ParsableCommand {
     var lockboxPath: String?
 
     @Option(name: .customLong("only"), help: ArgumentHelp(
-        "Run only these groups, comma-separated: get, set, unlock, process, secret-service, concurrency (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
+        "Run only these groups, comma-separated: get, set, unlock, process, secret-service, concurrency, format2 (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
         valueName: "list"))
     var onlyList: String?
 
@@ -435,6 +435,7 @@ final class Report {
 }
 
 enum Group {
+    static let formatTwo = "format 2 (SQLite)"
     static let get = "get (in-process)"
     static let memoryGet = "get (MemoryStore, baseline)"
     static let set = "set (in-process)"
@@ -682,6 +683,63 @@ func benchProcesses(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
             }
         }
         report.add(Group.process, "key-file slot", items: size, stats)
+    }
+}
+
+// MARK: - Vault format 2 (SQLite, sealed rows)
+
+/// Format 2 beside format 1 at each size: populating through the batch path (one transaction),
+/// file size per item, in-process get, set (durable commit), open with a key file, list, and the
+/// whole `lockbox get` process. The format-1 rows of the other groups are the comparison.
+func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options: Options) throws {
+    for size in plan.sizes {
+        let path = fixtures.newVaultPath("format2-\(size)")
+        let store = try SQLiteVaultStore.create(at: path, credentials: [.keyFile(fixtures.keyFile)])
+        var generator = SplitMix64(seed: UInt64(size))
+        var writes: [ItemWrite] = []
+        for index in 0..<size {
+            let token = makeToken(&generator)
+            let (service, account) = itemAddress(index)
+            writes.append(ItemWrite(SecretBytes(utf8: token), for: ItemKey(service: service, account: account), options: ItemOptions(kind: .token)))
+        }
+        let populate = try measure(warmup: 0, iterations: 1) { _ in try store.set(writes) }
+        writes = []
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: path.string)[.size] as? Int).flatMap { $0 } ?? 0
+        let wal = (try? FileManager.default.attributesOfItem(atPath: path.string + "-wal")[.size] as? Int).flatMap { $0 } ?? 0
+        report.add(Group.formatTwo, "populate through the batch path (one transaction)", items: size, populate,
+                   note: "file \(formatCount((bytes + wal) / max(size, 1))) bytes/item incl. WAL")
+        var random = SplitMix64(seed: 42)
+        let get = try measure(warmup: plan.getWarmup / 10, iterations: plan.getIterations / 10) { _ in
+            let index = Int(random.next() % UInt64(size))
+            let (service, account) = itemAddress(index)
+            guard try store.get(ItemKey(service: service, account: account)) != nil else { throw BenchError("format 2: item \(index) missing") }
+        }
+        report.add(Group.formatTwo, "get, random item", items: size, get)
+        let set = try measure(warmup: plan.setWarmup, iterations: plan.setIterations) { iteration in
+            let index = Int(random.next() % UInt64(size))
+            let (service, account) = itemAddress(index)
+            try store.set(SecretBytes(utf8: "overwritten-\(iteration)"), for: ItemKey(service: service, account: account), options: ItemOptions(kind: .token))
+        }
+        report.add(Group.formatTwo, "set, overwrite random item, durable commit", items: size, set)
+        let open = try measure(warmup: plan.keyFileUnlockWarmup, iterations: plan.keyFileUnlockIterations) { _ in
+            _ = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(fixtures.keyFile)])
+        }
+        report.add(Group.formatTwo, "open, key-file slot", items: size, open)
+        let listIterations = size >= 10_000 ? max(2, plan.setIterations / 20) : plan.setIterations
+        let list = try measure(warmup: 1, iterations: listIterations) { _ in
+            guard try store.list(service: nil).count == size else { throw BenchError("format 2: list lost items") }
+        }
+        report.add(Group.formatTwo, "list (metadata only)", items: size, list)
+        guard let lockbox = lockboxBinary(options), FileManager.default.isExecutableFile(atPath: lockbox.path) else { continue }
+        let (service, account) = itemAddress(size / 2)
+        let value = try store.get(ItemKey(service: service, account: account)).map { $0.withUnsafeBytes { Data($0) } } ?? Data()
+        let arguments = ["get", "--vault", path.string, "--key-file", fixtures.keyFile.string, service, account]
+        let process = try measureProcess(
+            warmup: plan.processWarmup, iterations: plan.processIterations, lockbox, arguments, environment: fixtures.childEnvironment
+        ) {
+            guard $0.status == 0, $0.output == value else { throw BenchError("format 2: `lockbox get` exited with \($0.status) or printed the wrong secret") }
+        }
+        report.add(Group.formatTwo, "`lockbox get` process, key-file slot", items: size, process)
     }
 }
 
@@ -1058,6 +1116,10 @@ func run() throws -> Int32 {
     if options.only.contains("process") {
         progress("processes…")
         try benchProcesses(fixtures, report, plan: plan, options: options)
+    }
+    if options.only.contains("format2") {
+        progress("format 2…")
+        try benchFormatTwo(fixtures, report, plan: plan, options: options)
     }
     if options.only.contains("secret-service") {
         progress("Secret Service…")

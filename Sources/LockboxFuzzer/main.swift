@@ -11,6 +11,8 @@ import LockboxFuzzing
 let targets: [String: @Sendable (UnsafeRawBufferPointer) -> Void] = [
     "vault-file": FuzzingEntryPoints.vaultFile,
     "vault-payload": FuzzingEntryPoints.vaultPayload,
+    "vault-row": FuzzingEntryPoints.vaultRow,
+    "vault-database": FuzzingEntryPoints.vaultDatabase,
     "settings": FuzzingEntryPoints.settings,
     "pin-record": FuzzingEntryPoints.pinRecord,
     "session-window": FuzzingEntryPoints.sessionWindow,

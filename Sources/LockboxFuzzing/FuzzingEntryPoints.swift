@@ -124,6 +124,65 @@ package enum FuzzingEntryPoints {
         }
     }
 
+    // MARK: Format 2
+
+    /// The vault ID and data key of the `vault-row` target (and of the `vault-database` seeds).
+    static let formatTwoVaultID = (0..<16).map { UInt8(0xF0 &+ $0) }
+    static let formatTwoRecords = VaultRecords(vaultID: formatTwoVaultID, dataKey: fixedDataKey)
+
+    /// A format-2 item row: the input is the metadata *plaintext* (docs/FORMAT.md section 18.3),
+    /// sealed at the address of the names it starts with (or a fixed one), then opened as a
+    /// reader does (`VaultRecords.openMetadata`: AEAD, `VaultPayload.readMetadata`, the address
+    /// check). Properties: whatever opens re-seals and opens to the same metadata; a secret sealed
+    /// beside it opens only with that metadata column; the raw input, read as a sealed column,
+    /// never opens.
+    package static func vaultRow(_ input: UnsafeRawBufferPointer) {
+        let records = formatTwoRecords
+        let plaintext = SecretBytes(copying: input)
+        var reader = ByteReader(input)
+        let names = try? VaultPayload.readMetadata(&reader, index: 0)
+        let address = names.map { records.address($0.0.key) } ?? [UInt8](repeating: 0xAB, count: VaultRecords.addressBytes)
+        let column = records.sealForFuzzing(plaintext, address: address)
+        guard let (metadata, reserved) = try? records.openMetadata(column, address: address) else {
+            if names != nil && reader.remaining == 0 { fatalError("well-formed metadata at its own address did not open") }
+            _ = try? records.openMetadata(Array(input), address: address)
+            return
+        }
+        let entry = VaultEntry(metadata: metadata, secret: SecretBytes(copying: [1, 2, 3] as [UInt8]), unknownReservedAttributes: reserved)
+        let resealed = records.sealMetadata(entry, address: address)
+        guard let (again, reservedAgain) = try? records.openMetadata(resealed, address: address),
+              again == metadata, reservedAgain == reserved
+        else { fatalError("metadata that opened does not open the same after re-sealing") }
+        let secret = records.sealSecret(entry.secret, address: address, metadata: resealed)
+        guard (try? records.openSecret(secret, address: address, metadata: resealed)) == entry.secret else {
+            fatalError("a secret did not open beside its own metadata")
+        }
+        if (try? records.openSecret(secret, address: address, metadata: column)) != nil {
+            fatalError("a secret opened beside another write's metadata")
+        }
+        if (try? records.openMetadata(Array(input), address: address)) != nil { fatalError("raw input opened as a sealed column") }
+    }
+
+    /// A format-2 database file: the input is written as the vault file and opened with the key
+    /// file whose key is `keyFileKeys[0]` (the seeds are vaults made with it), then every item is
+    /// listed and read. Any outcome but a crash, a hang or a non-`LockboxError` is fine.
+    package static func vaultDatabase(_ input: UnsafeRawBufferPointer) {
+        let path = scratchFile("vault.db"), keyPath = scratchFile("vault.key")
+        for suffix in ["-wal", "-shm", "-journal"] { _ = unlink(path.string + suffix) }
+        guard (try? writeFile(input, to: path)) != nil else { return }
+        if !FileManager.default.fileExists(atPath: keyPath.string) {
+            _ = try? keyFileKeys[0].withUnsafeBytes { try writeFile($0, to: keyPath) }
+        }
+        do {
+            let store = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(keyPath)], busyTimeout: .milliseconds(10))
+            for item in try store.list(service: nil) { _ = try store.item(item.key) }
+        } catch is LockboxError {
+            return
+        } catch {
+            fatalError("a format-2 vault gave an error that is not a LockboxError: \(error)")
+        }
+    }
+
     // MARK: Settings
 
     /// The settings file (`BackendSettings.load`), written to a private temporary file first.

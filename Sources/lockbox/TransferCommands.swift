@@ -116,15 +116,23 @@ struct Export: ParsableCommand {
 struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Restore items from a backup made with `lockbox export`, reporting every conflict.")
+        abstract: "Restore items from a backup made with `lockbox export`, reporting every conflict; or store JSON lines in one batch.",
+        discussion: """
+            With --json-lines, FILE (or - for standard input) holds one item per line: \
+            {"service": S, "account": A, "secret_b64": BASE64, "kind": K, "label": L} (kind and label optional). \
+            Every line is checked first; then all items are stored in one batch (one transaction on a \
+            format-2 vault, one rewrite of a format-1 vault), overwriting items at the same address.
+            """)
     @OptionGroup var vaultOptions: VaultOptions
-    @Argument(help: "The backup file.", completion: .file()) var file: String
+    @Argument(help: "The backup file (with --json-lines: the JSON-lines file, or - for standard input).", completion: .file()) var file: String
+    @Flag(help: "Read FILE as JSON lines of items instead of a backup vault.") var jsonLines = false
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked).", valueName: "fd"))
     var backupPassphraseFd: Int32?
     @Option(help: ArgumentHelp("When an item exists with different contents: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
     @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth).") var json = false
 
     func run() throws {
+        if jsonLines { return try importJSONLines() }
         let passphrase: SecretBytes
         if let fd = backupPassphraseFd {
             passphrase = try SecretInput.passphrase(fromDescriptor: fd, what: "backup passphrase")
@@ -138,5 +146,46 @@ struct Import: ParsableCommand {
         let report = try Transfer.run(from: backup, to: store, onConflict: onConflict, progress: progressPrinter(label: "importing"))
         try printReport(report, json: json)
         Console.status("Imported from \(file): \(summary(report)).")
+    }
+}
+
+extension Import {
+    /// Reads every line, refusing the whole input on the first bad one (with its line number),
+    /// then stores all items with one `set(_:)`.
+    func importJSONLines() throws {
+        let data: Data
+        do {
+            data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
+                : try Data(contentsOf: URL(fileURLWithPath: file), options: .mappedIfSafe)
+        } catch {
+            throw LockboxError.invalidArgument("cannot read the JSON-lines file \(file): \(error.localizedDescription)")
+        }
+        var writes: [ItemWrite] = []
+        for (index, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { continue }
+            func bad(_ why: String) -> LockboxError { .invalidArgument("line \(index + 1) of the JSON lines: \(why)") }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { throw bad("not a JSON object") }
+            guard let service = object["service"] as? String, let account = object["account"] as? String else {
+                throw bad("\"service\" and \"account\" must be strings")
+            }
+            guard let encoded = object["secret_b64"] as? String, let secret = Data(base64Encoded: encoded) else {
+                throw bad("\"secret_b64\" must be a base64 string")
+            }
+            for field in ["kind", "label"] where object[field] != nil && !(object[field] is String) {
+                throw bad("\"\(field)\" must be a string")
+            }
+            let options = ItemOptions(kind: ItemKind(rawValue: (object["kind"] as? String) ?? ItemKind.generic.rawValue),
+                                      label: object["label"] as? String)
+            let write = ItemWrite(SecretBytes(copying: secret), for: ItemKey(service: service, account: account), options: options)
+            do {
+                try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count)
+            } catch let error as LockboxError {
+                throw bad("\(error)")
+            }
+            writes.append(write)
+        }
+        let store = try vaultOptions.openStore()
+        try store.set(writes)
+        Console.status("Imported \(writes.count) item(s) from JSON lines in one batch.")
     }
 }

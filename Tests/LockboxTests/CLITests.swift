@@ -305,10 +305,10 @@ struct CLITests {
         #expect(result.stdoutString == "v")
     }
 
-    @Test("four processes writing at once lose no update")
-    func concurrentProcesses() async throws {
-        #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
-        let writers = 4, itemsEach = 15
+    @Test("processes writing at once lose no update: 4 x 15 sets on format 1, 8 x 25 on format 2", arguments: [1, 2])
+    func concurrentProcesses(format: Int) async throws {
+        #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key, "--format", "\(format)"]).status == 0)
+        let (writers, itemsEach) = format == 2 ? (8, 25) : (4, 15)
         let arguments = withKey([])
         let statuses = await withTaskGroup(of: [Int32].self) { group in
             for writer in 0..<writers {
@@ -328,9 +328,11 @@ struct CLITests {
         }
         #expect(statuses.count == writers * itemsEach)
         #expect(statuses.allSatisfy { $0 == 0 })
-        let store = try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
+        let store: any SecretStore = format == 2
+            ? try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
+            : try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
         let items = try store.list(service: "race")
         #expect(items.count == writers * itemsEach)
-        #expect(try await Vault(store: store).string(service: "race", account: "w3-i14") == "value-3-14")
+        #expect(try await Vault(store: store).string(service: "race", account: "w\(writers - 1)-i\(itemsEach - 1)") == "value-\(writers - 1)-\(itemsEach - 1)")
     }
 }

@@ -466,32 +466,40 @@ struct Format2CLITests {
         #expect(result.status == 0)
         #expect(try lockbox(["get", "svc", "text"]).stdoutString == "t")
     }
+}
 
-    @Test("8 lockbox processes writing one format-2 vault at once lose no update")
-    func concurrentProcesses() async throws {
+extension Format2CLITests {
+    @Test("import --json-lines stores every line in one batch; a bad line stores nothing and names the line; export gives one self-contained file")
+    func jsonLinesAndExport() throws {
         #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
-        let writers = 8, itemsEach = 25
-        let (vault, key) = (vault, key)
-        let statuses = await withTaskGroup(of: [Int32].self) { group in
-            for writer in 0..<writers {
-                group.addTask {
-                    var statuses: [Int32] = []
-                    for item in 0..<itemsEach {
-                        let result = try? runLockbox(["set", "race", "w\(writer)-i\(item)", "--vault", vault, "--key-file", key],
-                                                     stdin: Data("value-\(writer)-\(item)".utf8))
-                        statuses.append(result?.status ?? -1)
-                    }
-                    return statuses
-                }
-            }
-            var all: [Int32] = []
-            for await statuses in group { all += statuses }
-            return all
+        var lines = (0..<300).map { index in
+            #"{"service": "migrated", "account": "user-\#(index)", "secret_b64": "\#(Data("token-\(index)".utf8).base64EncodedString())", "kind": "token", "label": "from the old keyring"}"#
         }
-        #expect(statuses.count == writers * itemsEach)
-        #expect(statuses.allSatisfy { $0 == 0 })
+        lines.append(#"{"service": "migrated", "account": "binary", "secret_b64": "AAEC/w=="}"#)
+        var result = try lockbox(["import", "--json-lines", "-"], stdin: Data((lines.joined(separator: "\n") + "\n").utf8))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try lockbox(["get", "migrated", "user-299"]).stdoutString == "token-299")
+        #expect(try lockbox(["get", "migrated", "binary"]).stdout == Data([0, 1, 2, 255]))
         let store = try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
-        #expect(try store.list(service: "race").count == writers * itemsEach)
-        #expect(try await Vault(store: store).string(service: "race", account: "w7-i24") == "value-7-24")
+        #expect(try store.list(service: "migrated").count == 301)
+        #expect(try store.metadata(ItemKey(service: "migrated", account: "user-7"))?.label == "from the old keyring")
+
+        let bad = [#"{"service": "other", "account": "a", "secret_b64": "YQ=="}"#, #"{"service": "other", "account": "b", "secret_b64": 5}"#]
+        result = try lockbox(["import", "--json-lines", "-"], stdin: Data(bad.joined(separator: "\n").utf8))
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("error[invalid-argument]") && result.stderr.contains("line 2"))
+        #expect(try store.list(service: "other").isEmpty)
+
+        let backup = folder.file("backup.lockbox").string
+        let passphrase = folder.file("backup-pass").string
+        try Data("backup words\n".utf8).write(to: URL(fileURLWithPath: passphrase))
+        result = try runLockbox(["export", "--vault", vault, "--key-file", key, "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"],
+                                shellRedirect: "3<'\(passphrase)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        // One file holds the backup (a format-1 vault); no SQLite -wal or -shm beside it.
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).filter { $0.hasPrefix("backup.lockbox") }
+        #expect(Set(names) == ["backup.lockbox", "backup.lockbox.lock"])
+        #expect(!SQLiteVaultStore.sqliteHeader(FilePath(backup)).isSQLite)
+        #expect(try EncryptedFileStore.open(at: FilePath(backup), credential: .passphrase(secret("backup words"))).list(service: "migrated").count == 301)
     }
 }

@@ -73,16 +73,7 @@ public final class EncryptedFileStore: SecretStore {
         at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default,
         lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> EncryptedFileStore {
-        guard !credentials.isEmpty else {
-            throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
-        }
-        do {
-            try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
-        } catch {
-            throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
-        }
-        try checkCanCreate(at: path)
-        let path = VaultFile.resolvedPath(path)
+        let path = try VaultFile.prepareNewVault(at: path, credentials: credentials)
         // Key derivation (Argon2id) happens before taking the lock, so it never blocks other writers.
         let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
         let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)

@@ -16,6 +16,22 @@ package enum VaultFile {
         return (folder.isEmpty ? FilePath(".") : folder).resolvingSymlinks()?.appending(name) ?? path
     }
 
+    /// What creating a vault of either format starts with: at least one credential, the folder
+    /// made (mode 0700), nothing at `path` (``EncryptedFileStore/checkCanCreate(at:)``); returns
+    /// the resolved path the vault goes to.
+    static func prepareNewVault(at path: FilePath, credentials: [VaultCredential]) throws -> FilePath {
+        guard !credentials.isEmpty else {
+            throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
+        }
+        do {
+            try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
+        } catch {
+            throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
+        }
+        try EncryptedFileStore.checkCanCreate(at: path)
+        return resolvedPath(path)
+    }
+
     /// The vault file at `path` (symbolic links resolved), read once and its header parsed.
     package static func snapshot(at path: FilePath) throws -> VaultFileSnapshot {
         try snapshot(resolved: resolvedPath(path))

@@ -60,16 +60,7 @@ public final class SQLiteVaultStore: SecretStore {
         at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default,
         busyTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> SQLiteVaultStore {
-        guard !credentials.isEmpty else {
-            throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
-        }
-        do {
-            try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
-        } catch {
-            throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
-        }
-        try EncryptedFileStore.checkCanCreate(at: path)
-        let path = VaultFile.resolvedPath(path)
+        let path = try VaultFile.prepareNewVault(at: path, credentials: credentials)
         let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
         let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
         let (slots, unlocker) = try KeySlots.make(for: credentials, dataKey: dataKey, vaultID: vaultID, kdf: kdf)

@@ -98,6 +98,12 @@ package struct VaultRecords {
         return secret
     }
 
+    /// `plaintext` sealed as a metadata column at `address`, whatever it holds: for the fuzzing
+    /// harness, which must reach the decoder behind the AEAD with arbitrary bytes.
+    package func sealForFuzzing(_ plaintext: SecretBytes, address: [UInt8]) -> [UInt8] {
+        seal(plaintext, additionalData: additionalData(Self.metadataContext, address: address))
+    }
+
     private func seal(_ plaintext: SecretBytes, additionalData: [UInt8]) -> [UInt8] {
         let nonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
         return nonce + plaintext.withUnsafeBytes { Sodium.seal($0, additionalData: additionalData, nonce: nonce, key: rowKey) }
