@@ -126,7 +126,8 @@ struct VaultOptions: ParsableArguments {
     /// first time one is made. With `auto` and a recorded store that is unavailable, it fails
     /// loudly rather than switch to another, empty store.
     func openStore() throws -> any SecretStore {
-        try openStoreDetailed().store
+        // No freshness needed: no session-window look-up for the Secret Service.
+        try openResolvedStore(needsFreshness: false).store
     }
 
     /// A vault over the store this invocation uses, able to read protected items when this
@@ -159,7 +160,10 @@ struct VaultOptions: ParsableArguments {
     }
 
     /// Opens the store ``StoreSelection`` chose (recording a new choice), with the resolution.
-    func openResolvedStore() throws -> (store: any SecretStore, fresh: Bool, resolution: StoreResolution) {
+    /// `needsFreshness: false` (a command that reads no protected item: set, delete, list) skips
+    /// the Secret Service's window look-up and reports `fresh` as false; a file vault still opens
+    /// through its window when one is open.
+    func openResolvedStore(needsFreshness: Bool = true) throws -> (store: any SecretStore, fresh: Bool, resolution: StoreResolution) {
         let resolution = try resolveStore()
         switch resolution.backend {
         case .file:
@@ -171,7 +175,7 @@ struct VaultOptions: ParsableArguments {
             return (opened.store, opened.fresh, resolution)
         case .secretService:
             let store = try resolution.opening { try resolution.openSecretService() }
-            return (store, try secretServiceWindowOpen(store, resolution), resolution)
+            return (store, needsFreshness ? try secretServiceWindowOpen(store, resolution) : false, resolution)
         }
     }
 
