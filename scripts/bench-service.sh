@@ -53,7 +53,8 @@ for mode in async blocking; do
     flags=()
     [[ $mode == blocking ]] && flags+=(--blocking)
     rm -f "$work/$mode.lockbox"
-    "$service" --vault "$work/$mode.lockbox" --key-file "$work/vault.key" --create-vault --pin-preset "$preset" "${flags[@]}" \
+    LOCKBOX_VAULT="$work/$mode.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET="$preset" \
+        "$service" --create-vault "${flags[@]}" \
         >"$work/$mode.out" 2>"$work/$mode.err" &
     pid=$!
     port=""

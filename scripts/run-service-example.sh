@@ -25,13 +25,13 @@ done
 package=Examples/HummingbirdService
 log=$(mktemp)
 started=$SECONDS
-swift build --package-path "$package" 2>&1 | tee "$log"
+swift build --package-path "$package" --build-tests 2>&1 | tee "$log"
 if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
     echo "run-service-example: the build has warnings in our own code (above); fix them" >&2
     exit 1
 fi
 echo "run-service-example: built in $((SECONDS - started)) s"
-service="$(swift build --package-path "$package" --show-bin-path)/HummingbirdService"
+service="$(swift build --package-path "$package" --build-tests --show-bin-path)/HummingbirdService"
 
 work=$(mktemp -d)
 chmod 700 "$work"
@@ -46,11 +46,20 @@ trap cleanup EXIT
 head -c 32 /dev/urandom >"$work/vault.key"
 chmod 600 "$work/vault.key"
 
+# The adapter's tests (LockboxSwiftConfiguration, from the root package) run here, where
+# swift-configuration is built anyway.
+swift test --package-path "$package" --skip-build 2>&1 | tail -n 3
+
+# The second process reads its configuration from a JSON file, the first from LOCKBOX_* variables.
+cat >"$work/config.json" <<EOF
+{"lockbox": {"vault": "$work/vault.lockbox", "keyFile": "$work/vault.key", "pinPreset": "server"}}
+EOF
+
 # Starts the service (extra options after the name), waits for its port; sets $port and $pid.
 start_service() {
     local name=$1
     shift
-    "$service" --vault "$work/vault.lockbox" --key-file "$work/vault.key" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    "$service" "$@" >"$work/$name.out" 2>"$work/$name.err" &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 1 300); do
@@ -78,9 +87,9 @@ stop_service() {
     fi
 }
 
-start_service first --create-vault
+LOCKBOX_VAULT="$work/vault.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET=server start_service first --create-vault
 first_port=$port first_pid=$pid
-start_service second --create-vault
+start_service second --create-vault --config "$work/config.json"
 second_port=$port second_pid=$pid
 echo "run-service-example: two processes on one vault, ports $first_port and $second_port"
 python3 scripts/drive-service.py check "$first_port" "$second_port"

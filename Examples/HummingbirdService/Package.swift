@@ -12,14 +12,28 @@ let package = Package(
         .package(name: "Lockbox", path: "../.."),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
     ],
     targets: [
         .executableTarget(
             name: "HummingbirdService",
             dependencies: [
                 .product(name: "Lockbox", package: "Lockbox"),
+                .product(name: "LockboxSwiftConfiguration", package: "Lockbox"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ]
+        ),
+        // The tests of the root package's LockboxSwiftConfiguration product live here, where
+        // swift-configuration is built anyway (Hummingbird depends on it), so the root's suite
+        // and its two sanitizer builds never compile swift-configuration for them.
+        .testTarget(
+            name: "LockboxSwiftConfigurationTests",
+            dependencies: [
+                .product(name: "Lockbox", package: "Lockbox"),
+                .product(name: "LockboxSwiftConfiguration", package: "Lockbox"),
+                .product(name: "Configuration", package: "swift-configuration"),
             ]
         ),
     ],

@@ -16,10 +16,11 @@ struct LockboxAPI: Sendable {
     /// Call the blocking API from the handlers (the cooperative pool's threads), for comparison.
     let blocking: Bool
 
-    init(store: EncryptedFileStore, preset: PinPreset, blocking: Bool) {
-        tokens = TokenStore(store: store)
-        pins = PinGuard(store: store, preset: preset)
-        identity = DeviceIdentity(store: store)
+    init(store: EncryptedFileStore, configuration: LockboxConfiguration, blocking: Bool) {
+        let executor = configuration.makeExecutor()
+        tokens = configuration.tokenStore(store: store, executor: executor)
+        pins = configuration.pinGuard(store: store, executor: executor)
+        identity = configuration.deviceIdentity(store: store, executor: executor)
         self.blocking = blocking
     }
 

@@ -1,7 +1,9 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Hummingbird
 import Lockbox
+import LockboxSwiftConfiguration
 import NIOCore
 
 /// A Hummingbird 2 service keeping its users' refresh tokens and PINs in a Lockbox key-file vault.
@@ -16,6 +18,10 @@ import NIOCore
 ///   stable code) plus the failure count where there is one.
 /// - `GET /device-id`: `DeviceIdentity`, the same ID in every process on the vault.
 ///
+/// Configuration: `LOCKBOX_VAULT`, `LOCKBOX_KEY_FILE`, `LOCKBOX_PIN_PRESET`, … (environment) over a
+/// `--config` JSON file, read into a `LockboxConfiguration` by the `LockboxSwiftConfiguration`
+/// adapter; the store, executor and Lockbox types are made from it.
+///
 /// With `--blocking`, the handlers call Lockbox's blocking API directly, as a service did before
 /// the async API: the benchmark (scripts/bench-service.sh) measures what that costs.
 @main
@@ -29,29 +35,31 @@ struct HummingbirdService: AsyncParsableCommand {
     @Option(help: "The port to listen on (0: any free port; the port is printed as `listening on PORT`).")
     var port = 0
 
-    @Option(help: "The vault file.")
-    var vault: String
-
-    @Option(help: "The key file that opens the vault (32 bytes, mode 0600).")
-    var keyFile: String
+    @Option(help: "A JSON file with a `lockbox` object (LockboxConfiguration's keys); LOCKBOX_* environment variables override it.")
+    var config: String?
 
     @Flag(help: "Create the vault with the key file's slot if it does not exist yet.")
     var createVault = false
 
-    @Option(help: "The PIN preset: server (OWASP's 19 MiB, one write per verify) or desktop (256 MiB).")
-    var pinPreset: PresetName = .server
-
     @Flag(help: "Call Lockbox's blocking API from the handlers, on Swift's cooperative pool (for comparison only).")
     var blocking = false
 
-    enum PresetName: String, ExpressibleByArgument, CaseIterable {
-        case server, desktop
-        var preset: PinPreset { self == .server ? .server : .desktop }
+    /// What the service uses unless its configuration says otherwise: the file vault in the
+    /// working folder, PINs with the server preset.
+    static let defaults = LockboxConfiguration(store: .file, vaultPath: "vault.lockbox", pinPreset: .server)
+
+    /// Lockbox's configuration as a service reads it: `LOCKBOX_*` environment variables over the
+    /// `--config` JSON file over ``defaults`` (the `LockboxSwiftConfiguration` adapter).
+    func configuration() async throws -> LockboxConfiguration {
+        var providers: [any ConfigProvider] = [EnvironmentVariablesProvider()]
+        if let config { providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(config))) }
+        return try LockboxConfiguration(config: ConfigReader(providers: providers).scoped(to: "lockbox"), defaults: Self.defaults)
     }
 
     func run() async throws {
-        let store = try openVault()
-        let api = LockboxAPI(store: store, preset: pinPreset.preset, blocking: blocking)
+        let configuration = try await configuration()
+        let store = try openVault(configuration)
+        let api = LockboxAPI(store: store, configuration: configuration, blocking: blocking)
         let router = Router()
         api.addRoutes(to: router)
         let app = Application(
@@ -68,15 +76,14 @@ struct HummingbirdService: AsyncParsableCommand {
 
     /// Opens the vault, creating it first if asked and it is missing. Two processes started with
     /// `--create-vault` at once agree: the loser of the creation opens the winner's vault.
-    func openVault() throws -> EncryptedFileStore {
-        let credential = VaultCredential.keyFile(FilePath(keyFile))
-        if createVault {
+    func openVault(_ configuration: LockboxConfiguration) throws -> EncryptedFileStore {
+        if createVault, let credential = try configuration.keyFileCredential() {
             do {
-                return try EncryptedFileStore.create(at: FilePath(vault), credentials: [credential])
+                return try EncryptedFileStore.create(at: configuration.vaultPath, credentials: [credential])
             } catch LockboxError.vaultAlreadyExists {
                 // Someone else created it: open theirs.
             }
         }
-        return try EncryptedFileStore.open(at: FilePath(vault), credential: credential)
+        return try configuration.openFileVault()
     }
 }
