@@ -28,6 +28,10 @@ let package = Package(
         // Only LockboxSwiftConfiguration uses it (its tests run in Examples/HummingbirdService,
         // which builds it anyway, so the sanitizer builds of the suite do not).
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // `swift package generate-documentation --target Lockbox` (the DocC catalog,
+        // Sources/Lockbox/Lockbox.docc; scripts/check-docc.sh). A command plugin: nothing of it is
+        // linked or built by `swift build`.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
