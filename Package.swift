@@ -18,11 +18,17 @@ let package = Package(
         // LockboxConfiguration from swift-configuration's ConfigReader (LOCKBOX_* environment
         // variables, JSON or YAML files). Apps that configure Lockbox by hand build none of it.
         .library(name: "LockboxSwiftConfiguration", targets: ["LockboxSwiftConfiguration"]),
+        // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
+        // swift-log's InMemoryLogging, apart from the library so no service ships it.
+        .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        // Logging and metrics APIs for services (the backends are the service's choice).
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         // Only LockboxSwiftConfiguration uses it (its tests run in Examples/HummingbirdService,
@@ -66,7 +72,13 @@ let package = Package(
                 "CSodium",
                 "CLinux",
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
+        ),
+        .target(
+            name: "LockboxTesting",
+            dependencies: ["Lockbox"]
         ),
         .target(
             name: "LockboxSecretService",
@@ -168,6 +180,9 @@ let package = Package(
                 "LockboxSelfTest",
                 "LockboxFuzzing",
                 "LockboxTPM",
+                "LockboxTesting",
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 // The CLI's error table (exit codes and advice), read by the tests.
                 "lockbox",
                 .product(name: "SystemPackage", package: "swift-system"),

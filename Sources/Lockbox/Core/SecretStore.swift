@@ -12,6 +12,11 @@ public protocol SecretStore: Sendable {
     /// refuses to keep PIN records where it is `true` unless told to accept that. A store that
     /// does not say is taken to be open (the default).
     var isOpenToOtherProcessesOfUser: Bool { get }
+    /// Whether any other process can reach this store at all: `false` for ``MemoryStore`` (one
+    /// process's memory), `true` (the default) for every store with a file, a daemon or a server
+    /// behind it. Where it is `false`, ``PinGuard``, ``TokenStore`` and ``DeviceIdentity`` lock
+    /// items within this process only and write no lock files.
+    var isReachableFromOtherProcesses: Bool { get }
     /// The secret stored under `key`, or `nil` if there is none.
     func get(_ key: ItemKey) throws -> SecretBytes?
     /// The metadata of the item under `key`, or `nil` if there is none.
@@ -78,6 +83,9 @@ public struct ItemWrite: Sendable {
 extension SecretStore {
     /// Taken to be `true` for a store that does not say: see the requirement.
     public var isOpenToOtherProcessesOfUser: Bool { true }
+
+    /// Taken to be `true` for a store that does not say: see the requirement.
+    public var isReachableFromOtherProcesses: Bool { true }
 
     /// One single-key `delete(_:)` per key, in order.
     @discardableResult

@@ -1,4 +1,6 @@
+import CoreMetrics
 import Foundation
+import Logging
 
 /// A keychain-like vault: secrets addressed by (service, account) over any ``SecretStore``.
 ///
@@ -19,14 +21,43 @@ public struct Vault: Sendable {
     public let freshness: (any FreshAuthentication)?
     /// Where the async variants of the methods run the blocking store calls.
     public let executor: BlockingExecutor
+    /// Where the vault logs its store calls (debug), wipes (notice) and failures (warning), with
+    /// the store, the operation and the item's address as metadata — never a secret.
+    public let logger: Logger
+    private let metrics: LockboxMetrics
 
     /// Creates a vault over `store`. Items stored with ``ItemAccess/freshAuthentication`` are
     /// returned only while `freshness` (e.g. a ``ReauthGate``) says a fresh authentication is in force.
-    /// The async variants of the methods (`try await vault.get(…)`) run on `executor`.
-    public init(store: any SecretStore, freshness: (any FreshAuthentication)? = nil, executor: BlockingExecutor = .shared) {
+    /// The async variants of the methods (`try await vault.get(…)`) run on `executor`. Store
+    /// calls are logged to `logger` and timed in `metricsFactory`'s
+    /// `lockbox_store_call_duration{store, operation}` (the bootstrapped `MetricsSystem` by default).
+    public init(
+        store: any SecretStore, freshness: (any FreshAuthentication)? = nil, executor: BlockingExecutor = .shared,
+        logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) {
         self.store = store
         self.freshness = freshness
         self.executor = executor
+        self.logger = logger
+        self.metrics = LockboxMetrics(factory: metricsFactory)
+    }
+
+    /// Runs one store call: timed, logged at `level` (a failure at warning, with its error code).
+    private func observed<T>(
+        _ operation: String, service: String? = nil, account: String? = nil, level: Logger.Level = .debug, _ body: () throws -> T
+    ) throws -> T {
+        var metadata: Logger.Metadata = [LogKey.store: "\(type(of: store))", LogKey.operation: .string(operation)]
+        if let service { metadata[LogKey.service] = .string(service) }
+        if let account { metadata[LogKey.account] = .string(account) }
+        do {
+            let result = try metrics.storeCall(store, operation, body)
+            logger.log(level: level, "store call", metadata: metadata)
+            return result
+        } catch {
+            metadata[LogKey.errorCode] = loggableError(error)
+            logger.warning("store call failed", metadata: metadata)
+            throw error
+        }
     }
 
     // MARK: Binary secrets
@@ -36,7 +67,7 @@ public struct Vault: Sendable {
     public func get(service: String, account: String) throws -> SecretBytes? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        guard let item = try store.item(key) else { return nil }
+        guard let item = try observed("get", service: service, account: account, { try store.item(key) }) else { return nil }
         if item.metadata.access == .freshAuthentication {
             guard let freshness else {
                 throw LockboxError.reauthenticationRequired("'\(account)' on '\(service)' is protected")
@@ -64,7 +95,7 @@ public struct Vault: Sendable {
         let key = ItemKey(service: service, account: account)
         let options = ItemOptions(kind: kind, label: label, attributes: attributes, access: access)
         try ItemLimits.validate(key, options: options, secretCount: secret.count)
-        try store.set(secret, for: key, options: options)
+        try observed("set", service: service, account: account) { try store.set(secret, for: key, options: options) }
     }
 
     // MARK: String conveniences
@@ -97,7 +128,7 @@ public struct Vault: Sendable {
     public func metadata(service: String, account: String) throws -> ItemMetadata? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        return try store.metadata(key)
+        return try observed("metadata", service: service, account: account) { try store.metadata(key) }
     }
 
     /// Removes the item under (service, account); returns whether there was one.
@@ -105,25 +136,25 @@ public struct Vault: Sendable {
     public func delete(service: String, account: String) throws -> Bool {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        return try store.delete(key)
+        return try observed("delete", service: service, account: account) { try store.delete(key) }
     }
 
     /// Metadata (never secrets) of every item, or of one service's items.
     public func list(service: String? = nil) throws -> [ItemMetadata] {
         if let service { try ItemLimits.validateService(service) }
-        return try store.list(service: service)
+        return try observed("list", service: service) { try store.list(service: service) }
     }
 
     /// Removes every item of `service`; returns how many were removed.
     @discardableResult
     public func wipe(service: String) throws -> Int {
         try ItemLimits.validateService(service)
-        return try store.wipe(service: service)
+        return try observed("wipe", service: service, level: .notice) { try store.wipe(service: service) }
     }
 
     /// Removes every item; returns how many were removed.
     @discardableResult
     public func wipeAll() throws -> Int {
-        try store.wipeAll()
+        try observed("wipe-all", level: .notice) { try store.wipeAll() }
     }
 }

@@ -9,17 +9,18 @@ public struct DeviceIdentity: Sendable {
     public let store: any SecretStore
     /// Where the async variants run.
     public let executor: BlockingExecutor
-    private let lock: ItemLock
+    let lock: ItemLock
 
     /// The account device IDs are stored under unless told otherwise.
     public static let defaultAccount = "device-id"
 
     /// Creates the helper over `store`. `lockDirectory` must be shared by every process using the
-    /// store; the async variants run on `executor`.
+    /// store (default: beside the file vault, none for ``MemoryStore``, else a per-user folder);
+    /// the async variants run on `executor`.
     public init(store: any SecretStore, lockDirectory: FilePath? = nil, executor: BlockingExecutor = .shared) {
         self.store = store
         self.executor = executor
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: store), timeout: .seconds(30))
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: store), timeout: .seconds(30), store: store)
     }
 
     /// The ID for (service, account), created on first use.

@@ -1,4 +1,6 @@
+import CoreMetrics
 import Foundation
+import Logging
 import SystemPackage
 
 /// Keeps token sets and refreshes them **once**, however many tasks and processes ask at the
@@ -16,8 +18,12 @@ public final class TokenStore: Sendable {
     public let leeway: Duration
     /// Where the async variants run the blocking store calls.
     public let executor: BlockingExecutor
+    /// Where refreshes (info), rejected refresh tokens and failed refreshes (warning) are logged,
+    /// with the item's address and the outcome — never a token.
+    public let logger: Logger
+    private let metrics: LockboxMetrics
     private let now: @Sendable () -> Date
-    private let lock: ItemLock
+    let lock: ItemLock
     private let inflight = Locked<[ItemKey: Task<TokenSet, any Error>]>([:])
     private let observers = Locked<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
 
@@ -27,17 +33,26 @@ public final class TokenStore: Sendable {
     ///   - leeway: how long before its expiry an access token already counts as expired.
     ///   - now: the wall clock token expiry is judged by (injectable for tests).
     ///   - lockDirectory: where the per-item lock files live (shared by every process using the
-    ///     store). Default: beside the file vault (`VAULT.locks/token-locks`), or a per-user folder
-    ///     for other stores; never chosen by environment variables.
+    ///     store). Default: beside the file vault (`VAULT.locks/token-locks`), none for a store only
+    ///     this process reaches (``MemoryStore``: no file is written), or a per-user folder for
+    ///     other stores; never chosen by environment variables.
     ///   - lockTimeout: how long a refresh waits for another process's refresh.
     ///   - executor: where the async variants and the refresh path run the blocking store calls.
-    public init(store: any SecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
-                lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared) {
+    ///   - logger: where refreshes are logged (silent by default).
+    ///   - metricsFactory: where `lockbox_token_refreshes{outcome}`, `lockbox_token_refresh_duration`
+    ///     and `lockbox_store_call_duration{store, operation}` are recorded.
+    public init(
+        store: any SecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
+        lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared,
+        logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) {
+        self.logger = logger
+        self.metrics = LockboxMetrics(factory: metricsFactory)
         self.store = store
         self.leeway = leeway
         self.executor = executor
         self.now = now
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: store), timeout: lockTimeout)
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: store), timeout: lockTimeout, store: store)
     }
 
     /// Session events from now on: signed in, refreshed, signed out.
@@ -70,14 +85,14 @@ public final class TokenStore: Sendable {
     /// tokens in ordinary memory before they are moved into ``SecretBytes``. SECURITY.md.
     public func load(service: String, account: String) throws -> TokenSet? {
         let key = ItemKey(service: service, account: account)
-        return try store.get(key).map { try TokenSet.decode($0, key: key) }
+        return try metrics.storeCall(store, "get") { try store.get(key) }.map { try TokenSet.decode($0, key: key) }
     }
 
     /// Removes the token set; returns whether there was one.
     @discardableResult
     public func clear(service: String, account: String) throws -> Bool {
         let key = ItemKey(service: service, account: account)
-        let removed = try lock.withLock(key) { try store.delete(key) }
+        let removed = try lock.withLock(key) { try metrics.storeCall(store, "delete") { try store.delete(key) } }
         if removed { emit(.signedOut(key)) }
         return removed
     }
@@ -130,16 +145,52 @@ public final class TokenStore: Sendable {
         return try await task.value
     }
 
+    /// ``refreshHoldingLock(_:rejected:refresh:)``, logged, counted in
+    /// `lockbox_token_refreshes{outcome}` (`refreshed`, `already-refreshed` by another process,
+    /// `rejected`, `failed`) and timed.
     private func refreshHoldingLock(
         _ key: ItemKey, rejected: SecretBytes?, refresh: @Sendable (TokenSet) async throws -> TokenSet
     ) async throws -> TokenSet {
+        let start = DispatchTime.now().uptimeNanoseconds
+        var metadata: Logger.Metadata = [LogKey.service: .string(key.service), LogKey.account: .string(key.account),
+                                         LogKey.store: "\(type(of: store))"]
+        let outcome: String
+        defer {
+            metrics.timer("lockbox_token_refresh_duration").recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
+        }
+        do {
+            let (tokens, refreshed) = try await refreshUnobserved(key, rejected: rejected, refresh: refresh)
+            outcome = refreshed ? "refreshed" : "already-refreshed"
+            metadata[LogKey.outcome] = .string(outcome)
+            logger.info(refreshed ? "tokens refreshed" : "tokens already refreshed by another process", metadata: metadata)
+            metrics.counter("lockbox_token_refreshes", [("outcome", outcome)]).increment()
+            return tokens
+        } catch LockboxError.sessionExpired(let service, let account) {
+            outcome = "rejected"
+            logger.warning("refresh token rejected: the session's tokens were cleared", metadata: metadata)
+            metrics.counter("lockbox_token_refreshes", [("outcome", outcome)]).increment()
+            throw LockboxError.sessionExpired(service: service, account: account)
+        } catch {
+            outcome = "failed"
+            metadata[LogKey.errorCode] = loggableError(error)
+            logger.warning("token refresh failed; the tokens were kept", metadata: metadata)
+            metrics.counter("lockbox_token_refreshes", [("outcome", outcome)]).increment()
+            throw error
+        }
+    }
+
+    /// The refresh under the item's lock; also says whether this call refreshed (`false`: another
+    /// process had, and its tokens are returned).
+    private func refreshUnobserved(
+        _ key: ItemKey, rejected: SecretBytes?, refresh: @Sendable (TokenSet) async throws -> TokenSet
+    ) async throws -> (TokenSet, refreshed: Bool) {
         let held = try await lock.acquire(key)
         defer { held.release() }
         // Another process may have refreshed while we waited: use its tokens.
         guard let current = try await executor.run({ [store] in try store.get(key).map { try TokenSet.decode($0, key: key) } }) else {
             throw LockboxError.sessionExpired(service: key.service, account: key.account)
         }
-        if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return current }
+        if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return (current, false) }
         let fresh: TokenSet
         do {
             fresh = try await refresh(current)
@@ -150,12 +201,14 @@ public final class TokenStore: Sendable {
         }
         try await executor.run { try self.write(fresh, key) }
         emit(.refreshed(key))
-        return fresh
+        return (fresh, true)
     }
 
     private func write(_ tokens: TokenSet, _ key: ItemKey) throws {
-        try store.set(try tokens.encoded(), for: key,
-                      options: ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'"))
+        let encoded = try tokens.encoded()
+        try metrics.storeCall(store, "set") {
+            try store.set(encoded, for: key, options: ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'"))
+        }
     }
 
     private func emit(_ event: SessionEvent) {

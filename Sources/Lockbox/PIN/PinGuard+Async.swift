@@ -1,3 +1,5 @@
+import Foundation
+
 /// The async variants: each waits for the profile's lock without holding a thread (an in-process
 /// queue, then the cross-process `flock` polled between suspensions), then runs the blocking
 /// operation's body on ``PinGuard/executor``. One implementation: the bodies are the blocking
@@ -22,12 +24,21 @@ extension PinGuard {
     public func verify(_ profile: PinProfile, pin: SecretBytes) async throws {
         try requireProtectedStore()
         try ItemLimits.validate(profile.itemKey)
-        let memory = try await executor.run { try self.refuseIfLockedOut(profile) }
-        let held = try await profileLock.acquire(profile.itemKey)
-        defer { held.release() }
-        let reservation = try await executor.hashMemoryBudget.reserve(memory)
-        defer { reservation.release() }
-        try await executor.run { try self.verifyLocked(profile, pin: pin, memoryHeld: true) }
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            let memory = try await executor.run { try self.refuseIfLockedOut(profile) }
+            let held = try await profileLock.acquire(profile.itemKey)
+            defer { held.release() }
+            let reservation = try await executor.hashMemoryBudget.reserve(memory)
+            defer { reservation.release() }
+            try await executor.run { try self.verifyLocked(profile, pin: pin, memoryHeld: true) }
+            record(nil, of: profile, startedAt: start)
+        } catch is CancellationError {
+            throw CancellationError()  // abandoned before anything was counted: not an outcome
+        } catch {
+            record(error, of: profile, startedAt: start)
+            throw error
+        }
     }
 
     /// ``change(_:from:to:)``, waiting for the profile's lock without holding a thread.

@@ -1,4 +1,6 @@
+import CoreMetrics
 import Foundation
+import Logging
 import SystemPackage
 
 /// A PIN-protected profile: a service (an app) and a profile name within it ("kids", "max").
@@ -61,8 +63,12 @@ public final class PinGuard: Sendable {
     public let failureRecording: PinPreset.FailureRecording
     /// Where the async variants run, and whose memory budget caps concurrent hashes.
     public let executor: BlockingExecutor
+    /// Where verifications are logged: wrong PINs and refusals (notice), disabling and wiping
+    /// (warning), with the profile and the failure count — never the PIN or its hash.
+    public let logger: Logger
+    let metrics: LockboxMetrics
     private let clock: any PinClock
-    private let lockDirectory: FilePath
+    private let lockDirectory: FilePath?
     private let lockTimeout: Duration
     private let hasher: PinHasher
     private let acceptsOpenStore: Bool
@@ -80,7 +86,9 @@ public final class PinGuard: Sendable {
     ///   - clock: where lockout times come from; inject your own in tests.
     ///   - lockDirectory: where the per-profile lock files live; every process guarding the same
     ///     store must use the same one. Default: beside the file vault (`VAULT.locks/pin-locks`),
-    ///     or a per-user folder for other stores; never chosen by environment variables.
+    ///     none for a store only this process reaches (``MemoryStore``: the lock is in-process,
+    ///     no file is written), or a per-user folder for other stores; never chosen by
+    ///     environment variables.
     ///   - lockTimeout: how long an operation waits for another process's lock on the same
     ///     profile before it throws ``LockboxError/vaultBusy(path:waitedSeconds:)``.
     ///   - acceptingStoreOpenToOtherProcesses: keep PIN records in a store that every process of
@@ -91,27 +99,32 @@ public final class PinGuard: Sendable {
     ///     ``verify(_:pin:)``, ``change(_:from:to:)`` and ``reset(_:)`` throw
     ///     ``LockboxError/pinStoreUnprotected(store:)`` on such a store.
     ///   - executor: where the async variants run; its memory budget caps concurrent hashes.
+    ///   - logger: where verifications are logged (silent by default).
+    ///   - metricsFactory: where `lockbox_pin_verifications{outcome}`, `lockbox_pin_failures`,
+    ///     `lockbox_pin_lockouts` and `lockbox_pin_verify_duration` are recorded.
     public convenience init(
         store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
         clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30),
-        acceptingStoreOpenToOtherProcesses: Bool = false, executor: BlockingExecutor = .shared
+        acceptingStoreOpenToOtherProcesses: Bool = false, executor: BlockingExecutor = .shared,
+        logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
         self.init(store: store, policy: policy, hashParameters: hashParameters, clock: clock, lockDirectory: lockDirectory,
                   lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
-                  hasher: .argon2id, executor: executor)
+                  hasher: .argon2id, executor: executor, logger: logger, metricsFactory: metricsFactory)
     }
 
     /// Creates a guard with the hash cost and failure recording of `preset` (``PinPreset/server``
     /// for a service); the other parameters are those of
-    /// ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:executor:)``.
+    /// ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:executor:logger:metricsFactory:)``.
     public convenience init(
         store: any SecretStore, preset: PinPreset, policy: PinPolicy = .default, clock: any PinClock = SystemPinClock(),
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30), acceptingStoreOpenToOtherProcesses: Bool = false,
-        executor: BlockingExecutor = .shared
+        executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
         self.init(store: store, policy: policy, hashParameters: preset.hashParameters, clock: clock, lockDirectory: lockDirectory,
                   lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
-                  hasher: .argon2id, failureRecording: preset.failureRecording, executor: executor)
+                  hasher: .argon2id, failureRecording: preset.failureRecording, executor: executor, logger: logger,
+                  metricsFactory: metricsFactory)
     }
 
     /// Creates a guard that hashes and compares through `hasher` (tests count, block or fail hashes with it).
@@ -119,8 +132,11 @@ public final class PinGuard: Sendable {
         store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
         clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30),
         acceptingStoreOpenToOtherProcesses: Bool = false, hasher: PinHasher,
-        failureRecording: PinPreset.FailureRecording = .beforeComparing, executor: BlockingExecutor = .shared
+        failureRecording: PinPreset.FailureRecording = .beforeComparing, executor: BlockingExecutor = .shared,
+        logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
+        self.logger = logger
+        self.metrics = LockboxMetrics(factory: metricsFactory)
         self.hasher = hasher
         self.failureRecording = failureRecording
         self.executor = executor
@@ -159,8 +175,15 @@ public final class PinGuard: Sendable {
     public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
         try requireProtectedStore()
         try ItemLimits.validate(profile.itemKey)
-        _ = try refuseIfLockedOut(profile)
-        try withProfileLock(profile) { try verifyLocked(profile, pin: pin, memoryHeld: false) }
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            _ = try refuseIfLockedOut(profile)
+            try withProfileLock(profile) { try verifyLocked(profile, pin: pin, memoryHeld: false) }
+            record(nil, of: profile, startedAt: start)
+        } catch {
+            record(error, of: profile, startedAt: start)
+            throw error
+        }
     }
 
     /// Replaces the PIN after checking the old one (which counts toward the lockout like any try).
@@ -217,6 +240,42 @@ public final class PinGuard: Sendable {
 
     // MARK: Internals
 
+    /// Logs and counts a verification's outcome (`error` is `nil` for a right PIN): the one place
+    /// the blocking and the async verify report through.
+    func record(_ error: (any Error)?, of profile: PinProfile, startedAt start: UInt64) {
+        metrics.timer("lockbox_pin_verify_duration").recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
+        var metadata: Logger.Metadata = [LogKey.profile: "\(profile)", LogKey.store: "\(type(of: store))"]
+        let outcome: String
+        switch error {
+        case nil:
+            outcome = "success"
+            logger.debug("PIN verified", metadata: metadata)
+        case LockboxError.wrongPin(_, let failures, let retryAt)?:
+            outcome = "wrong"
+            metrics.counter("lockbox_pin_failures").increment()
+            if retryAt != nil { metrics.counter("lockbox_pin_lockouts").increment() }
+            metadata[LogKey.failures] = "\(failures)"
+            logger.notice(retryAt == nil ? "wrong PIN" : "wrong PIN; the profile is locked out", metadata: metadata)
+        case LockboxError.pinLockedOut?:
+            outcome = "locked-out"
+            logger.notice("PIN try refused: locked out", metadata: metadata)
+        case LockboxError.pinDisabled(_, let failures)?:
+            outcome = "disabled"
+            metadata[LogKey.failures] = "\(failures)"
+            logger.warning("PIN try refused: the PIN is disabled", metadata: metadata)
+        case LockboxError.pinWiped(_, let failures)?:
+            outcome = "wiped"
+            metrics.counter("lockbox_pin_failures").increment()
+            metadata[LogKey.failures] = "\(failures)"
+            logger.warning("wrong PIN; the PIN and its items were wiped", metadata: metadata)
+        case let error?:
+            outcome = "error"
+            metadata[LogKey.errorCode] = loggableError(error)
+            logger.warning("PIN verification failed", metadata: metadata)
+        }
+        metrics.counter("lockbox_pin_verifications", [("outcome", outcome)]).increment()
+    }
+
     // The bodies of the operations, run holding the profile's lock: by the blocking methods on
     // the caller's thread, by the async variants on the executor (one implementation).
 
@@ -246,7 +305,7 @@ public final class PinGuard: Sendable {
     }
 
     /// PIN records only where other processes of the user cannot read and rewrite them, unless
-    /// the caller accepted that (see ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:)``).
+    /// the caller accepted that (see ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:executor:)``).
     func requireProtectedStore() throws {
         if store.isOpenToOtherProcessesOfUser && !acceptsOpenStore {
             throw LockboxError.pinStoreUnprotected(store: "\(type(of: store))")
@@ -394,7 +453,7 @@ public final class PinGuard: Sendable {
     }
 
     /// The per-profile lock; the async variants take it with ``ItemLock/acquire(_:)``.
-    var profileLock: ItemLock { ItemLock(directory: lockDirectory, timeout: lockTimeout) }
+    var profileLock: ItemLock { ItemLock(directory: lockDirectory, timeout: lockTimeout, store: store) }
 }
 
 /// How ``PinGuard`` hashes a PIN and compares one with a stored hash: Argon2id, or in tests a

@@ -6,22 +6,37 @@ import SystemPackage
 /// read-check-write sequences that one store call cannot do atomically on every store — PIN
 /// attempts, token refreshes, first-use device IDs.
 struct ItemLock: Sendable {
-    let directory: FilePath
+    /// Where the lock files live; `nil` for a store no other process can reach
+    /// (``SecretStore/isReachableFromOtherProcesses``): then the lock is this process's queue alone
+    /// and no file is written.
+    let directory: FilePath?
     let timeout: Duration
+    /// Without a folder, what tells this store's locks from another store's in this process.
+    private let storeIdentity: String
 
-    init(directory: FilePath, timeout: Duration) {
+    /// A lock over `store`'s items, with its files in `directory` (none: in-process only).
+    init(directory: FilePath?, timeout: Duration, store: any SecretStore) {
         self.directory = directory
         self.timeout = timeout
+        // Two MemoryStores in one process are two stores: the same item address in each must not
+        // share a lock. A store that is a value (no identity) gets one per ItemLock.
+        if type(of: store) is AnyClass {
+            storeIdentity = "\(ObjectIdentifier(store as AnyObject).hashValue)"
+        } else {
+            storeIdentity = UUID().uuidString
+        }
     }
 
-    /// The default folder for a kind of lock (`pin-locks`, `token-locks`, …) over `store`. It never
-    /// depends on environment variables, so every process that reaches the store meets the same
-    /// lock whatever its `XDG_RUNTIME_DIR` or `HOME`:
+    /// The default folder for a kind of lock (`pin-locks`, `token-locks`, …) over `store`, or `nil`
+    /// (no lock files at all) for a store only this process reaches, such as ``MemoryStore``. It
+    /// never depends on environment variables, so every process that reaches the store meets the
+    /// same lock whatever its `XDG_RUNTIME_DIR` or `HOME`:
     /// - the file vault: beside the vault, `VAULT.locks/NAME` (the vault's resolved path, like
     ///   its `VAULT.lock`);
     /// - any other store: `/run/user/UID/lockbox/NAME` when that folder is the user's, else
     ///   `.local/state/lockbox/NAME` in the home folder of the user's password entry.
-    static func defaultDirectory(_ name: String, for store: any SecretStore) -> FilePath {
+    static func defaultDirectory(_ name: String, for store: any SecretStore) -> FilePath? {
+        guard store.isReachableFromOtherProcesses else { return nil }
         if let file = store as? EncryptedFileStore { return FilePath(file.path.string + ".locks").appending(name) }
         let uid = effectiveUserID()
         let runtime = FilePath("/run/user/\(uid)")
@@ -42,67 +57,67 @@ struct ItemLock: Sendable {
         return String(cString: home)
     }
 
-    /// The lock file's base name: a hash, so item names never appear on disk.
+    /// The lock's name: a hash, so item names never appear on disk.
     private func name(for key: ItemKey) -> String {
         Array("\(key.service)\u{0}\(key.account)".utf8).withUnsafeBytes {
             Sodium.blake2b($0, length: 16).hexString
         }
     }
 
-    private func prepare(_ key: ItemKey) throws -> (VaultLock, String) {
+    /// The lock's name, qualified by its folder (so two folders' locks are two queues), and its
+    /// file lock if it has one.
+    private func prepare(_ key: ItemKey) throws -> (queue: String, file: VaultLock?) {
+        let base = name(for: key)
+        guard let directory else { return ("memory/\(storeIdentity)/" + base, nil) }
         do {
             try directory.createDirectories(permissions: .ownerReadWriteExecute)
         } catch {
             throw LockboxError.io(operation: "creating the lock folder", path: directory.string, errno: error.asErrno)
         }
-        let base = name(for: key)
-        return (VaultLock(vaultPath: directory.appending(base), timeout: timeout), base)
+        let path = directory.appending(base)
+        return (path.string, VaultLock(vaultPath: path, timeout: timeout))
     }
 
-    /// Runs `body` holding the item's lock (threads of this process queue on an in-process lock
-    /// first, so they do not poll the file lock against each other).
+    /// Runs `body` holding the item's lock: first this process's queue for the item (shared with
+    /// ``acquire(_:)``, so threads and tasks take turns), then the file lock against other processes.
     func withLock<T>(_ key: ItemKey, _ body: () throws -> T) throws -> T {
-        let (lock, base) = try prepare(key)
-        let threadLock = Self.threadLocks.withLock { locks in
-            if let existing = locks[base] { return existing }
-            let created = NSLock()
-            locks[base] = created
-            return created
-        }
-        threadLock.lock()
-        defer { threadLock.unlock() }
-        return try lock.withLock { try body() }
+        let (queue, file) = try prepare(key)
+        Self.queues.enterBlocking(queue)
+        defer { Self.queues.leave(queue) }
+        guard let file else { return try body() }
+        return try file.withLock { try body() }
     }
 
     /// Takes the item's lock without blocking a thread while waiting; release it with
     /// ``HeldLock/release()`` (or let it go out of scope).
     ///
-    /// Tasks of this process queue first on an in-process FIFO per item (suspended, holding no
-    /// thread; cancelling a waiting task takes it out of the queue with `CancellationError`); the
-    /// task at its head then polls the `flock` between short sleeps, which only another process
-    /// can be holding. The timeout counts from the call.
+    /// Tasks and threads of this process queue first on an in-process FIFO per item (a task
+    /// suspended, holding no thread; cancelling a waiting task takes it out of the queue with
+    /// `CancellationError`); the one at its head then polls the `flock` between short sleeps,
+    /// which only another process can be holding. The timeout counts from the call.
     func acquire(_ key: ItemKey) async throws -> HeldLock {
-        let (lock, base) = try prepare(key)
+        let (queue, file) = try prepare(key)
         let clock = ContinuousClock()
         let start = clock.now
-        try await Self.taskQueues.enter(base)
+        try await Self.queues.enter(queue)
+        guard let file else { return HeldLock(nil) { Self.queues.leave(queue) } }
         do {
             let fd: FileDescriptor
             do {
-                fd = try FileDescriptor.open(lock.path, .readWrite, options: [.create, .closeOnExec], permissions: .ownerReadWrite)
+                fd = try FileDescriptor.open(file.path, .readWrite, options: [.create, .closeOnExec], permissions: .ownerReadWrite)
             } catch {
-                throw LockboxError.io(operation: "opening the lock file", path: lock.path.string, errno: error.asErrno)
+                throw LockboxError.io(operation: "opening the lock file", path: file.path.string, errno: error.asErrno)
             }
             while true {
                 do {
-                    if try fd.tryLockExclusive() { return HeldLock(fd) { Self.taskQueues.leave(base) } }
+                    if try fd.tryLockExclusive() { return HeldLock(fd) { Self.queues.leave(queue) } }
                 } catch {
                     try? fd.close()
-                    throw LockboxError.io(operation: "locking", path: lock.path.string, errno: error.asErrno)
+                    throw LockboxError.io(operation: "locking", path: file.path.string, errno: error.asErrno)
                 }
                 if clock.now - start >= timeout {
                     try? fd.close()
-                    throw LockboxError.vaultBusy(path: lock.path.string, waitedSeconds: (clock.now - start).seconds)
+                    throw LockboxError.vaultBusy(path: file.path.string, waitedSeconds: (clock.now - start).seconds)
                 }
                 do {
                     try await Task.sleep(for: .milliseconds(5))
@@ -112,68 +127,109 @@ struct ItemLock: Sendable {
                 }
             }
         } catch {
-            Self.taskQueues.leave(base)
+            Self.queues.leave(queue)
             throw error
         }
     }
 
-    private static let threadLocks = Locked<[String: NSLock]>([:])
-    private static let taskQueues = TaskQueues()
+    private static let queues = ItemQueues()
 }
 
-/// One FIFO of waiting tasks per lock name: the in-process half of ``ItemLock/acquire(_:)``.
-private final class TaskQueues: Sendable {
-    private struct Queue {
-        var held = false
-        var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+/// One FIFO per lock name of the threads and tasks of this process waiting for it: the in-process
+/// half of ``ItemLock``. A thread blocks on the condition; a task suspends on a continuation.
+private final class ItemQueues: Sendable {
+    private enum Waiter {
+        case task(id: UInt64, CheckedContinuation<Void, any Error>)
+        case thread(id: UInt64)
+
+        var id: UInt64 {
+            switch self {
+            case .task(let id, _), .thread(let id): return id
+            }
+        }
     }
 
-    private let queues = Locked<(byName: [String: Queue], nextID: UInt64)>(([:], 0))
+    private struct Queue {
+        var waiters: [Waiter] = []
+    }
+
+    private struct State {
+        /// A name is held while it has an entry; its queue holds who waits.
+        var held: [String: Queue] = [:]
+        /// Threads handed a name while they slept.
+        var handedToThread: Set<UInt64> = []
+        var nextID: UInt64 = 0
+    }
+
+    private let state = ConditionLock(State())
+
+    /// Returns once this thread holds `name` in this process (in arrival order).
+    func enterBlocking(_ name: String) {
+        let id = state.withLock { state -> UInt64? in
+            guard var queue = state.held[name] else {
+                state.held[name] = Queue()
+                return nil
+            }
+            let id = state.nextID
+            state.nextID += 1
+            queue.waiters.append(.thread(id: id))
+            state.held[name] = queue
+            return id
+        }
+        guard let id else { return }
+        state.wait { state -> Void? in state.handedToThread.remove(id) == nil ? nil : () }
+    }
 
     /// Returns once this task holds `name` in this process (in arrival order).
     func enter(_ name: String) async throws {
         try Task.checkCancellation()
-        let id = queues.withLock { state -> UInt64 in
+        let id = state.withLock { state -> UInt64 in
             defer { state.nextID += 1 }
             return state.nextID
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let enteredNow = queues.withLock { state -> Bool in
-                    var queue = state.byName[name, default: Queue()]
-                    defer { state.byName[name] = queue }
-                    if !queue.held {
-                        queue.held = true
+                let enteredNow = state.withLock { state -> Bool in
+                    guard var queue = state.held[name] else {
+                        state.held[name] = Queue()
                         return true
                     }
-                    queue.waiters.append((id, continuation))
+                    queue.waiters.append(.task(id: id, continuation))
+                    state.held[name] = queue
                     return false
                 }
                 if enteredNow { continuation.resume() }
             }
         } onCancel: {
-            let cancelled = queues.withLock { state -> CheckedContinuation<Void, any Error>? in
-                guard var queue = state.byName[name], let index = queue.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                let waiter = queue.waiters.remove(at: index)
-                state.byName[name] = queue
-                return waiter.continuation
+            let cancelled = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard var queue = state.held[name], let index = queue.waiters.firstIndex(where: { $0.id == id }),
+                      case .task(_, let continuation) = queue.waiters.remove(at: index) else { return nil }
+                state.held[name] = queue
+                return continuation
             }
             cancelled?.resume(throwing: CancellationError())
         }
     }
 
-    /// Hands `name` to the next waiting task, or frees it.
+    /// Hands `name` to the next waiter, or frees it.
     func leave(_ name: String) {
-        let next = queues.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard var queue = state.byName[name] else { return nil }
-            if queue.waiters.isEmpty {
-                state.byName[name] = nil
+        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard var queue = state.held[name] else { return nil }
+            guard !queue.waiters.isEmpty else {
+                state.held[name] = nil
                 return nil
             }
             let waiter = queue.waiters.removeFirst()
-            state.byName[name] = queue
-            return waiter.continuation
+            state.held[name] = queue
+            switch waiter {
+            case .task(_, let continuation):
+                return continuation
+            case .thread(let id):
+                state.handedToThread.insert(id)
+                return nil
+            }
         }
+        state.signalAll()
         next?.resume()
     }
 }
@@ -181,19 +237,20 @@ private final class TaskQueues: Sendable {
 /// A held ``ItemLock``; closing the descriptor releases the `flock`, and the next task of this
 /// process waiting for the item gets it.
 final class HeldLock: Sendable {
-    private let descriptor: Locked<FileDescriptor?>
+    /// The locked file (none for a process-local lock) while held; `nil` once released.
+    private let descriptor: Locked<FileDescriptor??>
     private let onRelease: @Sendable () -> Void
 
-    init(_ fd: FileDescriptor, onRelease: @escaping @Sendable () -> Void) {
-        descriptor = Locked(fd)
+    init(_ fd: FileDescriptor?, onRelease: @escaping @Sendable () -> Void) {
+        descriptor = Locked(.some(fd))
         self.onRelease = onRelease
     }
 
     func release() {
         let wasHeld = descriptor.withLock { fd -> Bool in
-            guard let held = fd else { return false }
-            try? held.close()
-            fd = nil
+            guard case .some(let held) = fd else { return false }
+            try? held?.close()
+            fd = .none
             return true
         }
         if wasHeld { onRelease() }

@@ -8,6 +8,8 @@ import Foundation
 public final class MemoryStore: SecretStore {
     /// `false`: the items live in this process's memory only.
     public var isOpenToOtherProcessesOfUser: Bool { false }
+    /// `false`: no other process can reach it, so PIN, token and ID helpers over it write no lock files.
+    public var isReachableFromOtherProcesses: Bool { false }
 
     private struct Entry {
         var metadata: ItemMetadata
