@@ -26,6 +26,8 @@ scripts/run-service-example.sh
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite).
 scripts/check-docs.sh
+# The DocC catalog and every doc comment build without DocC warnings (swift-docc-plugin; about 25 s).
+scripts/check-docc.sh
 
 # docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
 # written from the document alone) must read what lockbox writes.
