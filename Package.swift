@@ -15,6 +15,9 @@ let package = Package(
         // TPM 2.0 key slots and TPM-enforced PINs; links tpm2-tss. Apps that do not want a TPM
         // depend on "Lockbox" alone and link nothing of it.
         .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
+        // LockboxConfiguration from swift-configuration's ConfigReader (LOCKBOX_* environment
+        // variables, JSON or YAML files). Apps that configure Lockbox by hand build none of it.
+        .library(name: "LockboxSwiftConfiguration", targets: ["LockboxSwiftConfiguration"]),
         // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
         .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
@@ -28,6 +31,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
+        // Only LockboxSwiftConfiguration uses it (its tests run in Examples/HummingbirdService,
+        // which builds it anyway, so the sanitizer builds of the suite do not).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // `swift package generate-documentation --target Lockbox` (the DocC catalog,
+        // Sources/Lockbox/Lockbox.docc; scripts/check-docc.sh). A command plugin: nothing of it is
+        // linked or built by `swift build`.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
@@ -112,6 +122,10 @@ let package = Package(
         .target(
             name: "LockboxTPM",
             dependencies: ["Lockbox", "CTSS2"]
+        ),
+        .target(
+            name: "LockboxSwiftConfiguration",
+            dependencies: ["Lockbox", .product(name: "Configuration", package: "swift-configuration")]
         ),
         .executableTarget(
             name: "lockbox",

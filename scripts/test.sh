@@ -17,10 +17,17 @@ fi
 
 # The examples must still do what they say, on the file vault and on gnome-keyring.
 scripts/run-examples.sh
+# The example Hummingbird service (its own package, so Hummingbird and SwiftNIO stay out of the root
+# package's graph): built once, two processes on one vault driven with concurrent requests, then
+# the starvation benchmark's quick mode (figures, no thresholds). About 5 minutes from a clean
+# clone on 2 cores, nearly all of it compiling SwiftNIO and Hummingbird.
+scripts/run-service-example.sh
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite).
 scripts/check-docs.sh
+# The DocC catalog and every doc comment build without DocC warnings (swift-docc-plugin; about 25 s).
+scripts/check-docc.sh
 
 # docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
 # written from the document alone) must read what lockbox writes.

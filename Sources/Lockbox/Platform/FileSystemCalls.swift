@@ -26,6 +26,15 @@ extension FileDescriptor {
         try retryingOnInterrupt { fsync(rawValue) }
     }
 
+    /// Whether the file system the file is on is mounted read-only.
+    ///
+    /// The corresponding C function is `fstatvfs` (the `ST_RDONLY` flag).
+    func isOnReadOnlyFileSystem() throws -> Bool {
+        var status = statvfs()
+        try retryingOnInterrupt { fstatvfs(rawValue, &status) }
+        return status.f_flag & UInt(ST_RDONLY) != 0
+    }
+
     /// Tries to take an exclusive advisory lock without waiting; returns `false` if another open
     /// file description holds it.
     ///

@@ -32,8 +32,9 @@ public struct BackendSettings: Codable, Sendable, Equatable {
     /// Creates empty settings.
     public init() {}
 
-    /// The settings file's default location.
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> FilePath {
+    /// The settings file's default location for a user, from the XDG variables in `environment`
+    /// (which the program passes: Lockbox reads no environment variable itself).
+    public static func defaultPath(environment: [String: String]) -> FilePath {
         let configHome: FilePath
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
             configHome = FilePath(xdg)

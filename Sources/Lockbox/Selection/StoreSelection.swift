@@ -38,7 +38,8 @@ public protocol SecretServiceProvider: Sendable {
 /// rather than switching to another, empty one.
 ///
 /// ```swift
-/// let selection = StoreSelection(request: .auto, profile: "default", secretService: LibsecretProvider())
+/// let user = LockboxConfiguration.forUser(environment: ProcessInfo.processInfo.environment)
+/// let selection = try user.storeSelection(secretService: LibsecretProvider())
 /// let resolution = try selection.resolve()
 /// let store = try resolution.open(credentials: [.keyFile("/run/credentials/app/vault-key")])
 /// ```
@@ -61,12 +62,14 @@ public struct StoreSelection: Sendable {
     /// - Parameters:
     ///   - request: the store asked for.
     ///   - profile: whose choice is recorded (default `default`).
-    ///   - settingsPath: the settings file (default ``BackendSettings/defaultPath(environment:)``).
-    ///   - vaultPath: the file vault (default ``EncryptedFileStore/defaultPath(environment:)``).
+    ///   - settingsPath: the settings file (a user's: ``BackendSettings/defaultPath(environment:)``).
+    ///   - vaultPath: the file vault (a user's: ``EncryptedFileStore/defaultPath(environment:)``).
     ///   - secretService: how to reach the Secret Service, or `nil`.
+    ///
+    /// ``LockboxConfiguration/storeSelection(secretService:)`` makes one from a configuration.
     public init(
         request: StoreRequest = .auto, profile: String = "default",
-        settingsPath: FilePath = BackendSettings.defaultPath(), vaultPath: FilePath = EncryptedFileStore.defaultPath(),
+        settingsPath: FilePath, vaultPath: FilePath,
         secretService: (any SecretServiceProvider)? = nil
     ) {
         self.request = request

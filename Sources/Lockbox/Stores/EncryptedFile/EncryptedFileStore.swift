@@ -45,8 +45,9 @@ public final class EncryptedFileStore: SecretStore {
     // MARK: Locating, creating and opening
 
     /// `$XDG_DATA_HOME/lockbox/vault.lockbox`, or `~/.local/share/lockbox/vault.lockbox` when
-    /// `XDG_DATA_HOME` is unset or not absolute (as the XDG Base Directory spec requires).
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> FilePath {
+    /// `XDG_DATA_HOME` is unset or not absolute (as the XDG Base Directory spec requires), from
+    /// the `environment` the program passes (Lockbox reads no environment variable itself).
+    public static func defaultPath(environment: [String: String]) -> FilePath {
         let dataHome: FilePath
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
             dataHome = FilePath(xdg)

@@ -53,8 +53,9 @@ public enum KeyFile {
     /// Reads a key file: exactly 32 raw bytes, or 64 hexadecimal digits with an optional
     /// trailing newline. Refuses what is not a regular file before reading it (opened without
     /// blocking, so a FIFO cannot hang it), and a file that group or others can read or write
-    /// (with advice to `chmod` it only if its contents are a key).
-    public static func read(at path: FilePath) throws -> SecretBytes {
+    /// (with advice to `chmod` it only if its contents are a key) unless `access` accepts it
+    /// (``KeyFileAccess/readOnlyMount``: a Kubernetes secret volume).
+    public static func read(at path: FilePath, access: KeyFileAccess = .ownerOnly) throws -> SecretBytes {
         let raw: SecretBytes
         var looseMode: UInt32?
         do {
@@ -65,7 +66,13 @@ public enum KeyFile {
                     throw LockboxError.invalidKeyFile(
                         path: path.string, reason: "it is \(describe(status.type)), not a regular file, so it is not a key file")
                 }
-                if status.permissions.rawValue & 0o077 != 0 { looseMode = status.permissions.rawValue }
+                if status.permissions.rawValue & 0o077 != 0 {
+                    looseMode = status.permissions.rawValue
+                    if access == .readOnlyMount {
+                        try access.acceptMountedKeyFile(path: path, status: status, readOnly: fd.isOnReadOnlyFileSystem())
+                        looseMode = nil
+                    }
+                }
                 var bytes = try fd.readToEnd(limit: 4096)
                 defer { bytes.withUnsafeMutableBytes { $0.zeroize() } }
                 return SecretBytes(copying: bytes)

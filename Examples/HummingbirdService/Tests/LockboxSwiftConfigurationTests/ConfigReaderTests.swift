@@ -1,0 +1,102 @@
+import Configuration
+import Foundation
+import Lockbox
+import LockboxSwiftConfiguration
+import Testing
+
+/// The LockboxSwiftConfiguration adapter: LOCKBOX_* environment variables and a JSON file onto
+/// LockboxConfiguration, over defaults, refusing values that are present but wrong.
+@Suite struct ConfigReaderTests {
+    static let defaults = LockboxConfiguration(store: .file, vaultPath: "/default/vault.lockbox", pinPreset: .desktop)
+
+    static func reader(environment: [String: String]) -> ConfigReader {
+        ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: environment)).scoped(to: "lockbox")
+    }
+
+    @Test func environmentVariablesSetEveryValue() throws {
+        let configuration = try LockboxConfiguration(config: Self.reader(environment: [
+            "LOCKBOX_BACKEND": "auto",
+            "LOCKBOX_PROFILE": "svc",
+            "LOCKBOX_VAULT": "/srv/vault.lockbox",
+            "LOCKBOX_SETTINGS_PATH": "/srv/settings.json",
+            "LOCKBOX_KEY_FILE": "/run/secrets/vault-key",
+            "LOCKBOX_KEY_FILE_ACCESS": "read-only-mount",
+            "LOCKBOX_LOCK_DIRECTORY": "/run/lockbox",
+            "LOCKBOX_PIN_PRESET": "server",
+            "LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES": "256",
+            "LOCKBOX_BLOCKING_THREADS": "6",
+            "LOCKBOX_TPM_TCTI": "device:/dev/tpmrm0",
+            "UNRELATED": "x",
+        ]), defaults: Self.defaults)
+        #expect(configuration.store == .auto)
+        #expect(configuration.profile == "svc")
+        #expect(configuration.vaultPath == "/srv/vault.lockbox")
+        #expect(configuration.settingsPath == "/srv/settings.json")
+        #expect(configuration.keyFile == "/run/secrets/vault-key")
+        #expect(configuration.keyFileAccess == .readOnlyMount)
+        #expect(configuration.lockDirectory == "/run/lockbox")
+        #expect(configuration.pinPreset == .server)
+        #expect(configuration.hashMemoryBudgetBytes == 256 << 20)
+        #expect(configuration.blockingThreads == 6)
+        #expect(configuration.tpmTCTI == "device:/dev/tpmrm0")
+    }
+
+    @Test func absentKeysKeepTheDefaults() throws {
+        let configuration = try LockboxConfiguration(config: Self.reader(environment: [:]), defaults: Self.defaults)
+        #expect(configuration.store == .file)
+        #expect(configuration.vaultPath == "/default/vault.lockbox")
+        #expect(configuration.keyFile == nil)
+        #expect(configuration.keyFileAccess == .ownerOnly)
+        #expect(configuration.pinPreset == .desktop)
+        #expect(configuration.hashMemoryBudgetBytes == nil)
+    }
+
+    @Test func wrongValuesAreRefusedNotReplacedByTheDefault() {
+        for (name, value) in [
+            ("LOCKBOX_BACKEND", "postgres"),
+            ("LOCKBOX_PIN_PRESET", "sever"),
+            ("LOCKBOX_KEY_FILE_ACCESS", "anyone"),
+            ("LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES", "0"),
+            ("LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES", "lots"),
+            ("LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES", "-5"),
+            ("LOCKBOX_BLOCKING_THREADS", "2000"),
+            ("LOCKBOX_BLOCKING_THREADS", "nan"),
+            ("LOCKBOX_VAULT", ""),
+            ("LOCKBOX_KEY_FILE", ""),
+        ] {
+            var code: LockboxError.Code?
+            do {
+                _ = try LockboxConfiguration(config: Self.reader(environment: [name: value]), defaults: Self.defaults)
+            } catch let error as LockboxError {
+                code = error.code
+            } catch {}
+            #expect(code == .invalidArgument, "\(name)=\(value)")
+        }
+    }
+
+    @Test func aJSONFileUnderTheEnvironment() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lockbox-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("config.json")
+        try Data("""
+            {"lockbox": {"vault": "/from/file.lockbox", "keyFile": "/from/file.key", "pinPreset": "server",
+                         "hashMemoryBudgetMebibytes": 128, "blockingThreads": 4, "tpm": {"tcti": "mssim:host=localhost"}}}
+            """.utf8).write(to: file)
+        let reader = ConfigReader(providers: [
+            EnvironmentVariablesProvider(environmentVariables: ["LOCKBOX_KEY_FILE": "/from/environment.key"]),
+            try await FileProvider<JSONSnapshot>(filePath: FilePath(file.path)),
+        ]).scoped(to: "lockbox")
+        let configuration = try LockboxConfiguration(config: reader, defaults: Self.defaults)
+        #expect(configuration.vaultPath == "/from/file.lockbox")
+        #expect(configuration.keyFile == "/from/environment.key")  // the environment wins
+        #expect(configuration.pinPreset == .server)
+        #expect(configuration.hashMemoryBudgetBytes == 128 << 20)  // a JSON number
+        #expect(configuration.blockingThreads == 4)
+        #expect(configuration.tpmTCTI == "mssim:host=localhost")
+
+        try Data(#"{"lockbox": {"pinPreset": "kiosk"}}"#.utf8).write(to: file)
+        let wrong = ConfigReader(provider: try await FileProvider<JSONSnapshot>(filePath: FilePath(file.path))).scoped(to: "lockbox")
+        #expect(throws: LockboxError.self) { try LockboxConfiguration(config: wrong, defaults: Self.defaults) }
+    }
+}

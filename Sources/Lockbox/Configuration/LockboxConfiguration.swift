@@ -1,0 +1,154 @@
+import Foundation
+import SystemPackage
+
+/// Everything a program configures Lockbox with, in one value: which store, where the vault and
+/// its key file are, how PINs are hashed, how much memory and how many threads the blocking work
+/// may take.
+///
+/// The library reads no environment variable and no configuration file around it: a program
+/// builds this value — by hand, with ``forUser(environment:)`` (the XDG paths the `lockbox` CLI
+/// uses), or from swift-configuration's `ConfigReader` through the `LockboxSwiftConfiguration`
+/// product (`LOCKBOX_*` environment variables, a JSON or YAML file) — and creates Lockbox's types
+/// from it:
+///
+/// ```swift
+/// let configuration = LockboxConfiguration(
+///     vaultPath: "/var/lib/myservice/vault.lockbox",
+///     keyFile: "/run/credentials/myservice.service/vault-key",
+///     pinPreset: .server)
+/// let store = try configuration.openFileVault()
+/// let executor = configuration.makeExecutor()
+/// let pins = configuration.pinGuard(store: store, executor: executor)
+/// let tokens = configuration.tokenStore(store: store, executor: executor)
+/// ```
+public struct LockboxConfiguration: Sendable {
+    /// The store asked for: `auto`, `file` or `secret-service` (``storeSelection(secretService:)``).
+    public var store: StoreRequest
+    /// The profile a store choice is recorded under (``BackendSettings``).
+    public var profile: String
+    /// The file vault.
+    public var vaultPath: FilePath
+    /// The settings file that records each profile's store choice; `nil` when the program only
+    /// ever asks for a store explicitly (`file` or `secret-service`) and records nothing.
+    public var settingsPath: FilePath?
+    /// The key file that opens the vault, if it is opened with one.
+    public var keyFile: FilePath?
+    /// Which key files ``keyFile`` may be (``KeyFileAccess``): owner-only by default.
+    public var keyFileAccess: KeyFileAccess
+    /// The folder the item locks of ``PinGuard``, ``TokenStore`` and ``DeviceIdentity`` go in
+    /// (each in a subfolder of its own); `nil`: their defaults (beside the file vault). Every
+    /// process that shares the store must use the same one.
+    public var lockDirectory: FilePath?
+    /// How PINs are hashed and their failures written (``PinPreset/desktop`` or ``PinPreset/server``).
+    public var pinPreset: PinPreset
+    /// The memory concurrent Argon2id hashes may take together, in bytes; `nil`:
+    /// ``HashMemoryBudget/defaultBytes`` (a quarter of the machine's or container's memory).
+    public var hashMemoryBudgetBytes: UInt64?
+    /// How many blocking jobs run at once on the executor (``makeExecutor()``); `nil`:
+    /// ``BlockingExecutor/defaultThreadCount``.
+    public var blockingThreads: Int?
+    /// The TCTI that reaches the TPM (the `LockboxTPM` product), e.g. `device:/dev/tpmrm0`; `nil`:
+    /// its default.
+    public var tpmTCTI: String?
+
+    /// A configuration with every value given; those left out take the defaults documented on
+    /// each property.
+    public init(
+        store: StoreRequest = .file, profile: String = "default", vaultPath: FilePath, settingsPath: FilePath? = nil,
+        keyFile: FilePath? = nil, keyFileAccess: KeyFileAccess = .ownerOnly, lockDirectory: FilePath? = nil,
+        pinPreset: PinPreset = .desktop, hashMemoryBudgetBytes: UInt64? = nil, blockingThreads: Int? = nil,
+        tpmTCTI: String? = nil
+    ) {
+        self.store = store
+        self.profile = profile
+        self.vaultPath = vaultPath
+        self.settingsPath = settingsPath
+        self.keyFile = keyFile
+        self.keyFileAccess = keyFileAccess
+        self.lockDirectory = lockDirectory
+        self.pinPreset = pinPreset
+        self.hashMemoryBudgetBytes = hashMemoryBudgetBytes
+        self.blockingThreads = blockingThreads
+        self.tpmTCTI = tpmTCTI
+    }
+
+    /// What the `lockbox` CLI uses for a user at a shell: `auto` store selection, the vault at
+    /// ``EncryptedFileStore/defaultPath(environment:)`` and the settings at
+    /// ``BackendSettings/defaultPath(environment:)`` (the XDG base directories, from the
+    /// `environment` the program passes — Lockbox reads none itself), the desktop PIN preset.
+    public static func forUser(environment: [String: String]) -> LockboxConfiguration {
+        LockboxConfiguration(
+            store: .auto, vaultPath: EncryptedFileStore.defaultPath(environment: environment),
+            settingsPath: BackendSettings.defaultPath(environment: environment))
+    }
+
+    /// Checks the values a person could have mistyped: throws ``LockboxError/invalidArgument(_:)``
+    /// naming the setting.
+    public func validate() throws {
+        guard !profile.isEmpty else { throw LockboxError.invalidArgument("the profile name is empty") }
+        guard !vaultPath.isEmpty else { throw LockboxError.invalidArgument("the vault path is empty") }
+        if let keyFile, keyFile.isEmpty { throw LockboxError.invalidArgument("the key file path is empty") }
+        if let hashMemoryBudgetBytes, hashMemoryBudgetBytes == 0 {
+            throw LockboxError.invalidArgument("the hash memory budget is 0 bytes; give at least one PIN hash's memory")
+        }
+        if let blockingThreads, !(1...1024).contains(blockingThreads) {
+            throw LockboxError.invalidArgument("blocking threads must be 1 to 1024, not \(blockingThreads)")
+        }
+    }
+
+    // MARK: Building what it describes
+
+    /// The credential ``keyFile`` gives, read now with ``KeyFile/read(at:access:)``; `nil` when
+    /// no key file is configured.
+    public func keyFileCredential() throws -> VaultCredential? {
+        guard let keyFile else { return nil }
+        return .key(try KeyFile.read(at: keyFile, access: keyFileAccess))
+    }
+
+    /// Opens the file vault at ``vaultPath`` with ``keyFile``. Throws
+    /// ``LockboxError/invalidArgument(_:)`` when no key file is configured (open a vault with a
+    /// passphrase with ``EncryptedFileStore/open(at:credentials:lockTimeout:now:)``).
+    public func openFileVault() throws -> EncryptedFileStore {
+        try validate()
+        guard let credential = try keyFileCredential() else {
+            throw LockboxError.invalidArgument("no key file is configured to open the vault at \(vaultPath)")
+        }
+        return try EncryptedFileStore.open(at: vaultPath, credential: credential)
+    }
+
+    /// The store selection this configuration describes (``StoreSelection``), which records its
+    /// choice in ``settingsPath``. Throws ``LockboxError/invalidArgument(_:)`` when no settings
+    /// file is configured (a service that always uses the file vault opens it with
+    /// ``openFileVault()`` and needs none).
+    public func storeSelection(secretService: (any SecretServiceProvider)? = nil) throws -> StoreSelection {
+        try validate()
+        guard let settingsPath else {
+            throw LockboxError.invalidArgument("choosing a store records the choice in a settings file, and none is configured")
+        }
+        return StoreSelection(request: store, profile: profile, settingsPath: settingsPath, vaultPath: vaultPath,
+                              secretService: secretService)
+    }
+
+    /// A new executor with ``blockingThreads`` threads and a ``HashMemoryBudget`` of
+    /// ``hashMemoryBudgetBytes``. Make one per program and hand it to every type.
+    public func makeExecutor() -> BlockingExecutor {
+        BlockingExecutor(
+            threadCount: blockingThreads ?? BlockingExecutor.defaultThreadCount,
+            hashMemoryBudget: HashMemoryBudget(bytes: hashMemoryBudgetBytes ?? HashMemoryBudget.defaultBytes))
+    }
+
+    /// A ``PinGuard`` over `store` with ``pinPreset`` and the configured lock folder.
+    public func pinGuard(store: any SecretStore, executor: BlockingExecutor = .shared) -> PinGuard {
+        PinGuard(store: store, preset: pinPreset, lockDirectory: lockDirectory?.appending("pin-locks"), executor: executor)
+    }
+
+    /// A ``TokenStore`` over `store` with the configured lock folder.
+    public func tokenStore(store: any SecretStore, executor: BlockingExecutor = .shared) -> TokenStore {
+        TokenStore(store: store, lockDirectory: lockDirectory?.appending("token-locks"), executor: executor)
+    }
+
+    /// A ``DeviceIdentity`` over `store` with the configured lock folder.
+    public func deviceIdentity(store: any SecretStore, executor: BlockingExecutor = .shared) -> DeviceIdentity {
+        DeviceIdentity(store: store, lockDirectory: lockDirectory?.appending("id-locks"), executor: executor)
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The starvation benchmark (issue 15, docs/PERFORMANCE.md "A service under PIN load"): the example
+# Hummingbird service (Examples/HummingbirdService) on a fresh key-file vault, driven by
+# scripts/drive-service.py bench — rounds of 20 concurrent PIN verifies (server preset) while
+# /health is probed every 5 ms (its p50/p99/max latency), verifies/s, the service's peak RSS,
+# then 100 concurrent token writes and 100 concurrent token reads (p50/p99). Once with the async
+# API (the default) and once with `--blocking` (the handlers call the blocking API on Swift's
+# cooperative pool, as services did before the async API). Asserts nothing but that every request
+# succeeded: figures, not thresholds.
+#
+# Usage: scripts/bench-service.sh [--quick] [--rounds N] [--preset server|desktop] [--service PATH] [--json FILE]
+#
+#   --quick           1 round per mode (what scripts/run-service-example.sh runs in the test
+#                     command: about 10 s)
+#   --rounds N        rounds of 20 verifies per mode (default 10)
+#   --preset NAME     the PIN preset (default server)
+#   --service PATH    a built HummingbirdService binary (default: build the example, debug)
+#   --json FILE       append each mode's figures to FILE as a JSON line
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=10 preset=server service="" json=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --quick) rounds=1 ;;
+        --rounds) rounds=$2; shift ;;
+        --preset) preset=$2; shift ;;
+        --service) service=$2; shift ;;
+        --json) json=$2; shift ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench-service: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [[ -z "$service" ]]; then
+    swift build --package-path Examples/HummingbirdService >/dev/null
+    service="$(swift build --package-path Examples/HummingbirdService --show-bin-path)/HummingbirdService"
+fi
+
+work=$(mktemp -d)
+chmod 700 "$work"
+pid=""
+cleanup() {
+    [[ -n "$pid" ]] && kill "$pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+head -c 32 /dev/urandom >"$work/vault.key"
+chmod 600 "$work/vault.key"
+
+echo "bench-service: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), preset $preset, $rounds round(s) of 20 verifies"
+for mode in async blocking; do
+    flags=()
+    [[ $mode == blocking ]] && flags+=(--blocking)
+    rm -f "$work/$mode.lockbox"
+    LOCKBOX_VAULT="$work/$mode.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET="$preset" \
+        "$service" --create-vault "${flags[@]}" \
+        >"$work/$mode.out" 2>"$work/$mode.err" &
+    pid=$!
+    port=""
+    for _ in $(seq 1 300); do
+        port=$(sed -n 's/^listening on \([0-9][0-9]*\)$/\1/p' "$work/$mode.out")
+        [[ -n "$port" ]] && break
+        kill -0 "$pid" 2>/dev/null || { cat "$work/$mode.err" >&2; exit 1; }
+        sleep 0.1
+    done
+    [[ -n "$port" ]] || { echo "bench-service: the service did not listen" >&2; exit 1; }
+    python3 scripts/drive-service.py bench "$port" "$pid" --rounds "$rounds" --label "$mode" ${json:+--json "$json"}
+    kill -TERM "$pid"
+    wait "$pid" || true
+    pid=""
+done
