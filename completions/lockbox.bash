@@ -188,12 +188,12 @@ _lockbox_init() {
     repeating_flags=()
     non_repeating_flags=(--with-passphrase --tpm --tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --format --tpm-pcrs --tpm-new-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --format --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -238,12 +238,12 @@ _lockbox_set() {
     repeating_flags=()
     non_repeating_flags=(--raw --allow-empty --protected --version -h --help)
     repeating_options=(--attribute)
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -280,12 +280,12 @@ _lockbox_get() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -313,12 +313,12 @@ _lockbox_delete() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -346,12 +346,12 @@ _lockbox_list() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -382,12 +382,12 @@ _lockbox_wipe() {
     repeating_flags=()
     non_repeating_flags=(--all --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -418,12 +418,12 @@ _lockbox_passwd() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -461,12 +461,12 @@ _lockbox_rotate-key() {
     repeating_flags=()
     non_repeating_flags=(--drop-unmatched-slots --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -494,12 +494,12 @@ _lockbox_convert() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -548,14 +548,14 @@ _lockbox_slot() {
 
 _lockbox_slot_list() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -583,12 +583,12 @@ _lockbox_slot_add-passphrase() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -623,12 +623,12 @@ _lockbox_slot_add-key-file() {
     repeating_flags=()
     non_repeating_flags=(--generate --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -664,12 +664,12 @@ _lockbox_slot_add-tpm() {
     repeating_flags=()
     non_repeating_flags=(--tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --tpm-pcrs --tpm-new-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -703,12 +703,12 @@ _lockbox_slot_remove() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -759,12 +759,12 @@ _lockbox_pin_set() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=(--wipe-item)
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --lockout-delays --wipe-after --disable-after)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --lockout-delays --wipe-after --disable-after)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -808,12 +808,12 @@ _lockbox_pin_verify() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -845,12 +845,12 @@ _lockbox_pin_change() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -882,12 +882,12 @@ _lockbox_pin_remove() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -919,12 +919,12 @@ _lockbox_pin_status() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -956,12 +956,12 @@ _lockbox_pin_reset() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --by)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --by)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1014,12 +1014,12 @@ _lockbox_unlock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --for --pin)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --for --pin)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1053,12 +1053,12 @@ _lockbox_lock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1084,14 +1084,14 @@ _lockbox_lock() {
 
 _lockbox_status() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1142,12 +1142,12 @@ _lockbox_token_set() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --subject)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --subject)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1178,12 +1178,12 @@ _lockbox_token_get() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1218,14 +1218,14 @@ _lockbox_token_get() {
 
 _lockbox_token_status() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1253,12 +1253,12 @@ _lockbox_token_clear() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1286,12 +1286,12 @@ _lockbox_device-id() {
     repeating_flags=()
     non_repeating_flags=(--reset --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1322,12 +1322,12 @@ _lockbox_signout() {
     repeating_flags=()
     non_repeating_flags=(--keep-device-id --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1353,14 +1353,14 @@ _lockbox_signout() {
 
 _lockbox_migrate() {
     repeating_flags=()
-    non_repeating_flags=(--all --move --version -h --help)
+    non_repeating_flags=(--all --move --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1403,12 +1403,12 @@ _lockbox_export() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1448,14 +1448,14 @@ _lockbox_export() {
 
 _lockbox_import() {
     repeating_flags=()
-    non_repeating_flags=(--json-lines --version -h --help)
+    non_repeating_flags=(--json-lines --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1498,12 +1498,12 @@ _lockbox_doctor() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
@@ -1547,12 +1547,12 @@ _lockbox_git-credential() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--backend --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
-    '--backend')
+    '--store')
         __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
         return
         ;;
