@@ -171,10 +171,12 @@ public struct StoreResolution: Sendable {
             switch backend {
             case .secretService: return try openSecretService()
             case .file:
-                if SQLiteVaultStore.sqliteHeader(selection.vaultPath).isSQLite {
+                // One read for format 1; a format-2 vault stops it at its first bytes.
+                do {
+                    return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
+                } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _) {
                     return try SQLiteVaultStore.open(at: selection.vaultPath, credentials: credentials)
                 }
-                return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
             }
         }
     }
