@@ -157,7 +157,8 @@ struct VaultOptions: ParsableArguments {
             do {
                 let opened = try resolution.opening { try openFileStoreDetailed() }
                 return (opened.store, opened.fresh, resolution)
-            } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _) {
+            } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _)
+                        where SQLiteVaultStore.sqliteHeader(vaultPath).isVault {  // not a format-1 header saying 2
                 let opened = try resolution.opening { try openFormat2Store() }
                 return (opened.store, opened.fresh, resolution)
             }

@@ -174,7 +174,8 @@ public struct StoreResolution: Sendable {
                 // One read for format 1; a format-2 vault stops it at its first bytes.
                 do {
                     return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
-                } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _) {
+                } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _)
+                            where SQLiteVaultStore.sqliteHeader(selection.vaultPath).isVault {  // not a format-1 header saying 2
                     return try SQLiteVaultStore.open(at: selection.vaultPath, credentials: credentials)
                 }
             }
