@@ -167,12 +167,16 @@ struct VaultOptions: ParsableArguments {
         let resolution = try resolveStore()
         switch resolution.backend {
         case .file:
-            if SQLiteVaultStore.sqliteHeader(vaultPath).isSQLite {
+            // Format 1 is read once (docs/PERFORMANCE.md); the read stops at the first bytes of a
+            // format-2 vault with unsupported-format-version 2, which opens it as format 2.
+            do {
+                let opened = try resolution.opening { try openFileStoreDetailed() }
+                return (opened.store, opened.fresh, resolution)
+            } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _)
+                        where SQLiteVaultStore.sqliteHeader(vaultPath).isVault {  // not a format-1 header saying 2
                 let opened = try resolution.opening { try openFormat2Store() }
                 return (opened.store, opened.fresh, resolution)
             }
-            let opened = try resolution.opening { try openFileStoreDetailed() }
-            return (opened.store, opened.fresh, resolution)
         case .secretService:
             let store = try resolution.opening { try resolution.openSecretService() }
             return (store, needsFreshness ? try secretServiceWindowOpen(store, resolution) : false, resolution)

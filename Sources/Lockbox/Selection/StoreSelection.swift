@@ -174,10 +174,13 @@ public struct StoreResolution: Sendable {
             switch backend {
             case .secretService: return try openSecretService()
             case .file:
-                if SQLiteVaultStore.sqliteHeader(selection.vaultPath).isSQLite {
+                // One read for format 1; a format-2 vault stops it at its first bytes.
+                do {
+                    return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
+                } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _)
+                            where SQLiteVaultStore.sqliteHeader(selection.vaultPath).isVault {  // not a format-1 header saying 2
                     return try SQLiteVaultStore.open(at: selection.vaultPath, credentials: credentials)
                 }
-                return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
             }
         }
     }

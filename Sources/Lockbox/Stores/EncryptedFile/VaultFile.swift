@@ -58,6 +58,15 @@ package enum VaultFile {
                     throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
                 }
                 do {
+                    // A format-2 vault (SQLite) is not read whole: its first bytes say what it is
+                    // (read with pread, so the whole-file read below still starts at 0). Callers
+                    // that take either format open it as format 2 on this error.
+                    var start = [UInt8](repeating: 0, count: SQLiteVaultStore.sqliteHeaderBytes)
+                    let peeked = try start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
+                    if SQLiteVaultStore.sqliteHeader(start.prefix(peeked)).isVault {
+                        throw LockboxError.unsupportedFormatVersion(
+                            path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
+                    }
                     let bytes = try fd.readToEnd(limit: maximumBytes, expectedSize: Int(status.size))
                     // Permission advice only for a file that is a vault; anything else (a link to
                     // /etc/passwd, say) is reported as not a vault when its header is parsed.
@@ -109,12 +118,6 @@ package enum VaultFile {
 
     /// The header at the start of `bytes` and its length, or the typed error for `path`.
     static func parseHeader(_ bytes: [UInt8], path: FilePath) throws -> (VaultHeader, Int) {
-        // A format-2 vault (SQLite) where a format-1 file was expected, e.g. converted by another
-        // process under this handle: a newer format, not damage.
-        if bytes.count >= 72, bytes.starts(with: Array("SQLite format 3".utf8) + [0]),
-           bytes[68..<72].reduce(Int64(0), { $0 << 8 | Int64($1) }) == SQLiteVaultStore.applicationID {
-            throw LockboxError.unsupportedFormatVersion(path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
-        }
         do {
             return try bytes.withUnsafeBytes { buffer throws in try VaultHeader.parse(buffer) }
         } catch let reason as LockboxErrorReason {

@@ -161,12 +161,21 @@ public final class SQLiteVaultStore: SecretStore {
     /// What the first 72 bytes of the file at `path` say: a SQLite database, and whether its
     /// `application_id` (bytes 68-71, big-endian) is a Lockbox vault's. Never blocks on a FIFO.
     package static func sqliteHeader(_ path: FilePath) -> (isSQLite: Bool, isVault: Bool) {
-        var start = [UInt8](repeating: 0, count: 72)
+        var start = [UInt8](repeating: 0, count: sqliteHeaderBytes)
         guard let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) else { return (false, false) }
         let count = (try? fd.closeAfter { try start.withUnsafeMutableBytes { try fd.read(into: $0) } }) ?? 0
-        guard count >= 16, start[0..<16].elementsEqual(Array("SQLite format 3".utf8) + [0]) else { return (false, false) }
-        let id = start[68..<72].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        return (true, count == 72 && id == applicationID)
+        return sqliteHeader(start.prefix(count))
+    }
+
+    /// How many bytes ``sqliteHeader(_:)-(ArraySlice<UInt8>)`` needs.
+    static let sqliteHeaderBytes = 72
+
+    /// What the first bytes of a file say: a SQLite database, and whether it is a Lockbox vault.
+    static func sqliteHeader(_ start: ArraySlice<UInt8>) -> (isSQLite: Bool, isVault: Bool) {
+        guard start.count >= 16, start.prefix(16).elementsEqual(Array("SQLite format 3".utf8) + [0]) else { return (false, false) }
+        guard start.count >= sqliteHeaderBytes else { return (true, false) }
+        let id = start.dropFirst(68).prefix(4).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        return (true, id == applicationID)
     }
 
     /// Refuses what is not a regular file owned by us with mode 0600 or tighter.

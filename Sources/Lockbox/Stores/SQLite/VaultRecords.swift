@@ -40,7 +40,8 @@ package struct VaultRecords {
     package func address(_ key: ItemKey) -> [UInt8] {
         var writer = ByteWriter()
         for name in [key.service, key.account] {
-            let bytes = Array(name.precomposedStringWithCanonicalMapping.utf8)
+            // ASCII is already NFC; Foundation's normalisation costs microseconds per name.
+            let bytes = name.utf8.allSatisfy { $0 < 0x80 } ? Array(name.utf8) : Array(name.precomposedStringWithCanonicalMapping.utf8)
             writer.append(UInt16(clamping: bytes.count))
             writer.append(bytes)
         }
