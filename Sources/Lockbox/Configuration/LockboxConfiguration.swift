@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Metrics
+import CoreMetrics
 import SystemPackage
 
 /// Everything a program configures Lockbox with, in one value: which store, where the vault and
