@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import CoreMetrics
 import SystemPackage
 
 /// Everything a program configures Lockbox with, in one value: which store, where the vault and
@@ -137,14 +139,24 @@ public struct LockboxConfiguration: Sendable {
             hashMemoryBudget: HashMemoryBudget(bytes: hashMemoryBudgetBytes ?? HashMemoryBudget.defaultBytes))
     }
 
-    /// A ``PinGuard`` over `store` with ``pinPreset`` and the configured lock folder.
-    public func pinGuard(store: any SecretStore, executor: BlockingExecutor = .shared) -> PinGuard {
-        PinGuard(store: store, preset: pinPreset, lockDirectory: lockDirectory?.appending("pin-locks"), executor: executor)
+    /// A ``PinGuard`` over `store` with ``pinPreset`` and the configured lock folder, logging to
+    /// `logger` and recording metrics into `metricsFactory`.
+    public func pinGuard(
+        store: any SecretStore, executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) -> PinGuard {
+        PinGuard(store: store, preset: pinPreset, lockDirectory: lockDirectory?.appending("pin-locks"), executor: executor,
+                 logger: logger, metricsFactory: metricsFactory)
     }
 
-    /// A ``TokenStore`` over `store` with the configured lock folder.
-    public func tokenStore(store: any SecretStore, executor: BlockingExecutor = .shared) -> TokenStore {
-        TokenStore(store: store, lockDirectory: lockDirectory?.appending("token-locks"), executor: executor)
+    /// A ``TokenStore`` over `store` with the configured lock folder, logging to `logger` and
+    /// recording metrics into `metricsFactory`.
+    public func tokenStore(
+        store: any SecretStore, executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) -> TokenStore {
+        TokenStore(store: store, lockDirectory: lockDirectory?.appending("token-locks"), executor: executor,
+                   logger: logger, metricsFactory: metricsFactory)
     }
 
     /// A ``DeviceIdentity`` over `store` with the configured lock folder.
