@@ -82,7 +82,7 @@ struct ServerPinTests {
         let watchdog = Watchdog(opening: gate)
         let holding = Thread { _ = try? holder.verify(profile, pin: pin("0000")) }
         holding.start()
-        #expect(await eventually { gate.counts.inside == 1 })
+        #expect(gate.waitForEntered(1))
 
         store.resetCounts()
         let hashesBefore = (counter.hashes, counter.verifications)
