@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks that every public (and open) symbol of the Lockbox library modules (Lockbox,
-# LockboxSecretService, LockboxWindows, LockboxSelfTest, LockboxTPM) carries a DocC
+# LockboxSecretService, LockboxWindows, LockboxSelfTest, LockboxTPM, LockboxTesting) carries a DocC
 # documentation comment (`///` or `/** */`) of its own.
 #
 # Usage: scripts/check-docs.sh [--verbose]
@@ -46,7 +46,7 @@ for arg in "$@"; do
 done
 
 # The library products' modules: each is checked on its own.
-modules=(Lockbox LockboxSecretService LockboxWindows LockboxSelfTest LockboxTPM)
+modules=(Lockbox LockboxSecretService LockboxWindows LockboxSelfTest LockboxTPM LockboxTesting)
 scratch=$repo/.build-docs
 log=$scratch/check-docs-build.log
 mkdir -p "$scratch"

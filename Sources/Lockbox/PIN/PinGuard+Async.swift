@@ -62,9 +62,7 @@ extension PinGuard {
 
     /// ``reset(_:authorizedBy:pin:)``: the async ``verify(_:pin:)`` of `authority`, then the async ``reset(_:)``.
     public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) async throws {
-        guard authority != profile else {
-            throw LockboxError.invalidArgument("a profile cannot reset itself; use another profile's PIN or the vault passphrase")
-        }
+        try Self.requireOtherProfile(authority, resetting: profile)
         try await verify(authority, pin: pin)
         try await reset(profile)
     }

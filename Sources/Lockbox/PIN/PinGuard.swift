@@ -211,9 +211,7 @@ public final class PinGuard: Sendable {
 
     /// Resets `profile` if `authority`'s PIN verifies (with its own lockout applying).
     public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) throws {
-        guard authority != profile else {
-            throw LockboxError.invalidArgument("a profile cannot reset itself; use another profile's PIN or the vault passphrase")
-        }
+        try Self.requireOtherProfile(authority, resetting: profile)
         try verify(authority, pin: pin)
         try reset(profile)
     }
@@ -239,6 +237,13 @@ public final class PinGuard: Sendable {
     }
 
     // MARK: Internals
+
+    /// A profile's own PIN cannot reset its lockout.
+    static func requireOtherProfile(_ authority: PinProfile, resetting profile: PinProfile) throws {
+        guard authority != profile else {
+            throw LockboxError.invalidArgument("a profile cannot reset itself; use another profile's PIN or the vault passphrase")
+        }
+    }
 
     /// Logs and counts a verification's outcome (`error` is `nil` for a right PIN): the one place
     /// the blocking and the async verify report through.

@@ -14,26 +14,18 @@ package final class ConditionLock<Value: ~Copyable>: @unchecked Sendable {
     private var value: Value
 
     package init(_ value: consuming Value) {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
+        mutex = makeErrorCheckingMutex()
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
-        let status = pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
-        precondition(status == 0 && pthread_cond_init(condition, nil) == 0, "ConditionLock: pthread initialisation failed")
+        precondition(pthread_cond_init(condition, nil) == 0, "ConditionLock: pthread_cond_init failed")
         self.value = value
     }
 
     deinit {
         pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
         condition.deinitialize(count: 1)
         condition.deallocate()
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        destroyMutex(mutex)
     }
 
     /// Runs `body` with exclusive access to the value.

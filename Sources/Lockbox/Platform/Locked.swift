@@ -16,24 +16,11 @@ package final class Locked<Value: ~Copyable>: @unchecked Sendable {
     private var value: Value
 
     package init(_ value: consuming Value) {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        // An error-checking mutex: taking it twice on one thread traps with a message below
-        // instead of deadlocking silently (Synchronization.Mutex trapped too).
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
-        let status = pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
-        precondition(status == 0, "pthread_mutex_init failed: \(status)")
+        mutex = makeErrorCheckingMutex()
         self.value = value
     }
 
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
+    deinit { destroyMutex(mutex) }
 
     /// Runs `body` with exclusive access to the value.
     package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
@@ -42,4 +29,26 @@ package final class Locked<Value: ~Copyable>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
+}
+
+/// A heap-allocated error-checking `pthread_mutex_t` (for ``Locked`` and ``ConditionLock``): taking
+/// it twice on one thread traps with a message instead of deadlocking silently
+/// (Synchronization.Mutex trapped too). Release it with ``destroyMutex(_:)``.
+package func makeErrorCheckingMutex() -> UnsafeMutablePointer<pthread_mutex_t> {
+    let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    mutex.initialize(to: pthread_mutex_t())
+    var attributes = pthread_mutexattr_t()
+    pthread_mutexattr_init(&attributes)
+    pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+    let status = pthread_mutex_init(mutex, &attributes)
+    pthread_mutexattr_destroy(&attributes)
+    precondition(status == 0, "pthread_mutex_init failed: \(status)")
+    return mutex
+}
+
+/// Destroys and frees a mutex from ``makeErrorCheckingMutex()``.
+package func destroyMutex(_ mutex: UnsafeMutablePointer<pthread_mutex_t>) {
+    pthread_mutex_destroy(mutex)
+    mutex.deinitialize(count: 1)
+    mutex.deallocate()
 }
