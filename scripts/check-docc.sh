@@ -9,18 +9,15 @@
 # blocking operation has an async overload of the same name, and one page per name shows both, so
 # ``PinGuard/verify(_:pin:)`` links to that page instead of being ambiguous.
 #
-# KNOWN lists warnings in code another branch owns, tolerated (and printed) until it is fixed
-# there; a warning not in it fails the check. Remove an entry once it no longer appears.
+# KNOWN lists warnings tolerated (and printed) until they are fixed where they are (empty now);
+# a warning not in it fails the check. Remove an entry once it no longer appears.
 #
 # Uses the package's .build (the test command has built it): about 25 s on 2 cores, most of it
 # the symbol graph and docc; the archive is .build/plugins/Swift-DocC/outputs/Lockbox.doccarchive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-KNOWN=(
-    # PinClock.swift links an internal function (issue 15's async branch: write it in code voice).
-    "warning: 'secondsSince(_:)' doesn't exist at '/Lockbox/PinInstant'"
-)
+KNOWN=()
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

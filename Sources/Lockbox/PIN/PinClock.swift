@@ -5,7 +5,7 @@ import Foundation
 
 /// A moment as the PIN lockout sees it: wall-clock time plus the boot it happened in and the
 /// time since that boot. A lockout ends only when every clock Lockbox trusts agrees it has
-/// passed (``secondsSince(_:)``): within one boot the smaller of the wall-clock and boot-clock
+/// passed (`secondsSince(_:)`): within one boot the smaller of the wall-clock and boot-clock
 /// readings counts, so moving either clock forward changes nothing; across a reboot only the
 /// wall clock is left, and a wall clock earlier than the last attempt restarts the lockout.
 /// SECURITY.md ("The lockout clock") states the rule and the attacks it answers.
