@@ -51,6 +51,7 @@ struct LockboxCommand: ParsableCommand {
         } catch let error as Errno where error == .brokenPipe {
             brokenPipe()
         } catch let error as any LockboxCodedError {
+            let error = RecordedSecretService.translating(error)
             fail(error, message: "error[\(error.code)]: " + ErrorTable.message(for: error))
         } catch {
             usageFailure(error)

@@ -179,6 +179,7 @@ struct VaultOptions: ParsableArguments {
             }
         case .secretService:
             let store = try resolution.opening { try resolution.openSecretService() }
+            if resolution.recorded != nil, resolution.selection.request == .auto { RecordedSecretService.resolution.withLock { $0 = resolution } }
             return (store, needsFreshness ? try secretServiceWindowOpen(store, resolution) : false, resolution)
         }
     }
@@ -253,5 +254,24 @@ enum InvocationFreshness: FreshAuthentication {
         if self == .stale {
             throw LockboxError.reauthenticationRequired("this item is protected, and no re-authentication window is open")
         }
+    }
+}
+
+/// The recorded Secret Service this invocation uses, if it came from a recorded choice. Connecting
+/// does not ask whether a provider is there (the first call finds out, one round trip fewer), so
+/// "no provider" can come from that first call rather than from opening the store:
+/// ``LockboxCommand/main()`` turns it into the recorded-store error (exit 26) here, as
+/// ``StoreResolution/opening(_:)`` does for a failure while opening.
+enum RecordedSecretService {
+    static let resolution = Locked<StoreResolution?>(nil)
+
+    /// `error` as the recorded-store error when it means the recorded Secret Service has no provider.
+    static func translating(_ error: any LockboxCodedError) -> any LockboxCodedError {
+        guard let lockboxError = error as? LockboxError, case .secretServiceUnavailable = lockboxError,
+              let resolution = resolution.withLock({ $0 })
+        else { return error }
+        return LockboxError.recordedBackendUnavailable(
+            backend: resolution.backend.rawValue, settingsPath: resolution.selection.settingsPath.string,
+            reason: lockboxError.description)
     }
 }

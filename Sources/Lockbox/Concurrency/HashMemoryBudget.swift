@@ -14,7 +14,10 @@ import Foundation
 /// the machine's physical memory and the cgroup limit (`memory.max`) of a container.
 public final class HashMemoryBudget: Sendable {
     /// The memory all hashes in flight may use together, in bytes.
-    public let bytes: UInt64
+    public var bytes: UInt64 { requestedBytes ?? Self.machineDefaultBytes }
+    /// The budget asked for; `nil` for ``defaultBytes``, which is read from the system only when
+    /// a hash is first budgeted (a command that hashes nothing never reads `memory.max`).
+    private let requestedBytes: UInt64?
     private let state = ConditionLock(State())
 
     private struct State {
@@ -34,9 +37,17 @@ public final class HashMemoryBudget: Sendable {
     }
 
     /// Creates a budget of `bytes` (at least 1).
-    public init(bytes: UInt64 = HashMemoryBudget.defaultBytes) {
-        self.bytes = max(1, bytes)
+    public init(bytes: UInt64) {
+        requestedBytes = max(1, bytes)
     }
+
+    /// Creates a budget of ``defaultBytes``, computed on first use.
+    public init() {
+        requestedBytes = nil
+    }
+
+    /// ``defaultBytes``, read once per process (Swift initializes a static `let` on first access).
+    private static let machineDefaultBytes = defaultBytes
 
     /// A quarter of the memory this process may use (physical memory, or less under a cgroup
     /// `memory.max`), and at least 64 MiB.
