@@ -208,6 +208,7 @@ struct VaultOptions: ParsableArguments {
             return (opened.store, true)
         }
         let slots = try opened.store.keySlots()
+        Self.traceOpened(slots)
         let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
         let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
         return (opened.store, byPassphrase)
@@ -236,6 +237,11 @@ struct VaultOptions: ParsableArguments {
         return try VaultFile.probe(at: vaultPath)
     }
 
+    /// Traces which key slots opened the vault (never what opened them).
+    private static func traceOpened(_ slots: [EncryptedFileStore.KeySlotInfo]) {
+        Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
+    }
+
     /// Opens the format-1 vault file read as `snapshot`: through its re-authentication window if
     /// one is open and `useWindow`, else with the credentials given.
     private func openFileStore(_ snapshot: VaultFileSnapshot, useWindow: Bool = true) throws -> (store: EncryptedFileStore, fresh: Bool) {
@@ -250,7 +256,7 @@ struct VaultOptions: ParsableArguments {
         let credentials = try unlockCredentials()
         let store = try EncryptedFileStore.open(snapshot, credentials: credentials)
         let slots = try store.keySlots()
-        Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
+        Self.traceOpened(slots)
         let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
         let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
         return (store, byPassphrase)
