@@ -30,7 +30,8 @@ public enum SessionWindow {
 
     /// The window scope of the file vault at `path`: its vault ID, read without a credential.
     public static func scope(forVaultAt path: FilePath) throws -> String {
-        "vault:" + (try EncryptedFileStore.vaultID(at: path)).hexString
+        let vaultID = SQLiteVaultStore.sqliteHeader(path).isVault ? try SQLiteVaultStore.vaultID(at: path) : try EncryptedFileStore.vaultID(at: path)
+        return "vault:" + vaultID.hexString
     }
 
     /// The scope of a Secret Service profile's window.
@@ -70,7 +71,18 @@ public enum SessionWindow {
     /// ``open(scope:duration:openedBy:credentialFingerprint:pin:dataKey:clock:)``.
     public static func open(for store: EncryptedFileStore, duration: Duration, openedBy: String,
                             pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
-        let material = try store.windowMaterial()
+        try open(material: store.windowMaterial(), store: store, duration: duration, openedBy: openedBy, pin: pin, clock: clock)
+    }
+
+    /// Opens the window for a format-2 vault (carrying its data key), as
+    /// ``open(for:duration:openedBy:pin:clock:)-(EncryptedFileStore,_,_,_,_)`` does for format 1.
+    public static func open(for store: SQLiteVaultStore, duration: Duration, openedBy: String,
+                            pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
+        try open(material: store.windowMaterial(), store: store, duration: duration, openedBy: openedBy, pin: pin, clock: clock)
+    }
+
+    private static func open(material: (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes), store: any SecretStore,
+                             duration: Duration, openedBy: String, pin: PinProfile?, clock: ReauthGate.Clock) throws {
         let scope = "vault:" + material.vaultID.hexString
         var binding: (profile: PinProfile, fingerprint: String)?
         if let pin, let fingerprint = try PinGuard(store: store).fingerprint(pin) { binding = (pin, fingerprint) }
@@ -112,6 +124,32 @@ public enum SessionWindow {
         }
         close(scope: scope)
         return nil
+    }
+
+    /// Opens the format-2 vault at `path` through its window if a valid one is open and
+    /// `useWindow` (then
+    /// `credentials` is not asked), else with `credentials`; a window the vault's keys no longer
+    /// match, or whose PIN changed, is revoked. The database is opened once unless a PIN changed.
+    /// `probed`: as for ``SQLiteVaultStore``'s window-aware open.
+    package static func openStore(
+        format2At path: FilePath, credentials: () throws -> [VaultCredential], window useWindow: Bool = true,
+        probed: Bool = false, clock: ReauthGate.Clock = ReauthGate.monotonicClock
+    ) throws -> (store: SQLiteVaultStore, throughWindow: Bool) {
+        var window: (scope: String, contents: Contents)?
+        let opened = try SQLiteVaultStore.open(at: path, windowKey: { vaultID in
+            guard useWindow else { return nil }
+            let scope = "vault:" + vaultID.hexString
+            guard let contents = read(scope: scope, clock: clock), let dataKey = contents.dataKey else { return nil }
+            window = (scope, contents)
+            return (dataKey, contents.fingerprint)
+        }, credentials: credentials, probed: probed)
+        if opened.throughWindow, let window {
+            if try pinStillMatches(window.contents, store: opened.store) { return opened }
+            close(scope: window.scope)
+            return (try SQLiteVaultStore.open(at: path, credentials: credentials()), false)
+        }
+        if let window { close(scope: window.scope) }  // read, but the vault's keys changed since
+        return opened
     }
 
     /// The window's state (seconds left on `clock`), or `nil` if there is none.

@@ -84,7 +84,8 @@ struct Doctor: ParsableCommand {
                 checks.append(Check(name: "file vault", ok: false, detail: "\(vaultPath.string): owned by user ID \(status.userID.rawValue)",
                                     fix: "run as its owner, or copy it to a file you own"))
             } else {
-                checks.append(Check(name: "file vault", ok: true, detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8))"))
+                checks.append(Check(name: "file vault", ok: true, detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8)), "
+                                    + (SQLiteVaultStore.sqliteHeader(vaultPath).isVault ? "format 2 (SQLite)" : "format 1")))
             }
         } else {
             fileProblem = .vaultNotFound(path: vaultPath.string)

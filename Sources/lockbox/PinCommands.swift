@@ -175,7 +175,12 @@ struct ResetPin: ParsableCommand {
             guard let passphrase = try Terminal.readHidden(prompt: "Vault passphrase: ") ?? stdinPassphrase() else {
                 throw CLIError.noInput("no passphrase to authorise the reset")
             }
-            _ = try EncryptedFileStore.open(at: options.vaultOptions.vaultPath, credential: .passphrase(passphrase))
+            let path = options.vaultOptions.vaultPath
+            if SQLiteVaultStore.sqliteHeader(path).isVault {
+                _ = try SQLiteVaultStore.open(at: path, credentials: [.passphrase(passphrase)])
+            } else {
+                _ = try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase))
+            }
             try guardian.reset(options.profile)
         }
         Console.status("PIN reset for '\(options.profileName)'.")

@@ -141,7 +141,11 @@ struct Import: ParsableCommand {
         } else {
             throw CLIError.noInput("import needs the backup's passphrase: --backup-passphrase-fd N, or a terminal")
         }
-        let backup = try EncryptedFileStore.open(at: FilePath(file), credential: .passphrase(passphrase))
+        // A backup is a format-1 file (`export` writes one); a format-2 vault imports as well.
+        let backupPath = FilePath(file)
+        let backup: any SecretStore = SQLiteVaultStore.sqliteHeader(backupPath).isVault
+            ? try SQLiteVaultStore.open(at: backupPath, credentials: [.passphrase(passphrase)])
+            : try EncryptedFileStore.open(at: backupPath, credential: .passphrase(passphrase))
         let store = try vaultOptions.openStore()
         let report = try Transfer.run(from: backup, to: store, onConflict: onConflict, progress: progressPrinter(label: "importing"))
         try printReport(report, json: json)

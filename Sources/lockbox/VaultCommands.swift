@@ -19,7 +19,7 @@ struct Init: ParsableCommand {
     @Flag(help: "Also add a passphrase slot, asked on the terminal, when a key file is given.") var withPassphrase = false
     @Option(help: "Argon2id cost for the passphrase slot.") var kdf: KDFPreset = .moderate
     @Option(help: ArgumentHelp("Vault format: 1 (one encrypted file) or 2 (sealed rows in SQLite; docs/FORMAT.md section 18).", valueName: "version"))
-    var format: Int = 1
+    var format: Int = 2
     @Flag(help: "Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).")
     var tpm = false
     @OptionGroup var tpmSlot: TPMSlotOptions

@@ -167,16 +167,19 @@ struct VaultOptions: ParsableArguments {
         let resolution = try resolveStore()
         switch resolution.backend {
         case .file:
-            // Format 1 is read once (docs/PERFORMANCE.md); the read stops at the first bytes of a
-            // format-2 vault with unsupported-format-version 2, which opens it as format 2.
-            do {
-                let opened = try resolution.opening { try openFileStoreDetailed() }
-                return (opened.store, opened.fresh, resolution)
-            } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _)
-                        where SQLiteVaultStore.sqliteHeader(vaultPath).isVault {  // not a format-1 header saying 2
-                let opened = try resolution.opening { try openFormat2Store() }
-                return (opened.store, opened.fresh, resolution)
+            // One open decides the format (docs/PERFORMANCE.md): a format-1 vault is read whole
+            // by it; the read stops at the first bytes of a format-2 vault, which SQLite opens.
+            let opened = try resolution.opening { () throws -> (store: any SecretStore, fresh: Bool) in
+                switch try probeVaultFile() {
+                case .format1(let snapshot):
+                    let opened = try openFileStore(snapshot)
+                    return (opened.store, opened.fresh)
+                case .format2:
+                    let opened = try openFormat2Store(probed: true)
+                    return (opened.store, opened.fresh)
+                }
             }
+            return (opened.store, opened.fresh, resolution)
         case .secretService:
             let store = try resolution.opening { try resolution.openSecretService() }
             if resolution.recorded != nil, resolution.selection.request == .auto { RecordedSecretService.resolution.withLock { $0 = resolution } }
@@ -191,15 +194,25 @@ struct VaultOptions: ParsableArguments {
         return open
     }
 
-    /// Opens a format-2 vault with the credentials given (no session windows on format 2 yet).
-    /// Fresh when a passphrase opened it.
-    func openFormat2Store() throws -> (store: SQLiteVaultStore, fresh: Bool) {
+    /// Opens a format-2 vault: through its re-authentication window if one is open (no
+    /// credential needed), else with the credentials given. Fresh when a window or a passphrase
+    /// opened it.
+    func openFormat2Store(useWindow: Bool = true, probed: Bool = false) throws -> (store: SQLiteVaultStore, fresh: Bool) {
         Trace.log("store: file vault, format 2 (SQLite) \(vaultPath.string)")
-        let credentials = try unlockCredentials()
-        let store = try SQLiteVaultStore.open(at: vaultPath, credentials: credentials)
-        let slots = try store.keySlots()
-        let byPassphrase = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
-        return (store, byPassphrase)
+        var credentials: [VaultCredential] = []
+        let opened = try SessionWindow.openStore(format2At: vaultPath, credentials: {
+            credentials = try unlockCredentials()
+            return credentials
+        }, window: useWindow, probed: probed)
+        if opened.throughWindow {
+            Trace.log("opened through the re-authentication window (no credential needed)")
+            return (opened.store, true)
+        }
+        let slots = try opened.store.keySlots()
+        Self.traceOpened(slots)
+        let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
+        let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
+        return (opened.store, byPassphrase)
     }
 
     /// Opens the file vault, format 1 or 2, with the credentials given (commands that only make
@@ -215,10 +228,28 @@ struct VaultOptions: ParsableArguments {
         let path = vaultPath
         // Say "no vault" before asking for a passphrase that could not help.
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
+        return try openFileStore(EncryptedFileStore.readSnapshot(at: path), useWindow: useWindow)
+    }
+
+    /// What the vault file is, format 1 (read whole) or 2, from one open of it; "no vault" before
+    /// any passphrase is asked.
+    private func probeVaultFile() throws -> VaultFile.Probe {
+        if !FileManager.default.fileExists(atPath: vaultPath.string) { throw LockboxError.vaultNotFound(path: vaultPath.string) }
+        return try VaultFile.probe(at: vaultPath)
+    }
+
+    /// Traces which key slots opened the vault (never what opened them).
+    private static func traceOpened(_ slots: [EncryptedFileStore.KeySlotInfo]) {
+        Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
+    }
+
+    /// Opens the format-1 vault file read as `snapshot`: through its re-authentication window if
+    /// one is open and `useWindow`, else with the credentials given.
+    private func openFileStore(_ snapshot: VaultFileSnapshot, useWindow: Bool = true) throws -> (store: EncryptedFileStore, fresh: Bool) {
+        let path = vaultPath
         Trace.log("store: file vault \(path.string)")
         // The file is read once: the window (keyed by the vault ID in its header) and the
         // credentials open the same snapshot.
-        let snapshot = try EncryptedFileStore.readSnapshot(at: path)
         if useWindow, let store = try SessionWindow.openStore(snapshot) {
             Trace.log("opened through the re-authentication window (no credential needed)")
             return (store, true)
@@ -226,7 +257,7 @@ struct VaultOptions: ParsableArguments {
         let credentials = try unlockCredentials()
         let store = try EncryptedFileStore.open(snapshot, credentials: credentials)
         let slots = try store.keySlots()
-        Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
+        Self.traceOpened(slots)
         let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
         let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
         return (store, byPassphrase)

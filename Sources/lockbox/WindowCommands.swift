@@ -56,6 +56,8 @@ struct Unlock: ParsableCommand {
             let fingerprint = try PinGuard(store: store).fingerprint(pinProfile) ?? ""
             if let fileStore = store as? EncryptedFileStore {
                 try SessionWindow.open(for: fileStore, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
+            } else if let format2Store = store as? SQLiteVaultStore {
+                try SessionWindow.open(for: format2Store, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
             } else if let scope = try SessionWindow.scope(for: resolution) {
                 try SessionWindow.open(scope: scope, duration: duration,
                                        openedBy: "pin \(pinProfile)", credentialFingerprint: "",
@@ -77,8 +79,13 @@ struct Unlock: ParsableCommand {
                 throw CLIError.noInput("unlock needs the vault passphrase (--passphrase-fd N, or a terminal) or --pin SERVICE/PROFILE")
             }
             // Opening with the passphrase alone proves it (a key file would not count).
-            let fileStore = try resolution.opening { try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase)) }
-            try SessionWindow.open(for: fileStore, duration: duration, openedBy: "passphrase")
+            if SQLiteVaultStore.sqliteHeader(path).isVault {
+                let store = try resolution.opening { try SQLiteVaultStore.open(at: path, credentials: [.passphrase(passphrase)]) }
+                try SessionWindow.open(for: store, duration: duration, openedBy: "passphrase")
+            } else {
+                let fileStore = try resolution.opening { try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase)) }
+                try SessionWindow.open(for: fileStore, duration: duration, openedBy: "passphrase")
+            }
         }
         Console.status("Unlocked for \(Int(duration.components.seconds)) s. `lockbox lock` closes the window now.")
     }

@@ -24,11 +24,12 @@ func runBash(_ script: String, stdin: Data = Data(), environment: [String: Strin
 }
 
 /// The environment of a file vault made with `lockbox init --generate-key-file` in `folder`
-/// (`v.lockbox`, key file `k.key`, settings under `config`).
-func cliVaultWithKeyFile(in folder: TemporaryFolder) throws -> [String: String] {
+/// (`v.lockbox`, key file `k.key`, settings under `config`), in `format` (`nil`: the default).
+func cliVaultWithKeyFile(in folder: TemporaryFolder, format: Int? = nil) throws -> [String: String] {
     let environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
                        "XDG_CONFIG_HOME": folder.file("config").string]
-    let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
+    let formatArguments = format.map { ["--format", "\($0)"] } ?? []
+    let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string] + formatArguments, environment: environment)
     #expect(created.status == 0, "\(created.stderr)")
     return environment
 }
@@ -247,7 +248,7 @@ struct CrashAndHangRegressionTests {
 
     init() throws {
         folder = try TemporaryFolder()
-        environment = try cliVaultWithKeyFile(in: folder)
+        environment = try cliVaultWithKeyFile(in: folder, format: 1)  // edits the format-1 file itself
     }
 
     @Test("pin set --lockout-delays 1e19 (nan, inf, -1) exits 64; a stored record with such a delay is undecodable (25), not a crash")
@@ -353,7 +354,7 @@ struct OutputAndDocumentationRegressionTests {
 
     init() throws {
         folder = try TemporaryFolder()
-        environment = try cliVaultWithKeyFile(in: folder)
+        environment = try cliVaultWithKeyFile(in: folder, format: 1)  // edits the format-1 file itself
     }
 
     private func store() throws -> EncryptedFileStore {

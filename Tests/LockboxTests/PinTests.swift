@@ -325,7 +325,8 @@ struct PinCLITests {
                                                 attributes: [.posixPermissions: 0o700])
         environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
                        "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": runtime]
-        let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment)
+        // Format 1: killedVerifyCounts reads the vault through EncryptedFileStore.
+        let created = try runLockbox(["init", "--format", "1", "--generate-key-file", folder.file("k.key").string], environment: environment)
         #expect(created.status == 0, "\(created.stderr)")
     }
 

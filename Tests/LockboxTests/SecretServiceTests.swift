@@ -198,7 +198,8 @@ struct SecretServiceTests {
         let key = folder.file("k.key").string
         let env = keyringEnvironment.merging(["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": key,
                                               "XDG_CONFIG_HOME": folder.file("config").string]) { _, new in new }
-        #expect(try runLockbox(["init", "--generate-key-file", key], environment: env).status == 0)
+        // Format 1: the test reads the file vault through EncryptedFileStore.
+        #expect(try runLockbox(["init", "--format", "1", "--generate-key-file", key], environment: env).status == 0)
         for index in 1...5 {
             #expect(try runLockbox(["set", "migrate", "acct\(index)", "--kind", "token"], stdin: Data("value-\(index)".utf8), environment: env).status == 0)
         }

@@ -31,13 +31,14 @@ struct ItemLock: Sendable {
     /// (no lock files at all) for a store only this process reaches, such as ``MemoryStore``. It
     /// never depends on environment variables, so every process that reaches the store meets the
     /// same lock whatever its `XDG_RUNTIME_DIR` or `HOME`:
-    /// - the file vault: beside the vault, `VAULT.locks/NAME` (the vault's resolved path, like
+    /// - the file vault (format 1 or 2): beside the vault, `VAULT.locks/NAME` (the vault's resolved path, like
     ///   its `VAULT.lock`);
     /// - any other store: `/run/user/UID/lockbox/NAME` when that folder is the user's, else
     ///   `.local/state/lockbox/NAME` in the home folder of the user's password entry.
     static func defaultDirectory(_ name: String, for store: any SecretStore) -> FilePath? {
         guard store.isReachableFromOtherProcesses else { return nil }
         if let file = store as? EncryptedFileStore { return FilePath(file.path.string + ".locks").appending(name) }
+        if let file = store as? SQLiteVaultStore { return FilePath(file.path.string + ".locks").appending(name) }
         let uid = effectiveUserID()
         let runtime = FilePath("/run/user/\(uid)")
         if let status = try? runtime.stat(), status.type == .directory, UInt32(status.userID.rawValue) == uid {

@@ -174,12 +174,12 @@ public struct StoreResolution: Sendable {
             switch backend {
             case .secretService: return try openSecretService()
             case .file:
-                // One read for format 1; a format-2 vault stops it at its first bytes.
-                do {
-                    return try EncryptedFileStore.open(at: selection.vaultPath, credentials: credentials)
-                } catch LockboxError.unsupportedFormatVersion(_, found: Int(VaultRecords.formatVersion), _)
-                            where SQLiteVaultStore.sqliteHeader(selection.vaultPath).isVault {  // not a format-1 header saying 2
-                    return try SQLiteVaultStore.open(at: selection.vaultPath, credentials: credentials)
+                // One open decides the format: format 1 is read whole by it; a format-2 vault
+                // stops it at its first bytes.
+                switch try VaultFile.probe(at: selection.vaultPath) {
+                case .format1(let snapshot): return try EncryptedFileStore.open(snapshot, credentials: credentials)
+                case .format2(let path):
+                    return try SQLiteVaultStore.open(at: path, windowKey: { _ in nil }, credentials: { credentials }, probed: true).store
                 }
             }
         }

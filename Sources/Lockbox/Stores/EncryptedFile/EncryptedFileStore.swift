@@ -150,14 +150,20 @@ public final class EncryptedFileStore: SecretStore {
     /// The kinds of the vault's key slots, in order, read from its header without any credential
     /// (to know whether a TPM could open it before asking for a passphrase).
     public static func keySlotKinds(at path: FilePath) throws -> [KeySlotInfo.Kind] {
-        try VaultFile.snapshot(at: path).header.slots.map { KeySlotInfo.Kind($0.kind) }
+        try slotsWithoutCredential(at: path).map { KeySlotInfo.Kind($0.kind) }
+    }
+
+    /// The key slots of the vault at `path`, format 1 or 2, read without a credential.
+    private static func slotsWithoutCredential(at path: FilePath) throws -> [KeySlot] {
+        if SQLiteVaultStore.sqliteHeader(path).isVault { return try SQLiteVaultStore.keySlots(at: path) }
+        return try VaultFile.snapshot(at: path).header.slots
     }
 
     /// The sealed bytes of the vault's TPM2 key slots, by slot index, read without any credential
     /// (to tell whether a slot needs a PIN before asking for one).
     public static func sealedKeySlots(at path: FilePath) throws -> [Int: [UInt8]] {
         var result: [Int: [UInt8]] = [:]
-        for (index, slot) in try VaultFile.snapshot(at: path).header.slots.enumerated() where slot.kind == .tpm2 {
+        for (index, slot) in try slotsWithoutCredential(at: path).enumerated() where slot.kind == .tpm2 {
             result[index] = slot.sealed
         }
         return result

@@ -37,9 +37,42 @@ package enum VaultFile {
         try snapshot(resolved: resolvedPath(path))
     }
 
+    /// What the file at `path` is, decided from one open of it: a format-1 vault, read once and
+    /// its header parsed, or a format-2 vault (SQLite; only its first 72 bytes were read), which
+    /// the caller opens as ``SQLiteVaultStore``.
+    package enum Probe {
+        case format1(VaultFileSnapshot)
+        case format2(path: FilePath)
+    }
+
+    /// ``Probe`` of the vault file at `path` (symbolic links resolved).
+    package static func probe(at path: FilePath) throws -> Probe {
+        let path = resolvedPath(path)
+        do {
+            return .format1(try snapshot(resolved: path, format2: .stop))
+        } catch is Format2Vault {
+            return .format2(path: path)
+        }
+    }
+
+    /// The first bytes of the file said it is a format-2 vault (only ``probe(at:)`` sees it).
+    private struct Format2Vault: Error {}
+
+    private enum Format2Handling { case refuse, stop }
+
     /// The file at `path`, already resolved (a handle's own path), read once and its header parsed.
     static func snapshot(resolved path: FilePath) throws -> VaultFileSnapshot {
-        let file = try read(path)
+        try snapshot(resolved: path, format2: .refuse)
+    }
+
+    private static func snapshot(resolved path: FilePath, format2: Format2Handling) throws -> VaultFileSnapshot {
+        let file: (bytes: [UInt8], identity: FileIdentity)
+        do {
+            file = try read(path)
+        } catch is Format2Vault where format2 == .refuse {
+            throw LockboxError.unsupportedFormatVersion(
+                path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
+        }
         let (header, headerLength) = try parseHeader(file.bytes, path: path)
         return VaultFileSnapshot(path: path, bytes: file.bytes, identity: file.identity, header: header, headerLength: headerLength)
     }
@@ -63,10 +96,7 @@ package enum VaultFile {
                     // that take either format open it as format 2 on this error.
                     var start = [UInt8](repeating: 0, count: SQLiteVaultStore.sqliteHeaderBytes)
                     let peeked = try start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
-                    if SQLiteVaultStore.sqliteHeader(start.prefix(peeked)).isVault {
-                        throw LockboxError.unsupportedFormatVersion(
-                            path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
-                    }
+                    if SQLiteVaultStore.sqliteHeader(start.prefix(peeked)).isVault { throw Format2Vault() }
                     let bytes = try fd.readToEnd(limit: maximumBytes, expectedSize: Int(status.size))
                     // Permission advice only for a file that is a vault; anything else (a link to
                     // /etc/passwd, say) is reported as not a vault when its header is parsed.
@@ -74,6 +104,8 @@ package enum VaultFile {
                     return (bytes, FileIdentity(status))
                 } catch let error as LockboxError {
                     throw error
+                } catch let found as Format2Vault {
+                    throw found
                 } catch {
                     if error.asErrno == .fileTooLarge {
                         throw LockboxError.corruptVault(path: path.string, reason: "larger than the 1 GiB a vault can be")
@@ -83,6 +115,8 @@ package enum VaultFile {
             }
         } catch let error as LockboxError {
             throw error
+        } catch let found as Format2Vault {
+            throw found
         } catch let error as Errno where error == .noSuchFileOrDirectory {
             throw LockboxError.vaultNotFound(path: path.string)
         } catch {

@@ -141,21 +141,76 @@ public final class SQLiteVaultStore: SecretStore {
         at path: FilePath, credentials: [VaultCredential], busyTimeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> SQLiteVaultStore {
-        guard !credentials.isEmpty else {
-            throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
-        }
+        guard !credentials.isEmpty else { throw noCredential }
+        return try open(at: path, windowKey: { _ in nil }, credentials: { credentials }, busyTimeout: busyTimeout, now: now).store
+    }
+
+    private static var noCredential: LockboxError {
+        LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+    }
+
+    /// Opens the format-2 vault at `path` with the data key a session window holds for its vault
+    /// ID (`windowKey`, asked once the vault row is read), if that key still opens it and the key
+    /// slots are as they were when the window opened (the fingerprint); else with `credentials`
+    /// (asked only then). The database is opened once either way. `probed`: the caller has read
+    /// the file's first bytes and found a format-2 vault (``VaultFile/probe(at:)``), so they are
+    /// not read again here.
+    package static func open(
+        at path: FilePath, windowKey: ([UInt8]) -> (dataKey: SecretBytes, fingerprint: String)?,
+        credentials: () throws -> [VaultCredential], probed: Bool = false, busyTimeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> (store: SQLiteVaultStore, throughWindow: Bool) {
         let path = VaultFile.resolvedPath(path)
-        try checkFile(path)
+        try checkFile(path, header: !probed)
         let connection = try SQLiteConnection(path: path, create: false, busyTimeout: busyTimeout)
         try checkIdentity(connection, path: path)
         try connection.useWriteAheadLog()
         let (vaultID, keyCheck, slots) = try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
+        if let window = windowKey(vaultID), KeySlots.fingerprint(slots.map(\.slot), vaultID: vaultID) == window.fingerprint {
+            let records = VaultRecords(vaultID: vaultID, dataKey: window.dataKey)
+            if Sodium.constantTimeEqual(records.keyCheck, keyCheck) {
+                let state = State(connection: connection, records: records, dataKey: window.dataKey, unlocker: nil)
+                return (SQLiteVaultStore(path: path, now: now, state: state), true)
+            }
+        }
+        let credentials = try credentials()
+        guard !credentials.isEmpty else { throw noCredential }
         let (dataKey, unlocker) = try KeySlots.open(slots.map(\.slot), vaultID: vaultID, credentials: credentials, path: path)
         let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
         guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
         }
-        return SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker))
+        return (SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker)), false)
+    }
+
+    /// The vault ID of the format-2 vault at `path`, read without a credential (a session
+    /// window's scope).
+    package static func vaultID(at path: FilePath) throws -> [UInt8] {
+        try vaultRow(at: path).0
+    }
+
+    /// The key slots of the format-2 vault at `path`, read without a credential (which kinds it
+    /// has, whether a TPM slot needs a PIN).
+    package static func keySlots(at path: FilePath) throws -> [KeySlot] {
+        try vaultRow(at: path).2.map(\.slot)
+    }
+
+    private static func vaultRow(at path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
+        let path = VaultFile.resolvedPath(path)
+        try checkFile(path)
+        let connection = try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(10))
+        try checkIdentity(connection, path: path)
+        return try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
+    }
+
+    /// The vault's ID, its key slots' fingerprint and the data key, for a session window (kernel
+    /// keyring), as ``EncryptedFileStore`` gives them.
+    package func windowMaterial() throws -> (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes) {
+        let path = path
+        return try withTransaction(writing: false) { state in
+            let (vaultID, _, slots) = try Self.readVaultRow(state.connection, path: path)
+            return (vaultID, KeySlots.fingerprint(slots.map(\.slot), vaultID: vaultID), state.dataKey)
+        }
     }
 
     /// What the first 72 bytes of the file at `path` say: a SQLite database, and whether its
@@ -179,7 +234,7 @@ public final class SQLiteVaultStore: SecretStore {
     }
 
     /// Refuses what is not a regular file owned by us with mode 0600 or tighter.
-    private static func checkFile(_ path: FilePath) throws {
+    private static func checkFile(_ path: FilePath, header: Bool = true) throws {
         let status: Stat
         do {
             status = try path.stat()
@@ -190,7 +245,7 @@ public final class SQLiteVaultStore: SecretStore {
         guard status.type == .regular else {
             throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
         }
-        guard sqliteHeader(path).isSQLite else {
+        guard !header || sqliteHeader(path).isSQLite else {
             throw LockboxError.corruptVault(path: path.string, reason: "not a format-2 Lockbox vault (not a SQLite database)")
         }
         try VaultFile.checkOwnership(status, path: path)
