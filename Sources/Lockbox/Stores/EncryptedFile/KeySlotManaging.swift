@@ -1,5 +1,5 @@
 /// A vault whose key slots can be listed and changed: ``EncryptedFileStore`` (format 1) and
-/// ``SQLiteVaultStore`` (format 2), which share the slot code (``KeySlotInfo`` describes a slot
+/// ``SQLiteVaultStore`` (format 2), which share the slot code (``EncryptedFileStore/KeySlotInfo`` describes a slot
 /// in either).
 public protocol KeySlotManaging: SecretStore {
     /// The vault's key slots, in order.

@@ -8,7 +8,7 @@ import Glibc
 /// (docs/FORMAT.md, "Format 2"), so a write costs the same at ten items and at a million.
 ///
 /// The data key and its key slots work as in format 1 (``EncryptedFileStore``, the same
-/// ``KeySlots`` code); each slot is a row, so changing a passphrase rewrites one row. Rows are
+/// `KeySlots` code); each slot is a row, so changing a passphrase rewrites one row. Rows are
 /// addressed by a keyed hash of (service, account): the file holds no service or account name.
 /// Each item's metadata is sealed apart from its secret, so ``list(service:)`` never decrypts a
 /// secret. Many processes write one vault through SQLite's own locking (WAL, durable commits).
