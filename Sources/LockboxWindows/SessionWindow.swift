@@ -129,11 +129,12 @@ public enum SessionWindow {
     /// Opens the format-2 vault at `path` through its window if a valid one is open and
     /// `useWindow` (then
     /// `credentials` is not asked), else with `credentials`; a window the vault's keys no longer
-    /// match, or whose PIN changed, is revoked. The database is opened once unless a PIN changed.
-    /// `probed`: as for ``SQLiteVaultStore``'s window-aware open.
+    /// match, or whose PIN changed, is revoked. The file is opened once unless a PIN changed.
+    /// `probed`: the file as ``VaultFile/probe(at:)`` opened it, as for ``SQLiteVaultStore``'s
+    /// window-aware open.
     package static func openStore(
         format2At path: FilePath, credentials: () throws -> [VaultCredential], window useWindow: Bool = true,
-        probed: Bool = false, clock: ReauthGate.Clock = ReauthGate.monotonicClock
+        probed: OpenedDatabaseFile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock
     ) throws -> (store: SQLiteVaultStore, throughWindow: Bool) {
         var window: (scope: String, contents: Contents)?
         let opened = try SQLiteVaultStore.open(at: path, windowKey: { vaultID in

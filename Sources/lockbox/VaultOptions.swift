@@ -168,14 +168,15 @@ struct VaultOptions: ParsableArguments {
         switch resolution.backend {
         case .file:
             // One open decides the format (docs/PERFORMANCE.md): a format-1 vault is read whole
-            // by it; the read stops at the first bytes of a format-2 vault, which SQLite opens.
+            // by it; the read stops at the first bytes of a format-2 vault, and SQLite takes the
+            // descriptor over.
             let opened = try resolution.opening { () throws -> (store: any SecretStore, fresh: Bool) in
                 switch try probeVaultFile() {
                 case .format1(let snapshot):
                     let opened = try openFileStore(snapshot)
                     return (opened.store, opened.fresh)
-                case .format2:
-                    let opened = try openFormat2Store(probed: true)
+                case .format2(let file):
+                    let opened = try openFormat2Store(probed: file)
                     return (opened.store, opened.fresh)
                 }
             }
@@ -197,7 +198,7 @@ struct VaultOptions: ParsableArguments {
     /// Opens a format-2 vault: through its re-authentication window if one is open (no
     /// credential needed), else with the credentials given. Fresh when a window or a passphrase
     /// opened it.
-    func openFormat2Store(useWindow: Bool = true, probed: Bool = false) throws -> (store: SQLiteVaultStore, fresh: Bool) {
+    func openFormat2Store(useWindow: Bool = true, probed: OpenedDatabaseFile? = nil) throws -> (store: SQLiteVaultStore, fresh: Bool) {
         Trace.log("store: file vault, format 2 (SQLite) \(vaultPath.string)")
         var credentials: [VaultCredential] = []
         let opened = try SessionWindow.openStore(format2At: vaultPath, credentials: {

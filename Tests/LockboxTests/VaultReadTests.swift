@@ -1,13 +1,13 @@
 import Foundation
+import SystemPackage
 import Testing
 @testable import Lockbox
 
 /// `lockbox get` on a file vault reads the vault file once: the session window's scope (the
 /// vault ID in the header) and the credentials open the same bytes. Counted with strace on the
-/// real binary, as a user runs it. Format 2 (SQLite) is opened twice, exactly: Lockbox's one open
-/// that decides the format (72 bytes read) and SQLite's connection, which cannot adopt that
-/// descriptor; the window and the credentials then use the same connection, and the header is
-/// not read a third time.
+/// real binary, as a user runs it. Format 2 (SQLite) too: Lockbox's one open decides the format
+/// (72 bytes read) and SQLite's connection takes that descriptor over (SQLiteFileAdoption); the
+/// window and the credentials then use the same connection.
 @Suite("Vault file reads")
 struct VaultReadTests {
     /// How many times `lockbox ARGUMENTS` opens `vault` (openat calls naming it, in every thread).
@@ -29,8 +29,8 @@ struct VaultReadTests {
         return (result.status, lines.filter { $0.contains("\"\(vault)\"") }.count)
     }
 
-    @Test("get opens the vault file once (format 1) or twice (format 2: the probe and SQLite), with a key file and through a session window",
-          arguments: [(format: 1, opens: 1), (format: 2, opens: 2)])
+    @Test("get opens the vault file once (format 1 and 2: SQLite takes over the descriptor Lockbox opened), with a key file and through a session window",
+          arguments: [(format: 1, opens: 1), (format: 2, opens: 1)])
     func getReadsOnce(format: Int, opens expected: Int) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
             Issue.record("strace is not installed: scripts/ensure-deps.sh --test installs it; this test cannot run without it")
@@ -58,5 +58,46 @@ struct VaultReadTests {
         #expect(throughWindow.status == 0)
         #expect(throughWindow.opens == expected, "lockbox get through the window opened the vault \(throughWindow.opens) times")
         _ = try runLockbox(["lock"], environment: base)
+    }
+
+    @Test("a probed format-2 vault is opened once in the library too: SQLite takes the probe's descriptor; a probe dropped unused closes it")
+    func probedDescriptorIsTakenOver() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("vault.lockbox")
+        let keyPath = folder.file("vault.key")
+        try KeyFile.generate(at: keyPath)
+        let key = ItemKey(service: "svc", account: "acct")
+        do {
+            let created = try SQLiteVaultStore.create(at: path, credentials: [.keyFile(keyPath)], kdf: testKDF)
+            try created.set(secret("adopted"), for: key, options: ItemOptions())
+        }
+        let resolved = VaultFile.resolvedPath(path)
+        #expect(descriptors(on: resolved) == 0)
+
+        guard case .format2(let unused) = try VaultFile.probe(at: path) else {
+            Issue.record("a format-2 vault was not probed as format 2")
+            return
+        }
+        #expect(descriptors(on: resolved) == 1)
+        _ = consume unused
+        #expect(descriptors(on: resolved) == 0, "a probe dropped unused must close its descriptor")
+
+        guard case .format2(let file) = try VaultFile.probe(at: path) else {
+            Issue.record("a format-2 vault was not probed as format 2")
+            return
+        }
+        let takenOver = SQLiteFileAdoption.takenOverCount
+        let store = try SQLiteVaultStore.open(at: file.path, windowKey: { _ in nil }, credentials: { [.keyFile(keyPath)] }, probed: file).store
+        #expect(SQLiteFileAdoption.takenOverCount == takenOver + 1, "SQLite must take the probe's descriptor over, not open the vault again")
+        #expect(descriptors(on: resolved) == 1)
+        #expect(try store.get(key)?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "adopted")
+        try store.set(secret("written through it"), for: key, options: ItemOptions())
+        #expect(try SQLiteVaultStore.open(at: path, credentials: [.keyFile(keyPath)]).get(key)?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "written through it")
+    }
+
+    /// How many of this process's descriptors are open on `path`.
+    private func descriptors(on path: FilePath) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return names.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path.string }.count
     }
 }

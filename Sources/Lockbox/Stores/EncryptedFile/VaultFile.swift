@@ -39,89 +39,124 @@ package enum VaultFile {
 
     /// What the file at `path` is, decided from one open of it: a format-1 vault, read once and
     /// its header parsed, or a format-2 vault (SQLite; only its first 72 bytes were read), which
-    /// the caller opens as ``SQLiteVaultStore``.
+    /// the caller opens as ``SQLiteVaultStore`` through the same descriptor.
     package enum Probe {
         case format1(VaultFileSnapshot)
-        case format2(path: FilePath)
+        case format2(OpenedDatabaseFile)
     }
 
     /// ``Probe`` of the vault file at `path` (symbolic links resolved).
     package static func probe(at path: FilePath) throws -> Probe {
-        let path = resolvedPath(path)
-        do {
-            return .format1(try snapshot(resolved: path, format2: .stop))
-        } catch is Format2Vault {
-            return .format2(path: path)
-        }
+        try load(resolvedPath(path), expecting: .either)
     }
-
-    /// The first bytes of the file said it is a format-2 vault (only ``probe(at:)`` sees it).
-    private struct Format2Vault: Error {}
-
-    private enum Format2Handling { case refuse, stop }
 
     /// The file at `path`, already resolved (a handle's own path), read once and its header parsed.
     static func snapshot(resolved path: FilePath) throws -> VaultFileSnapshot {
-        try snapshot(resolved: path, format2: .refuse)
-    }
-
-    private static func snapshot(resolved path: FilePath, format2: Format2Handling) throws -> VaultFileSnapshot {
-        let file: (bytes: [UInt8], identity: FileIdentity)
-        do {
-            file = try read(path)
-        } catch is Format2Vault where format2 == .refuse {
+        // A format-2 vault is refused inside `load`, before it is read.
+        guard case .format1(let snapshot) = try load(path, expecting: .format1) else {
             throw LockboxError.unsupportedFormatVersion(
                 path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
         }
-        let (header, headerLength) = try parseHeader(file.bytes, path: path)
-        return VaultFileSnapshot(path: path, bytes: file.bytes, identity: file.identity, header: header, headerLength: headerLength)
+        return snapshot
     }
 
-    /// The whole file at `path` (already resolved) and its identity, in one read.
-    static func read(_ path: FilePath) throws -> (bytes: [UInt8], identity: FileIdentity) {
+    /// The SQLite database at `path` (already resolved), opened and checked like a format-1 vault
+    /// (a regular file, ours, mode 0600 or tighter) for ``SQLiteConnection`` to use; a file that is
+    /// not a SQLite database is refused as corrupt without being read further.
+    static func openDatabase(resolved path: FilePath) throws -> OpenedDatabaseFile {
+        guard case .format2(let file) = try load(path, expecting: .database) else {
+            throw LockboxError.corruptVault(path: path.string, reason: "not a format-2 Lockbox vault (not a SQLite database)")
+        }
+        return file
+    }
+
+    /// What a caller of ``load(_:expecting:)`` takes.
+    private enum Expectation {
+        /// A format-1 vault; a format-2 vault is refused without reading it.
+        case format1
+        /// Either format, told apart by the first bytes.
+        case either
+        /// Any SQLite database (``SQLiteVaultStore`` checks its identity); nothing else is read.
+        case database
+    }
+
+    /// Opens the file at `path` (already resolved) once, refusing what is not a regular file
+    /// before reading it, and either reads it whole as a format-1 vault or keeps the descriptor
+    /// of a format-2 vault for SQLite. Opened read-write when SQLite may take the descriptor
+    /// (read-only if writing is not allowed, as SQLite itself falls back).
+    private static func load(_ path: FilePath, expecting: Expectation) throws -> Probe {
         do {
-            // Without blocking: a FIFO at the vault's path must be refused, not waited on.
-            let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking])
-            return try fd.closeAfter { () throws -> ([UInt8], FileIdentity) in
-                let status: Stat
-                do { status = try fd.stat() } catch {
-                    throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
-                }
-                guard status.type == .regular else {
-                    throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
-                }
+            let forDatabase = expecting != .format1
+            var readWrite = forDatabase
+            if forDatabase {
+                // Only a regular file is opened for writing (opening some devices has effects);
+                // the descriptor's own fstat below decides, in case the path changes meanwhile.
+                let status = try path.stat()
+                guard status.type == .regular else { throw notRegular(path, status) }
+            }
+            let options: FileDescriptor.OpenOptions = [.closeOnExec, .nonBlocking]
+            let fd: FileDescriptor
+            if readWrite {
                 do {
-                    // A format-2 vault (SQLite) is not read whole: its first bytes say what it is
-                    // (read with pread, so the whole-file read below still starts at 0). Callers
-                    // that take either format open it as format 2 on this error.
-                    var start = [UInt8](repeating: 0, count: SQLiteVaultStore.sqliteHeaderBytes)
-                    let peeked = try start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
-                    if SQLiteVaultStore.sqliteHeader(start.prefix(peeked)).isVault { throw Format2Vault() }
-                    let bytes = try fd.readToEnd(limit: maximumBytes, expectedSize: Int(status.size))
-                    // Permission advice only for a file that is a vault; anything else (a link to
-                    // /etc/passwd, say) is reported as not a vault when its header is parsed.
-                    if bytes.starts(with: VaultHeader.magic) { try checkOwnership(status, path: path) }
-                    return (bytes, FileIdentity(status))
-                } catch let error as LockboxError {
-                    throw error
-                } catch let found as Format2Vault {
-                    throw found
-                } catch {
-                    if error.asErrno == .fileTooLarge {
-                        throw LockboxError.corruptVault(path: path.string, reason: "larger than the 1 GiB a vault can be")
-                    }
-                    throw LockboxError.io(operation: "reading the vault", path: path.string, errno: error.asErrno)
+                    fd = try FileDescriptor.open(path, .readWrite, options: options)
+                } catch let error as Errno where error == .permissionDenied || error == .readOnlyFileSystem || error == .notPermitted {
+                    readWrite = false
+                    fd = try FileDescriptor.open(path, .readOnly, options: options)
                 }
+            } else {
+                // Without blocking: a FIFO at the vault's path must be refused, not waited on.
+                fd = try FileDescriptor.open(path, .readOnly, options: options)
+            }
+            var handedOver = false
+            defer { if !handedOver { try? fd.close() } }
+            let status: Stat
+            do { status = try fd.stat() } catch {
+                throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
+            }
+            guard status.type == .regular else { throw notRegular(path, status) }
+            do {
+                // A format-2 vault (SQLite) is not read whole: its first bytes say what it is
+                // (read with pread, so the whole-file read below still starts at 0).
+                var start = [UInt8](repeating: 0, count: SQLiteVaultStore.sqliteHeaderBytes)
+                let peeked = try start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
+                let header = SQLiteVaultStore.sqliteHeader(start.prefix(peeked))
+                if header.isVault || (expecting == .database && header.isSQLite) {
+                    guard expecting != .format1 else {
+                        throw LockboxError.unsupportedFormatVersion(
+                            path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
+                    }
+                    try checkOwnership(status, path: path)
+                    handedOver = true
+                    return .format2(OpenedDatabaseFile(path: path, descriptor: fd, readWrite: readWrite))
+                }
+                guard expecting != .database else {
+                    throw LockboxError.corruptVault(path: path.string, reason: "not a format-2 Lockbox vault (not a SQLite database)")
+                }
+                let bytes = try fd.readToEnd(limit: maximumBytes, expectedSize: Int(status.size))
+                // Permission advice only for a file that is a vault; anything else (a link to
+                // /etc/passwd, say) is reported as not a vault when its header is parsed.
+                if bytes.starts(with: VaultHeader.magic) { try checkOwnership(status, path: path) }
+                let (vaultHeader, headerLength) = try parseHeader(bytes, path: path)
+                return .format1(VaultFileSnapshot(path: path, bytes: bytes, identity: FileIdentity(status), header: vaultHeader, headerLength: headerLength))
+            } catch let error as LockboxError {
+                throw error
+            } catch {
+                if error.asErrno == .fileTooLarge {
+                    throw LockboxError.corruptVault(path: path.string, reason: "larger than the 1 GiB a vault can be")
+                }
+                throw LockboxError.io(operation: "reading the vault", path: path.string, errno: error.asErrno)
             }
         } catch let error as LockboxError {
             throw error
-        } catch let found as Format2Vault {
-            throw found
         } catch let error as Errno where error == .noSuchFileOrDirectory {
             throw LockboxError.vaultNotFound(path: path.string)
         } catch {
             throw LockboxError.io(operation: "opening the vault", path: path.string, errno: error.asErrno)
         }
+    }
+
+    private static func notRegular(_ path: FilePath, _ status: Stat) -> LockboxError {
+        LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
     }
 
     /// The identity of the file at `path` now (one `stat`), to tell whether it changed.

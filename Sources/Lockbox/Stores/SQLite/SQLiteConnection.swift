@@ -28,13 +28,29 @@ package final class SQLiteConnection {
     private var handle: OpaquePointer?
 
     /// Opens (or, with `create`, creates with mode 0600) the database at `path`.
-    package init(path: FilePath, create: Bool, busyTimeout: Duration) throws {
+    package convenience init(path: FilePath, create: Bool, busyTimeout: Duration) throws {
+        try self.init(path: path, create: create, busyTimeout: busyTimeout, file: nil)
+    }
+
+    /// Opens the database Lockbox already opened and checked as `file`, through its descriptor
+    /// (``SQLiteFileAdoption``): the file is not opened a second time.
+    package convenience init(file: OpenedDatabaseFile, busyTimeout: Duration) throws {
+        try self.init(path: file.path, create: false, busyTimeout: busyTimeout, file: file)
+    }
+
+    private init(path: FilePath, create: Bool, busyTimeout: Duration, file: OpenedDatabaseFile?) throws {
         self.path = path
         self.busyTimeout = busyTimeout
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
         if create { flags |= SQLITE_OPEN_CREATE }
         var db: OpaquePointer?
+        var offer: UInt64?
+        if let file, let descriptor = file.take() {
+            offer = SQLiteFileAdoption.offer(descriptor, path: path, readWrite: file.readWrite)
+            if offer == nil { try? descriptor.close() }
+        }
         let status = sqlite3_open_v2(path.string, &db, flags, nil)
+        if let offer { SQLiteFileAdoption.withdraw(offer) }
         handle = db
         guard status == SQLITE_OK else {
             let error = Self.error(

@@ -152,17 +152,17 @@ public final class SQLiteVaultStore: SecretStore {
     /// Opens the format-2 vault at `path` with the data key a session window holds for its vault
     /// ID (`windowKey`, asked once the vault row is read), if that key still opens it and the key
     /// slots are as they were when the window opened (the fingerprint); else with `credentials`
-    /// (asked only then). The database is opened once either way. `probed`: the caller has read
-    /// the file's first bytes and found a format-2 vault (``VaultFile/probe(at:)``), so they are
-    /// not read again here.
+    /// (asked only then). The file is opened once either way: `probed` is the file as
+    /// ``VaultFile/probe(at:)`` opened it (its first bytes say it is a format-2 vault), else it is
+    /// opened and checked here.
     package static func open(
         at path: FilePath, windowKey: ([UInt8]) -> (dataKey: SecretBytes, fingerprint: String)?,
-        credentials: () throws -> [VaultCredential], probed: Bool = false, busyTimeout: Duration = .seconds(10),
+        credentials: () throws -> [VaultCredential], probed: OpenedDatabaseFile? = nil, busyTimeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> (store: SQLiteVaultStore, throughWindow: Bool) {
-        let path = VaultFile.resolvedPath(path)
-        try checkFile(path, header: !probed)
-        let connection = try SQLiteConnection(path: path, create: false, busyTimeout: busyTimeout)
+        let file = try probed ?? VaultFile.openDatabase(resolved: VaultFile.resolvedPath(path))
+        let path = file.path
+        let connection = try SQLiteConnection(file: file, busyTimeout: busyTimeout)
         try checkIdentity(connection, path: path)
         try connection.useWriteAheadLog()
         let (vaultID, keyCheck, slots) = try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
@@ -196,11 +196,10 @@ public final class SQLiteVaultStore: SecretStore {
     }
 
     private static func vaultRow(at path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
-        let path = VaultFile.resolvedPath(path)
-        try checkFile(path)
-        let connection = try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(10))
-        try checkIdentity(connection, path: path)
-        return try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
+        let file = try VaultFile.openDatabase(resolved: VaultFile.resolvedPath(path))
+        let connection = try SQLiteConnection(file: file, busyTimeout: .seconds(10))
+        try checkIdentity(connection, path: file.path)
+        return try connection.transaction(writing: false) { try readVaultRow(connection, path: file.path) }
     }
 
     /// The vault's ID, its key slots' fingerprint and the data key, for a session window (kernel
@@ -231,24 +230,6 @@ public final class SQLiteVaultStore: SecretStore {
         guard start.count >= sqliteHeaderBytes else { return (true, false) }
         let id = start.dropFirst(68).prefix(4).reduce(Int64(0)) { $0 << 8 | Int64($1) }
         return (true, id == applicationID)
-    }
-
-    /// Refuses what is not a regular file owned by us with mode 0600 or tighter.
-    private static func checkFile(_ path: FilePath, header: Bool = true) throws {
-        let status: Stat
-        do {
-            status = try path.stat()
-        } catch {
-            if error == .noSuchFileOrDirectory { throw LockboxError.vaultNotFound(path: path.string) }
-            throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)
-        }
-        guard status.type == .regular else {
-            throw LockboxError.invalidArgument("\(path.string) is \(describe(status.type)), not a regular file, so it cannot be a vault")
-        }
-        guard !header || sqliteHeader(path).isSQLite else {
-            throw LockboxError.corruptVault(path: path.string, reason: "not a format-2 Lockbox vault (not a SQLite database)")
-        }
-        try VaultFile.checkOwnership(status, path: path)
     }
 
     static func checkIdentity(_ connection: SQLiteConnection, path: FilePath) throws {
