@@ -13,9 +13,11 @@ public final class TPMConnection {
     /// The kernel's TPM resource manager.
     public static let deviceTCTI = "device:/dev/tpmrm0"
 
-    /// The TCTI Lockbox uses when none is given: `LOCKBOX_TPM_TCTI` if set (e.g.
-    /// `swtpm:host=127.0.0.1,port=2321`), else ``deviceTCTI``.
-    public static func defaultTCTI(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    /// The TCTI an environment names: `LOCKBOX_TPM_TCTI` if set (e.g.
+    /// `swtpm:host=127.0.0.1,port=2321`), else ``deviceTCTI``. The library reads no environment
+    /// itself: the `lockbox` CLI passes its own here; a service passes
+    /// `LockboxConfiguration.tpmTCTI` or its own setting to ``init(tcti:)``.
+    public static func defaultTCTI(environment: [String: String]) -> String {
         if let configured = environment["LOCKBOX_TPM_TCTI"], !configured.isEmpty { return configured }
         return deviceTCTI
     }
@@ -28,7 +30,7 @@ public final class TPMConnection {
     /// Connects to the TPM behind `tcti` (`device:/dev/tpmrm0`, `swtpm:host=…,port=…`, …).
     ///
     /// The corresponding C functions are `Tss2_TctiLdr_Initialize` and `Esys_Initialize`.
-    public init(tcti configuration: String = TPMConnection.defaultTCTI()) throws {
+    public init(tcti configuration: String = TPMConnection.deviceTCTI) throws {
         tctiConfiguration = configuration
         var tcti: OpaquePointer?
         try check("Tss2_TctiLdr_Initialize", Tss2_TctiLdr_Initialize(configuration, &tcti))

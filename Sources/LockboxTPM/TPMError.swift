@@ -82,15 +82,15 @@ public struct TPMError: LockboxCodedError, Equatable {
         let detail = "(\(function): \(Self.decode(responseCode)), 0x\(String(responseCode, radix: 16)))"
         switch failure {
         case .unavailable:
-            return "no TPM could be reached \(detail). Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with a recovery passphrase or key file."
+            return "no TPM could be reached \(detail): the machine has no TPM 2.0 behind this TCTI, or this user may not use it. A recovery passphrase or key file still opens the vault."
         case .authorizationFailed:
             return "the TPM refused the PIN; the TPM counted the failure \(detail)"
         case .lockedOut:
-            return "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes or an administrator resets it with `tpm2_dictionarylockout --clear-lockout` \(detail). A recovery passphrase or key file still opens the vault."
+            return "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes or its lockout authority resets it \(detail). A recovery passphrase or key file still opens the vault."
         case .policyMismatch:
-            return "the TPM refused: the PCR values differ from those the key slot was sealed to (a firmware, boot loader or kernel update, or another boot configuration) \(detail). Open the vault with a recovery passphrase or key file, remove the TPM slot and add it again."
+            return "the TPM refused: the PCR values differ from those the key slot was sealed to (a firmware, boot loader or kernel update, or another boot configuration) \(detail). A recovery passphrase or key file still opens the vault; a TPM slot sealed again to today's values works."
         case .foreignObject:
-            return "this TPM cannot load the key slot: it was sealed by another TPM, or this TPM was cleared since \(detail). Open the vault with a recovery passphrase or key file."
+            return "this TPM cannot load the key slot: it was sealed by another TPM, or this TPM was cleared since \(detail). A recovery passphrase or key file still opens the vault."
         case .other:
             return "\(function) failed: \(Self.decode(responseCode)) (0x\(String(responseCode, radix: 16)))"
         }

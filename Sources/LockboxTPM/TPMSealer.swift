@@ -28,7 +28,7 @@ import Lockbox
 ///   the bus) and encrypts that parameter with AES-128-CFB: the secret on `TPM2_Create` and
 ///   `TPM2_Unseal`, and the PIN only ever appears in session HMACs.
 public struct TPMSealer: Sendable {
-    /// The TCTI to reach the TPM (``TPMConnection/defaultTCTI(environment:)`` by default).
+    /// The TCTI to reach the TPM (``TPMConnection/deviceTCTI`` by default).
     public var tcti: String
     /// The PCRs a new seal is bound to (a blob records its own selection for unsealing).
     public var pcrs: PCRSelection
@@ -44,7 +44,7 @@ public struct TPMSealer: Sendable {
 
     /// A sealer for the TPM behind `tcti`.
     public init(
-        tcti: String = TPMConnection.defaultTCTI(), pcrs: PCRSelection = .none, pin: SecretBytes? = nil,
+        tcti: String = TPMConnection.deviceTCTI, pcrs: PCRSelection = .none, pin: SecretBytes? = nil,
         pinKDF: KDFParameters = .interactive
     ) {
         self.tcti = tcti

@@ -21,7 +21,7 @@ public enum SessionWindow {
     public struct Status: Sendable, Equatable {
         /// Seconds left.
         public var remaining: Double
-        /// How the window was opened: `passphrase`, or `pin:PROFILE`.
+        /// How the window was opened, as the opener said: the CLI writes `passphrase`, or `pin PROFILE`.
         public var openedBy: String
     }
 
@@ -44,7 +44,7 @@ public enum SessionWindow {
     ///   - duration: how long the window stays open (at least one second), on the monotonic
     ///     clock; the kernel also expires the key on its own.
     ///   - openedBy: how the window was opened, as ``Status/openedBy`` reports it: `passphrase`,
-    ///     or `pin:PROFILE`.
+    ///     or `pin PROFILE` (what the CLI writes).
     ///   - credentialFingerprint: the vault's key-slot fingerprint (empty for the Secret Service).
     ///   - pin: the PIN profile that opened the window, with its fingerprint: changing or removing
     ///     that PIN closes the window.

@@ -250,13 +250,19 @@ enum ErrorTable {
         .sessionExpired: Entry(exit: .sessionExpired),
         .noTokens: Entry(exit: .noTokens) { _ in "Store them with `lockbox token set`." },
         // TPM failures (LockboxTPM's TPMError): a refused PIN exits as any wrong PIN does.
-        .tpmUnavailable: Entry(exit: .noTPM),
+        .tpmUnavailable: Entry(exit: .noTPM) { _ in
+            "Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with --key-file or --passphrase-fd."
+        },
         .tpmAuthorizationFailed: Entry(exit: .wrongPin),
-        .tpmLockedOut: Entry(exit: .tpmLockedOut) { _ in "`lockbox doctor` shows when the TPM accepts PINs again." },
+        .tpmLockedOut: Entry(exit: .tpmLockedOut) { _ in
+            "`lockbox doctor` shows when the TPM accepts PINs again; an administrator can reset it with `tpm2_dictionarylockout --clear-lockout`."
+        },
         .tpmPCRMismatch: Entry(exit: .tpmPCRMismatch) { _ in
             "Then `lockbox slot remove` the TPM slot and `lockbox slot add-tpm` again."
         },
-        .tpmForeignSlot: Entry(exit: .tpmForeignSlot),
+        .tpmForeignSlot: Entry(exit: .tpmForeignSlot) { _ in
+            "Open the vault with --key-file or --passphrase-fd; `lockbox slot remove` the TPM slot and `lockbox slot add-tpm` on this machine."
+        },
         .tpmFailure: Entry(exit: .failure),
         // The CLI's own errors (CLIError, RefreshFailed).
         .noInput: Entry(exit: .usage),

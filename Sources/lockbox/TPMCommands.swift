@@ -36,7 +36,7 @@ struct TPMSlotOptions: ParsableArguments {
     /// 60) when no TPM answers, before anything else is asked.
     func sealer() throws -> TPMSealer {
         TPMSupport.quietenLibraryLog()
-        _ = try TPMConnection()
+        _ = try TPMConnection(tcti: TPMSupport.tcti)
         var pinValue: SecretBytes?
         if let newPinFd {
             pinValue = try SecretInput.passphrase(fromDescriptor: newPinFd, what: "TPM PIN")
@@ -45,7 +45,7 @@ struct TPMSlotOptions: ParsableArguments {
         }
         // The same policy as `lockbox pin set`: the TPM limits guesses, not how likely each is.
         if let pinValue { try PinPolicy.default.check(pinValue) }
-        return TPMSealer(pcrs: try selection(), pin: pinValue)
+        return TPMSealer(tcti: TPMSupport.tcti, pcrs: try selection(), pin: pinValue)
     }
 }
 
@@ -55,6 +55,9 @@ enum TPMSupport {
     static func quietenLibraryLog() {
         setenv("TSS2_LOG", "all+NONE", 0)
     }
+
+    /// The TPM the CLI talks to: `$LOCKBOX_TPM_TCTI`, else the kernel's resource manager.
+    static var tcti: String { TPMConnection.defaultTCTI(environment: ProcessInfo.processInfo.environment) }
 }
 
 extension VaultOptions {
@@ -67,15 +70,15 @@ extension VaultOptions {
         TPMSupport.quietenLibraryLog()
         let needsPIN = sealed.values.allSatisfy { TPMSealer.requiresPIN($0) == true }
         Trace.log("credential: the TPM (TPM2 key slot(s) \(sealed.keys.sorted().map(String.init).joined(separator: ", "))\(needsPIN ? ", with PIN" : ""))")
-        guard needsPIN else { return .sealed(TPMSealer()) }
+        guard needsPIN else { return .sealed(TPMSealer(tcti: TPMSupport.tcti)) }
         if let tpmPinFd {
-            return .sealed(TPMSealer(pin: try SecretInput.passphrase(fromDescriptor: tpmPinFd, what: "TPM PIN")))
+            return .sealed(TPMSealer(tcti: TPMSupport.tcti, pin: try SecretInput.passphrase(fromDescriptor: tpmPinFd, what: "TPM PIN")))
         }
         guard let typed = try Terminal.readHidden(prompt: "TPM PIN for \(vaultPath.string): ") else {
             throw LockboxError.reauthenticationRequired(
                 "the vault's TPM slot needs its PIN: give it with --tpm-pin-fd, or open with --key-file or --passphrase-fd")
         }
-        return .sealed(TPMSealer(pin: typed))
+        return .sealed(TPMSealer(tcti: TPMSupport.tcti, pin: typed))
     }
 }
 
@@ -106,7 +109,7 @@ extension Doctor {
     static func tpmChecks(vaultPath: FilePath) -> [Check] {
         TPMSupport.quietenLibraryLog()
         var checks: [Check] = []
-        let tcti = TPMConnection.defaultTCTI()
+        let tcti = TPMSupport.tcti
         let kinds = try? EncryptedFileStore.keySlotKinds(at: vaultPath)
         let hasTPMSlot = kinds?.contains(.tpm2) ?? false
         var tpmUsable = false

@@ -125,6 +125,20 @@ struct ErrorCodeTests {
             #expect(!text.contains("--"), "\(error.code): \(text)")
             #expect(!text.contains("LOCKBOX_"), "\(error.code): \(text)")
         }
+        // LockboxTPM's errors, one per failure kind (a TCTI-layer code, the TPM's own codes).
+        let tpmErrors = [
+            TPMError(function: "Tss2_TctiLdr_Initialize", responseCode: 0x0A_000A), TPMError(function: "Esys_Unseal", responseCode: 0x98E),
+            TPMError(function: "Esys_Unseal", responseCode: 0x921), TPMError(function: "Esys_PolicyPCR", responseCode: 0x128),
+            TPMError(function: "Esys_Load", responseCode: 0x09F), TPMError(function: "Esys_Startup", responseCode: 0x101),
+        ]
+        #expect(tpmErrors.map(\.code) == TPMError.codes)
+        for error in tpmErrors {
+            let text = error.description
+            #expect(!text.contains("`lockbox") && !text.contains("--") && !text.contains("LOCKBOX_"), "\(error.code): \(text)")
+            #expect(!text.contains("tpm2_"), "\(error.code) names a tpm2-tools command: \(text)")
+        }
+        let tpmAdvice = ErrorTable.message(for: tpmErrors[0])
+        #expect(tpmAdvice.hasPrefix(tpmErrors[0].description) && tpmAdvice.contains("LOCKBOX_TPM_TCTI"))
         let advised = ErrorTable.message(for: LockboxError.vaultNotFound(path: "/v"))
         #expect(advised.hasPrefix(LockboxError.vaultNotFound(path: "/v").description) && advised.contains("lockbox init"))
     }

@@ -19,11 +19,12 @@ struct TPMSealerTests {
                     "LOCKBOX_TPM_TCTI is not set: run the suite inside scripts/swtpm-session.sh")
             return
         }
-        #expect(TPMConnection.defaultTCTI() == tcti)
+        #expect(TPMConnection.defaultTCTI(environment: environment) == tcti)
+        #expect(TPMConnection.defaultTCTI(environment: [:]) == TPMConnection.deviceTCTI)
         let secret = SecretBytes.random(count: 32)
-        let blob = try TPMSealer().seal(secret)
-        #expect(try TPMSealer().unseal(blob) == secret)
-        #expect(try TPMDictionaryAttack(reading: TPMConnection()).maxTries > 0)
+        let blob = try TPMSealer(tcti: tcti).seal(secret)
+        #expect(try TPMSealer(tcti: tcti).unseal(blob) == secret)
+        #expect(try TPMDictionaryAttack(reading: TPMConnection(tcti: tcti)).maxTries > 0)
     }
 
     @Test func sealedSecretComesBackFromTheSameTPM() throws {
