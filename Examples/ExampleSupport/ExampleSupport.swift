@@ -29,14 +29,14 @@ public final class ExampleRun: @unchecked Sendable {
             let selection = StoreSelection(request: request, profile: "example", settingsPath: folder.appending("settings.json"),
                                            vaultPath: vault, secretService: LibsecretProvider())
             let resolution = try selection.resolve()
-            if resolution.backend == .file {
+            if resolution.storeKind == .file {
                 try KeyFile.generate(at: key)
                 _ = try EncryptedFileStore.create(at: vault, credentials: [.keyFile(key)])
             }
             let opened = try resolution.open(credentials: [.keyFile(key)])
             store = opened
             reopen = { try resolution.open(credentials: [.keyFile(key)]) }
-            switch resolution.backend {
+            switch resolution.storeKind {
             case .secretService:
                 let pinKey = folder.appending("pins.key")
                 try KeyFile.generate(at: pinKey)

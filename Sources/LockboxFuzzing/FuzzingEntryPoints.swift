@@ -185,26 +185,26 @@ package enum FuzzingEntryPoints {
 
     // MARK: Settings
 
-    /// The settings file (`BackendSettings.load`), written to a private temporary file first.
-    /// Settings that load must survive `BackendSettings.record` adding a profile (it loads,
+    /// The settings file (`StoreSettings.load`), written to a private temporary file first.
+    /// Settings that load must survive `StoreSettings.record` adding a profile (it loads,
     /// adds and rewrites the whole file): every other profile reads back the same, to the
     /// millisecond the file keeps.
     package static func settings(_ input: UnsafeRawBufferPointer) {
         let path = scratchFile("settings.json")
         guard (try? writeFile(input, to: path)) != nil else { return }
-        guard let settings = try? BackendSettings.load(from: path) else { return }
+        guard let settings = try? StoreSettings.load(from: path) else { return }
         let probe = "lockbox-fuzz-probe"
         guard settings.profiles[probe] == nil else { return }
         do {
-            try BackendSettings.record(.file, for: probe, reason: "fuzzing", at: path)
+            try StoreSettings.record(.file, for: probe, reason: "fuzzing", at: path)
         } catch {
             fatalError("settings that load cannot be recorded into: \(error)")
         }
-        var reloaded: BackendSettings
+        var reloaded: StoreSettings
         do {
-            reloaded = try BackendSettings.load(from: path)
+            reloaded = try StoreSettings.load(from: path)
         } catch {
-            fatalError("settings BackendSettings.record wrote do not load again: \(error)")
+            fatalError("settings StoreSettings.record wrote do not load again: \(error)")
         }
         guard reloaded.profiles.removeValue(forKey: probe) != nil else { fatalError("the recorded profile is missing") }
         if reloaded != settings && !sameRecordedTimes(reloaded, settings, within: 0.001) {
@@ -215,11 +215,11 @@ package enum FuzzingEntryPoints {
     /// The file keeps milliseconds, its documented precision, so a finer fraction in a
     /// hand-written time may round once (`tolerance` 1 ms). Findings 4 and 5 (both fixed) were
     /// whole seconds dropped, then a millisecond lost, on every rewrite.
-    private static func sameRecordedTimes(_ a: BackendSettings, _ b: BackendSettings, within tolerance: Double) -> Bool {
+    private static func sameRecordedTimes(_ a: StoreSettings, _ b: StoreSettings, within tolerance: Double) -> Bool {
         guard a.profiles.keys.sorted() == b.profiles.keys.sorted() else { return false }
         return a.profiles.allSatisfy { name, profile in
             guard let other = b.profiles[name] else { return false }
-            return profile.backend == other.backend && profile.reason == other.reason
+            return profile.storeKind == other.storeKind && profile.reason == other.reason
                 && abs(profile.recorded.timeIntervalSince(other.recorded)) < tolerance
         }
     }

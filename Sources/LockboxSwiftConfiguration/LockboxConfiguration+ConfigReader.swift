@@ -10,7 +10,7 @@ extension LockboxConfiguration {
     ///
     /// | key | environment variable | value |
     /// |---|---|---|
-    /// | `backend` | `LOCKBOX_BACKEND` | the store: `auto`, `file` or `secret-service` |
+    /// | `store` | `LOCKBOX_STORE` | the store: `auto`, `file` or `secret-service` (old name: `backend`, `LOCKBOX_BACKEND`; `store` wins, as in the CLI) |
     /// | `profile` | `LOCKBOX_PROFILE` | the profile a store choice is recorded under |
     /// | `vault` | `LOCKBOX_VAULT` | the file vault |
     /// | `settingsPath` | `LOCKBOX_SETTINGS_PATH` | the settings file (store choices) |
@@ -22,7 +22,7 @@ extension LockboxConfiguration {
     /// | `blockingThreads` | `LOCKBOX_BLOCKING_THREADS` | threads of the blocking executor, 1 to 1024 |
     /// | `tpm.tcti` | `LOCKBOX_TPM_TCTI` | the TCTI that reaches the TPM |
     ///
-    /// `LOCKBOX_BACKEND`, `LOCKBOX_VAULT`, `LOCKBOX_KEY_FILE`, `LOCKBOX_PROFILE` and `LOCKBOX_TPM_TCTI`
+    /// `LOCKBOX_STORE`, `LOCKBOX_VAULT`, `LOCKBOX_KEY_FILE`, `LOCKBOX_PROFILE` and `LOCKBOX_TPM_TCTI`
     /// mean what they mean to the `lockbox` CLI, so a service and the CLI run beside it agree.
     ///
     /// A key that is absent keeps the value of `defaults`. A value that is present but not valid
@@ -31,7 +31,10 @@ extension LockboxConfiguration {
     /// None of these values is secret (the key file's *path* is configured, never its contents).
     public init(config: ConfigReader, defaults: LockboxConfiguration) throws {
         self = defaults
-        if let store = try Self.choice(config, "backend", StoreRequest.self) { self.store = store }
+        // `store`, then its old name `backend`: the order the CLI reads $LOCKBOX_STORE and $LOCKBOX_BACKEND.
+        if let store = try Self.choice(config, "store", StoreRequest.self) ?? Self.choice(config, "backend", StoreRequest.self) {
+            self.store = store
+        }
         if let profile = try Self.text(config, "profile") { self.profile = profile }
         if let path = try Self.text(config, "vault") { vaultPath = FilePath(path) }
         if let path = try Self.text(config, "settingsPath") { settingsPath = FilePath(path) }

@@ -234,7 +234,7 @@ extension SessionWindow {
     /// a credential, or the profile's Secret Service scope. `nil` when the file vault does not
     /// exist, so no window can be open for it.
     public static func scope(for resolution: StoreResolution) throws -> String? {
-        switch resolution.backend {
+        switch resolution.storeKind {
         case .secretService:
             return scope(secretServiceProfile: resolution.selection.profile)
         case .file:

@@ -37,7 +37,7 @@ struct Doctor: ParsableCommand {
     func run() throws {
         var checks: [Check] = []
         let settingsPath = vaultOptions.settingsPath
-        let request = try vaultOptions.requestedBackend()
+        let request = try vaultOptions.requestedStore()
 
         // The Secret Service, part by part.
         let environment = ProcessInfo.processInfo.environment
@@ -126,12 +126,12 @@ struct Doctor: ParsableCommand {
         // Which store this run would use, and why: the library's resolver decides, as for every
         // other command (nothing is recorded here; the first command that opens the store does).
         let resolution = try vaultOptions.resolveStore()
-        let store = resolution.backend
+        let store = resolution.storeKind
         let why = resolution.reason + (resolution.isNewChoice && request == .auto ? " (the first command will record it)" : "")
         let blocking = store == .secretService ? secretServiceProblem : fileProblem
         let report = Report(
             profile: vaultOptions.profileName, settingsFile: settingsPath.string,
-            recordedStore: resolution.recorded?.backend.rawValue, recordedReason: resolution.recorded?.reason,
+            recordedStore: resolution.recorded?.storeKind.rawValue, recordedReason: resolution.recorded?.reason,
             storeForThisRun: store.rawValue, why: why, ready: blocking == nil, checks: checks,
             libsodium: LibraryVersions.sodium, libsecret: LibraryVersions.libsecret, hardening: hardening)
 

@@ -66,8 +66,8 @@ struct Migrate: ParsableCommand {
             recognised. The file vault is unlocked as usual (--vault, --key-file, --passphrase-fd, or a window).
             """)
     @OptionGroup var vaultOptions: VaultOptions
-    @Option(help: ArgumentHelp("Where the items are now: file or secret-service.", valueName: "store")) var from: Backend
-    @Option(help: ArgumentHelp("Where they go: file or secret-service.", valueName: "store")) var to: Backend
+    @Option(help: ArgumentHelp("Where the items are now: file or secret-service.", valueName: "store")) var from: StoreKind
+    @Option(help: ArgumentHelp("Where they go: file or secret-service.", valueName: "store")) var to: StoreKind
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Every Lockbox item (required when no --service is given).") var all = false
     @Flag(help: "Remove each source item once its copy is verified.") var move = false
@@ -90,7 +90,7 @@ struct Migrate: ParsableCommand {
     }
 }
 
-extension Backend: ExpressibleByArgument {}
+extension StoreKind: ExpressibleByArgument {}
 
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(

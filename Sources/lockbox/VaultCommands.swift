@@ -59,7 +59,7 @@ struct Init: ParsableCommand {
         } else {
             slotKinds = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
         }
-        try BackendSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
+        try StoreSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
                                    at: vaultOptions.settingsPath)
         let slots = slotKinds.map(\.kind.rawValue).joined(separator: ", ")
         Console.status("Created vault \(path.string) with key slot(s): \(slots).")

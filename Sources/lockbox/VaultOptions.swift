@@ -94,7 +94,7 @@ struct VaultOptions: ParsableArguments {
 
     var profileName: String { profile ?? environment["LOCKBOX_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default" }
 
-    var settingsPath: FilePath { BackendSettings.defaultPath(environment: environment) }
+    var settingsPath: FilePath { StoreSettings.defaultPath(environment: environment) }
 
     /// Whether anything names the file vault or its credentials: that means the file store.
     private var namesFileVault: Bool {
@@ -110,7 +110,7 @@ struct VaultOptions: ParsableArguments {
 
     /// The store asked for: --store (or its old name --backend), then $LOCKBOX_STORE (or its old
     /// name $LOCKBOX_BACKEND), then `file` if a vault or key is named, else `auto`.
-    func requestedBackend() throws -> StoreRequest {
+    func requestedStore() throws -> StoreRequest {
         if let chosen = store ?? backendAlias { return chosen }
         for (name, value) in [("LOCKBOX_STORE", environment["LOCKBOX_STORE"]), ("LOCKBOX_BACKEND", environment["LOCKBOX_BACKEND"])] {
             guard let fromEnvironment = value, !fromEnvironment.isEmpty else { continue }
@@ -140,7 +140,7 @@ struct VaultOptions: ParsableArguments {
 
     /// The store selection these options describe: the library's one resolver.
     func selection() throws -> StoreSelection {
-        StoreSelection(request: try requestedBackend(), profile: profileName, settingsPath: settingsPath,
+        StoreSelection(request: try requestedStore(), profile: profileName, settingsPath: settingsPath,
                        vaultPath: vaultPath, secretService: LibsecretProvider())
     }
 
@@ -148,8 +148,8 @@ struct VaultOptions: ParsableArguments {
     func resolveStore() throws -> StoreResolution {
         let resolution = try selection().resolve()
         Trace.log("store requested: \(resolution.selection.request); settings \(settingsPath.string), profile '\(profileName)' "
-            + (resolution.recorded.map { "recorded \($0.backend.rawValue) (\($0.reason))" } ?? "has no recorded store"))
-        Trace.log("store: \(resolution.backend.rawValue) (\(resolution.reason))")
+            + (resolution.recorded.map { "recorded \($0.storeKind.rawValue) (\($0.reason))" } ?? "has no recorded store"))
+        Trace.log("store: \(resolution.storeKind.rawValue) (\(resolution.reason))")
         return resolution
     }
 
@@ -165,7 +165,7 @@ struct VaultOptions: ParsableArguments {
     /// through its window when one is open.
     func openResolvedStore(needsFreshness: Bool = true) throws -> (store: any SecretStore, fresh: Bool, resolution: StoreResolution) {
         let resolution = try resolveStore()
-        switch resolution.backend {
+        switch resolution.storeKind {
         case .file:
             // One open decides the format (docs/PERFORMANCE.md): a format-1 vault is read whole
             // by it; the read stops at the first bytes of a format-2 vault, and SQLite takes the
@@ -302,8 +302,8 @@ enum RecordedSecretService {
         guard let lockboxError = error as? LockboxError, case .secretServiceUnavailable = lockboxError,
               let resolution = resolution.withLock({ $0 })
         else { return error }
-        return LockboxError.recordedBackendUnavailable(
-            backend: resolution.backend.rawValue, settingsPath: resolution.selection.settingsPath.string,
+        return LockboxError.recordedStoreUnavailable(
+            store: resolution.storeKind.rawValue, settingsPath: resolution.selection.settingsPath.string,
             reason: lockboxError.description)
     }
 }

@@ -65,7 +65,7 @@ struct Unlock: ParsableCommand {
             }
         } else {
             let resolution = try vaultOptions.resolveStore()
-            if resolution.backend == .secretService {
+            if resolution.storeKind == .secretService {
                 throw LockboxError.invalidArgument("the Secret Service store has no passphrase of Lockbox's: unlock with --pin SERVICE/PROFILE")
             }
             let path = vaultOptions.vaultPath

@@ -14,7 +14,7 @@ let everyLockboxError: [LockboxError] = [
     .noSessionBus(detail: "d"), .secretServiceUnavailable(detail: "d"), .keyringLocked(collection: "default"),
     .secretServiceTimeout(operation: "o", seconds: 5), .secretServiceFailed(operation: "o", detail: "d"),
     .undecodableItem(service: "s", account: "a", reason: "r"),
-    .recordedBackendUnavailable(backend: "file", settingsPath: "/s", reason: "r"), .pinRejected(rule: "r"),
+    .recordedStoreUnavailable(store: "file", settingsPath: "/s", reason: "r"), .pinRejected(rule: "r"),
     .wrongPin(profile: "p", failures: 1, retryAt: nil), .pinLockedOut(profile: "p", retryAt: Date(), seconds: 60),
     .pinDisabled(profile: "p", failures: 100), .pinNotSet(profile: "p"), .pinWiped(profile: "p", failures: 10),
     .pinStoreUnprotected(store: "SecretServiceStore"),

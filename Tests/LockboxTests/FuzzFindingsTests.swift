@@ -110,9 +110,9 @@ struct FuzzFindingsTests {
         let path = folder.file("settings.json")
         let json = #"{"profiles":{"default":{"backend":"file","reason":"requested explicitly","recorded":"2026-01-02T03:04:05.5Z"}}}"#
         try Data(json.utf8).write(to: URL(fileURLWithPath: path.string))
-        let before = try #require(try BackendSettings.load(from: path).profiles["default"])
-        try BackendSettings.record(.secretService, for: "desktop", reason: "requested explicitly", at: path)
-        let after = try #require(try BackendSettings.load(from: path).profiles["default"])
+        let before = try #require(try StoreSettings.load(from: path).profiles["default"])
+        try StoreSettings.record(.secretService, for: "desktop", reason: "requested explicitly", at: path)
+        let after = try #require(try StoreSettings.load(from: path).profiles["default"])
         // Fixed: the settings file keeps fractional seconds.
         #expect(after.recorded == before.recorded)
     }
@@ -123,12 +123,12 @@ struct FuzzFindingsTests {
     func settingsKeepMilliseconds() throws {
         let folder = try TemporaryFolder()
         let path = folder.file("settings.json")
-        // A time as BackendSettings.record itself writes it.
+        // A time as StoreSettings.record itself writes it.
         let json = #"{"profiles":{"default":{"backend":"file","reason":"requested explicitly","recorded":"2026-11-21T05:57:03.183Z"}}}"#
         try Data(json.utf8).write(to: URL(fileURLWithPath: path.string))
-        let before = try #require(try BackendSettings.load(from: path).profiles["default"])
-        try BackendSettings.record(.secretService, for: "desktop", reason: "requested explicitly", at: path)
-        let after = try #require(try BackendSettings.load(from: path).profiles["default"])
+        let before = try #require(try StoreSettings.load(from: path).profiles["default"])
+        try StoreSettings.record(.secretService, for: "desktop", reason: "requested explicitly", at: path)
+        let after = try #require(try StoreSettings.load(from: path).profiles["default"])
         let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path.string)), as: UTF8.self)
         // Fixed: milliseconds are written as an integer, and read times are rounded to them.
         #expect(after.recorded == before.recorded)

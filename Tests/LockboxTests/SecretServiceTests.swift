@@ -178,18 +178,18 @@ struct SecretServiceTests {
         let selection = StoreSelection(request: .auto, profile: "agree", settingsPath: settingsPath, vaultPath: vaultPath,
                                        secretService: LibsecretProvider())
         let resolution = try selection.resolve()
-        #expect(resolution.backend == .secretService)
+        #expect(resolution.storeKind == .secretService)
         #expect(try SessionWindow.scope(for: resolution) == SessionWindow.scope(secretServiceProfile: "agree"))
-        #expect(try BackendSettings.load(from: settingsPath).profiles["agree"] == nil)
+        #expect(try StoreSettings.load(from: settingsPath).profiles["agree"] == nil)
 
         // The CLI: `status` (the window scope) records nothing; `get` then uses and records the
         // Secret Service, the store whose window `status` looked at.
         let env = keyringEnvironment.merging(["XDG_DATA_HOME": folder.file("data").string, "XDG_CONFIG_HOME": folder.file("config").string,
                                               "LOCKBOX_PROFILE": "agree"]) { _, new in new }
         #expect(try runLockbox(["status"], environment: env).status == 0)
-        #expect(try BackendSettings.load(from: settingsPath).profiles["agree"] == nil)
+        #expect(try StoreSettings.load(from: settingsPath).profiles["agree"] == nil)
         #expect(try runLockbox(["get", "svc", "nobody"], environment: env).status == 2)
-        #expect(try BackendSettings.load(from: settingsPath).profiles["agree"]?.backend == .secretService)
+        #expect(try StoreSettings.load(from: settingsPath).profiles["agree"]?.storeKind == .secretService)
     }
 
     @Test("migrate moves a service from the file vault into gnome-keyring (secret-tool sees it) and back; a re-run after an interruption finishes the job")

@@ -36,34 +36,34 @@ struct StoreSelectionTests {
     @Test("auto without a reachable Secret Service is the file vault, recorded only once it opened")
     func autoFallsBackToFile() throws {
         let resolution = try selection(.auto, UnreachableSecretService()).resolve()
-        #expect(resolution.backend == .file)
+        #expect(resolution.storeKind == .file)
         #expect(resolution.isNewChoice)
-        #expect(try BackendSettings.load(from: settingsPath).profiles["p"] == nil, "resolving records nothing")
+        #expect(try StoreSettings.load(from: settingsPath).profiles["p"] == nil, "resolving records nothing")
         _ = try resolution.open(credentials: [.keyFile(key)])
-        #expect(try BackendSettings.load(from: settingsPath).profiles["p"]?.backend == .file)
+        #expect(try StoreSettings.load(from: settingsPath).profiles["p"]?.storeKind == .file)
         #expect(try SessionWindow.scope(for: resolution) == SessionWindow.scope(forVaultAt: vaultPath))
         // A program without Secret Service support resolves the same way.
-        #expect(try selection(.auto, nil).resolve().backend == .file)
+        #expect(try selection(.auto, nil).resolve().storeKind == .file)
     }
 
     @Test("a recorded store that is not available stops, never switches to another, empty store")
     func recordedStoreMissing() throws {
-        try BackendSettings.record(.secretService, for: "p", reason: "requested explicitly", at: settingsPath)
+        try StoreSettings.record(.secretService, for: "p", reason: "requested explicitly", at: settingsPath)
         let resolution = try selection(.auto, UnreachableSecretService()).resolve()
-        #expect(resolution.backend == .secretService)
+        #expect(resolution.storeKind == .secretService)
         #expect(try SessionWindow.scope(for: resolution) == SessionWindow.scope(secretServiceProfile: "p"))
         do {
             _ = try resolution.open(credentials: [.keyFile(key)])
             Issue.record("opened a store although the recorded one is unreachable")
         } catch let error as LockboxError {
-            guard case let .recordedBackendUnavailable(backend, _, _) = error else {
+            guard case let .recordedStoreUnavailable(backend, _, _) = error else {
                 Issue.record("unexpected \(error)")
                 return
             }
             #expect(backend == "secret-service")
         }
         // The file vault recorded, then gone: the same rule.
-        try BackendSettings.record(.file, for: "q", reason: "requested explicitly", at: settingsPath)
+        try StoreSettings.record(.file, for: "q", reason: "requested explicitly", at: settingsPath)
         try FileManager.default.removeItem(atPath: vaultPath.string)
         var other = selection(.auto, UnreachableSecretService())
         other.profile = "q"
@@ -71,17 +71,17 @@ struct StoreSelectionTests {
         do {
             _ = try other.resolve().open(credentials: [.keyFile(key)])
         } catch let error as LockboxError {
-            if case .recordedBackendUnavailable = error {} else { Issue.record("unexpected \(error)") }
+            if case .recordedStoreUnavailable = error {} else { Issue.record("unexpected \(error)") }
         }
     }
 
     @Test("an explicit request wins over the recorded choice, and does not change it")
     func explicitRequest() throws {
-        try BackendSettings.record(.secretService, for: "p", reason: "requested explicitly", at: settingsPath)
+        try StoreSettings.record(.secretService, for: "p", reason: "requested explicitly", at: settingsPath)
         let resolution = try selection(.file, UnreachableSecretService()).resolve()
-        #expect(resolution.backend == .file && !resolution.isNewChoice)
+        #expect(resolution.storeKind == .file && !resolution.isNewChoice)
         _ = try resolution.open(credentials: [.keyFile(key)])
-        #expect(try BackendSettings.load(from: settingsPath).profiles["p"]?.backend == .secretService)
+        #expect(try StoreSettings.load(from: settingsPath).profiles["p"]?.storeKind == .secretService)
     }
 
     @Test("the settings' time is read without a formatter exactly as the ISO 8601 formatters read it")

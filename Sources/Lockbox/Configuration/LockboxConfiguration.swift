@@ -26,7 +26,7 @@ import SystemPackage
 public struct LockboxConfiguration: Sendable {
     /// The store asked for: `auto`, `file` or `secret-service` (``storeSelection(secretService:)``).
     public var store: StoreRequest
-    /// The profile a store choice is recorded under (``BackendSettings``).
+    /// The profile a store choice is recorded under (``StoreSettings``).
     public var profile: String
     /// The file vault.
     public var vaultPath: FilePath
@@ -76,12 +76,12 @@ public struct LockboxConfiguration: Sendable {
 
     /// What the `lockbox` CLI uses for a user at a shell: `auto` store selection, the vault at
     /// ``EncryptedFileStore/defaultPath(environment:)`` and the settings at
-    /// ``BackendSettings/defaultPath(environment:)`` (the XDG base directories, from the
+    /// ``StoreSettings/defaultPath(environment:)`` (the XDG base directories, from the
     /// `environment` the program passes — Lockbox reads none itself), the desktop PIN preset.
     public static func forUser(environment: [String: String]) -> LockboxConfiguration {
         LockboxConfiguration(
             store: .auto, vaultPath: EncryptedFileStore.defaultPath(environment: environment),
-            settingsPath: BackendSettings.defaultPath(environment: environment))
+            settingsPath: StoreSettings.defaultPath(environment: environment))
     }
 
     /// Checks the values a person could have mistyped: throws ``LockboxError/invalidArgument(_:)``

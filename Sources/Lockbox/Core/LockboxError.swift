@@ -74,7 +74,7 @@ public enum LockboxError: Error, Sendable, Equatable {
     /// An item exists but Lockbox cannot decode it; `reason` says why.
     case undecodableItem(service: String, account: String, reason: String)
     /// The store recorded for this profile is not available; Lockbox will not switch to another.
-    case recordedBackendUnavailable(backend: String, settingsPath: String, reason: String)
+    case recordedStoreUnavailable(store: String, settingsPath: String, reason: String)
     /// A new PIN breaks a rule of the PIN policy; `rule` says which.
     case pinRejected(rule: String)
     /// The PIN was wrong. `failures` counts consecutive failures; `retryAt` is when the next
@@ -184,7 +184,7 @@ extension LockboxError {
         case .corruptVault, .unsupportedFormatVersion, .undecodableItem:
             return .badData
         case .insecurePermissions, .vaultBusy, .noSessionBus, .secretServiceUnavailable, .keyringLocked,
-             .secretServiceTimeout, .recordedBackendUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected:
+             .secretServiceTimeout, .recordedStoreUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected:
             return .noStorageAccess
         case .io, .secretServiceFailed:
             return .platformFailure
@@ -333,7 +333,7 @@ extension LockboxError {
         case .secretServiceTimeout: return .secretServiceTimeout
         case .secretServiceFailed: return .secretServiceFailed
         case .undecodableItem: return .undecodableItem
-        case .recordedBackendUnavailable: return .recordedStoreUnavailable
+        case .recordedStoreUnavailable: return .recordedStoreUnavailable
         case .pinRejected: return .pinRejected
         case .wrongPin: return .wrongPin
         case .pinLockedOut: return .pinLockedOut
@@ -438,9 +438,9 @@ extension LockboxError: CustomStringConvertible {
             return "session expired: the refresh token for '\(account)' on '\(service)' was rejected, so the tokens were cleared. Sign in again."
         case let .noTokens(service, account):
             return "no tokens are stored for '\(account)' on '\(service)'."
-        case let .recordedBackendUnavailable(backend, settingsPath, reason):
+        case let .recordedStoreUnavailable(store, settingsPath, reason):
             let reason = reason.hasSuffix(".") ? String(reason.dropLast()) : reason
-            return "this profile keeps its credentials in the \(backend) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store."
+            return "this profile keeps its credentials in the \(store) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store."
         }
     }
 }

@@ -33,8 +33,8 @@ public protocol SecretServiceProvider: Sendable {
 }
 
 /// The one place that decides which store a profile uses: `auto | secret-service | file`, with
-/// the choice recorded per profile in ``BackendSettings`` the first time one is made, and the
-/// rule that a recorded store that is not available stops everything (``LockboxError/recordedBackendUnavailable(backend:settingsPath:reason:)``)
+/// the choice recorded per profile in ``StoreSettings`` the first time one is made, and the
+/// rule that a recorded store that is not available stops everything (``LockboxError/recordedStoreUnavailable(store:settingsPath:reason:)``)
 /// rather than switching to another, empty one.
 ///
 /// ```swift
@@ -62,7 +62,7 @@ public struct StoreSelection: Sendable {
     /// - Parameters:
     ///   - request: the store asked for.
     ///   - profile: whose choice is recorded (default `default`).
-    ///   - settingsPath: the settings file (a user's: ``BackendSettings/defaultPath(environment:)``).
+    ///   - settingsPath: the settings file (a user's: ``StoreSettings/defaultPath(environment:)``).
     ///   - vaultPath: the file vault (a user's: ``EncryptedFileStore/defaultPath(environment:)``).
     ///   - secretService: how to reach the Secret Service, or `nil`.
     ///
@@ -86,9 +86,9 @@ public struct StoreSelection: Sendable {
     /// For `auto` with nothing recorded, it connects to the Secret Service to see whether it is
     /// reachable and unlocked; the connection is kept in the resolution and reused.
     public func resolve() throws -> StoreResolution {
-        let recorded = try BackendSettings.load(from: settingsPath).profiles[profile]
-        func resolution(_ backend: Backend, _ reason: String, record: String?, connection: (any LockableSecretStore)? = nil) -> StoreResolution {
-            StoreResolution(selection: self, backend: backend, reason: reason, recorded: recorded,
+        let recorded = try StoreSettings.load(from: settingsPath).profiles[profile]
+        func resolution(_ storeKind: StoreKind, _ reason: String, record: String?, connection: (any LockableSecretStore)? = nil) -> StoreResolution {
+            StoreResolution(selection: self, storeKind: storeKind, reason: reason, recorded: recorded,
                             recordReason: recorded == nil ? record : nil, connection: connection)
         }
         switch request {
@@ -99,7 +99,7 @@ public struct StoreSelection: Sendable {
         case .auto:
             if let recorded {
                 let when = recorded.recorded.formatted(.iso8601)
-                return resolution(recorded.backend, "recorded for profile '\(profile)' on \(when): \(recorded.reason)", record: nil)
+                return resolution(recorded.storeKind, "recorded for profile '\(profile)' on \(when): \(recorded.reason)", record: nil)
             }
             var why = "no Secret Service"
             if let secretService {
@@ -126,11 +126,11 @@ public struct StoreResolution: Sendable {
     /// The selection it came from.
     public let selection: StoreSelection
     /// The store to use.
-    public let backend: Backend
+    public let storeKind: StoreKind
     /// Why this store (for diagnostics and traces).
     public let reason: String
     /// The profile's recorded choice, if one was recorded before.
-    public let recorded: BackendSettings.Profile?
+    public let recorded: StoreSettings.Profile?
     /// Set when this choice is new: what to record once the store opened.
     let recordReason: String?
     /// The Secret Service connection made while deciding, reused by ``openSecretService()``.
@@ -143,15 +143,15 @@ public struct StoreResolution: Sendable {
     /// session window, or with credentials), and then records the choice if it is new. When the
     /// choice was recorded before and the store is not available (no vault file, no session bus,
     /// no Secret Service provider, a timeout), throws
-    /// ``LockboxError/recordedBackendUnavailable(backend:settingsPath:reason:)``: never another,
+    /// ``LockboxError/recordedStoreUnavailable(store:settingsPath:reason:)``: never another,
     /// empty store.
     public func opening<Opened>(_ open: () throws -> Opened) throws -> Opened {
         let opened: Opened
         do {
             opened = try open()
         } catch let error as LockboxError where recorded != nil && selection.request == .auto && Self.meansUnavailable(error) {
-            throw LockboxError.recordedBackendUnavailable(
-                backend: backend.rawValue, settingsPath: selection.settingsPath.string, reason: error.description)
+            throw LockboxError.recordedStoreUnavailable(
+                store: storeKind.rawValue, settingsPath: selection.settingsPath.string, reason: error.description)
         }
         try recordChoice()
         return opened
@@ -171,7 +171,7 @@ public struct StoreResolution: Sendable {
     /// `credentials`; records the choice if it is new.
     public func open(credentials: [VaultCredential]) throws -> any SecretStore {
         try opening { () throws -> any SecretStore in
-            switch backend {
+            switch storeKind {
             case .secretService: return try openSecretService()
             case .file:
                 // One open decides the format: format 1 is read whole by it; a format-2 vault
@@ -188,7 +188,7 @@ public struct StoreResolution: Sendable {
     /// Records the choice for the profile if it is new (``opening(_:)`` does this itself).
     public func recordChoice() throws {
         guard let recordReason else { return }
-        try BackendSettings.record(backend, for: selection.profile, reason: recordReason, at: selection.settingsPath)
+        try StoreSettings.record(storeKind, for: selection.profile, reason: recordReason, at: selection.settingsPath)
     }
 
     /// The failures that mean "this store is not here", as opposed to a wrong credential or damage.

@@ -15,7 +15,7 @@ import Testing
 
     @Test func environmentVariablesSetEveryValue() throws {
         let configuration = try LockboxConfiguration(config: Self.reader(environment: [
-            "LOCKBOX_BACKEND": "auto",
+            "LOCKBOX_STORE": "auto",
             "LOCKBOX_PROFILE": "svc",
             "LOCKBOX_VAULT": "/srv/vault.lockbox",
             "LOCKBOX_SETTINGS_PATH": "/srv/settings.json",
@@ -41,6 +41,15 @@ import Testing
         #expect(configuration.tpmTCTI == "device:/dev/tpmrm0")
     }
 
+    @Test func storeIsReadAsTheCLIReadsIt() throws {
+        func store(_ environment: [String: String]) throws -> StoreRequest {
+            try LockboxConfiguration(config: Self.reader(environment: environment), defaults: Self.defaults).store
+        }
+        #expect(try store(["LOCKBOX_STORE": "secret-service"]) == .secretService)
+        #expect(try store(["LOCKBOX_BACKEND": "secret-service"]) == .secretService, "the old name still works")
+        #expect(try store(["LOCKBOX_STORE": "auto", "LOCKBOX_BACKEND": "secret-service"]) == .auto, "LOCKBOX_STORE wins, as in the CLI")
+    }
+
     @Test func absentKeysKeepTheDefaults() throws {
         let configuration = try LockboxConfiguration(config: Self.reader(environment: [:]), defaults: Self.defaults)
         #expect(configuration.store == .file)
@@ -53,7 +62,8 @@ import Testing
 
     @Test func wrongValuesAreRefusedNotReplacedByTheDefault() {
         for (name, value) in [
-            ("LOCKBOX_BACKEND", "postgres"),
+            ("LOCKBOX_STORE", "keychain"),
+            ("LOCKBOX_BACKEND", "keychain"),
             ("LOCKBOX_PIN_PRESET", "sever"),
             ("LOCKBOX_KEY_FILE_ACCESS", "anyone"),
             ("LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES", "0"),

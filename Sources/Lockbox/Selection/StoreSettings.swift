@@ -2,7 +2,9 @@ import Foundation
 import SystemPackage
 
 /// The stores a profile can keep its credentials in.
-public enum Backend: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
+///
+/// Called `Backend` before; "store" is the one word for where items live (docs/ARCHITECTURE.md).
+public enum StoreKind: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
     /// The freedesktop Secret Service (gnome-keyring, KeePassXC), through libsecret.
     case secretService = "secret-service"
     /// The encrypted file vault.
@@ -15,15 +17,21 @@ public enum Backend: String, Sendable, Codable, CaseIterable, CustomStringConver
 /// Which store each profile uses, recorded the first time a store is chosen so later runs never
 /// silently switch to another (empty) store. Not secret: a small JSON file, mode 0600, at
 /// `$XDG_CONFIG_HOME/lockbox/settings.json` (`~/.config/lockbox/settings.json`).
-public struct BackendSettings: Codable, Sendable, Equatable {
+public struct StoreSettings: Codable, Sendable, Equatable {
     /// One profile's recorded choice.
     public struct Profile: Codable, Sendable, Equatable {
-        /// The store this profile uses.
-        public var backend: Backend
+        /// The store this profile uses (`"backend"` in the file, its name before 0.5).
+        public var storeKind: StoreKind
         /// When the choice was recorded.
         public var recorded: Date
         /// Why: `chosen automatically: …` or `requested explicitly`.
         public var reason: String
+
+        // The file keeps the key it always had, so settings written by older versions still read.
+        private enum CodingKeys: String, CodingKey {
+            case storeKind = "backend"
+            case recorded, reason
+        }
     }
 
     /// Recorded choices by profile name.
@@ -47,8 +55,8 @@ public struct BackendSettings: Codable, Sendable, Equatable {
     }
 
     /// Reads the settings at `path`; a missing file gives empty settings.
-    public static func load(from path: FilePath) throws -> BackendSettings {
-        guard let data = FileManager.default.contents(atPath: path.string) else { return BackendSettings() }
+    public static func load(from path: FilePath) throws -> StoreSettings {
+        guard let data = FileManager.default.contents(atPath: path.string) else { return StoreSettings() }
         do {
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .custom { decoder in
@@ -59,18 +67,18 @@ public struct BackendSettings: Codable, Sendable, Equatable {
                 }
                 throw DecodingError.dataCorruptedError(in: try decoder.singleValueContainer(), debugDescription: "not an ISO 8601 time")
             }
-            return try decoder.decode(BackendSettings.self, from: data)
+            return try decoder.decode(StoreSettings.self, from: data)
         } catch {
             throw LockboxError.invalidArgument(
                 "the settings file \(path.string) is not valid (\(error)). Fix or remove it; it only records which store each profile uses.")
         }
     }
 
-    /// Records `backend` for `profile` unless a choice is already recorded (re-reading the file
+    /// Records `storeKind` for `profile` unless a choice is already recorded (re-reading the file
     /// under a lock, so two first runs at once agree); returns the profile's recorded choice.
     @discardableResult
     public static func record(
-        _ backend: Backend, for profile: String, reason: String, at path: FilePath
+        _ storeKind: StoreKind, for profile: String, reason: String, at path: FilePath
     ) throws -> Profile {
         do {
             try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
@@ -80,7 +88,7 @@ public struct BackendSettings: Codable, Sendable, Equatable {
         return try VaultLock(vaultPath: path, timeout: .seconds(10)).withLock {
             var settings = try load(from: path)
             if let existing = settings.profiles[profile] { return existing }
-            let entry = Profile(backend: backend, recorded: wholeMilliseconds(Date()), reason: reason)
+            let entry = Profile(storeKind: storeKind, recorded: wholeMilliseconds(Date()), reason: reason)
             settings.profiles[profile] = entry
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -162,3 +170,11 @@ private func millisecondTimestamp(_ date: Date) -> String {
     let digits = String(milliseconds)
     return String(base.dropLast()) + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
 }
+
+/// The old name of ``StoreKind``.
+@available(*, deprecated, renamed: "StoreKind")
+public typealias Backend = StoreKind
+
+/// The old name of ``StoreSettings``.
+@available(*, deprecated, renamed: "StoreSettings")
+public typealias BackendSettings = StoreSettings
