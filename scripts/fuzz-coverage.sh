@@ -4,7 +4,7 @@
 #
 # Usage: scripts/fuzz-coverage.sh [TARGET...]     (default: every target with a corpus)
 #
-# Builds the harnesses a second time, in debug (no inlining, so every line is attributed to its
+# Builds the harnesses a second time, unoptimised (no inlining, so every line is attributed to its
 # own function) with LLVM source-based coverage and without AddressSanitizer, into
 # .build-fuzz-cov; replays each corpus once (libFuzzer -runs=0); prints llvm-cov's report for the
 # files that target is about. HTML per target: .build-fuzz-cov/coverage/TARGET/index.html.
@@ -21,6 +21,8 @@ declare -A files=(
     [pin-record]="Lockbox/PIN/PinGuard.swift Lockbox/PIN/LockoutPolicy.swift Lockbox/PIN/PinClock.swift"
     [session-window]="LockboxWindows/SessionWindow.swift LockboxWindows/KernelKeyring.swift"
     [key-file]="Lockbox/Stores/EncryptedFile/VaultCredential.swift"
+    [token-response]="Lockbox/Credentials/TokenSet.swift"
+    [token-record]="Lockbox/Credentials/TokenSet.swift"
 )
 if (($#)); then targets=("$@"); else targets=(vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record); fi
 for target in "${targets[@]}"; do
@@ -31,8 +33,11 @@ scratch=$repo/.build-fuzz-cov
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "fuzz-coverage: building the harnesses with coverage in $scratch" >&2
-if ! swift build --product LockboxFuzzer --scratch-path "$scratch" -c debug \
-    -Xswiftc -sanitize=fuzzer -Xswiftc -DLOCKBOX_FUZZ -Xswiftc -use-ld=lld \
+# A release build with the optimiser off (-Onone after SwiftPM's -O wins), as in scripts/fuzz.sh:
+# a debug build renames the executable's main for testability, so libFuzzer's own main is linked
+# and finds no LLVMFuzzerTestOneInput.
+if ! swift build --product LockboxFuzzer --scratch-path "$scratch" -c release \
+    -Xswiftc -sanitize=fuzzer -Xswiftc -DLOCKBOX_FUZZ -Xswiftc -use-ld=lld -Xswiftc -Onone \
     -Xswiftc -profile-generate -Xswiftc -profile-coverage-mapping >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
@@ -48,7 +53,7 @@ for target in "${targets[@]}"; do
     [[ -d $repo/Fuzz/work/$target/corpus ]] && corpora=("$repo/Fuzz/work/$target/corpus" "${corpora[@]}")
     inputs=$(cat "${corpora[@]/%//*}" 2>/dev/null | wc -c; true)
     run=(env TMPDIR="$out/tmp" SWIFT_BACKTRACE=enable=no LLVM_PROFILE_FILE="$out/profiles/%p.profraw"
-        "$scratch/debug/LockboxFuzzer" "$target" -runs=0 "${corpora[@]}")
+        "$scratch/release/LockboxFuzzer" "$target" -runs=0 "${corpora[@]}")
     [[ $target == session-window ]] && run=(keyctl session - "${run[@]}")
     "${run[@]}" >"$out/replay.log" 2>&1 || { echo "fuzz-coverage: replaying $target failed (see $out/replay.log)" >&2; exit 1; }
     "$llvm_profdata" merge -sparse "$out"/profiles/*.profraw -o "$out/merged.profdata"
@@ -56,9 +61,9 @@ for target in "${targets[@]}"; do
     for f in ${files[$target]}; do sources+=("$repo/Sources/$f"); done
     count=$(find "${corpora[@]}" -type f | wc -l)
     echo "== $target: $count inputs replayed"
-    "$llvm_cov" report "$scratch/debug/LockboxFuzzer" -instr-profile="$out/merged.profdata" "${sources[@]}" |
+    "$llvm_cov" report "$scratch/release/LockboxFuzzer" -instr-profile="$out/merged.profdata" "${sources[@]}" |
         sed "s|$repo/Sources/||"
-    "$llvm_cov" show "$scratch/debug/LockboxFuzzer" -instr-profile="$out/merged.profdata" -format=html \
+    "$llvm_cov" show "$scratch/release/LockboxFuzzer" -instr-profile="$out/merged.profdata" -format=html \
         -output-dir="$out" "${sources[@]}" >/dev/null
     rm -rf "$out/tmp" "$out/profiles"
 done
