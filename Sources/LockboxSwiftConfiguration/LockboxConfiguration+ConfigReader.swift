@@ -20,6 +20,7 @@ extension LockboxConfiguration {
     /// | `pinPreset` | `LOCKBOX_PIN_PRESET` | `desktop` or `server` (``PinPreset``) |
     /// | `hashMemoryBudgetMebibytes` | `LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES` | MiB all PIN hashes may take at once, 1 to 1048576 |
     /// | `blockingThreads` | `LOCKBOX_BLOCKING_THREADS` | threads of the blocking executor, 1 to 1024 |
+    /// | `blockingThreadNiceness` | `LOCKBOX_BLOCKING_THREAD_NICENESS` | how much lower the executor's threads run, 0 to 19 |
     /// | `tpm.tcti` | `LOCKBOX_TPM_TCTI` | the TCTI that reaches the TPM |
     ///
     /// `LOCKBOX_STORE`, `LOCKBOX_VAULT`, `LOCKBOX_KEY_FILE`, `LOCKBOX_PROFILE` and `LOCKBOX_TPM_TCTI`
@@ -52,6 +53,7 @@ extension LockboxConfiguration {
             hashMemoryBudgetBytes = UInt64(mebibytes) << 20
         }
         if let threads = try Self.number(config, "blockingThreads", in: 1...1024) { blockingThreads = threads }
+        if let niceness = try Self.number(config, "blockingThreadNiceness", in: 0...19) { blockingThreadNiceness = niceness }
         if let tcti = try Self.text(config, "tpm.tcti") { tpmTCTI = tcti }
         try validate()
     }

@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import Testing
 @testable import Lockbox
+import CLinux
 
 /// A door tests hold shut: threads that `pass()` it block until `open()`. It also counts who is
 /// inside now and the most that were inside at once.
@@ -282,5 +283,22 @@ struct AsyncAPITests {
         #expect(signOut.removed.count == 2 && signOut.kept.count == 1)
         #expect(try await tokens.clear(service: "svc", account: "t") == false)
         #expect(try await vault.wipeAll() == 1)
+    }
+}
+
+extension AsyncAPITests {
+    @Test("an executor with a niceness runs its jobs that much lower than the thread that made it; 0 leaves them alone")
+    func nicenessLowersTheExecutorsThreads() async throws {
+        @Sendable func niceOfThisThread() -> Int32 {
+            getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(lockbox_gettid()))
+        }
+        let base = niceOfThisThread()
+        let lowered = try await BlockingExecutor(threadCount: 1, niceness: 5).run { niceOfThisThread() }
+        #expect(lowered == min(19, base + 5))
+        let unchanged = try await BlockingExecutor(threadCount: 1).run { niceOfThisThread() }
+        #expect(unchanged == base)
+        #expect(BlockingExecutor(niceness: 40).niceness == 19 && BlockingExecutor(niceness: -3).niceness == 0)
+        #expect(LockboxConfiguration(vaultPath: "/v", blockingThreadNiceness: 7).makeExecutor().niceness == 7)
+        #expect(caughtError { try LockboxConfiguration(vaultPath: "/v", blockingThreadNiceness: 20).validate() }?.code == .invalidArgument)
     }
 }

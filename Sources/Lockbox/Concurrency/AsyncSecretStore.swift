@@ -9,6 +9,8 @@
 public protocol AsyncSecretStore: Sendable {
     /// As ``SecretStore/isOpenToOtherProcessesOfUser``.
     var isOpenToOtherProcessesOfUser: Bool { get }
+    /// As ``SecretStore/isReachableFromOtherProcesses`` (`true` unless the store says otherwise).
+    var isReachableFromOtherProcesses: Bool { get }
     /// The secret stored under `key`, or `nil` if there is none.
     func get(_ key: ItemKey) async throws -> SecretBytes?
     /// The metadata of the item under `key`, or `nil` if there is none.
@@ -52,6 +54,9 @@ public struct OffloadedSecretStore: AsyncSecretStore {
 
     /// The wrapped store's answer.
     public var isOpenToOtherProcessesOfUser: Bool { store.isOpenToOtherProcessesOfUser }
+
+    /// The wrapped store's answer.
+    public var isReachableFromOtherProcesses: Bool { store.isReachableFromOtherProcesses }
 
     /// ``SecretStore/get(_:)`` on the executor.
     public func get(_ key: ItemKey) async throws -> SecretBytes? {
@@ -108,9 +113,82 @@ public struct OffloadedSecretStore: AsyncSecretStore {
     }
 }
 
+extension AsyncSecretStore {
+    /// Taken to be `true` for a store that does not say: see ``SecretStore/isReachableFromOtherProcesses``.
+    public var isReachableFromOtherProcesses: Bool { true }
+}
+
 extension SecretStore {
     /// This store as an ``AsyncSecretStore`` whose calls run on `executor`.
     public func offloaded(to executor: BlockingExecutor = .shared) -> OffloadedSecretStore {
         OffloadedSecretStore(self, executor: executor)
     }
+}
+
+/// Any ``AsyncSecretStore`` as a blocking ``SecretStore``: each call blocks the calling thread
+/// until the async store answers (the call runs on that thread, see ``AsyncSecretStore/blocking()``).
+/// For code written against ``SecretStore`` — a command-line tool, a migration script — never
+/// for a thread of Swift's cooperative pool or of the event loop the async store itself runs on.
+public struct BlockingSecretStore: SecretStore {
+    /// The async store whose calls are awaited.
+    public let store: any AsyncSecretStore
+
+    /// Blocks on `store`'s calls.
+    public init(_ store: any AsyncSecretStore) { self.store = store }
+
+    /// The wrapped store's answer.
+    public var isOpenToOtherProcessesOfUser: Bool { store.isOpenToOtherProcessesOfUser }
+    /// The wrapped store's answer.
+    public var isReachableFromOtherProcesses: Bool { store.isReachableFromOtherProcesses }
+
+    /// ``AsyncSecretStore/get(_:)``, awaited on this thread.
+    public func get(_ key: ItemKey) throws -> SecretBytes? { try CallingThread.run { [store] in try await store.get(key) } }
+    /// ``AsyncSecretStore/metadata(_:)``, awaited on this thread.
+    public func metadata(_ key: ItemKey) throws -> ItemMetadata? { try CallingThread.run { [store] in try await store.metadata(key) } }
+    /// ``AsyncSecretStore/item(_:)``, awaited on this thread.
+    public func item(_ key: ItemKey) throws -> StoredItem? { try CallingThread.run { [store] in try await store.item(key) } }
+    /// ``AsyncSecretStore/set(_:for:options:)``, awaited on this thread.
+    public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws {
+        try CallingThread.run { [store] in try await store.set(secret, for: key, options: options) }
+    }
+    /// ``AsyncSecretStore/set(_:)``, awaited on this thread.
+    public func set(_ writes: [ItemWrite]) throws { try CallingThread.run { [store] in try await store.set(writes) } }
+    /// ``AsyncSecretStore/delete(_:)-(ItemKey)``, awaited on this thread.
+    @discardableResult
+    public func delete(_ key: ItemKey) throws -> Bool { try CallingThread.run { [store] in try await store.delete(key) } }
+    /// ``AsyncSecretStore/delete(_:)-([ItemKey])``, awaited on this thread.
+    @discardableResult
+    public func delete(_ keys: [ItemKey]) throws -> [ItemKey] { try CallingThread.run { [store] in try await store.delete(keys) } }
+    /// ``AsyncSecretStore/list(service:)``, awaited on this thread.
+    public func list(service: String?) throws -> [ItemMetadata] { try CallingThread.run { [store] in try await store.list(service: service) } }
+    /// ``AsyncSecretStore/wipe(service:)``, awaited on this thread.
+    @discardableResult
+    public func wipe(service: String) throws -> Int { try CallingThread.run { [store] in try await store.wipe(service: service) } }
+    /// ``AsyncSecretStore/wipeAll()``, awaited on this thread.
+    @discardableResult
+    public func wipeAll() throws -> Int { try CallingThread.run { [store] in try await store.wipeAll() } }
+}
+
+extension AsyncSecretStore {
+    /// This store as a blocking ``SecretStore`` (see ``BlockingSecretStore``).
+    public func blocking() -> BlockingSecretStore { BlockingSecretStore(self) }
+}
+
+/// A blocking ``SecretStore`` called inline from async code: its calls never suspend. Only the
+/// blocking API uses it, inside ``CallingThread/run(_:)``, where blocking the thread is the point.
+struct InlineSecretStore: AsyncSecretStore {
+    let store: any SecretStore
+
+    var isOpenToOtherProcessesOfUser: Bool { store.isOpenToOtherProcessesOfUser }
+    var isReachableFromOtherProcesses: Bool { store.isReachableFromOtherProcesses }
+    func get(_ key: ItemKey) throws -> SecretBytes? { try store.get(key) }
+    func metadata(_ key: ItemKey) throws -> ItemMetadata? { try store.metadata(key) }
+    func item(_ key: ItemKey) throws -> StoredItem? { try store.item(key) }
+    func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws { try store.set(secret, for: key, options: options) }
+    func set(_ writes: [ItemWrite]) throws { try store.set(writes) }
+    func delete(_ key: ItemKey) throws -> Bool { try store.delete(key) }
+    func delete(_ keys: [ItemKey]) throws -> [ItemKey] { try store.delete(keys) }
+    func list(service: String?) throws -> [ItemMetadata] { try store.list(service: service) }
+    func wipe(service: String) throws -> Int { try store.wipe(service: service) }
+    func wipeAll() throws -> Int { try store.wipeAll() }
 }

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 
 /// The threads Lockbox runs its blocking work on — Argon2id hashes, `fsync`, file locks and
@@ -20,6 +21,9 @@ import Foundation
 public final class BlockingExecutor: Sendable {
     /// How many jobs run at once at most.
     public let threadCount: Int
+    /// How much lower than the process's other threads the executor's threads run: a nice
+    /// increment, 0 (the same priority) to 19 (the lowest). See ``init(threadCount:hashMemoryBudget:niceness:)``.
+    public let niceness: Int32
     /// The memory cap on concurrent Argon2id hashes that ``PinGuard`` observes.
     public let hashMemoryBudget: HashMemoryBudget
     private let queue: JobQueue
@@ -36,10 +40,18 @@ public final class BlockingExecutor: Sendable {
     /// - Parameters:
     ///   - threadCount: how many jobs may run at once (at least 1).
     ///   - hashMemoryBudget: the memory cap on concurrent Argon2id hashes.
-    public init(threadCount: Int = BlockingExecutor.defaultThreadCount, hashMemoryBudget: HashMemoryBudget = HashMemoryBudget()) {
+    ///   - niceness: lowers the priority of the executor's threads by this nice increment
+    ///     (clamped to 0...19; Linux gives each thread its own nice value): a service's request
+    ///     threads then win the cores over Argon2id hashes, so a cheap route stays fast while PINs
+    ///     are verified (docs/PERFORMANCE.md, "A service under PIN load"). 0 leaves the priority alone.
+    public init(
+        threadCount: Int = BlockingExecutor.defaultThreadCount, hashMemoryBudget: HashMemoryBudget = HashMemoryBudget(),
+        niceness: Int32 = 0
+    ) {
         self.threadCount = max(1, threadCount)
         self.hashMemoryBudget = hashMemoryBudget
-        self.queue = JobQueue(threadLimit: self.threadCount)
+        self.niceness = min(19, max(0, niceness))
+        self.queue = JobQueue(threadLimit: self.threadCount, niceness: self.niceness)
     }
 
     deinit { queue.shutDown() }
@@ -148,8 +160,12 @@ private final class JobQueue: Sendable {
 
     private let state = ConditionLock(State())
     private let threadLimit: Int
+    private let niceness: Int32
 
-    init(threadLimit: Int) { self.threadLimit = threadLimit }
+    init(threadLimit: Int, niceness: Int32) {
+        self.threadLimit = threadLimit
+        self.niceness = niceness
+    }
 
     func push(_ job: Job) {
         let startThread = state.withLock { state -> Bool in
@@ -161,7 +177,10 @@ private final class JobQueue: Sendable {
         }
         state.signalAll()
         if startThread {
-            let thread = Thread { [self] in work() }
+            let thread = Thread { [self] in
+                lowerPriority()
+                work()
+            }
             thread.name = "lockbox-blocking"
             thread.start()
         }
@@ -175,6 +194,18 @@ private final class JobQueue: Sendable {
     var statistics: BlockingExecutor.Statistics {
         let (waiting, running, threads) = state.withLock { ($0.jobs[$0.head...], $0.running, $0.threads) }
         return BlockingExecutor.Statistics(queued: waiting.filter(\.isWaiting).count, running: running, threads: threads)
+    }
+
+    /// Raises this thread's nice value by ``niceness`` (Linux: `setpriority` on the thread's ID
+    /// sets that thread's alone). Raising it needs no privilege; a failure leaves the priority as
+    /// it was, which is only slower, never wrong.
+    private func lowerPriority() {
+        guard niceness > 0 else { return }
+        let thread = id_t(lockbox_gettid())
+        errno = 0
+        let current = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), thread)
+        guard errno == 0 else { return }
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), thread, min(19, current + niceness))
     }
 
     /// A pool thread: take the oldest job, run it, repeat; leave when shut down and drained.

@@ -49,6 +49,9 @@ public struct LockboxConfiguration: Sendable {
     /// How many blocking jobs run at once on the executor (``makeExecutor()``); `nil`:
     /// ``BlockingExecutor/defaultThreadCount``.
     public var blockingThreads: Int?
+    /// How much lower the executor's threads run than the program's others, as a nice increment
+    /// 0...19 (``BlockingExecutor/niceness``); `nil`: 0, the same priority.
+    public var blockingThreadNiceness: Int?
     /// The TCTI that reaches the TPM (the `LockboxTPM` product), e.g. `device:/dev/tpmrm0`; `nil`:
     /// its default.
     public var tpmTCTI: String?
@@ -59,7 +62,7 @@ public struct LockboxConfiguration: Sendable {
         store: StoreRequest = .file, profile: String = "default", vaultPath: FilePath, settingsPath: FilePath? = nil,
         keyFile: FilePath? = nil, keyFileAccess: KeyFileAccess = .ownerOnly, lockDirectory: FilePath? = nil,
         pinPreset: PinPreset = .desktop, hashMemoryBudgetBytes: UInt64? = nil, blockingThreads: Int? = nil,
-        tpmTCTI: String? = nil
+        blockingThreadNiceness: Int? = nil, tpmTCTI: String? = nil
     ) {
         self.store = store
         self.profile = profile
@@ -71,6 +74,7 @@ public struct LockboxConfiguration: Sendable {
         self.pinPreset = pinPreset
         self.hashMemoryBudgetBytes = hashMemoryBudgetBytes
         self.blockingThreads = blockingThreads
+        self.blockingThreadNiceness = blockingThreadNiceness
         self.tpmTCTI = tpmTCTI
     }
 
@@ -95,6 +99,9 @@ public struct LockboxConfiguration: Sendable {
         }
         if let blockingThreads, !(1...1024).contains(blockingThreads) {
             throw LockboxError.invalidArgument("blocking threads must be 1 to 1024, not \(blockingThreads)")
+        }
+        if let blockingThreadNiceness, !(0...19).contains(blockingThreadNiceness) {
+            throw LockboxError.invalidArgument("the blocking threads' niceness must be 0 to 19, not \(blockingThreadNiceness)")
         }
     }
 
@@ -131,12 +138,13 @@ public struct LockboxConfiguration: Sendable {
                               secretService: secretService)
     }
 
-    /// A new executor with ``blockingThreads`` threads and a ``HashMemoryBudget`` of
-    /// ``hashMemoryBudgetBytes``. Make one per program and hand it to every type.
+    /// A new executor with ``blockingThreads`` threads at ``blockingThreadNiceness`` and a
+    /// ``HashMemoryBudget`` of ``hashMemoryBudgetBytes``. Make one per program and hand it to every type.
     public func makeExecutor() -> BlockingExecutor {
         BlockingExecutor(
             threadCount: blockingThreads ?? BlockingExecutor.defaultThreadCount,
-            hashMemoryBudget: HashMemoryBudget(bytes: hashMemoryBudgetBytes ?? HashMemoryBudget.defaultBytes))
+            hashMemoryBudget: HashMemoryBudget(bytes: hashMemoryBudgetBytes ?? HashMemoryBudget.defaultBytes),
+            niceness: Int32(blockingThreadNiceness ?? 0))
     }
 
     /// A ``PinGuard`` over `store` with ``pinPreset`` and the configured lock folder, logging to

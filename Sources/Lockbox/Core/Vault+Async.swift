@@ -1,67 +1,65 @@
-/// The async variants: each runs the blocking method of the same name on ``Vault/executor``, so
-/// a caller on Swift's cooperative pool suspends instead of blocking a thread. One
-/// implementation: the rules (validation, protected items) are the blocking methods'.
+/// The async variants: each runs the operation's one implementation over the store as awaited
+/// (an ``AsyncSecretStore`` directly, a blocking ``SecretStore`` offloaded to ``Vault/executor``),
+/// so a caller on Swift's cooperative pool suspends instead of blocking a thread.
 extension Vault {
-    /// ``get(service:account:)``, run on ``executor``.
+    /// ``get(service:account:)``, awaited.
     public func get(service: String, account: String) async throws -> SecretBytes? {
-        try await executor.run { try self.get(service: service, account: account) }
+        try await get(service: service, account: account, via: access.awaiting)
     }
 
-    /// ``require(service:account:)``, run on ``executor``.
+    /// ``require(service:account:)``, awaited.
     public func require(service: String, account: String) async throws -> SecretBytes {
-        try await executor.run { try self.require(service: service, account: account) }
+        try await require(service: service, account: account, via: access.awaiting)
     }
 
-    /// ``set(_:service:account:kind:label:attributes:access:)-(SecretBytes,_,_,_,_,_,_)``, run on ``executor``.
+    /// ``set(_:service:account:kind:label:attributes:access:)-(SecretBytes,_,_,_,_,_,_)``, awaited.
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind = .generic,
         label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
     ) async throws {
-        try await executor.run {
-            try self.set(secret, service: service, account: account, kind: kind, label: label, attributes: attributes, access: access)
-        }
+        let options = ItemOptions(kind: kind, label: label, attributes: attributes, access: access)
+        try await set(secret, service: service, account: account, options: options, via: self.access.awaiting)
     }
 
-    /// ``string(service:account:)``, run on ``executor``.
+    /// ``string(service:account:)``, awaited.
     public func string(service: String, account: String) async throws -> String? {
-        try await executor.run { try self.string(service: service, account: account) }
+        try await string(service: service, account: account, via: access.awaiting)
     }
 
-    /// ``set(_:service:account:kind:label:attributes:access:)-(String,_,_,_,_,_,_)``, run on ``executor``.
+    /// ``set(_:service:account:kind:label:attributes:access:)-(String,_,_,_,_,_,_)``, awaited.
     public func set(
         _ string: String, service: String, account: String, kind: ItemKind = .generic,
         label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
     ) async throws {
-        try await executor.run {
-            try self.set(string, service: service, account: account, kind: kind, label: label, attributes: attributes, access: access)
-        }
+        try await set(SecretBytes(utf8: string), service: service, account: account, kind: kind,
+                      label: label, attributes: attributes, access: access)
     }
 
-    /// ``metadata(service:account:)``, run on ``executor``.
+    /// ``metadata(service:account:)``, awaited.
     public func metadata(service: String, account: String) async throws -> ItemMetadata? {
-        try await executor.run { try self.metadata(service: service, account: account) }
+        try await metadata(service: service, account: account, via: access.awaiting)
     }
 
-    /// ``delete(service:account:)``, run on ``executor``.
+    /// ``delete(service:account:)``, awaited.
     @discardableResult
     public func delete(service: String, account: String) async throws -> Bool {
-        try await executor.run { try self.delete(service: service, account: account) }
+        try await delete(service: service, account: account, via: access.awaiting)
     }
 
-    /// ``list(service:)``, run on ``executor``.
+    /// ``list(service:)``, awaited.
     public func list(service: String? = nil) async throws -> [ItemMetadata] {
-        try await executor.run { try self.list(service: service) }
+        try await list(service: service, via: access.awaiting)
     }
 
-    /// ``wipe(service:)``, run on ``executor``.
+    /// ``wipe(service:)``, awaited.
     @discardableResult
     public func wipe(service: String) async throws -> Int {
-        try await executor.run { try self.wipe(service: service) }
+        try await wipe(service: service, via: access.awaiting)
     }
 
-    /// ``wipeAll()``, run on ``executor``.
+    /// ``wipeAll()``, awaited.
     @discardableResult
     public func wipeAll() async throws -> Int {
-        try await executor.run { try self.wipeAll() }
+        try await wipeAll(via: access.awaiting)
     }
 }

@@ -2,7 +2,8 @@ import CoreMetrics
 import Foundation
 import Logging
 
-/// A keychain-like vault: secrets addressed by (service, account) over any ``SecretStore``.
+/// A keychain-like vault: secrets addressed by (service, account) over any ``SecretStore`` or
+/// ``AsyncSecretStore``.
 ///
 /// ```swift
 /// let store = try EncryptedFileStore.open(at: "/var/lib/myapp/vault.lockbox",
@@ -13,17 +14,22 @@ import Logging
 /// ```
 ///
 /// `Vault` is a small value over a shared store: copy it freely and call it from any thread.
+/// Every method has a blocking and an async variant of the same name (in async code the compiler
+/// picks the async one: `try await vault.get(…)`); both run the one implementation, see
+/// docs/ARCHITECTURE.md.
 public struct Vault: Sendable {
-    /// The store this vault reads and writes.
-    public let store: any SecretStore
+    /// The store this vault reads and writes, as a blocking store (a vault made over an
+    /// ``AsyncSecretStore`` gives it as a ``BlockingSecretStore``).
+    public var store: any SecretStore { access.secretStore }
     /// What vouches for a fresh authentication when a protected item is read; `nil` means no
     /// protected item can be read.
     public let freshness: (any FreshAuthentication)?
     /// Where the async variants of the methods run the blocking store calls.
-    public let executor: BlockingExecutor
+    public var executor: BlockingExecutor { access.executor }
     /// Where the vault logs its store calls (debug), wipes (notice) and failures (warning), with
     /// the store, the operation and the item's address as metadata — never a secret.
     public let logger: Logger
+    let access: StoreAccess
     private let metrics: LockboxMetrics
 
     /// Creates a vault over `store`. Items stored with ``ItemAccess/freshAuthentication`` are
@@ -35,22 +41,36 @@ public struct Vault: Sendable {
         store: any SecretStore, freshness: (any FreshAuthentication)? = nil, executor: BlockingExecutor = .shared,
         logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
-        self.store = store
+        self.init(access: StoreAccess(store, executor: executor), freshness: freshness, logger: logger, metricsFactory: metricsFactory)
+    }
+
+    /// Creates a vault over an async store (a network-backed one): the async methods await it
+    /// and never block a thread; the blocking methods block the calling thread until it answers.
+    /// The other parameters are those of ``init(store:freshness:executor:logger:metricsFactory:)-(any SecretStore,_,_,_,_)``.
+    public init(
+        store: any AsyncSecretStore, freshness: (any FreshAuthentication)? = nil, executor: BlockingExecutor = .shared,
+        logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) {
+        self.init(access: StoreAccess(store, executor: executor), freshness: freshness, logger: logger, metricsFactory: metricsFactory)
+    }
+
+    private init(access: StoreAccess, freshness: (any FreshAuthentication)?, logger: Logger, metricsFactory: any MetricsFactory) {
+        self.access = access
         self.freshness = freshness
-        self.executor = executor
         self.logger = logger
         self.metrics = LockboxMetrics(factory: metricsFactory)
     }
 
     /// Runs one store call: timed, logged at `level` (a failure at warning, with its error code).
-    private func observed<T>(
-        _ operation: String, service: String? = nil, account: String? = nil, level: Logger.Level = .debug, _ body: () throws -> T
-    ) throws -> T {
-        var metadata: Logger.Metadata = [LogKey.store: "\(type(of: store))", LogKey.operation: .string(operation)]
+    private func observed<T: Sendable>(
+        _ operation: String, service: String? = nil, account: String? = nil, level: Logger.Level = .debug,
+        _ body: () async throws -> T
+    ) async throws -> T {
+        var metadata: Logger.Metadata = [LogKey.store: .string(access.typeName), LogKey.operation: .string(operation)]
         if let service { metadata[LogKey.service] = .string(service) }
         if let account { metadata[LogKey.account] = .string(account) }
         do {
-            let result = try metrics.storeCall(store, operation, body)
+            let result = try await metrics.storeCall(access.typeName, operation, body)
             logger.log(level: level, "store call", metadata: metadata)
             return result
         } catch {
@@ -65,25 +85,13 @@ public struct Vault: Sendable {
     /// The secret under (service, account), or `nil` if none is stored. A protected item throws
     /// ``LockboxError/reauthenticationRequired(_:)`` outside a re-authentication window.
     public func get(service: String, account: String) throws -> SecretBytes? {
-        let key = ItemKey(service: service, account: account)
-        try ItemLimits.validate(key)
-        guard let item = try observed("get", service: service, account: account, { try store.item(key) }) else { return nil }
-        if item.metadata.access == .freshAuthentication {
-            guard let freshness else {
-                throw LockboxError.reauthenticationRequired("'\(account)' on '\(service)' is protected")
-            }
-            try freshness.requireFreshAuthentication()
-        }
-        return item.secret
+        try access.blocking { try await self.get(service: service, account: account, via: $0) }
     }
 
     /// The secret under (service, account); throws ``LockboxError/itemNotFound(service:account:)``
     /// if none is stored.
     public func require(service: String, account: String) throws -> SecretBytes {
-        guard let secret = try get(service: service, account: account) else {
-            throw LockboxError.itemNotFound(service: service, account: account)
-        }
-        return secret
+        try access.blocking { try await self.require(service: service, account: account, via: $0) }
     }
 
     /// Stores `secret` under (service, account), replacing what was there. With
@@ -92,10 +100,8 @@ public struct Vault: Sendable {
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind = .generic,
         label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
     ) throws {
-        let key = ItemKey(service: service, account: account)
         let options = ItemOptions(kind: kind, label: label, attributes: attributes, access: access)
-        try ItemLimits.validate(key, options: options, secretCount: secret.count)
-        try observed("set", service: service, account: account) { try store.set(secret, for: key, options: options) }
+        try self.access.blocking { try await self.set(secret, service: service, account: account, options: options, via: $0) }
     }
 
     // MARK: String conveniences
@@ -105,12 +111,7 @@ public struct Vault: Sendable {
     /// Throws ``LockboxError/invalidArgument(_:)`` if the stored bytes are not UTF-8.
     /// The returned `String` cannot be wiped; prefer ``get(service:account:)`` for long-lived code.
     public func string(service: String, account: String) throws -> String? {
-        guard let secret = try get(service: service, account: account) else { return nil }
-        guard let string = secret.stringValue() else {
-            throw LockboxError.invalidArgument(
-                "the item for account '\(account)' on service '\(service)' holds binary data, not UTF-8 text; read it with get(service:account:)")
-        }
-        return string
+        try access.blocking { try await self.string(service: service, account: account, via: $0) }
     }
 
     /// Stores the UTF-8 bytes of `string` under (service, account).
@@ -126,35 +127,94 @@ public struct Vault: Sendable {
 
     /// The metadata of the item under (service, account), or `nil` if none is stored.
     public func metadata(service: String, account: String) throws -> ItemMetadata? {
-        let key = ItemKey(service: service, account: account)
-        try ItemLimits.validate(key)
-        return try observed("metadata", service: service, account: account) { try store.metadata(key) }
+        try access.blocking { try await self.metadata(service: service, account: account, via: $0) }
     }
 
     /// Removes the item under (service, account); returns whether there was one.
     @discardableResult
     public func delete(service: String, account: String) throws -> Bool {
-        let key = ItemKey(service: service, account: account)
-        try ItemLimits.validate(key)
-        return try observed("delete", service: service, account: account) { try store.delete(key) }
+        try access.blocking { try await self.delete(service: service, account: account, via: $0) }
     }
 
     /// Metadata (never secrets) of every item, or of one service's items.
     public func list(service: String? = nil) throws -> [ItemMetadata] {
-        if let service { try ItemLimits.validateService(service) }
-        return try observed("list", service: service) { try store.list(service: service) }
+        try access.blocking { try await self.list(service: service, via: $0) }
     }
 
     /// Removes every item of `service`; returns how many were removed.
     @discardableResult
     public func wipe(service: String) throws -> Int {
-        try ItemLimits.validateService(service)
-        return try observed("wipe", service: service, level: .notice) { try store.wipe(service: service) }
+        try access.blocking { try await self.wipe(service: service, via: $0) }
     }
 
     /// Removes every item; returns how many were removed.
     @discardableResult
     public func wipeAll() throws -> Int {
-        try observed("wipe-all", level: .notice) { try store.wipeAll() }
+        try access.blocking { try await self.wipeAll(via: $0) }
+    }
+
+    // MARK: The one implementation of each operation
+
+    func get(service: String, account: String, via route: StoreRoute) async throws -> SecretBytes? {
+        let key = ItemKey(service: service, account: account)
+        try ItemLimits.validate(key)
+        guard let item = try await observed("get", service: service, account: account, { try await route.store.item(key) }) else {
+            return nil
+        }
+        if item.metadata.access == .freshAuthentication {
+            guard let freshness else {
+                throw LockboxError.reauthenticationRequired("'\(account)' on '\(service)' is protected")
+            }
+            try await route.compute { try freshness.requireFreshAuthentication() }
+        }
+        return item.secret
+    }
+
+    func require(service: String, account: String, via route: StoreRoute) async throws -> SecretBytes {
+        guard let secret = try await get(service: service, account: account, via: route) else {
+            throw LockboxError.itemNotFound(service: service, account: account)
+        }
+        return secret
+    }
+
+    func set(_ secret: SecretBytes, service: String, account: String, options: ItemOptions, via route: StoreRoute) async throws {
+        let key = ItemKey(service: service, account: account)
+        try ItemLimits.validate(key, options: options, secretCount: secret.count)
+        try await observed("set", service: service, account: account) { try await route.store.set(secret, for: key, options: options) }
+    }
+
+    func string(service: String, account: String, via route: StoreRoute) async throws -> String? {
+        guard let secret = try await get(service: service, account: account, via: route) else { return nil }
+        guard let string = secret.stringValue() else {
+            throw LockboxError.invalidArgument(
+                "the item for account '\(account)' on service '\(service)' holds binary data, not UTF-8 text; read it with get(service:account:)")
+        }
+        return string
+    }
+
+    func metadata(service: String, account: String, via route: StoreRoute) async throws -> ItemMetadata? {
+        let key = ItemKey(service: service, account: account)
+        try ItemLimits.validate(key)
+        return try await observed("metadata", service: service, account: account) { try await route.store.metadata(key) }
+    }
+
+    func delete(service: String, account: String, via route: StoreRoute) async throws -> Bool {
+        let key = ItemKey(service: service, account: account)
+        try ItemLimits.validate(key)
+        return try await observed("delete", service: service, account: account) { try await route.store.delete(key) }
+    }
+
+    func list(service: String?, via route: StoreRoute) async throws -> [ItemMetadata] {
+        if let service { try ItemLimits.validateService(service) }
+        return try await observed("list", service: service) { try await route.store.list(service: service) }
+    }
+
+    func wipe(service: String, via route: StoreRoute) async throws -> Int {
+        try ItemLimits.validateService(service)
+        return try await observed("wipe", service: service, level: .notice) { try await route.store.wipe(service: service) }
+    }
+
+    func wipeAll(via route: StoreRoute) async throws -> Int {
+        try await observed("wipe-all", level: .notice) { try await route.store.wipeAll() }
     }
 }

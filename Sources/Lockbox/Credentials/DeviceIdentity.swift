@@ -5,10 +5,12 @@ import SystemPackage
 /// created on first use, the same forever after, and exactly one even when several processes
 /// ask for the first time at once.
 public struct DeviceIdentity: Sendable {
-    /// Where IDs are kept.
-    public let store: any SecretStore
-    /// Where the async variants run.
-    public let executor: BlockingExecutor
+    /// Where IDs are kept, as a blocking store (a helper made over an ``AsyncSecretStore`` gives
+    /// it as a ``BlockingSecretStore``).
+    public var store: any SecretStore { access.secretStore }
+    /// Where the async variants run the blocking store calls.
+    public var executor: BlockingExecutor { access.executor }
+    let access: StoreAccess
     let lock: ItemLock
 
     /// The account device IDs are stored under unless told otherwise.
@@ -18,72 +20,91 @@ public struct DeviceIdentity: Sendable {
     /// store (default: beside the file vault, none for ``MemoryStore``, else a per-user folder);
     /// the async variants run on `executor`.
     public init(store: any SecretStore, lockDirectory: FilePath? = nil, executor: BlockingExecutor = .shared) {
-        self.store = store
-        self.executor = executor
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: store), timeout: .seconds(30), store: store)
+        self.init(access: StoreAccess(store, executor: executor), lockDirectory: lockDirectory)
+    }
+
+    /// Creates the helper over an async store (a network-backed one): the async methods await it
+    /// and never block a thread. The first-use lock serialises the processes of one host; across
+    /// hosts, two first uses at once can each create an ID unless the store makes the
+    /// read-then-create one transaction (see docs/ARCHITECTURE.md).
+    public init(store: any AsyncSecretStore, lockDirectory: FilePath? = nil, executor: BlockingExecutor = .shared) {
+        self.init(access: StoreAccess(store, executor: executor), lockDirectory: lockDirectory)
+    }
+
+    private init(access: StoreAccess, lockDirectory: FilePath?) {
+        self.access = access
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: access), timeout: .seconds(30),
+                             access: access)
     }
 
     /// The ID for (service, account), created on first use.
     public func deviceID(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
-        try identifier(ItemKey(service: service, account: account), kind: .deviceID)
+        try access.blocking { try await self.identifier(ItemKey(service: service, account: account), kind: .deviceID, via: $0) }
     }
 
     /// A guest or anonymous profile's ID: the same mechanism under `guest:NAME`, kind `guest-id`.
     public func guestID(service: String, name: String) throws -> UUID {
-        try identifier(ItemKey(service: service, account: "guest:" + name), kind: .guestID)
-    }
-
-    private func identifier(_ key: ItemKey, kind: ItemKind) throws -> UUID {
-        try ItemLimits.validate(key)
-        if let existing = try read(key) { return existing }
-        return try lock.withLock(key) {
-            // Re-read under the lock: another process may have created it meanwhile.
-            if let existing = try read(key) { return existing }
-            let id = UUID()
-            try write(id, key, kind: kind)
-            return id
-        }
+        try access.blocking { try await self.identifier(ItemKey(service: service, account: "guest:" + name), kind: .guestID, via: $0) }
     }
 
     /// Replaces the ID with a new one and returns it.
     public func reset(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
-        let key = ItemKey(service: service, account: account)
-        return try lock.withLock(key) {
-            let id = UUID()
-            try write(id, key, kind: account.hasPrefix("guest:") ? .guestID : .deviceID)
-            return id
-        }
+        try access.blocking { try await self.reset(ItemKey(service: service, account: account), via: $0) }
     }
 
-    private func read(_ key: ItemKey) throws -> UUID? {
-        guard let bytes = try store.get(key) else { return nil }
+    // MARK: The one implementation of each operation (see ``StoreAccess``)
+
+    func identifier(_ key: ItemKey, kind: ItemKind, via route: StoreRoute) async throws -> UUID {
+        try ItemLimits.validate(key)
+        if let existing = try await read(key, via: route) { return existing }
+        let held = try await lock.acquire(key)
+        defer { held.release() }
+        // Re-read under the lock: another process may have created it meanwhile.
+        if let existing = try await read(key, via: route) { return existing }
+        let id = UUID()
+        try await write(id, key, kind: kind, via: route)
+        return id
+    }
+
+    func reset(_ key: ItemKey, via route: StoreRoute) async throws -> UUID {
+        try ItemLimits.validate(key)
+        let held = try await lock.acquire(key)
+        defer { held.release() }
+        let id = UUID()
+        try await write(id, key, kind: key.account.hasPrefix("guest:") ? .guestID : .deviceID, via: route)
+        return id
+    }
+
+    private func read(_ key: ItemKey, via route: StoreRoute) async throws -> UUID? {
+        guard let bytes = try await route.store.get(key) else { return nil }
         guard let text = bytes.stringValue(), let id = UUID(uuidString: text) else {
             throw LockboxError.undecodableItem(service: key.service, account: key.account, reason: "it is not a UUID")
         }
         return id
     }
 
-    private func write(_ id: UUID, _ key: ItemKey, kind: ItemKind) throws {
-        try store.set(SecretBytes(utf8: id.uuidString.lowercased()), for: key,
-                      options: ItemOptions(kind: kind, label: (kind == .guestID ? "Guest ID" : "Device ID") + " for '\(key.service)'"))
+    private func write(_ id: UUID, _ key: ItemKey, kind: ItemKind, via route: StoreRoute) async throws {
+        try await route.store.set(SecretBytes(utf8: id.uuidString.lowercased()), for: key,
+                                  options: ItemOptions(kind: kind, label: (kind == .guestID ? "Guest ID" : "Device ID") + " for '\(key.service)'"))
     }
 }
 
-/// The async variants, each run on ``DeviceIdentity/executor``.
+/// The async variants: the one implementation over the store as awaited (an
+/// ``AsyncSecretStore`` directly, a blocking ``SecretStore`` offloaded to ``DeviceIdentity/executor``).
 extension DeviceIdentity {
-    /// ``deviceID(service:account:)``, run on ``executor``.
+    /// ``deviceID(service:account:)``, awaited.
     public func deviceID(service: String, account: String = DeviceIdentity.defaultAccount) async throws -> UUID {
-        try await executor.run { try self.deviceID(service: service, account: account) }
+        try await identifier(ItemKey(service: service, account: account), kind: .deviceID, via: access.awaiting)
     }
 
-    /// ``guestID(service:name:)``, run on ``executor``.
+    /// ``guestID(service:name:)``, awaited.
     public func guestID(service: String, name: String) async throws -> UUID {
-        try await executor.run { try self.guestID(service: service, name: name) }
+        try await identifier(ItemKey(service: service, account: "guest:" + name), kind: .guestID, via: access.awaiting)
     }
 
-    /// ``reset(service:account:)``, run on ``executor``.
+    /// ``reset(service:account:)``, awaited.
     public func reset(service: String, account: String = DeviceIdentity.defaultAccount) async throws -> UUID {
-        try await executor.run { try self.reset(service: service, account: account) }
+        try await reset(ItemKey(service: service, account: account), via: access.awaiting)
     }
 }
 
@@ -100,23 +121,31 @@ public enum SignOut {
     /// Removes every item of `service` — tokens, PIN records, protected items, guest IDs,
     /// everything — except device IDs when `keepDeviceID` is set, and reports what it removed.
     public static func run(service: String, store: any SecretStore, keepDeviceID: Bool = false) throws -> SignOutReport {
+        try CallingThread.run { try await run(service: service, in: InlineSecretStore(store: store), keepDeviceID: keepDeviceID) }
+    }
+
+    /// ``run(service:store:keepDeviceID:)`` over an async store, awaited (never blocking a thread on it).
+    public static func run(service: String, store: any AsyncSecretStore, keepDeviceID: Bool = false) async throws -> SignOutReport {
+        try await run(service: service, in: store, keepDeviceID: keepDeviceID)
+    }
+
+    /// ``run(service:store:keepDeviceID:)``, its store calls run on `executor`.
+    public static func run(
+        service: String, store: any SecretStore, keepDeviceID: Bool = false, executor: BlockingExecutor = .shared
+    ) async throws -> SignOutReport {
+        try await run(service: service, in: store.offloaded(to: executor), keepDeviceID: keepDeviceID)
+    }
+
+    /// The one implementation.
+    private static func run(service: String, in store: any AsyncSecretStore, keepDeviceID: Bool) async throws -> SignOutReport {
         var report = SignOutReport(removed: [], kept: [])
-        for item in try store.list(service: service) {
+        for item in try await store.list(service: service) {
             if keepDeviceID && item.kind == .deviceID {
                 report.kept.append(item)
                 continue
             }
-            if try store.delete(item.key) { report.removed.append(item) }
+            if try await store.delete(item.key) { report.removed.append(item) }
         }
         return report
-    }
-}
-
-extension SignOut {
-    /// ``run(service:store:keepDeviceID:)``, run on `executor`.
-    public static func run(
-        service: String, store: any SecretStore, keepDeviceID: Bool = false, executor: BlockingExecutor = .shared
-    ) async throws -> SignOutReport {
-        try await executor.run { try run(service: service, store: store, keepDeviceID: keepDeviceID) }
     }
 }

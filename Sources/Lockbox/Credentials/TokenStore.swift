@@ -12,17 +12,19 @@ import SystemPackage
 /// under a per-item lock and re-reads the store after taking it, so a second process uses the
 /// first one's new tokens instead of spending a rotated refresh token again.
 public final class TokenStore: Sendable {
-    /// Where token sets are kept.
-    public let store: any SecretStore
+    /// Where token sets are kept, as a blocking store (a token store made over an
+    /// ``AsyncSecretStore`` gives it as a ``BlockingSecretStore``).
+    public var store: any SecretStore { access.secretStore }
     /// How long before expiry a token counts as expired.
     public let leeway: Duration
     /// Where the async variants run the blocking store calls.
-    public let executor: BlockingExecutor
+    public var executor: BlockingExecutor { access.executor }
     /// Where refreshes (info), rejected refresh tokens and failed refreshes (warning) are logged,
     /// with the item's address and the outcome — never a token.
     public let logger: Logger
     private let metrics: LockboxMetrics
-    private let now: @Sendable () -> Date
+    let access: StoreAccess
+    let now: @Sendable () -> Date
     let lock: ItemLock
     private let inflight = Locked<[ItemKey: Task<TokenSet, any Error>]>([:])
     private let observers = Locked<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
@@ -41,18 +43,40 @@ public final class TokenStore: Sendable {
     ///   - logger: where refreshes are logged (silent by default).
     ///   - metricsFactory: where `lockbox_token_refreshes{outcome}`, `lockbox_token_refresh_duration`
     ///     and `lockbox_store_call_duration{store, operation}` are recorded.
-    public init(
+    public convenience init(
         store: any SecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared,
         logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
+        self.init(access: StoreAccess(store, executor: executor), leeway: leeway, now: now, lockDirectory: lockDirectory,
+                  lockTimeout: lockTimeout, logger: logger, metricsFactory: metricsFactory)
+    }
+
+    /// Creates a token store over an async store (a network-backed one): the async methods await
+    /// it and never block a thread; the blocking ones block the calling thread until it answers.
+    /// The other parameters are those of
+    /// ``init(store:leeway:now:lockDirectory:lockTimeout:executor:logger:metricsFactory:)-(any SecretStore,_,_,_,_,_,_,_)``;
+    /// the refresh lock serialises the processes of one host (see ``PinGuard``'s async-store initializer).
+    public convenience init(
+        store: any AsyncSecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
+        lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared,
+        logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) {
+        self.init(access: StoreAccess(store, executor: executor), leeway: leeway, now: now, lockDirectory: lockDirectory,
+                  lockTimeout: lockTimeout, logger: logger, metricsFactory: metricsFactory)
+    }
+
+    private init(
+        access: StoreAccess, leeway: Duration, now: @escaping @Sendable () -> Date, lockDirectory: FilePath?, lockTimeout: Duration,
+        logger: Logger, metricsFactory: any MetricsFactory
+    ) {
+        self.access = access
         self.logger = logger
         self.metrics = LockboxMetrics(factory: metricsFactory)
-        self.store = store
         self.leeway = leeway
-        self.executor = executor
         self.now = now
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: store), timeout: lockTimeout, store: store)
+        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: access), timeout: lockTimeout,
+                             access: access)
     }
 
     /// Session events from now on: signed in, refreshed, signed out.
@@ -69,9 +93,7 @@ public final class TokenStore: Sendable {
     /// The record is JSON built with Foundation: the tokens pass through `String`s in ordinary
     /// memory (the encoded bytes are zeroed, the intermediate strings cannot be). SECURITY.md.
     public func save(_ tokens: TokenSet, service: String, account: String) throws {
-        let key = ItemKey(service: service, account: account)
-        try write(tokens, key)
-        emit(.signedIn(key))
+        try access.blocking { try await self.save(tokens, service: service, account: account, via: $0) }
     }
 
     /// Saves the tokens of an OAuth 2.0 token response (RFC 6749 §5.1).
@@ -84,15 +106,36 @@ public final class TokenStore: Sendable {
     /// The record is parsed with Foundation's `JSONDecoder`, which makes `String` copies of the
     /// tokens in ordinary memory before they are moved into ``SecretBytes``. SECURITY.md.
     public func load(service: String, account: String) throws -> TokenSet? {
-        let key = ItemKey(service: service, account: account)
-        return try metrics.storeCall(store, "get") { try store.get(key) }.map { try TokenSet.decode($0, key: key) }
+        try access.blocking { try await self.load(service: service, account: account, via: $0) }
     }
 
     /// Removes the token set; returns whether there was one.
     @discardableResult
     public func clear(service: String, account: String) throws -> Bool {
+        try access.blocking { try await self.clear(service: service, account: account, via: $0) }
+    }
+
+    // MARK: The one implementation of each operation (see ``StoreAccess``)
+
+    func save(_ tokens: TokenSet, service: String, account: String, via route: StoreRoute) async throws {
         let key = ItemKey(service: service, account: account)
-        let removed = try lock.withLock(key) { try metrics.storeCall(store, "delete") { try store.delete(key) } }
+        try await write(tokens, key, via: route)
+        emit(.signedIn(key))
+    }
+
+    func load(service: String, account: String, via route: StoreRoute) async throws -> TokenSet? {
+        let key = ItemKey(service: service, account: account)
+        return try await metrics.storeCall(access.typeName, "get") { try await route.store.get(key) }.map { try TokenSet.decode($0, key: key) }
+    }
+
+    func clear(service: String, account: String, via route: StoreRoute) async throws -> Bool {
+        let key = ItemKey(service: service, account: account)
+        let held = try await lock.acquire(key)
+        let removed: Bool
+        do {
+            defer { held.release() }
+            removed = try await metrics.storeCall(access.typeName, "delete") { try await route.store.delete(key) }
+        }
         if removed { emit(.signedOut(key)) }
         return removed
     }
@@ -107,7 +150,7 @@ public final class TokenStore: Sendable {
         service: String, account: String, refresh: @escaping @Sendable (TokenSet) async throws -> TokenSet
     ) async throws -> SecretBytes {
         let key = ItemKey(service: service, account: account)
-        guard let current = try await load(service: service, account: account) else {
+        guard let current = try await load(service: service, account: account, via: access.awaiting) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if current.isValid(at: now(), leeway: leeway) { return current.accessToken }
@@ -122,7 +165,7 @@ public final class TokenStore: Sendable {
         refresh: @escaping @Sendable (TokenSet) async throws -> TokenSet
     ) async throws -> SecretBytes {
         let key = ItemKey(service: service, account: account)
-        guard let current = try await load(service: service, account: account) else {
+        guard let current = try await load(service: service, account: account, via: access.awaiting) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if current.accessToken != rejectedToken && current.isValid(at: now(), leeway: leeway) { return current.accessToken }
@@ -153,7 +196,7 @@ public final class TokenStore: Sendable {
     ) async throws -> TokenSet {
         let start = DispatchTime.now().uptimeNanoseconds
         var metadata: Logger.Metadata = [LogKey.service: .string(key.service), LogKey.account: .string(key.account),
-                                         LogKey.store: "\(type(of: store))"]
+                                         LogKey.store: .string(access.typeName)]
         let outcome: String
         defer {
             metrics.timer("lockbox_token_refresh_duration").recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
@@ -186,8 +229,9 @@ public final class TokenStore: Sendable {
     ) async throws -> (TokenSet, refreshed: Bool) {
         let held = try await lock.acquire(key)
         defer { held.release() }
+        let route = access.awaiting
         // Another process may have refreshed while we waited: use its tokens.
-        guard let current = try await executor.run({ [store] in try store.get(key).map { try TokenSet.decode($0, key: key) } }) else {
+        guard let current = try await route.store.get(key).map({ try TokenSet.decode($0, key: key) }) else {
             throw LockboxError.sessionExpired(service: key.service, account: key.account)
         }
         if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return (current, false) }
@@ -195,19 +239,19 @@ public final class TokenStore: Sendable {
         do {
             fresh = try await refresh(current)
         } catch TokenRefreshError.rejected {
-            try await executor.run { [store] in _ = try store.delete(key) }
+            try await route.store.delete(key)
             emit(.signedOut(key))
             throw LockboxError.sessionExpired(service: key.service, account: key.account)
         }
-        try await executor.run { try self.write(fresh, key) }
+        try await write(fresh, key, via: route)
         emit(.refreshed(key))
         return (fresh, true)
     }
 
-    private func write(_ tokens: TokenSet, _ key: ItemKey) throws {
+    private func write(_ tokens: TokenSet, _ key: ItemKey, via route: StoreRoute) async throws {
         let encoded = try tokens.encoded()
-        try metrics.storeCall(store, "set") {
-            try store.set(encoded, for: key, options: ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'"))
+        try await metrics.storeCall(access.typeName, "set") {
+            try await route.store.set(encoded, for: key, options: ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'"))
         }
     }
 
@@ -216,26 +260,27 @@ public final class TokenStore: Sendable {
     }
 }
 
-/// The async variants of the blocking calls, each run on ``TokenStore/executor``.
+/// The async variants of the blocking calls: the one implementation over the store as awaited
+/// (an ``AsyncSecretStore`` directly, a blocking ``SecretStore`` offloaded to ``TokenStore/executor``).
 extension TokenStore {
-    /// ``save(_:service:account:)``, run on ``executor``.
+    /// ``save(_:service:account:)``, awaited.
     public func save(_ tokens: TokenSet, service: String, account: String) async throws {
-        try await executor.run { try self.save(tokens, service: service, account: account) }
+        try await save(tokens, service: service, account: account, via: access.awaiting)
     }
 
-    /// ``save(oauthResponse:service:account:subject:)``, run on ``executor``.
+    /// ``save(oauthResponse:service:account:subject:)``, awaited.
     public func save(oauthResponse: Data, service: String, account: String, subject: String? = nil) async throws {
-        try await executor.run { try self.save(oauthResponse: oauthResponse, service: service, account: account, subject: subject) }
+        try await save(TokenSet(oauthResponse: oauthResponse, now: now(), subject: subject), service: service, account: account)
     }
 
-    /// ``load(service:account:)``, run on ``executor``.
+    /// ``load(service:account:)``, awaited.
     public func load(service: String, account: String) async throws -> TokenSet? {
-        try await executor.run { try self.load(service: service, account: account) }
+        try await load(service: service, account: account, via: access.awaiting)
     }
 
-    /// ``clear(service:account:)``, run on ``executor``.
+    /// ``clear(service:account:)``, awaited.
     @discardableResult
     public func clear(service: String, account: String) async throws -> Bool {
-        try await executor.run { try self.clear(service: service, account: account) }
+        try await clear(service: service, account: account, via: access.awaiting)
     }
 }

@@ -49,8 +49,23 @@ public enum Transfer {
         from source: any SecretStore, to destination: any SecretStore, service: String? = nil,
         onConflict: ConflictPolicy = .skip, move: Bool = false, progress: ((Int, Int) -> Void)? = nil
     ) throws -> TransferReport {
+        // The implementation runs on this thread (CallingThread), so the caller's closure is
+        // only ever called here, as a plain loop would call it.
+        nonisolated(unsafe) let progress = progress
+        return try CallingThread.run {
+            try await run(from: InlineSecretStore(store: source), to: InlineSecretStore(store: destination), service: service,
+                          onConflict: onConflict, move: move, report: { progress?($0, $1) })
+        }
+    }
+
+    /// The one implementation, over async stores (the blocking ``run(from:to:service:onConflict:move:progress:)``
+    /// runs it on the caller's thread over the stores called inline).
+    private static func run(
+        from source: any AsyncSecretStore, to destination: any AsyncSecretStore, service: String?,
+        onConflict: ConflictPolicy, move: Bool, report progress: @Sendable (Int, Int) -> Void
+    ) async throws -> TransferReport {
         var report = TransferReport()
-        let items = try source.list(service: service)
+        let items = try await source.list(service: service)
         // A keep-both copy never takes an address a source item will be copied to.
         let sourceKeys = Set(items.map(\.key))
         var done = 0
@@ -63,9 +78,9 @@ public enum Transfer {
             var writes: [(write: ItemWrite, source: ItemKey)] = []
             var remove: [ItemKey] = []  // with `move`: source items to remove once all is verified
             for metadata in batch {
-                guard let item = try source.item(metadata.key) else { continue }  // removed meanwhile
+                guard let item = try await source.item(metadata.key) else { continue }  // removed meanwhile
                 var target = metadata.key
-                if let existing = try destination.item(target) {
+                if let existing = try await destination.item(target) {
                     if same(existing, item) {
                         report.alreadyPresent.append(target)
                         if move { remove.append(metadata.key) }
@@ -78,7 +93,7 @@ public enum Transfer {
                     case .overwrite:
                         report.overwritten.append(target)
                     case .keepBoth:
-                        target = try freeAddress(for: target, in: destination) { sourceKeys.contains($0) }
+                        target = try await freeAddress(for: target, in: destination) { sourceKeys.contains($0) }
                         report.keptBoth[metadata.key] = target
                     }
                 } else {
@@ -87,9 +102,9 @@ public enum Transfer {
                 let options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access)
                 writes.append((ItemWrite(item.secret, for: target, options: options), metadata.key))
             }
-            try destination.set(writes.map(\.write))
+            try await destination.set(writes.map(\.write))
             for (write, sourceKey) in writes {
-                guard let written = try destination.item(write.key), written.secret == write.secret,
+                guard let written = try await destination.item(write.key), written.secret == write.secret,
                       written.metadata.kind == write.options.kind, written.metadata.access == write.options.access
                 else {
                     throw LockboxError.invalidArgument(
@@ -98,10 +113,10 @@ public enum Transfer {
                 if move { remove.append(sourceKey) }
             }
             // One removal per batch (one rewrite of a file vault), after every copy in it verified.
-            report.removedFromSource += try source.delete(remove)
+            report.removedFromSource += try await source.delete(remove)
             for _ in batch {
                 done += 1
-                progress?(done, items.count)
+                progress(done, items.count)
             }
         }
         return report
@@ -116,26 +131,34 @@ public enum Transfer {
     }
 
     private static func freeAddress(
-        for key: ItemKey, in store: any SecretStore, excluding isTaken: (ItemKey) -> Bool
-    ) throws -> ItemKey {
+        for key: ItemKey, in store: any AsyncSecretStore, excluding isTaken: (ItemKey) -> Bool
+    ) async throws -> ItemKey {
         for number in 1...1000 {
             let candidate = ItemKey(service: key.service, account: "\(key.account) (imported \(number))")
-            if !isTaken(candidate), try store.metadata(candidate) == nil { return candidate }
+            if !isTaken(candidate), try await store.metadata(candidate) == nil { return candidate }
         }
         throw LockboxError.invalidArgument("no free name for another copy of '\(key.account)' on '\(key.service)'")
     }
 }
 
 extension Transfer {
-    /// ``run(from:to:service:onConflict:move:progress:)``, run on `executor`; `progress` is
-    /// called on the executor's thread.
+    /// ``run(from:to:service:onConflict:move:progress:)`` awaited, the stores' calls run on
+    /// `executor`; `progress` is called from the awaiting task.
     public static func run(
         from source: any SecretStore, to destination: any SecretStore, service: String? = nil,
         onConflict: ConflictPolicy = .skip, move: Bool = false, executor: BlockingExecutor = .shared,
         progress: (@Sendable (Int, Int) -> Void)? = nil
     ) async throws -> TransferReport {
-        try await executor.run {
-            try run(from: source, to: destination, service: service, onConflict: onConflict, move: move, progress: progress)
-        }
+        try await run(from: source.offloaded(to: executor), to: destination.offloaded(to: executor), service: service,
+                      onConflict: onConflict, move: move, report: { progress?($0, $1) })
+    }
+
+    /// ``run(from:to:service:onConflict:move:progress:)`` between async stores (one may be a
+    /// blocking store through ``SecretStore/offloaded(to:)``), awaited without blocking a thread.
+    public static func run(
+        from source: any AsyncSecretStore, to destination: any AsyncSecretStore, service: String? = nil,
+        onConflict: ConflictPolicy = .skip, move: Bool = false, progress: (@Sendable (Int, Int) -> Void)? = nil
+    ) async throws -> TransferReport {
+        try await run(from: source, to: destination, service: service, onConflict: onConflict, move: move, report: { progress?($0, $1) })
     }
 }

@@ -61,15 +61,13 @@ final class LockboxMetrics: Sendable {
         }
     }
 
-    /// Runs `body`, recording its duration in the timer `label` (successes and failures alike).
-    func timed<T>(_ label: String, _ dimensions: [(String, String)], _ body: () throws -> T) rethrows -> T {
-        let start = DispatchTime.now().uptimeNanoseconds
-        defer { timer(label, dimensions).recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start)) }
-        return try body()
-    }
-
     /// One store call through `body`, timed as `lockbox_store_call_duration{store, operation}`.
-    func storeCall<T>(_ store: any SecretStore, _ operation: String, _ body: () throws -> T) rethrows -> T {
-        try timed("lockbox_store_call_duration", [("store", "\(type(of: store))"), ("operation", operation)], body)
+    func storeCall<T>(_ store: String, _ operation: String, _ body: () async throws -> T) async rethrows -> T {
+        let start = DispatchTime.now().uptimeNanoseconds
+        defer {
+            timer("lockbox_store_call_duration", [("store", store), ("operation", operation)])
+                .recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
+        }
+        return try await body()
     }
 }

@@ -1,87 +1,56 @@
 import Foundation
 
-/// The async variants: each waits for the profile's lock without holding a thread (an in-process
-/// queue, then the cross-process `flock` polled between suspensions), then runs the blocking
-/// operation's body on ``PinGuard/executor``. One implementation: the bodies are the blocking
-/// methods'. Cancelling the calling task while it waits for the lock, for memory or for a thread
-/// abandons the try before anything was counted; once the body runs it finishes.
+/// The async variants: each runs the operation's one implementation over the store as awaited
+/// (an ``AsyncSecretStore`` directly, a blocking ``SecretStore`` offloaded to
+/// ``PinGuard/executor``), waits for the profile's lock without holding a thread (an in-process
+/// queue, then the cross-process `flock` polled between suspensions) and hashes on the executor.
+/// Cancelling the calling task while it waits for the lock, for memory or for a thread abandons
+/// the try before anything was counted; once a store call or a hash runs it finishes.
 extension PinGuard {
-    /// ``set(_:pin:lockout:wipeItems:)``, waiting for the profile's lock without holding a thread
-    /// and hashing on ``executor``.
+    /// ``set(_:pin:lockout:wipeItems:)``, awaited.
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) async throws {
-        try requireProtectedStore()
-        try policy.check(pin)
-        try await withProfileLock(profile) { try self.setLocked(profile, pin: pin, lockout: lockout, wipeItems: wipeItems) }
+        try await set(profile, pin: pin, lockout: lockout, wipeItems: wipeItems, via: access.awaiting)
     }
 
     /// ``verify(_:pin:)`` without blocking a thread of the cooperative pool.
     ///
-    /// A refusal while locked out or disabled is decided first, on ``executor``, from the stored
-    /// record: no hash, no write, and no wait behind another verification of the profile. Then
-    /// the profile's lock is awaited, the hash's memory is reserved in the executor's
-    /// ``BlockingExecutor/hashMemoryBudget`` (waiting there, too, without a thread), and the
-    /// verification runs on the executor.
+    /// A refusal while locked out or disabled is decided first from the stored record: no hash,
+    /// no write, and no wait behind another verification of the profile. Then the profile's lock
+    /// is awaited, the hash's memory is reserved in the executor's
+    /// ``BlockingExecutor/hashMemoryBudget`` (waiting there, too, without a thread), and the hash
+    /// runs on the executor.
     public func verify(_ profile: PinProfile, pin: SecretBytes) async throws {
-        try requireProtectedStore()
-        try ItemLimits.validate(profile.itemKey)
-        let start = DispatchTime.now().uptimeNanoseconds
-        do {
-            let memory = try await executor.run { try self.refuseIfLockedOut(profile) }
-            let held = try await profileLock.acquire(profile.itemKey)
-            defer { held.release() }
-            let reservation = try await executor.hashMemoryBudget.reserve(memory)
-            defer { reservation.release() }
-            try await executor.run { try self.verifyLocked(profile, pin: pin, memoryHeld: true) }
-            record(nil, of: profile, startedAt: start)
-        } catch is CancellationError {
-            throw CancellationError()  // abandoned before anything was counted: not an outcome
-        } catch {
-            record(error, of: profile, startedAt: start)
-            throw error
-        }
+        try await verify(profile, pin: pin, via: access.awaiting)
     }
 
-    /// ``change(_:from:to:)``, waiting for the profile's lock without holding a thread.
+    /// ``change(_:from:to:)``, awaited.
     public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) async throws {
-        try requireProtectedStore()
-        try policy.check(newPin)
-        try await withProfileLock(profile) { try self.changeLocked(profile, from: oldPin, to: newPin) }
+        try await change(profile, from: oldPin, to: newPin, via: access.awaiting)
     }
 
-    /// ``remove(_:)``, waiting for the profile's lock without holding a thread.
+    /// ``remove(_:)``, awaited.
     @discardableResult
     public func remove(_ profile: PinProfile) async throws -> Bool {
-        try await withProfileLock(profile) { try self.store.delete(profile.itemKey) }
+        try await remove(profile, via: access.awaiting)
     }
 
-    /// ``reset(_:)``, waiting for the profile's lock without holding a thread.
+    /// ``reset(_:)``, awaited.
     public func reset(_ profile: PinProfile) async throws {
-        try requireProtectedStore()
-        try await withProfileLock(profile) { try self.resetLocked(profile) }
+        try await reset(profile, via: access.awaiting)
     }
 
-    /// ``reset(_:authorizedBy:pin:)``: the async ``verify(_:pin:)`` of `authority`, then the async ``reset(_:)``.
+    /// ``reset(_:authorizedBy:pin:)``, awaited.
     public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) async throws {
-        try Self.requireOtherProfile(authority, resetting: profile)
-        try await verify(authority, pin: pin)
-        try await reset(profile)
+        try await reset(profile, authorizedBy: authority, pin: pin, via: access.awaiting)
     }
 
-    /// ``fingerprint(_:)``, run on ``executor``.
+    /// ``fingerprint(_:)``, awaited.
     public func fingerprint(_ profile: PinProfile) async throws -> String? {
-        try await executor.run { try self.fingerprint(profile) }
+        try await fingerprint(profile, via: access.awaiting)
     }
 
-    /// ``status(_:)``, run on ``executor``.
+    /// ``status(_:)``, awaited.
     public func status(_ profile: PinProfile) async throws -> PinStatus {
-        try await executor.run { try self.status(profile) }
-    }
-
-    /// Runs `body` on the executor holding the profile's lock, awaited without holding a thread.
-    private func withProfileLock<T: Sendable>(_ profile: PinProfile, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try ItemLimits.validate(profile.itemKey)
-        let held = try await profileLock.acquire(profile.itemKey)
-        defer { held.release() }
-        return try await executor.run(body)
+        try await status(profile, via: access.awaiting)
     }
 }

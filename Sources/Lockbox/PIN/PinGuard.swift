@@ -53,8 +53,9 @@ public struct PinStatus: Sendable, Equatable {
 /// capped by the executor's ``BlockingExecutor/hashMemoryBudget``. Services choose
 /// ``PinPreset/server``; the default, ``PinPreset/desktop``, is what the CLI uses.
 public final class PinGuard: Sendable {
-    /// Where PIN records are kept.
-    public let store: any SecretStore
+    /// Where PIN records are kept, as a blocking store (a guard made over an ``AsyncSecretStore``
+    /// gives it as a ``BlockingSecretStore``).
+    public var store: any SecretStore { access.secretStore }
     /// What new PINs must look like.
     public let policy: PinPolicy
     /// Argon2id cost for new hashes; older hashes are upgraded on the next successful verify.
@@ -62,11 +63,12 @@ public final class PinGuard: Sendable {
     /// When a wrong try is written to the store: before the comparison (desktop) or with its outcome (server).
     public let failureRecording: PinPreset.FailureRecording
     /// Where the async variants run, and whose memory budget caps concurrent hashes.
-    public let executor: BlockingExecutor
+    public var executor: BlockingExecutor { access.executor }
     /// Where verifications are logged: wrong PINs and refusals (notice), disabling and wiping
     /// (warning), with the profile and the failure count — never the PIN or its hash.
     public let logger: Logger
     let metrics: LockboxMetrics
+    let access: StoreAccess
     private let clock: any PinClock
     private let lockDirectory: FilePath?
     private let lockTimeout: Duration
@@ -127,25 +129,58 @@ public final class PinGuard: Sendable {
                   metricsFactory: metricsFactory)
     }
 
+    /// Creates a guard over an async store (a network-backed one) with the hash cost and failure
+    /// recording of `preset`: the async methods await the store and never block a thread on it;
+    /// the blocking methods block the calling thread until it answers. The other parameters are
+    /// those of
+    /// ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:executor:logger:metricsFactory:)``.
+    ///
+    /// The per-profile lock is this process's queue and an `flock` in `lockDirectory` (by default
+    /// a per-user folder on this host): it serialises the verifications of the processes of one
+    /// host. Processes on other hosts sharing the store do not meet it; a lockout that holds
+    /// across hosts needs the store's own transaction around the read-count-write of a verify,
+    /// which a store shared by many hosts must provide (see docs/ARCHITECTURE.md).
+    public convenience init(
+        store: any AsyncSecretStore, preset: PinPreset, policy: PinPolicy = .default, clock: any PinClock = SystemPinClock(),
+        lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30), acceptingStoreOpenToOtherProcesses: Bool = false,
+        executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) {
+        self.init(access: StoreAccess(store, executor: executor), policy: policy, hashParameters: preset.hashParameters, clock: clock,
+                  lockDirectory: lockDirectory, lockTimeout: lockTimeout,
+                  acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses, hasher: .argon2id,
+                  failureRecording: preset.failureRecording, logger: logger, metricsFactory: metricsFactory)
+    }
+
     /// Creates a guard that hashes and compares through `hasher` (tests count, block or fail hashes with it).
-    package init(
+    package convenience init(
         store: any SecretStore, policy: PinPolicy = .default, hashParameters: KDFParameters = PinGuard.defaultHashParameters,
         clock: any PinClock = SystemPinClock(), lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30),
         acceptingStoreOpenToOtherProcesses: Bool = false, hasher: PinHasher,
         failureRecording: PinPreset.FailureRecording = .beforeComparing, executor: BlockingExecutor = .shared,
         logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
+        self.init(access: StoreAccess(store, executor: executor), policy: policy, hashParameters: hashParameters, clock: clock,
+                  lockDirectory: lockDirectory, lockTimeout: lockTimeout,
+                  acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses, hasher: hasher,
+                  failureRecording: failureRecording, logger: logger, metricsFactory: metricsFactory)
+    }
+
+    /// The one initializer the others call.
+    package init(
+        access: StoreAccess, policy: PinPolicy, hashParameters: KDFParameters, clock: any PinClock, lockDirectory: FilePath?,
+        lockTimeout: Duration, acceptingStoreOpenToOtherProcesses: Bool, hasher: PinHasher,
+        failureRecording: PinPreset.FailureRecording, logger: Logger, metricsFactory: any MetricsFactory
+    ) {
+        self.access = access
         self.logger = logger
         self.metrics = LockboxMetrics(factory: metricsFactory)
         self.hasher = hasher
         self.failureRecording = failureRecording
-        self.executor = executor
         self.acceptsOpenStore = acceptingStoreOpenToOtherProcesses
-        self.store = store
         self.policy = policy
         self.hashParameters = hashParameters
         self.clock = clock
-        self.lockDirectory = lockDirectory ?? ItemLock.defaultDirectory("pin-locks", for: store)
+        self.lockDirectory = lockDirectory ?? ItemLock.defaultDirectory("pin-locks", for: access)
         self.lockTimeout = lockTimeout
     }
 
@@ -160,9 +195,7 @@ public final class PinGuard: Sendable {
     ///   - lockout: the delays and limits that wrong tries of this PIN trigger.
     ///   - wipeItems: items to wipe with the PIN if `lockout.wipeAfter` is reached.
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
-        try requireProtectedStore()
-        try policy.check(pin)
-        try withProfileLock(profile) { try setLocked(profile, pin: pin, lockout: lockout, wipeItems: wipeItems) }
+        try access.blocking { try await self.set(profile, pin: pin, lockout: lockout, wipeItems: wipeItems, via: $0) }
     }
 
     /// Checks `pin`. Returns normally on success (and resets the failure count); throws
@@ -173,24 +206,12 @@ public final class PinGuard: Sendable {
     /// A try while the profile is locked out or disabled is refused before the profile's lock is
     /// taken: no hash, no write, no wait behind a verification in progress.
     public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
-        try requireProtectedStore()
-        try ItemLimits.validate(profile.itemKey)
-        let start = DispatchTime.now().uptimeNanoseconds
-        do {
-            _ = try refuseIfLockedOut(profile)
-            try withProfileLock(profile) { try verifyLocked(profile, pin: pin, memoryHeld: false) }
-            record(nil, of: profile, startedAt: start)
-        } catch {
-            record(error, of: profile, startedAt: start)
-            throw error
-        }
+        try access.blocking { try await self.verify(profile, pin: pin, via: $0) }
     }
 
     /// Replaces the PIN after checking the old one (which counts toward the lockout like any try).
     public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
-        try requireProtectedStore()
-        try policy.check(newPin)
-        try withProfileLock(profile) { try changeLocked(profile, from: oldPin, to: newPin) }
+        try access.blocking { try await self.change(profile, from: oldPin, to: newPin, via: $0) }
     }
 
     /// Removes a profile's PIN and its counters; returns whether there was one.
@@ -199,34 +220,116 @@ public final class PinGuard: Sendable {
     /// vault, the holder of its passphrase or key file).
     @discardableResult
     public func remove(_ profile: PinProfile) throws -> Bool {
-        try withProfileLock(profile) { try store.delete(profile.itemKey) }
+        try access.blocking { try await self.remove(profile, via: $0) }
     }
 
     /// Clears the failures and re-enables a disabled PIN, after the caller has checked a higher
     /// authority (the vault passphrase, say). See ``reset(_:authorizedBy:pin:)`` for another profile's PIN.
     public func reset(_ profile: PinProfile) throws {
-        try requireProtectedStore()
-        try withProfileLock(profile) { try resetLocked(profile) }
+        try access.blocking { try await self.reset(profile, via: $0) }
     }
 
     /// Resets `profile` if `authority`'s PIN verifies (with its own lockout applying).
     public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) throws {
-        try Self.requireOtherProfile(authority, resetting: profile)
-        try verify(authority, pin: pin)
-        try reset(profile)
+        try access.blocking { try await self.reset(profile, authorizedBy: authority, pin: pin, via: $0) }
     }
 
     /// A fingerprint of the profile's current PIN hash (BLAKE2b), or `nil` without a PIN: it
     /// changes whenever the PIN is changed, removed or set anew, which closes re-authentication
     /// windows the old PIN opened. Reveals nothing about the PIN.
     public func fingerprint(_ profile: PinProfile) throws -> String? {
-        guard let record = try load(profile) else { return nil }
-        return Array(record.hash.utf8).withUnsafeBytes { Sodium.blake2b($0).hexString }
+        try access.blocking { try await self.fingerprint(profile, via: $0) }
     }
 
     /// Failures, lockout end and state, without touching the counters.
     public func status(_ profile: PinProfile) throws -> PinStatus {
-        guard let record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        try access.blocking { try await self.status(profile, via: $0) }
+    }
+
+    // MARK: The one implementation of each operation (the blocking methods run it on the
+    // caller's thread, the async variants over the awaited store: see ``StoreAccess``)
+
+    func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy, wipeItems: [ItemKey], via route: StoreRoute) async throws {
+        try requireProtectedStore()
+        try policy.check(pin)
+        try await withProfileLock(profile) {
+            if try await load(profile, via: route) != nil {
+                throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
+            }
+            let record = PinRecord(hash: try await hash(pin, memoryHeld: false, via: route), lockout: lockout, wipeItems: wipeItems)
+            try await save(record, for: profile, via: route)
+        }
+    }
+
+    /// A refusal while locked out or disabled is decided first, from the stored record: no hash,
+    /// no write, and no wait behind another verification of the profile. Then the profile's lock
+    /// is awaited, the hash's memory is reserved in the executor's
+    /// ``BlockingExecutor/hashMemoryBudget`` (an async caller waits there without a thread), and
+    /// the verification runs. Cancelling the calling task while it waits for the lock, for memory
+    /// or for a thread abandons the try before anything was counted.
+    func verify(_ profile: PinProfile, pin: SecretBytes, via route: StoreRoute) async throws {
+        try requireProtectedStore()
+        try ItemLimits.validate(profile.itemKey)
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            let memory = try await refuseIfLockedOut(profile, via: route)
+            let held = try await profileLock.acquire(profile.itemKey)
+            defer { held.release() }
+            let reservation = try await executor.hashMemoryBudget.reserve(memory)
+            defer { reservation.release() }
+            try await verifyLocked(profile, pin: pin, memoryHeld: true, via: route)
+            record(nil, of: profile, startedAt: start)
+        } catch is CancellationError {
+            throw CancellationError()  // abandoned before anything was counted: not an outcome
+        } catch {
+            record(error, of: profile, startedAt: start)
+            throw error
+        }
+    }
+
+    func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes, via route: StoreRoute) async throws {
+        try requireProtectedStore()
+        try policy.check(newPin)
+        try await withProfileLock(profile) {
+            try await verifyLocked(profile, pin: oldPin, memoryHeld: false, via: route)
+            guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            record.hash = try await hash(newPin, memoryHeld: false, via: route)
+            record.failures = 0
+            record.lastAttempt = nil
+            try await save(record, for: profile, via: route)
+        }
+    }
+
+    func remove(_ profile: PinProfile, via route: StoreRoute) async throws -> Bool {
+        try await withProfileLock(profile) { try await route.store.delete(profile.itemKey) }
+    }
+
+    func reset(_ profile: PinProfile, via route: StoreRoute) async throws {
+        try requireProtectedStore()
+        try await withProfileLock(profile) {
+            guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            record.failures = 0
+            record.lastAttempt = nil
+            record.disabled = false
+            try await save(record, for: profile, via: route)
+        }
+    }
+
+    func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes, via route: StoreRoute) async throws {
+        guard authority != profile else {
+            throw LockboxError.invalidArgument("a profile cannot reset itself; use another profile's PIN or the vault passphrase")
+        }
+        try await verify(authority, pin: pin, via: route)
+        try await reset(profile, via: route)
+    }
+
+    func fingerprint(_ profile: PinProfile, via route: StoreRoute) async throws -> String? {
+        guard let record = try await load(profile, via: route) else { return nil }
+        return Array(record.hash.utf8).withUnsafeBytes { Sodium.blake2b($0).hexString }
+    }
+
+    func status(_ profile: PinProfile, via route: StoreRoute) async throws -> PinStatus {
+        guard let record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
         var lockedUntil: Date?
         if let last = record.lastAttempt {
             let now = clock.now()
@@ -238,18 +341,10 @@ public final class PinGuard: Sendable {
 
     // MARK: Internals
 
-    /// A profile's own PIN cannot reset its lockout.
-    static func requireOtherProfile(_ authority: PinProfile, resetting profile: PinProfile) throws {
-        guard authority != profile else {
-            throw LockboxError.invalidArgument("a profile cannot reset itself; use another profile's PIN or the vault passphrase")
-        }
-    }
-
-    /// Logs and counts a verification's outcome (`error` is `nil` for a right PIN): the one place
-    /// the blocking and the async verify report through.
-    func record(_ error: (any Error)?, of profile: PinProfile, startedAt start: UInt64) {
+    /// Logs and counts a verification's outcome (`error` is `nil` for a right PIN).
+    private func record(_ error: (any Error)?, of profile: PinProfile, startedAt start: UInt64) {
         metrics.timer("lockbox_pin_verify_duration").recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
-        var metadata: Logger.Metadata = [LogKey.profile: "\(profile)", LogKey.store: "\(type(of: store))"]
+        var metadata: Logger.Metadata = [LogKey.profile: "\(profile)", LogKey.store: .string(access.typeName)]
         let outcome: String
         switch error {
         case nil:
@@ -281,39 +376,11 @@ public final class PinGuard: Sendable {
         metrics.counter("lockbox_pin_verifications", [("outcome", outcome)]).increment()
     }
 
-    // The bodies of the operations, run holding the profile's lock: by the blocking methods on
-    // the caller's thread, by the async variants on the executor (one implementation).
-
-    func setLocked(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy, wipeItems: [ItemKey]) throws {
-        if try load(profile) != nil {
-            throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
-        }
-        let record = PinRecord(hash: try hash(pin, memoryHeld: false), lockout: lockout, wipeItems: wipeItems)
-        try save(record, for: profile)
-    }
-
-    func changeLocked(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
-        try verifyLocked(profile, pin: oldPin, memoryHeld: false)
-        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
-        record.hash = try hash(newPin, memoryHeld: false)
-        record.failures = 0
-        record.lastAttempt = nil
-        try save(record, for: profile)
-    }
-
-    func resetLocked(_ profile: PinProfile) throws {
-        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
-        record.failures = 0
-        record.lastAttempt = nil
-        record.disabled = false
-        try save(record, for: profile)
-    }
-
     /// PIN records only where other processes of the user cannot read and rewrite them, unless
     /// the caller accepted that (see ``init(store:policy:hashParameters:clock:lockDirectory:lockTimeout:acceptingStoreOpenToOtherProcesses:executor:)``).
-    func requireProtectedStore() throws {
-        if store.isOpenToOtherProcessesOfUser && !acceptsOpenStore {
-            throw LockboxError.pinStoreUnprotected(store: "\(type(of: store))")
+    private func requireProtectedStore() throws {
+        if access.isOpenToOtherProcessesOfUser && !acceptsOpenStore {
+            throw LockboxError.pinStoreUnprotected(store: access.typeName)
         }
     }
 
@@ -334,23 +401,23 @@ public final class PinGuard: Sendable {
     /// record is one item, read atomically); returns the memory a verification will hash with.
     /// A verification in progress elsewhere may have counted its try already: then this refuses
     /// as that count says, which is the order the two tries are counted in.
-    func refuseIfLockedOut(_ profile: PinProfile) throws -> UInt64 {
-        guard let record = try load(profile) else { return hashParameters.memoryLimitBytes }
+    private func refuseIfLockedOut(_ profile: PinProfile, via route: StoreRoute) async throws -> UInt64 {
+        guard let record = try await load(profile, via: route) else { return hashParameters.memoryLimitBytes }
         if let refusal = refusal(record, at: clock.now(), for: profile) { throw refusal }
         return max(Self.memoryBytes(ofHash: record.hash) ?? 0, hashParameters.memoryLimitBytes)
     }
 
     /// Verifies holding the profile's lock. `memoryHeld`: the caller already holds a reservation
-    /// in the executor's hash memory budget for this verification's hashes (the async path);
-    /// otherwise each hash reserves its memory itself, waiting on this thread.
-    func verifyLocked(_ profile: PinProfile, pin: SecretBytes, memoryHeld: Bool) throws {
-        guard var record = try load(profile) else { throw LockboxError.pinNotSet(profile: profile.description) }
+    /// in the executor's hash memory budget for this verification's hashes; otherwise each hash
+    /// reserves its memory itself.
+    private func verifyLocked(_ profile: PinProfile, pin: SecretBytes, memoryHeld: Bool, via route: StoreRoute) async throws {
+        guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
         let now = clock.now()
         if let last = record.lastAttempt, record.failures > 0, !record.disabled, now.secondsSince(last) < 0 {
             // A clock went back (the wall clock set earlier, across a reboot or not): the
             // lockout restarts from now.
             record.lastAttempt = now
-            try save(record, for: profile)
+            try await save(record, for: profile, via: route)
         }
         if let refusal = refusal(record, at: now, for: profile) { throw refusal }
 
@@ -359,11 +426,11 @@ public final class PinGuard: Sendable {
         counted.lastAttempt = now
         let countedBeforeComparing = failureRecording == .beforeComparing
         // Desktop: count the try durably before comparing, so a kill from here on still counts it.
-        if countedBeforeComparing { try save(counted, for: profile) }
+        if countedBeforeComparing { try await save(counted, for: profile, via: route) }
 
-        let matches = withHashMemory(Self.memoryBytes(ofHash: record.hash) ?? hashParameters.memoryLimitBytes, held: memoryHeld) {
-            hasher.verify(record.hash, pin)
-        }
+        let storedHash = record.hash
+        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes, held: memoryHeld,
+                                               via: route) { [hasher] in hasher.verify(storedHash, pin) }
         if matches {
             let hadFailures = record.failures > 0 || record.lastAttempt != nil
             record.failures = 0
@@ -373,44 +440,52 @@ public final class PinGuard: Sendable {
             // tried again on the next success.
             var upgraded = false
             if Sodium.hashStringNeedsRehash(record.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes),
-               let newHash = try? hash(pin, memoryHeld: memoryHeld)
+               let newHash = try? await hash(pin, memoryHeld: memoryHeld, via: route)
             {
                 record.hash = newHash
                 upgraded = true
             }
             // Server: one write, and only if something changed.
-            if countedBeforeComparing || hadFailures || upgraded { try save(record, for: profile) }
+            if countedBeforeComparing || hadFailures || upgraded { try await save(record, for: profile, via: route) }
             return
         }
         record = counted
         if let wipeAfter = record.lockout.wipeAfter, record.failures >= wipeAfter {
-            for key in record.wipeItems { try store.delete(key) }
-            try store.delete(profile.itemKey)
+            for key in record.wipeItems { try await route.store.delete(key) }
+            try await route.store.delete(profile.itemKey)
             throw LockboxError.pinWiped(profile: profile.description, failures: record.failures)
         }
         if record.failures >= record.lockout.disableAfter {
             record.disabled = true
-            try save(record, for: profile)
+            try await save(record, for: profile, via: route)
             throw LockboxError.pinDisabled(profile: profile.description, failures: record.failures)
         }
         // Server: the one write of a wrong try, its count.
-        if !countedBeforeComparing { try save(record, for: profile) }
+        if !countedBeforeComparing { try await save(record, for: profile, via: route) }
         let delay = record.lockout.delay(afterFailures: record.failures)
         throw LockboxError.wrongPin(profile: profile.description, failures: record.failures,
                                     retryAt: delay > 0 ? now.wall.addingTimeInterval(delay) : nil)
     }
 
-    private func hash(_ pin: SecretBytes, memoryHeld: Bool) throws -> String {
-        let hash = withHashMemory(hashParameters.memoryLimitBytes, held: memoryHeld) { hasher.hash(pin, hashParameters) }
+    private func hash(_ pin: SecretBytes, memoryHeld: Bool, via route: StoreRoute) async throws -> String {
+        let hash = try await withHashMemory(hashParameters.memoryLimitBytes, held: memoryHeld, via: route) { [hasher, hashParameters] in
+            hasher.hash(pin, hashParameters)
+        }
         guard let hash else {
             throw LockboxError.invalidArgument("Argon2id could not hash the PIN with \(hashParameters) (not enough memory?)")
         }
         return hash
     }
 
-    /// Runs a hash inside the executor's memory budget (or inside the caller's reservation).
-    private func withHashMemory<T>(_ bytes: UInt64, held: Bool, _ body: () -> T) -> T {
-        held ? body() : executor.hashMemoryBudget.withReservation(of: bytes, body)
+    /// Runs a hash (on the executor for the async API) inside the executor's memory budget, or
+    /// inside the caller's reservation.
+    private func withHashMemory<T: Sendable>(
+        _ bytes: UInt64, held: Bool, via route: StoreRoute, _ body: @escaping @Sendable () -> T
+    ) async throws -> T {
+        if held { return try await route.compute(body) }
+        let reservation = try await executor.hashMemoryBudget.reserve(bytes)
+        defer { reservation.release() }
+        return try await route.compute(body)
     }
 
     /// The memory cost of a PHC string (`$argon2id$v=19$m=KIB,t=…`), in bytes.
@@ -424,8 +499,8 @@ public final class PinGuard: Sendable {
         return nil
     }
 
-    private func load(_ profile: PinProfile) throws -> PinRecord? {
-        guard let bytes = try store.get(profile.itemKey) else { return nil }
+    private func load(_ profile: PinProfile, via route: StoreRoute) async throws -> PinRecord? {
+        guard let bytes = try await route.store.get(profile.itemKey) else { return nil }
         let record: PinRecord
         do {
             record = try bytes.withUnsafeBytes { try JSONDecoder().decode(PinRecord.self, from: Data($0)) }
@@ -445,20 +520,23 @@ public final class PinGuard: Sendable {
         return record
     }
 
-    private func save(_ record: PinRecord, for profile: PinProfile) throws {
+    private func save(_ record: PinRecord, for profile: PinProfile, via route: StoreRoute) async throws {
         let data = try JSONEncoder().encode(record)
-        try store.set(SecretBytes(copying: data), for: profile.itemKey,
+        try await route.store.set(SecretBytes(copying: data), for: profile.itemKey,
                       options: ItemOptions(kind: .pinHash, label: "Lockbox PIN for '\(profile.name)' on '\(profile.service)'"))
     }
 
-    /// Serialises everything about one profile across threads and processes.
-    func withProfileLock<T>(_ profile: PinProfile, _ body: () throws -> T) throws -> T {
+    /// Serialises everything about one profile across threads and tasks of this process and the
+    /// processes of this host (see ``ItemLock``); waited for without holding a thread.
+    private func withProfileLock<T>(_ profile: PinProfile, _ body: () async throws -> T) async throws -> T {
         try ItemLimits.validate(profile.itemKey)
-        return try profileLock.withLock(profile.itemKey, body)
+        let held = try await profileLock.acquire(profile.itemKey)
+        defer { held.release() }
+        return try await body()
     }
 
-    /// The per-profile lock; the async variants take it with ``ItemLock/acquire(_:)``.
-    var profileLock: ItemLock { ItemLock(directory: lockDirectory, timeout: lockTimeout, store: store) }
+    /// The per-profile lock.
+    var profileLock: ItemLock { ItemLock(directory: lockDirectory, timeout: lockTimeout, access: access) }
 }
 
 /// How ``PinGuard`` hashes a PIN and compares one with a stored hash: Argon2id, or in tests a

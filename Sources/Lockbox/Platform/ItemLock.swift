@@ -14,14 +14,14 @@ struct ItemLock: Sendable {
     /// Without a folder, what tells this store's locks from another store's in this process.
     private let storeIdentity: String
 
-    /// A lock over `store`'s items, with its files in `directory` (none: in-process only).
-    init(directory: FilePath?, timeout: Duration, store: any SecretStore) {
+    /// A lock over the items of `access`'s store, with its files in `directory` (none: in-process only).
+    init(directory: FilePath?, timeout: Duration, access: StoreAccess) {
         self.directory = directory
         self.timeout = timeout
         // Two MemoryStores in one process are two stores: the same item address in each must not
         // share a lock. A store that is a value (no identity) gets one per ItemLock.
-        if type(of: store) is AnyClass {
-            storeIdentity = "\(ObjectIdentifier(store as AnyObject).hashValue)"
+        if let object = access.object {
+            storeIdentity = "\(ObjectIdentifier(object).hashValue)"
         } else {
             storeIdentity = UUID().uuidString
         }
@@ -35,10 +35,10 @@ struct ItemLock: Sendable {
     ///   its `VAULT.lock`);
     /// - any other store: `/run/user/UID/lockbox/NAME` when that folder is the user's, else
     ///   `.local/state/lockbox/NAME` in the home folder of the user's password entry.
-    static func defaultDirectory(_ name: String, for store: any SecretStore) -> FilePath? {
-        guard store.isReachableFromOtherProcesses else { return nil }
-        if let file = store as? EncryptedFileStore { return FilePath(file.path.string + ".locks").appending(name) }
-        if let file = store as? SQLiteVaultStore { return FilePath(file.path.string + ".locks").appending(name) }
+    static func defaultDirectory(_ name: String, for access: StoreAccess) -> FilePath? {
+        guard access.isReachableFromOtherProcesses else { return nil }
+        if let file = access.blockingStore as? EncryptedFileStore { return FilePath(file.path.string + ".locks").appending(name) }
+        if let file = access.blockingStore as? SQLiteVaultStore { return FilePath(file.path.string + ".locks").appending(name) }
         let uid = effectiveUserID()
         let runtime = FilePath("/run/user/\(uid)")
         if let status = try? runtime.stat(), status.type == .directory, UInt32(status.userID.rawValue) == uid {
@@ -79,21 +79,11 @@ struct ItemLock: Sendable {
         return (path.string, VaultLock(vaultPath: path, timeout: timeout))
     }
 
-    /// Runs `body` holding the item's lock: first this process's queue for the item (shared with
-    /// ``acquire(_:)``, so threads and tasks take turns), then the file lock against other processes.
-    func withLock<T>(_ key: ItemKey, _ body: () throws -> T) throws -> T {
-        let (queue, file) = try prepare(key)
-        Self.queues.enterBlocking(queue)
-        defer { Self.queues.leave(queue) }
-        guard let file else { return try body() }
-        return try file.withLock { try body() }
-    }
-
     /// Takes the item's lock without blocking a thread while waiting; release it with
     /// ``HeldLock/release()`` (or let it go out of scope).
     ///
-    /// Tasks and threads of this process queue first on an in-process FIFO per item (a task
-    /// suspended, holding no thread; cancelling a waiting task takes it out of the queue with
+    /// Tasks of this process queue first on an in-process FIFO per item (suspended, holding no
+    /// thread; the blocking API's operations are tasks too, run on their caller's thread; cancelling a waiting task takes it out of the queue with
     /// `CancellationError`); the one at its head then polls the `flock` between short sleeps,
     /// which only another process can be holding. The timeout counts from the call.
     func acquire(_ key: ItemKey) async throws -> HeldLock {
@@ -136,18 +126,12 @@ struct ItemLock: Sendable {
     private static let queues = ItemQueues()
 }
 
-/// One FIFO per lock name of the threads and tasks of this process waiting for it: the in-process
-/// half of ``ItemLock``. A thread blocks on the condition; a task suspends on a continuation.
+/// One FIFO per lock name of the tasks of this process waiting for it: the in-process
+/// half of ``ItemLock``. A waiting task is suspended on a continuation.
 private final class ItemQueues: Sendable {
-    private enum Waiter {
-        case task(id: UInt64, CheckedContinuation<Void, any Error>)
-        case thread(id: UInt64)
-
-        var id: UInt64 {
-            switch self {
-            case .task(let id, _), .thread(let id): return id
-            }
-        }
+    private struct Waiter {
+        var id: UInt64
+        var continuation: CheckedContinuation<Void, any Error>
     }
 
     private struct Queue {
@@ -157,29 +141,10 @@ private final class ItemQueues: Sendable {
     private struct State {
         /// A name is held while it has an entry; its queue holds who waits.
         var held: [String: Queue] = [:]
-        /// Threads handed a name while they slept.
-        var handedToThread: Set<UInt64> = []
         var nextID: UInt64 = 0
     }
 
-    private let state = ConditionLock(State())
-
-    /// Returns once this thread holds `name` in this process (in arrival order).
-    func enterBlocking(_ name: String) {
-        let id = state.withLock { state -> UInt64? in
-            guard var queue = state.held[name] else {
-                state.held[name] = Queue()
-                return nil
-            }
-            let id = state.nextID
-            state.nextID += 1
-            queue.waiters.append(.thread(id: id))
-            state.held[name] = queue
-            return id
-        }
-        guard let id else { return }
-        state.wait { state -> Void? in state.handedToThread.remove(id) == nil ? nil : () }
-    }
+    private let state = Locked(State())
 
     /// Returns once this task holds `name` in this process (in arrival order).
     func enter(_ name: String) async throws {
@@ -195,7 +160,7 @@ private final class ItemQueues: Sendable {
                         state.held[name] = Queue()
                         return true
                     }
-                    queue.waiters.append(.task(id: id, continuation))
+                    queue.waiters.append(Waiter(id: id, continuation: continuation))
                     state.held[name] = queue
                     return false
                 }
@@ -203,10 +168,10 @@ private final class ItemQueues: Sendable {
             }
         } onCancel: {
             let cancelled = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-                guard var queue = state.held[name], let index = queue.waiters.firstIndex(where: { $0.id == id }),
-                      case .task(_, let continuation) = queue.waiters.remove(at: index) else { return nil }
+                guard var queue = state.held[name], let index = queue.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                let waiter = queue.waiters.remove(at: index)
                 state.held[name] = queue
-                return continuation
+                return waiter.continuation
             }
             cancelled?.resume(throwing: CancellationError())
         }
@@ -222,15 +187,8 @@ private final class ItemQueues: Sendable {
             }
             let waiter = queue.waiters.removeFirst()
             state.held[name] = queue
-            switch waiter {
-            case .task(_, let continuation):
-                return continuation
-            case .thread(let id):
-                state.handedToThread.insert(id)
-                return nil
-            }
+            return waiter.continuation
         }
-        state.signalAll()
         next?.resume()
     }
 }
