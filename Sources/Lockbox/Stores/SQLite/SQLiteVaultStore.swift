@@ -81,6 +81,36 @@ public final class SQLiteVaultStore: SecretStore {
         entries: [ItemKey: VaultEntry], busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
     ) throws {
         let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+        let rows = entries.values.lazy.map { entry in
+            let address = records.address(entry.metadata.key)
+            let metadata = records.sealMetadata(entry, address: address)
+            return SealedRow(address: address, metadata: metadata, secret: records.sealSecret(entry.secret, address: address, metadata: metadata))
+        }
+        try build(at: path, replacing: replacing, vaultID: vaultID, keyCheck: records.keyCheck, slots: slots, rows: rows,
+                  busyTimeout: busyTimeout, verify: verify)
+    }
+
+    /// One row of the `items` table as stored: address, sealed metadata, sealed secret.
+    package struct SealedRow {
+        /// The row's address.
+        package var address: [UInt8]
+        /// The metadata column.
+        package var metadata: [UInt8]
+        /// The secret column.
+        package var secret: [UInt8]
+
+        /// A row of these columns.
+        package init(address: [UInt8], metadata: [UInt8], secret: [UInt8]) {
+            (self.address, self.metadata, self.secret) = (address, metadata, secret)
+        }
+    }
+
+    /// ``build(at:replacing:vaultID:slots:dataKey:entries:busyTimeout:verify:)`` with the rows
+    /// already sealed: the known-answer self-test writes a vector's rows with it as they are.
+    package static func build(
+        at path: FilePath, replacing: Bool, vaultID: [UInt8], keyCheck: [UInt8], slots: [KeySlot],
+        rows: some Sequence<SealedRow>, busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
+    ) throws {
         let folder = path.removingLastComponent()
         let temporary = folder.appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
         var placed = false
@@ -101,17 +131,15 @@ public final class SQLiteVaultStore: SecretStore {
                 let insert = try connection.prepare("INSERT INTO vault (singleton, format_version, vault_id, key_check) VALUES (1, ?, ?, ?)")
                 try insert.bind(1, Int64(VaultRecords.formatVersion))
                 try insert.bind(2, vaultID)
-                try insert.bind(3, records.keyCheck)
+                try insert.bind(3, keyCheck)
                 try insert.step()
                 try writeSlots(slots, connection)
                 let item = try connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
-                for entry in entries.values {
-                    let address = records.address(entry.metadata.key)
-                    let metadata = records.sealMetadata(entry, address: address)
+                for row in rows {
                     item.reset()
-                    try item.bind(1, address)
-                    try item.bind(2, metadata)
-                    try item.bind(3, records.sealSecret(entry.secret, address: address, metadata: metadata))
+                    try item.bind(1, row.address)
+                    try item.bind(2, row.metadata)
+                    try item.bind(3, row.secret)
                     try item.step()
                 }
             }
