@@ -503,3 +503,73 @@ extension Format2CLITests {
         #expect(try EncryptedFileStore.open(at: FilePath(backup), credential: .passphrase(secret("backup words"))).list(service: "migrated").count == 301)
     }
 }
+
+extension SQLiteVaultStoreTests {
+    @Test("a format-2 vault, or its -wal or -shm, open to group or others or not a regular file is refused as format 1 is (insecurePermissions)")
+    func loosePermissions() throws {
+        let vault = try Format2Vault()
+        try vault.store.set(secret("kept"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
+        for mode: mode_t in [0o640, 0o604, 0o660] {
+            chmod(vault.path.string, mode)
+            let error = caughtError { _ = try vault.reopen() }
+            guard case let .insecurePermissions(path, detail) = error else {
+                Issue.record("vault mode \(String(mode, radix: 8)): got \(String(describing: error))")
+                continue
+            }
+            #expect(path == vault.path.string)
+            #expect(detail.contains("chmod 600"))
+        }
+        chmod(vault.path.string, 0o600)
+        // The log and its index hold sealed rows as the vault does: while a handle is open they
+        // exist, and a loose one is refused by name.
+        for sidecar in SQLiteVaultStore.sidecarPaths(vault.path) {
+            #expect(FileManager.default.fileExists(atPath: sidecar.string), "\(sidecar) exists while the vault is open")
+            chmod(sidecar.string, 0o644)
+            let error = caughtError { _ = try vault.reopen() }
+            guard case let .insecurePermissions(path, detail) = error else {
+                Issue.record("\(sidecar) mode 644: got \(String(describing: error))")
+                continue
+            }
+            #expect(path == sidecar.string)
+            #expect(detail.contains("chmod 600 \(sidecar.string)"))
+            chmod(sidecar.string, 0o600)
+        }
+        #expect(try vault.reopen().get(ItemKey(service: "s", account: "a")) == secret("kept"))
+    }
+
+    @Test("a -wal that is a symbolic link is refused, not followed")
+    func symlinkedLogIsRefused() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("vault.lockbox")
+        let keyPath = folder.file("vault.key")
+        try KeyFile.generate(at: keyPath)
+        _ = try SQLiteVaultStore.create(at: path, credentials: [.keyFile(keyPath)], kdf: testKDF)
+        let target = folder.file("elsewhere")
+        try Data().write(to: URL(fileURLWithPath: target.string))
+        chmod(target.string, 0o600)
+        #expect(symlink(target.string, path.string + "-wal") == 0)
+        #expect(caughtError { _ = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(keyPath)]) }?.code == .invalidArgument)
+    }
+}
+
+extension Format2CLITests {
+    @Test("lockbox get on a format-2 vault, -wal or -shm with loose permissions exits 8 (insecure-permissions), as for format 1")
+    func loosePermissionsThroughTheCLI() throws {
+        #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try lockbox(["set", "s", "a"], stdin: Data("v".utf8)).status == 0)
+        chmod(vault, 0o644)
+        var result = try lockbox(["get", "s", "a"])
+        #expect(result.status == 8 && result.errorCode == .insecurePermissions)
+        chmod(vault, 0o600)
+        for suffix in ["-wal", "-shm"] {
+            // Left by a process that was killed, or made by a careless copy.
+            let sidecar = vault + suffix
+            #expect(FileManager.default.createFile(atPath: sidecar, contents: Data(), attributes: [.posixPermissions: 0o644]))
+            result = try lockbox(["get", "s", "a"])
+            #expect(result.status == 8 && result.errorCode == .insecurePermissions, "\(suffix): \(result.stderr)")
+            #expect(result.stderr.contains(sidecar))
+            try FileManager.default.removeItem(atPath: sidecar)
+        }
+        #expect(try lockbox(["get", "s", "a"]).stdoutString == "v")
+    }
+}

@@ -261,7 +261,14 @@ public final class SQLiteVaultStore: SecretStore {
         return (true, id == applicationID)
     }
 
-    /// Refuses what is not a regular file owned by us with mode 0600 or tighter.
+    /// The files SQLite keeps beside a vault in WAL mode: the log (committed writes not yet in
+    /// the database) and its shared-memory index. They hold sealed rows as the vault does.
+    package static func sidecarPaths(_ path: FilePath) -> [FilePath] {
+        ["-wal", "-shm"].map { FilePath(path.string + $0) }
+    }
+
+    /// Refuses what is not a regular file owned by us with mode 0600 or tighter, and a `-wal` or
+    /// `-shm` beside it that is not one either (SQLite would use them as they are).
     private static func checkFile(_ path: FilePath, header: Bool = true) throws {
         let status: Stat
         do {
@@ -277,6 +284,25 @@ public final class SQLiteVaultStore: SecretStore {
             throw LockboxError.corruptVault(path: path.string, reason: "not a format-2 Lockbox vault (not a SQLite database)")
         }
         try VaultFile.checkOwnership(status, path: path)
+        try checkSidecars(path)
+    }
+
+    /// ``checkFile(_:header:)`` for the vault's `-wal` and `-shm`, where they exist (a symbolic
+    /// link is refused, not followed).
+    private static func checkSidecars(_ path: FilePath) throws {
+        for sidecar in sidecarPaths(path) {
+            let status: Stat
+            do {
+                status = try sidecar.stat(followTargetSymlink: false)
+            } catch {
+                if error == .noSuchFileOrDirectory { continue }
+                throw LockboxError.io(operation: "checking the vault's write-ahead log", path: sidecar.string, errno: error.asErrno)
+            }
+            guard status.type == .regular else {
+                throw LockboxError.invalidArgument("\(sidecar.string) is \(describe(status.type)), not a regular file, so it cannot be the vault's write-ahead log")
+            }
+            try VaultFile.checkOwnership(status, path: sidecar)
+        }
     }
 
     static func checkIdentity(_ connection: SQLiteConnection, path: FilePath) throws {
