@@ -496,11 +496,24 @@ extension Format2CLITests {
         result = try runLockbox(["export", "--vault", vault, "--key-file", key, "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"],
                                 shellRedirect: "3<'\(passphrase)'")
         #expect(result.status == 0, "\(result.stderr)")
-        // One file holds the backup (a format-1 vault); no SQLite -wal or -shm beside it.
+        // One file holds the backup (a format-2 vault, as the vault is); no -wal or -shm beside it.
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).filter { $0.hasPrefix("backup.lockbox") }
-        #expect(Set(names) == ["backup.lockbox", "backup.lockbox.lock"])
-        #expect(!SQLiteVaultStore.sqliteHeader(FilePath(backup)).isSQLite)
-        #expect(try EncryptedFileStore.open(at: FilePath(backup), credential: .passphrase(secret("backup words"))).list(service: "migrated").count == 301)
+        #expect(names == ["backup.lockbox"])
+        #expect(SQLiteVaultStore.sqliteHeader(FilePath(backup)).isVault)
+        #expect(try FilePath(backup).stat().permissions.rawValue & 0o777 == 0o600)
+        #expect(try SQLiteVaultStore.open(at: FilePath(backup), credentials: [.passphrase(secret("backup words"))]).list(service: "migrated").count == 301)
+
+        // Restored into a new vault with import: every secret as it was.
+        let restored = folder.file("restored.lockbox").string
+        let restoredKey = folder.file("restored.key").string
+        #expect(try runLockbox(["init", "--vault", restored, "--generate-key-file", restoredKey]).status == 0)
+        result = try runLockbox(["import", backup, "--vault", restored, "--key-file", restoredKey, "--backup-passphrase-fd", "3"],
+                                shellRedirect: "3<'\(passphrase)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        let copy = try SQLiteVaultStore.open(at: FilePath(restored), credentials: [.keyFile(FilePath(restoredKey))])
+        #expect(try copy.list(service: "migrated").count == 301)
+        #expect(try copy.get(ItemKey(service: "migrated", account: "binary")) == SecretBytes(copying: [0, 1, 2, 255]))
+        #expect(try copy.get(ItemKey(service: "migrated", account: "user-42")) == secret("token-42"))
     }
 }
 
@@ -571,5 +584,49 @@ extension Format2CLITests {
             try FileManager.default.removeItem(atPath: sidecar)
         }
         #expect(try lockbox(["get", "s", "a"]).stdoutString == "v")
+    }
+}
+
+extension SQLiteVaultStoreTests {
+    @Test("backup: one self-contained 0600 file, a snapshot with every item byte-identical (times too), opening with the vault's slots and the backup passphrase; --service; never overwrites")
+    func backup() throws {
+        let vault = try Format2Vault()
+        let binary = SecretBytes(copying: (0..<3000).map { UInt8(($0 * 13) & 0xFF) })
+        try vault.store.set(binary, for: ItemKey(service: "svc", account: "binary"), options: ItemOptions(kind: .token, label: "bin"))
+        try vault.store.set(secret("x"), for: ItemKey(service: "svc", account: "ü"),
+                            options: ItemOptions(attributes: ["env": "prod"], access: .freshAuthentication))
+        try vault.store.set(secret("other"), for: ItemKey(service: "elsewhere", account: "a"), options: ItemOptions())
+        try vault.store.delete(ItemKey(service: "elsewhere", account: "a"))
+        try vault.store.set(secret("kept"), for: ItemKey(service: "elsewhere", account: "b"), options: ItemOptions())
+
+        let path = vault.folder.file("backup.lockbox")
+        #expect(try vault.store.backup(to: path, passphrase: secret("backup words"), kdf: testKDF) == 3)
+        let names = try FileManager.default.contentsOfDirectory(atPath: vault.folder.path.string).filter { $0.hasPrefix("backup") }
+        #expect(names == ["backup.lockbox"], "no -wal, -shm or temporary file beside it")
+        #expect(try path.stat().permissions.rawValue & 0o777 == 0o600)
+        let header = try Data(contentsOf: URL(fileURLWithPath: path.string))
+        #expect(header[18] == 1 && header[19] == 1, "rollback-journal mode: opening it needs no -wal")
+
+        let original = try vault.store.list(service: nil)
+        for credentials: [VaultCredential] in [[.passphrase(secret("backup words"))], [.keyFile(vault.keyPath)], [.passphrase(secret("format two"))]] {
+            let copy = try SQLiteVaultStore.open(at: path, credentials: credentials)
+            #expect(try copy.list(service: nil) == original, "\(credentials)")
+            for item in original {
+                #expect(try copy.get(item.key) == vault.store.get(item.key))
+            }
+            #expect(try copy.keySlots().count == 3)
+        }
+
+        let partial = vault.folder.file("partial.lockbox")
+        #expect(try vault.store.backup(to: partial, passphrase: secret("backup words"), kdf: testKDF, service: "svc") == 2)
+        let partialCopy = try SQLiteVaultStore.open(at: partial, credentials: [.passphrase(secret("backup words"))])
+        #expect(try partialCopy.list(service: nil).map(\.key.service) == ["svc", "svc"])
+        #expect(try partialCopy.get(ItemKey(service: "svc", account: "binary")) == binary)
+
+        expectError(.vaultAlreadyExists(path: path.string)) {
+            try vault.store.backup(to: path, passphrase: secret("again"), kdf: testKDF)
+        }
+        // The backup changed nothing in the vault.
+        #expect(try vault.reopen().list(service: nil) == original)
     }
 }

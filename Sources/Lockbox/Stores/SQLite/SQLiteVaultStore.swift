@@ -111,17 +111,9 @@ public final class SQLiteVaultStore: SecretStore {
         at path: FilePath, replacing: Bool, vaultID: [UInt8], keyCheck: [UInt8], slots: [KeySlot],
         rows: some Sequence<SealedRow>, busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
     ) throws {
-        let folder = path.removingLastComponent()
-        let temporary = folder.appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
+        let temporary = try createTemporary(beside: path)
         var placed = false
         defer { if !placed { try? temporary.unlinkIfPresent() } }
-        do {
-            // Created by us with 0600 first: SQLite would create it 0644 (less the umask).
-            try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
-                                    permissions: [.ownerReadWrite]).close()
-        } catch {
-            throw LockboxError.io(operation: "creating the vault", path: temporary.string, errno: error.asErrno)
-        }
         do {
             // Rollback journal while building (one file, fsynced on commit); WAL once in place.
             let connection = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)
@@ -146,6 +138,28 @@ public final class SQLiteVaultStore: SecretStore {
         }
         try syncFile(temporary)
         try verify(temporary)
+        try place(temporary, at: path, replacing: replacing)
+        placed = true
+    }
+
+    /// A new, empty file with mode 0600 under a temporary name in `path`'s folder, for a database
+    /// to be built in and then put at `path` with ``place(_:at:replacing:)``.
+    static func createTemporary(beside path: FilePath) throws -> FilePath {
+        let temporary = path.removingLastComponent().appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
+        do {
+            // Created by us with 0600 first: SQLite would create it 0644 (less the umask).
+            try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                                    permissions: [.ownerReadWrite]).close()
+        } catch {
+            throw LockboxError.io(operation: "creating the vault", path: temporary.string, errno: error.asErrno)
+        }
+        return temporary
+    }
+
+    /// Puts the finished, fsynced `temporary` at `path`: with `rename(2)` when `replacing`, else
+    /// with `link(2)`, which never overwrites (``LockboxError/vaultAlreadyExists(path:)``). Then
+    /// fsyncs the folder.
+    static func place(_ temporary: FilePath, at path: FilePath, replacing: Bool) throws {
         if replacing {
             do { try temporary.rename(to: path) } catch {
                 throw LockboxError.io(operation: "putting the new vault in place", path: path.string, errno: error.asErrno)
@@ -159,8 +173,7 @@ public final class SQLiteVaultStore: SecretStore {
             }
             try? temporary.unlinkIfPresent()
         }
-        placed = true
-        try syncFile(folder)
+        try syncFile(path.removingLastComponent())
     }
 
     /// Opens the format-2 vault at `path` with the first credential that opens one of its key
@@ -393,6 +406,16 @@ public final class SQLiteVaultStore: SecretStore {
                 }
                 return try body(&state)
             }
+        }
+    }
+
+    /// The data key and row keys the vault's rows are sealed under now (followed through the
+    /// slot that opened this handle if another process rotated them), and the connection's busy
+    /// timeout.
+    func currentKeys() throws -> (dataKey: SecretBytes, records: VaultRecords, busyTimeout: Duration) {
+        try withTransaction(writing: false) { state in
+            let milliseconds = try state.connection.queryInteger("PRAGMA busy_timeout") ?? 0
+            return (state.dataKey, state.records, .milliseconds(milliseconds))
         }
     }
 
