@@ -630,3 +630,68 @@ extension SQLiteVaultStoreTests {
         #expect(try vault.reopen().list(service: nil) == original)
     }
 }
+
+extension SQLiteVaultStoreTests {
+    @Test("statements are prepared once per connection and reused; a nested use of the same SQL gets its own")
+    func statementCache() throws {
+        let vault = try Format2Vault()
+        let connection = try vault.raw()
+        for round in 0..<50 {
+            try connection.transaction(writing: true) {
+                try connection.withStatement("INSERT OR REPLACE INTO key_slots (slot_id, slot) VALUES (?, ?)") { insert in
+                    try insert.bind(1, Int64(100 + round % 3))
+                    try insert.bind(2, [UInt8(round)])
+                    try insert.step()
+                }
+            }
+        }
+        // BEGIN IMMEDIATE, COMMIT and the INSERT: three, not 150.
+        #expect(connection.cachedStatementCount == 3)
+        let count = try connection.withStatement("SELECT count(*) FROM key_slots WHERE slot_id >= 100") { outer in
+            #expect(try outer.step())
+            let inner = try connection.withStatement("SELECT count(*) FROM key_slots WHERE slot_id >= 100") { inner in
+                try inner.step() ? inner.integer(0) : -1
+            }
+            #expect(inner == outer.integer(0), "the nested use did not reset the outer statement")
+            return outer.integer(0)
+        }
+        #expect(count == 3)
+        #expect(connection.cachedStatementCount == 4)
+    }
+
+    @Test("list(service:each:) gives every item's metadata one row at a time, the same items list(service:) sorts")
+    func streamingList() throws {
+        let vault = try Format2Vault()
+        try vault.store.set((0..<200).map { ItemWrite(secret("s\($0)"), for: ItemKey(service: $0 % 2 == 0 ? "even" : "odd", account: "a\($0)")) })
+        var streamed: [ItemMetadata] = []
+        try vault.store.list(service: nil) { streamed.append($0) }
+        #expect(streamed.count == 200)
+        #expect(streamed.sortedForListing() == (try vault.store.list(service: nil)))
+        var even = 0
+        try vault.store.list(service: "even") { item in
+            #expect(item.key.service == "even")
+            even += 1
+        }
+        #expect(even == 100)
+    }
+}
+
+extension Format2CLITests {
+    @Test("list --json-lines prints one JSON object per item (the fields of list --json); --json with it is a usage error")
+    func listJSONLines() throws {
+        #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
+        let lines = (0..<50).map { #"{"service": "svc", "account": "user-\#($0)", "secret_b64": "YQ=="}"# }
+        #expect(try lockbox(["import", "--json-lines", "-"], stdin: Data(lines.joined(separator: "\n").utf8)).status == 0)
+        let result = try lockbox(["list", "--json-lines"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let objects = try result.stdoutString.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        #expect(objects.count == 50)
+        #expect(Set(objects.compactMap { $0["account"] as? String }) == Set((0..<50).map { "user-\($0)" }))
+        let array = try #require(try JSONSerialization.jsonObject(with: lockbox(["list", "--json"]).stdout) as? [[String: Any]])
+        #expect(Set(array.first?.keys ?? [:].keys) == Set(objects.first?.keys ?? [:].keys))
+        #expect(try lockbox(["list", "--json-lines", "--service", "other"]).stdoutString.isEmpty)
+        #expect(try lockbox(["list", "--json", "--json-lines"]).status == 64)
+    }
+}

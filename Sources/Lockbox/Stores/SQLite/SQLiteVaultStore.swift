@@ -390,9 +390,11 @@ public final class SQLiteVaultStore: SecretStore {
         try state.withLock { (state: inout State) throws -> T in
             let connection = state.connection
             return try connection.transaction(writing: writing) { () throws -> T in
-                let check = try connection.prepare("SELECT key_check FROM vault WHERE singleton = 1")
-                guard try check.step() else { throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing") }
-                if !Sodium.constantTimeEqual(check.blob(0), state.records.keyCheck) {
+                let current = try connection.withStatement("SELECT key_check FROM vault WHERE singleton = 1") { check in
+                    try check.step() ? check.blob(0) : nil
+                }
+                guard let current else { throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing") }
+                if !Sodium.constantTimeEqual(current, state.records.keyCheck) {
                     let (vaultID, keyCheck, slots) = try Self.readVaultRow(connection, path: path)
                     guard let dataKey = KeySlots.reopen(slots.map(\.slot), vaultID: vaultID, with: state.unlocker) else {
                         throw LockboxError.credentialsChanged(path: path.string)
@@ -426,10 +428,11 @@ public final class SQLiteVaultStore: SecretStore {
     /// The row of `key`: its metadata column and (if asked) its secret column.
     private func row(_ key: ItemKey, records: VaultRecords, connection: SQLiteConnection, withSecret: Bool) throws -> (address: [UInt8], metadata: [UInt8], secret: [UInt8])? {
         let address = records.address(key)
-        let query = try connection.prepare(withSecret ? "SELECT metadata, secret FROM items WHERE address = ?" : "SELECT metadata FROM items WHERE address = ?")
-        try query.bind(1, address)
-        guard try query.step() else { return nil }
-        return (address, query.blob(0), withSecret ? query.blob(1) : [])
+        return try connection.withStatement(withSecret ? "SELECT metadata, secret FROM items WHERE address = ?" : "SELECT metadata FROM items WHERE address = ?") { query in
+            try query.bind(1, address)
+            guard try query.step() else { return nil }
+            return (address, query.blob(0), withSecret ? query.blob(1) : [])
+        }
     }
 
     private func entry(_ key: ItemKey, _ state: borrowing State, withSecret: Bool) throws -> VaultEntry? {
@@ -470,7 +473,6 @@ public final class SQLiteVaultStore: SecretStore {
         guard !writes.isEmpty else { return }
         let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
         try withTransaction(writing: true) { state in
-            let insert = try state.connection.prepare("INSERT OR REPLACE INTO items (address, metadata, secret) VALUES (?, ?, ?)")
             for write in writes {
                 let existing = try entry(write.key, state, withSecret: false)
                 let metadata = ItemMetadata(
@@ -479,11 +481,13 @@ public final class SQLiteVaultStore: SecretStore {
                     attributes: write.options.attributes, access: write.options.access)
                 let address = state.records.address(write.key)
                 let sealedMetadata = state.records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
-                insert.reset()
-                try insert.bind(1, address)
-                try insert.bind(2, sealedMetadata)
-                try insert.bind(3, state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata))
-                try insert.step()
+                let sealedSecret = state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
+                try state.connection.withStatement("INSERT OR REPLACE INTO items (address, metadata, secret) VALUES (?, ?, ?)") { insert in
+                    try insert.bind(1, address)
+                    try insert.bind(2, sealedMetadata)
+                    try insert.bind(3, sealedSecret)
+                    try insert.step()
+                }
             }
         }
     }
@@ -498,37 +502,46 @@ public final class SQLiteVaultStore: SecretStore {
     public func delete(_ keys: [ItemKey]) throws -> [ItemKey] {
         guard !keys.isEmpty else { return [] }
         return try withTransaction(writing: true) { state in
-            let delete = try state.connection.prepare("DELETE FROM items WHERE address = ?")
             var removed: [ItemKey] = []
             for key in keys {
-                delete.reset()
-                try delete.bind(1, state.records.address(key))
-                try delete.step()
+                try state.connection.withStatement("DELETE FROM items WHERE address = ?") { delete in
+                    try delete.bind(1, state.records.address(key))
+                    try delete.step()
+                }
                 if state.connection.changes > 0 { removed.append(key) }
             }
             return removed
         }
     }
 
-    /// Every item's metadata, decrypting no secret.
+    /// Every item's metadata, decrypting no secret, sorted by service and account.
     public func list(service: String?) throws -> [ItemMetadata] {
+        var result: [ItemMetadata] = []
+        try list(service: service) { result.append($0) }
+        return result.sortedForListing()
+    }
+
+    /// Calls `each` with every item's metadata (of `service` only, if given) as its row is read,
+    /// in the database's order (not sorted), decrypting no secret: one row in memory at a time, so
+    /// listing a million items takes no more memory than listing ten. One read transaction: the
+    /// items are those of one moment. `each` must not call this store (the handle is busy).
+    public func list(service: String?, each: (ItemMetadata) throws -> Void) throws {
         try withTransaction(writing: false) { state in
-            var result: [ItemMetadata] = []
             try forEachMetadata(state) { metadata, _ in
-                if service == nil || metadata.key.service == service { result.append(metadata) }
+                if service == nil || metadata.key.service == service { try each(metadata) }
             }
-            return result
-        }.sortedForListing()
+        }
     }
 
     private func forEachMetadata(_ state: borrowing State, _ body: (ItemMetadata, [UInt8]) throws -> Void) throws {
-        let query = try state.connection.prepare("SELECT address, metadata FROM items")
-        while try query.step() {
-            let address = query.blob(0)
-            do {
-                try body(try state.records.openMetadata(query.blob(1), address: address).0, address)
-            } catch let error as FormatError {
-                throw corrupt(error)
+        try state.connection.withStatement("SELECT address, metadata FROM items") { query in
+            while try query.step() {
+                let address = query.blob(0)
+                do {
+                    try body(try state.records.openMetadata(query.blob(1), address: address).0, address)
+                } catch let error as FormatError {
+                    throw corrupt(error)
+                }
             }
         }
     }
