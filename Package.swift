@@ -105,6 +105,7 @@ let package = Package(
                 .embedInCode("Vectors/argon2id-phc-winner-argon2.json"),
                 .embedInCode("Vectors/blake2b-rfc7693-and-kat.json"),
                 .embedInCode("Vectors/lockbox-vault-v1.json"),
+                .embedInCode("Vectors/lockbox-vault-v2.json"),
                 .embedInCode("Vectors/xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json"),
             ]
         ),

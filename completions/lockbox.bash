@@ -344,7 +344,7 @@ _lockbox_delete() {
 
 _lockbox_list() {
     repeating_flags=()
-    non_repeating_flags=(--json --version -h --help)
+    non_repeating_flags=(--json --json-lines --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0

@@ -352,15 +352,20 @@ def encode_payload(items):
     strings, Swift's String order is UTF-8 byte order."""
     out = struct.pack("<I", len(items))
     for it in sorted(items, key=lambda i: (i["service"].encode(), i["account"].encode())):
-        attrs = dict(it["attributes"])
-        if it["access"] != "always":
-            attrs[ACCESS_ATTRIBUTE] = it["access"]
-        out += str16(it["service"]) + str16(it["account"]) + str16(it["kind"]) + str16(it["label"])
-        out += struct.pack("<qq", it["created_ms"], it["modified_ms"])
-        out += struct.pack("<H", len(attrs))
-        for name in sorted(attrs, key=lambda n: n.encode()):
-            out += str16(name) + str16(attrs[name])
-        out += struct.pack("<I", len(it["secret"])) + it["secret"]
+        out += encode_metadata(it) + struct.pack("<I", len(it["secret"])) + it["secret"]
+    return out
+
+
+def encode_metadata(it):
+    """One item of section 7.1 up to (not including) its secret length; format 2's M (section 18.3)."""
+    attrs = dict(it["attributes"])
+    if it["access"] != "always":
+        attrs[ACCESS_ATTRIBUTE] = it["access"]
+    out = str16(it["service"]) + str16(it["account"]) + str16(it["kind"]) + str16(it["label"])
+    out += struct.pack("<qq", it["created_ms"], it["modified_ms"])
+    out += struct.pack("<H", len(attrs))
+    for name in sorted(attrs, key=lambda n: n.encode()):
+        out += str16(name) + str16(attrs[name])
     return out
 
 
@@ -447,6 +452,20 @@ def v2_address(address_key, service, account, normalize):
 
 def v2_additional_data(context, vault_id, address, extra=b""):
     return context + vault_id + struct.pack("<H", V2_FORMAT_VERSION) + address + extra
+
+
+def v2_seal_row(keys, vault_id, item, metadata_nonce, secret_nonce, normalize):
+    """The row of one item (section 18.3) with the nonces given: a dict of the address, both columns
+    and what went into them (plaintext M, AD_m, AD_s)."""
+    address_key, row_key, _ = keys
+    address = v2_address(address_key, item["service"], item["account"], normalize)
+    plain = encode_metadata(item)
+    ad_m = v2_additional_data(b"lockbox.v2.metadata", vault_id, address)
+    metadata = metadata_nonce + seal(plain, ad_m, metadata_nonce, row_key)
+    ad_s = v2_additional_data(b"lockbox.v2.secret", vault_id, address, metadata_nonce)
+    secret = secret_nonce + seal(item["secret"], ad_s, secret_nonce, row_key)
+    return {"address": address, "metadata_plaintext": plain, "metadata_additional_data": ad_m, "metadata": metadata,
+            "secret_additional_data": ad_s, "secret": secret}
 
 
 def v2_open_column(row_key, column, additional_data, what):

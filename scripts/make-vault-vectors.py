@@ -1,26 +1,39 @@
 #!/usr/bin/env python3
-"""Builds Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json: Lockbox vault files made from fixed inputs.
+"""Builds Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json and lockbox-vault-v2.json: Lockbox vaults
+(format 1 files, format 2 rows) made from fixed inputs.
 
 Built on scripts/lockbox_format.py, written from docs/FORMAT.md alone with PyNaCl (its own bundled
 libsodium), not from the Swift code, so the Swift writer and reader are checked against an independent
 implementation of the document. Vector 1 uses the inputs behind the docs/FORMAT.md section 16
 test vector; this script checks that it reproduces those 575 bytes exactly.
 
+Format 2 (docs/FORMAT.md section 18) has no byte-exact file (SQLite's page layout is SQLite's), so its
+vectors are the rows: the derived keys, each slot row, each item's address, metadata plaintext,
+associated data and both sealed columns. This script also proves them from the reading side: it
+puts the rows into a database made with the schema printed in docs/FORMAT.md section 18.1 (Python's
+sqlite3), decrypts it with the format-2 reader of lockbox_format.py with each slot's credential, and
+checks that every must-fail case is refused by that reader with the error class the vector names.
+
 Usage: scripts/make-vault-vectors.py [--check]
-  (no option)  write Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json
-  --check      exit 1 if the file on disk differs from what this script produces
+  (no option)  write Sources/LockboxSelfTest/Vectors/lockbox-vault-v1.json and lockbox-vault-v2.json
+  --check      exit 1 if a file on disk differs from what this script produces
 """
 import json
 import os
 import re
+import sqlite3
 import struct
 import sys
+import tempfile
+import unicodedata
 
 import lockbox_format as fmt  # scripts/lockbox_format.py: the format itself
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-OUT = os.path.join(ROOT, "Sources", "LockboxSelfTest", "Vectors", "lockbox-vault-v1.json")
+VECTORS = os.path.join(ROOT, "Sources", "LockboxSelfTest", "Vectors")
+OUT = os.path.join(VECTORS, "lockbox-vault-v1.json")
+OUT_V2 = os.path.join(VECTORS, "lockbox-vault-v2.json")
 
 
 def seq(start, count):
@@ -173,9 +186,9 @@ def must_fail(file_hex):
     return cases
 
 
-def render(v):
+def render_slots(slot_inputs):
     slots = []
-    for s in v["slots"]:
+    for s in slot_inputs:
         out = {"kind": s["kind"]}
         if s["kind"] == "key-file":
             out["key_file_key_hex"] = s["key_file_key"].hex()
@@ -186,11 +199,12 @@ def render(v):
         out["salt_hex"] = s["salt"].hex()
         out["nonce_hex"] = s["nonce"].hex()
         slots.append(out)
-    items = [{
-        "service": i["service"], "account": i["account"], "kind": i["kind"], "label": i["label"],
-        "created_ms": i["created_ms"], "modified_ms": i["modified_ms"], "attributes": i["attributes"],
-        "access": i["access"], "secret_hex": i["secret"].hex(),
-    } for i in v["items"]]
+    return slots
+
+
+def render(v):
+    slots = render_slots(v["slots"])
+    items = render_items(v["items"], nonces=False)
     expected = build(v)
     return {
         "id": v["id"],
@@ -208,6 +222,259 @@ def render(v):
     }
 
 
+
+# ---------------------------------------------------------------------------------------------
+# Format 2 (docs/FORMAT.md section 18): rows built from fixed inputs, nonces included.
+
+
+def nfc(text):
+    return unicodedata.normalize("NFC", text)
+
+
+def with_nonces(items, first):
+    """The items with a metadata and a secret nonce each, patterns starting at byte `first`."""
+    out = []
+    for index, item in enumerate(items):
+        item = dict(item)
+        item["metadata_nonce"] = seq(first + 2 * index * 24, 24)
+        item["secret_nonce"] = seq(first + (2 * index + 1) * 24, 24)
+        out.append(item)
+    return out
+
+
+W1 = {
+    "id": "one-item",
+    "description": "Format 2: a key-file slot and a passphrase slot (Argon2id t=1, 8 KiB), one item (the token of the format-1 vector format-md-section-16)",
+    "vault_id": seq(0x40, 16),
+    "data_key": seq(0x60, 32),
+    "slots": [
+        {"kind": "key-file", "key_file_key": seq(0, 32), "salt": seq(0x10, 16), "nonce": seq(0x20, 24)},
+        {"kind": "passphrase", "passphrase": "correct horse battery staple", "opslimit": 1, "memlimit": 8192,
+         "salt": seq(0x30, 16), "nonce": seq(0x48, 24)},
+    ],
+    "items": with_nonces(V1["items"], 0x90),
+}
+
+W2 = {
+    "id": "edge-cases",
+    "description": "Format 2: the slots and items of the format-1 vector edge-cases (empty label and secret, non-ASCII names and attributes, a protected item, extreme timestamps, a 300-byte binary secret) plus an item whose account is in NFD (its address is computed from NFC, its metadata keeps the name as written)",
+    "vault_id": V2["vault_id"],
+    "data_key": V2["data_key"],
+    "slots": V2["slots"],
+    "items": with_nonces(V2["items"] + [
+        {"service": "nfd", "account": "e\u0301t\u0065\u0301", "kind": "generic", "label": "decomposed",
+         "created_ms": 5, "modified_ms": 6, "attributes": {}, "access": "always", "secret": b"\x00"},
+    ], 0x01),
+}
+
+
+def build_v2(v):
+    keys = fmt.v2_keys(v["data_key"])
+    slot_rows, keks = [], []
+    for slot in v["slots"]:
+        encoded = format_slot(slot)
+        k = fmt.derive_kek(encoded, slot_secret(slot))
+        encoded["wrapped_key"] = fmt.wrap(v["vault_id"], encoded, k, v["data_key"])
+        slot_rows.append(fmt.encode_slot(encoded))
+        keks.append(k)
+    rows = [fmt.v2_seal_row(keys, v["vault_id"], item, item["metadata_nonce"], item["secret_nonce"], nfc)
+            for item in v["items"]]
+    return {
+        "address_key_hex": keys[0].hex(),
+        "row_key_hex": keys[1].hex(),
+        "key_check_hex": keys[2].hex(),
+        "slot_keks_hex": [k.hex() for k in keks],
+        "slot_rows_hex": [r.hex() for r in slot_rows],
+        "items": [{name + "_hex": row[name].hex() for name in
+                   ("address", "metadata_plaintext", "metadata_additional_data", "metadata", "secret_additional_data", "secret")}
+                  for row in rows],
+    }
+
+
+def must_fail_v2(item_count):
+    """Damaged copies of a format-2 vector's database, what is done to them, and the error the reader
+    must give (docs/FORMAT.md sections 18.1-18.3). `operation`: open (with a key-file slot), list
+    (open, then list every item's metadata) or get (open, then read item `item` with its secret).
+    The cases on two items need two."""
+    cases = []
+
+    def case(cid, description, mutation, operation, expect):
+        cases.append({"id": cid, "description": description, "mutation": mutation, "operation": operation, "expect": expect})
+
+    metadata_failed = {"error": "corrupt", "reason": "an item's metadata failed authentication"}
+    secret_failed = {"error": "corrupt", "reason": "an item's secret failed authentication"}
+    case("metadata-bit-flip", "one bit of item 0's sealed metadata changed",
+         {"xor_column": {"item": 0, "column": "metadata", "offset": 30, "mask": 1}}, {"list": {}}, metadata_failed)
+    case("metadata-nonce-bit-flip", "one bit of item 0's metadata nonce changed",
+         {"xor_column": {"item": 0, "column": "metadata", "offset": 0, "mask": 0x80}}, {"get": {"item": 0}}, metadata_failed)
+    case("secret-tag-bit-flip", "the last byte (tag) of item 0's sealed secret changed",
+         {"xor_column": {"item": 0, "column": "secret", "offset": -1, "mask": 0x40}}, {"get": {"item": 0}}, secret_failed)
+    if item_count >= 2:
+        case("rows-swapped", "items 0 and 1 swap both columns, each row left at the other's address",
+             {"swap_columns": {"items": [0, 1], "columns": ["metadata", "secret"]}}, {"get": {"item": 0}}, metadata_failed)
+        case("secrets-swapped", "items 0 and 1 swap only their secret columns (each metadata stays put)",
+             {"swap_columns": {"items": [0, 1], "columns": ["secret"]}}, {"get": {"item": 1}}, secret_failed)
+    case("address-bit-flip", "one bit of item 0's address changed: its metadata no longer authenticates where it is",
+         {"xor_column": {"item": 0, "column": "address", "offset": 31, "mask": 1}}, {"list": {}}, metadata_failed)
+    case("key-check-bit-flip", "one bit of the vault row's key_check changed",
+         {"xor_vault": {"column": "key_check", "offset": 0, "mask": 1}}, {"open": {}},
+         {"error": "corrupt", "reason": "the key check does not match the data key the key slots hold"})
+    case("vault-id-bit-flip", "one bit of the vault ID changed: no slot unwraps (the ID is in every slot's associated data)",
+         {"xor_vault": {"column": "vault_id", "offset": 15, "mask": 1}}, {"open": {}}, {"error": "wrong-credential"})
+    case("user-version-3", "PRAGMA user_version = 3", {"pragma": {"name": "user_version", "value": 3}}, {"open": {}},
+         {"error": "unsupported-version", "found": 3})
+    case("application-id-changed", "PRAGMA application_id of another application",
+         {"pragma": {"name": "application_id", "value": 1}}, {"open": {}},
+         {"error": "corrupt", "reason": "a SQLite database that is not a Lockbox vault"})
+    return cases
+
+
+def render_items(items, nonces):
+    out = []
+    for i in items:
+        item = {
+            "service": i["service"], "account": i["account"], "kind": i["kind"], "label": i["label"],
+            "created_ms": i["created_ms"], "modified_ms": i["modified_ms"], "attributes": i["attributes"],
+            "access": i["access"], "secret_hex": i["secret"].hex(),
+        }
+        if nonces:
+            item["metadata_nonce_hex"] = i["metadata_nonce"].hex()
+            item["secret_nonce_hex"] = i["secret_nonce"].hex()
+        out.append(item)
+    return out
+
+
+def render_v2(v):
+    return {
+        "id": v["id"],
+        "description": v["description"],
+        "inputs": {
+            "vault_id_hex": v["vault_id"].hex(),
+            "data_key_hex": v["data_key"].hex(),
+            "slots": render_slots(v["slots"]),
+            "items": render_items(v["items"], nonces=True),
+        },
+        "expected": build_v2(v),
+        "must_fail": must_fail_v2(len(v["items"])),
+    }
+
+
+def documented_schema():
+    """The CREATE TABLE statements of docs/FORMAT.md section 18.1, as printed there."""
+    text = open(os.path.join(ROOT, "docs", "FORMAT.md"), encoding="utf-8").read()
+    m = re.search(r"### 18\.1 .*?```sql\n(.*?)```", text, re.S)
+    if not m:
+        sys.exit("make-vault-vectors: no SQL schema in docs/FORMAT.md section 18.1")
+    return m.group(1)
+
+
+def write_v2_database(path, rendered, mutation=None):
+    """A format-2 vault holding a vector's rows, made with Python's sqlite3 from the documented schema,
+    with `mutation` (a must_fail case's) applied."""
+    expected = rendered["expected"]
+    vault_id = bytes.fromhex(rendered["inputs"]["vault_id_hex"])
+    key_check = bytes.fromhex(expected["key_check_hex"])
+    items = [{k: bytes.fromhex(item[k + "_hex"]) for k in ("address", "metadata", "secret")} for item in expected["items"]]
+    pragmas = {"application_id": fmt.V2_APPLICATION_ID, "user_version": fmt.V2_FORMAT_VERSION}
+    mutation = mutation or {}
+    if "xor_column" in mutation:
+        m = mutation["xor_column"]
+        column = bytearray(items[m["item"]][m["column"]])
+        column[m["offset"]] ^= m["mask"]
+        items[m["item"]][m["column"]] = bytes(column)
+    if "swap_columns" in mutation:
+        a, b = mutation["swap_columns"]["items"]
+        for column in mutation["swap_columns"]["columns"]:
+            items[a][column], items[b][column] = items[b][column], items[a][column]
+    if "xor_vault" in mutation:
+        m = mutation["xor_vault"]
+        value = bytearray({"vault_id": vault_id, "key_check": key_check}[m["column"]])
+        value[m["offset"]] ^= m["mask"]
+        if m["column"] == "vault_id":
+            vault_id = bytes(value)
+        else:
+            key_check = bytes(value)
+    if "pragma" in mutation:
+        pragmas[mutation["pragma"]["name"]] = mutation["pragma"]["value"]
+    db = sqlite3.connect(path)
+    try:
+        db.executescript(documented_schema())
+        for name, value in pragmas.items():
+            db.execute(f"PRAGMA {name}={int(value)}")
+        db.execute("INSERT INTO vault VALUES (1, ?, ?, ?)", (fmt.V2_FORMAT_VERSION, vault_id, key_check))
+        for index, slot in enumerate(expected["slot_rows_hex"]):
+            db.execute("INSERT INTO key_slots VALUES (?, ?)", (index, bytes.fromhex(slot)))
+        for item in items:
+            db.execute("INSERT INTO items VALUES (?, ?, ?)", (item["address"], item["metadata"], item["secret"]))
+        db.commit()
+    finally:
+        db.close()
+
+
+def credentials_of(rendered):
+    out = []
+    for slot in rendered["inputs"]["slots"]:
+        if slot["kind"] == "key-file":
+            out.append((fmt.SLOT_KEY_FILE, bytes.fromhex(slot["key_file_key_hex"])))
+        else:
+            out.append((fmt.SLOT_PASSPHRASE, slot["passphrase_utf8"].encode("utf-8")))
+    return out
+
+
+def read_v2(path, credentials, operation):
+    """What the format-2 reader of lockbox_format.py does with the vault at `path`: opens it, then lists
+    or gets. Returns the items (list: without secrets) or raises fmt.FormatFailure."""
+    vault_id, key_check, slots, rows = fmt.v2_read(path)
+    data_key, index = fmt.open_data_key(vault_id, slots, credentials)
+    keys = fmt.v2_keys(data_key)
+    if keys[2] != key_check:
+        raise fmt.corrupt("the key check does not match the data key the key slots hold")
+    if "get" in operation:
+        address = fmt.v2_address(keys[0], operation["get"]["service"], operation["get"]["account"], nfc)
+        row = next((r for r in rows if r[0] == address), None)
+        return index, [] if row is None else [fmt.v2_open_item(keys, vault_id, *row, nfc)]
+    if "list" in operation:
+        return index, [fmt.v2_open_item(keys, vault_id, *row, nfc) for row in rows]
+    return index, []
+
+
+def prove_v2(rendered):
+    """The reading side of a format-2 vector, with lockbox_format.py: every slot opens the rows and gives
+    exactly the items; every must-fail case is refused as it says."""
+    inputs = rendered["inputs"]["items"]
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "vault")
+        write_v2_database(path, rendered)
+        for slot_index, credential in enumerate(credentials_of(rendered)):
+            opened, items = read_v2(path, [credential], {"list": {}})
+            if opened != slot_index:
+                sys.exit(f"make-vault-vectors: {rendered['id']}: slot {slot_index}'s credential opened slot {opened}")
+            got = sorted((i["service"], i["account"], i["kind"], i["label"], i["created_ms"], i["modified_ms"],
+                          i["secret"].hex()) for i in items)
+            want = sorted((i["service"], i["account"], i["kind"], i["label"], i["created_ms"], i["modified_ms"],
+                           i["secret_hex"]) for i in inputs)
+            if got != want:
+                sys.exit(f"make-vault-vectors: {rendered['id']}: the rows do not read back as the items")
+        key_files = [c for c in credentials_of(rendered) if c[0] == fmt.SLOT_KEY_FILE]
+        for case in rendered["must_fail"]:
+            damaged = os.path.join(folder, case["id"])
+            write_v2_database(damaged, rendered, case["mutation"])
+            operation = dict(case["operation"])
+            if "get" in operation:
+                item = inputs[operation["get"]["item"]]
+                operation = {"get": {"service": item["service"], "account": item["account"]}}
+            try:
+                read_v2(damaged, key_files, operation)
+            except fmt.FormatFailure as failure:
+                wanted = {"corrupt": fmt.EXIT_CORRUPT, "wrong-credential": fmt.EXIT_WRONG_CREDENTIAL,
+                          "unsupported-version": fmt.EXIT_UNSUPPORTED_VERSION}[case["expect"]["error"]]
+                reason = case["expect"].get("reason")
+                if failure.code != wanted or (reason is not None and reason not in str(failure)):
+                    sys.exit(f"make-vault-vectors: {rendered['id']} must fail {case['id']}: refused with {failure.code} {failure}")
+                continue
+            sys.exit(f"make-vault-vectors: {rendered['id']} must fail {case['id']}: the damaged vault read")
+
+
 def format_md_vector():
     text = open(os.path.join(ROOT, "docs", "FORMAT.md"), encoding="utf-8").read()
     m = re.search(r"<!-- test-vector: vault -->\s*```hex\n(.*?)```", text, re.S)
@@ -219,27 +486,46 @@ def main():
     documented = format_md_vector()
     if documented != vectors[0]["expected"]["file_hex"]:
         sys.exit("make-vault-vectors: vector 1 does not reproduce the docs/FORMAT.md section 16 bytes")
-    document = {
-        "format": "lockbox-known-answer-vectors/1",
-        "algorithm": "lockbox-vault-v1",
-        "title": "Lockbox vault files (format version 1) built from fixed inputs",
-        "source": {
-            "name": "Lockbox docs/FORMAT.md (vector 1 is its section 16 test vector)",
-            "generator": "scripts/make-vault-vectors.py with scripts/lockbox_format.py: an independent writer from docs/FORMAT.md using PyNaCl, not the Swift code",
+    vectors_v2 = [render_v2(W1), render_v2(W2)]
+    for rendered in vectors_v2:
+        prove_v2(rendered)
+    documents = {
+        OUT: {
+            "format": "lockbox-known-answer-vectors/1",
+            "algorithm": "lockbox-vault-v1",
+            "title": "Lockbox vault files (format version 1) built from fixed inputs",
+            "source": {
+                "name": "Lockbox docs/FORMAT.md (vector 1 is its section 16 test vector)",
+                "generator": "scripts/make-vault-vectors.py with scripts/lockbox_format.py: an independent writer from docs/FORMAT.md using PyNaCl, not the Swift code",
+            },
+            "checks": "Writer: the inputs must give file_hex byte for byte (with each intermediate value). Reader: file_hex must open with every slot's credential and give exactly the items. must_fail: each damaged copy must be refused with the error class docs/FORMAT.md section 8 names.",
+            "vectors": vectors,
         },
-        "checks": "Writer: the inputs must give file_hex byte for byte (with each intermediate value). Reader: file_hex must open with every slot's credential and give exactly the items. must_fail: each damaged copy must be refused with the error class docs/FORMAT.md section 8 names.",
-        "vectors": vectors,
+        OUT_V2: {
+            "format": "lockbox-known-answer-vectors/1",
+            "algorithm": "lockbox-vault-v2",
+            "title": "Lockbox format-2 vaults (sealed rows in SQLite) built from fixed inputs",
+            "source": {
+                "name": "Lockbox docs/FORMAT.md section 18",
+                "generator": "scripts/make-vault-vectors.py with scripts/lockbox_format.py: an independent writer and reader from docs/FORMAT.md using PyNaCl and Python's sqlite3, not the Swift code",
+            },
+            "checks": "Writer: the inputs (nonces included) must give each derived key, slot row, address, metadata plaintext, associated data and sealed column byte for byte. Reader: a database holding the rows (schema of docs/FORMAT.md section 18.1) must open with every slot's credential and give exactly the items. must_fail: each damaged copy of that database must be refused, on the operation named, with the error class named.",
+            "vectors": vectors_v2,
+        },
     }
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    if "--check" in sys.argv[1:]:
-        current = open(OUT, encoding="utf-8").read() if os.path.exists(OUT) else ""
-        if current != text:
-            sys.exit(f"make-vault-vectors: {OUT} differs from what this script produces")
-        print("make-vault-vectors: up to date")
-        return
-    with open(OUT, "w", encoding="utf-8") as f:
-        f.write(text)
-    print(f"make-vault-vectors: wrote {OUT} ({len(vectors)} vectors)")
+    check = "--check" in sys.argv[1:]
+    for path, document in documents.items():
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+        if check:
+            current = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+            if current != text:
+                sys.exit(f"make-vault-vectors: {path} differs from what this script produces")
+            continue
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"make-vault-vectors: wrote {path} ({len(document['vectors'])} vectors)")
+    if check:
+        print("make-vault-vectors: up to date (format-2 vectors proved with the lockbox_format.py reader)")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ public struct KnownAnswerVectorFile: Sendable, Hashable {
 public struct KnownAnswerResult: Sendable, Codable, Equatable {
     /// The vector file it came from.
     public var file: String
-    /// What it checks: `argon2id-encoded`, `xchacha20poly1305-ietf`, `blake2b`, `lockbox-vault-v1`.
+    /// What it checks: `argon2id-encoded`, `xchacha20poly1305-ietf`, `blake2b`, `lockbox-vault-v1`,
+    /// `lockbox-vault-v2`.
     public var algorithm: String
     /// The vector's ID in its file.
     public var vector: String
@@ -50,6 +51,7 @@ public enum KnownAnswerTests {
             KnownAnswerVectorFile(name: "argon2id-phc-winner-argon2.json", contents: PackageResources.argon2id_phc_winner_argon2_json),
             KnownAnswerVectorFile(name: "blake2b-rfc7693-and-kat.json", contents: PackageResources.blake2b_rfc7693_and_kat_json),
             KnownAnswerVectorFile(name: "lockbox-vault-v1.json", contents: PackageResources.lockbox_vault_v1_json),
+            KnownAnswerVectorFile(name: "lockbox-vault-v2.json", contents: PackageResources.lockbox_vault_v2_json),
             KnownAnswerVectorFile(
                 name: "xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json",
                 contents: PackageResources.xchacha20poly1305_draft_irtf_cfrg_xchacha_03_json),
@@ -157,6 +159,7 @@ public enum KnownAnswerTests {
             case "xchacha20poly1305-ietf": xchacha(&fields, id: id, bases: &aeadBases, into: &sink)
             case "blake2b": blake2b(&fields, id: id, into: &sink)
             case "lockbox-vault-v1": vault(&fields, id: id, into: &sink)
+            case "lockbox-vault-v2": vaultFormat2(&fields, id: id, into: &sink)
             default: throw VectorError("\(file.name): unknown algorithm \(algorithm)")
             }
         }
@@ -381,6 +384,17 @@ public enum KnownAnswerTests {
         guard generation >= 0 else { throw VectorError("generation must not be negative") }
         let dataKey = try fields.hex("data_key_hex")
         let bodyNonce = try fields.hex("body_nonce_hex")
+        let (slots, credentials) = try slotInputs(&fields)
+        let entries = try itemInputs(&fields, nonces: false).map(\.entry)
+        try fields.finish()
+        let inputs = VaultVectorBuilder.Inputs(
+            vaultID: vaultID, generation: UInt64(generation), dataKey: SecretBytes(copying: dataKey),
+            bodyNonce: bodyNonce, slots: slots, entries: entries)
+        return VaultVector(inputs: inputs, credentials: credentials, expectedEntries: entries)
+    }
+
+    /// The `slots` of a vault vector's inputs, and the credential of each.
+    private static func slotInputs(_ fields: inout VectorFields) throws -> ([VaultVectorBuilder.SlotInput], [VaultCredential]) {
         var slots: [VaultVectorBuilder.SlotInput] = []
         var credentials: [VaultCredential] = []
         for (index, json) in try fields.array("slots").enumerated() {
@@ -407,7 +421,13 @@ public enum KnownAnswerTests {
             slots.append(.init(source: source, salt: try slot.hex("salt_hex"), nonce: try slot.hex("nonce_hex")))
             try slot.finish()
         }
-        var entries: [VaultEntry] = []
+        return (slots, credentials)
+    }
+
+    /// The `items` of a vault vector's inputs; with `nonces` (format 2), each with the nonces of
+    /// its two columns.
+    private static func itemInputs(_ fields: inout VectorFields, nonces: Bool) throws -> [VaultVectorBuilder.RowInput] {
+        var entries: [VaultVectorBuilder.RowInput] = []
         for (index, json) in try fields.array("items").enumerated() {
             var item = try VectorFields(json, context: "item \(index)")
             let accessName = try item.string("access")
@@ -422,14 +442,13 @@ public enum KnownAnswerTests {
                 created: VaultPayload.date(milliseconds: created),
                 modified: VaultPayload.date(milliseconds: modified),
                 attributes: try item.stringMap("attributes"), access: access)
-            entries.append(VaultEntry(metadata: metadata, secret: SecretBytes(copying: try item.hex("secret_hex"))))
+            let entry = VaultEntry(metadata: metadata, secret: SecretBytes(copying: try item.hex("secret_hex")))
+            entries.append(VaultVectorBuilder.RowInput(
+                entry: entry, metadataNonce: nonces ? try item.hex("metadata_nonce_hex") : [],
+                secretNonce: nonces ? try item.hex("secret_nonce_hex") : []))
             try item.finish()
         }
-        try fields.finish()
-        let inputs = VaultVectorBuilder.Inputs(
-            vaultID: vaultID, generation: UInt64(generation), dataKey: SecretBytes(copying: dataKey),
-            bodyNonce: bodyNonce, slots: slots, entries: entries)
-        return VaultVector(inputs: inputs, credentials: credentials, expectedEntries: entries)
+        return entries
     }
 
     private static func checkWriter(_ inputs: VaultVectorBuilder.Inputs, expected: inout VectorFields) throws -> String {
@@ -561,24 +580,277 @@ public enum KnownAnswerTests {
         do {
             _ = try EncryptedFileStore.open(at: path, credentials: credentials.isEmpty ? vector.credentials : credentials)
         } catch let error as LockboxError {
-            switch (wanted, error) {
-            case let ("corrupt", .corruptVault(_, actualReason)):
-                guard reason == nil || reason == actualReason else {
-                    throw VectorError("refused as corrupt, but for \"\(actualReason)\", not \"\(reason ?? "")\"")
-                }
-                return "refused as corrupt: \(actualReason)"
-            case ("wrong-credential", .wrongCredential):
-                return "refused: no slot opens (wrong credential)"
-            case let ("unsupported-version", .unsupportedFormatVersion(_, actualFound, _)):
-                guard found == nil || Int64(actualFound) == found else {
-                    throw VectorError("refused as version \(actualFound), not \(found ?? 0)")
-                }
-                return "refused as unsupported format version \(actualFound)"
-            default:
-                throw VectorError("refused with \"\(error)\", expected \(wanted)")
-            }
+            return try refusal(error, wanted: wanted, reason: reason, found: found)
         }
         throw VectorError("the damaged vault opened; it must be refused as \(wanted)")
+    }
+
+    /// What a must-fail case's refusal says, if `error` is the one it names (`wanted`: corrupt,
+    /// wrong-credential or unsupported-version, with the reason or version found if given).
+    private static func refusal(_ error: LockboxError, wanted: String, reason: String?, found: Int64?) throws -> String {
+        switch (wanted, error) {
+        case let ("corrupt", .corruptVault(_, actualReason)):
+            guard reason == nil || reason == actualReason else {
+                throw VectorError("refused as corrupt, but for \"\(actualReason)\", not \"\(reason ?? "")\"")
+            }
+            return "refused as corrupt: \(actualReason)"
+        case ("wrong-credential", .wrongCredential):
+            return "refused: no slot opens (wrong credential)"
+        case let ("unsupported-version", .unsupportedFormatVersion(_, actualFound, _)):
+            guard found == nil || Int64(actualFound) == found else {
+                throw VectorError("refused as version \(actualFound), not \(found ?? 0)")
+            }
+            return "refused as unsupported format version \(actualFound)"
+        default:
+            throw VectorError("refused with \"\(error)\", expected \(wanted)")
+        }
+    }
+
+    // MARK: Lockbox format-2 vaults
+
+    private struct Format2Vector {
+        var inputs: VaultVectorBuilder.Format2Inputs
+        var credentials: [VaultCredential]
+    }
+
+    /// The database a format-2 vector lists: its vault row, slot rows and item rows.
+    private struct Format2Database {
+        var vaultID: [UInt8]
+        var keyCheck: [UInt8]
+        var slots: [KeySlot]
+        var rows: [SQLiteVaultStore.SealedRow]
+
+        /// The database in a new vault file at `path`, written as the store writes one.
+        func write(to path: FilePath) throws {
+            try SQLiteVaultStore.build(at: path, replacing: false, vaultID: vaultID, keyCheck: keyCheck, slots: slots,
+                                       rows: rows, busyTimeout: .seconds(1))
+        }
+    }
+
+    private static func vaultFormat2(_ fields: inout VectorFields, id: String, into sink: inout ResultSink) {
+        var vector: Format2Vector?
+        var database: Format2Database?
+        var mustFail: [VectorJSON] = []
+        sink.check("\(id) (write)", expectation: "match") {
+            fields.ignore("description")
+            var inputFields = try fields.object("inputs")
+            let vaultID = try inputFields.hex("vault_id_hex")
+            let dataKey = SecretBytes(copying: try inputFields.hex("data_key_hex"))
+            let (slots, credentials) = try slotInputs(&inputFields)
+            let items = try itemInputs(&inputFields, nonces: true)
+            try inputFields.finish()
+            let parsed = Format2Vector(
+                inputs: .init(vaultID: vaultID, dataKey: dataKey, slots: slots, items: items), credentials: credentials)
+            var expected = try fields.object("expected")
+            mustFail = try fields.array("must_fail")
+            try fields.finish()
+            let (detail, listed) = try checkFormat2Writer(parsed.inputs, expected: &expected)
+            vector = parsed
+            database = listed
+            return detail
+        }
+        guard let vector, let database else { return }
+        sink.check("\(id) (read)", expectation: "match") {
+            try checkFormat2Reader(database, vector: vector)
+        }
+        for (index, json) in mustFail.enumerated() {
+            var fields: VectorFields
+            do {
+                fields = try VectorFields(json, context: "\(id) must_fail \(index)")
+            } catch {
+                sink.record(vector: "\(id) must fail #\(index)", expectation: "reject", passed: false, detail: "\(error)", seconds: 0)
+                continue
+            }
+            let caseID = (try? fields.string("id")) ?? "#\(index)"
+            sink.check("\(id) must fail: \(caseID)", expectation: "reject") {
+                try checkFormat2Damaged(database, vector: vector, fields: &fields)
+            }
+        }
+    }
+
+    /// Compares what ``VaultVectorBuilder/buildFormat2(_:)`` makes of the inputs with every
+    /// expected value; returns the detail and the database the vector lists (its bytes, not ours).
+    private static func checkFormat2Writer(
+        _ inputs: VaultVectorBuilder.Format2Inputs, expected: inout VectorFields
+    ) throws -> (String, Format2Database) {
+        let built = try VaultVectorBuilder.buildFormat2(inputs)
+        func same(_ name: String, _ actual: [UInt8], _ wanted: [UInt8]) throws {
+            guard actual == wanted else { throw VectorError("\(name) is \(actual.vectorHex), expected \(wanted.vectorHex)") }
+        }
+        func hexList(_ fields: inout VectorFields, _ name: String, count: Int) throws -> [[UInt8]] {
+            let values = try fields.array(name)
+            guard values.count == count else { throw VectorError("\(name) has \(values.count) entries, expected \(count)") }
+            return try values.enumerated().map { index, value in
+                guard case let .string(text) = value, let bytes = VectorFields.decodeHex(text) else {
+                    throw VectorError("\(name)[\(index)] is not hex")
+                }
+                return bytes
+            }
+        }
+        try same("K_addr", built.addressKey.withUnsafeBytes { Array($0) }, try expected.hex("address_key_hex"))
+        try same("K_row", built.rowKey.withUnsafeBytes { Array($0) }, try expected.hex("row_key_hex"))
+        let keyCheck = try expected.hex("key_check_hex")
+        try same("key_check", built.keyCheck, keyCheck)
+        for (index, kek) in try hexList(&expected, "slot_keks_hex", count: built.slotKEKs.count).enumerated() {
+            try same("the KEK of slot \(index)", built.slotKEKs[index].withUnsafeBytes { Array($0) }, kek)
+        }
+        var slots: [KeySlot] = []
+        for (index, row) in try hexList(&expected, "slot_rows_hex", count: built.slots.count).enumerated() {
+            try same("slot row \(index)", built.slots[index].encoded(), row)
+            slots.append(try row.withUnsafeBytes { buffer throws in
+                var reader = ByteReader(buffer)
+                return try KeySlot.parse(&reader, index: index)
+            })
+        }
+        let items = try expected.array("items")
+        guard items.count == built.rows.count else { throw VectorError("\(items.count) expected rows for \(built.rows.count) items") }
+        var rows: [SQLiteVaultStore.SealedRow] = []
+        for (index, json) in items.enumerated() {
+            var item = try VectorFields(json, context: "expected item \(index)")
+            let row = built.rows[index]
+            let listed = SQLiteVaultStore.SealedRow(
+                address: try item.hex("address_hex"), metadata: try item.hex("metadata_hex"), secret: try item.hex("secret_hex"))
+            try same("item \(index)'s address", row.row.address, listed.address)
+            try same("item \(index)'s metadata plaintext", row.metadataPlaintext.withUnsafeBytes { Array($0) }, try item.hex("metadata_plaintext_hex"))
+            try same("item \(index)'s AD_m", row.metadataAdditionalData, try item.hex("metadata_additional_data_hex"))
+            try same("item \(index)'s metadata column", row.row.metadata, listed.metadata)
+            try same("item \(index)'s AD_s", row.secretAdditionalData, try item.hex("secret_additional_data_hex"))
+            try same("item \(index)'s secret column", row.row.secret, listed.secret)
+            try item.finish()
+            rows.append(listed)
+        }
+        try expected.finish()
+        let database = Format2Database(vaultID: inputs.vaultID, keyCheck: keyCheck, slots: slots, rows: rows)
+        return ("sealed from the inputs: K_addr, K_row, key_check, \(slots.count) slot KEKs and rows, \(rows.count) addresses, metadata plaintexts, ADs and columns identical", database)
+    }
+
+    private static func checkFormat2Reader(_ database: Format2Database, vector: Format2Vector) throws -> String {
+        let folder = try ScratchFolder()
+        let path = folder.path.appending("vector.lockbox")
+        try database.write(to: path)
+        let expected = vector.inputs.items.map(\.entry)
+        for (index, credential) in vector.credentials.enumerated() {
+            let store: SQLiteVaultStore
+            do {
+                store = try SQLiteVaultStore.open(at: path, credentials: [credential], busyTimeout: .seconds(1))
+            } catch {
+                throw VectorError("slot \(index)'s \(credential) did not open it: \(error)")
+            }
+            guard try store.keySlots().first(where: \.openedThisHandle)?.index == index else {
+                throw VectorError("slot \(index)'s \(credential) opened another slot")
+            }
+            let listed = try store.list(service: nil)
+            guard listed.count == expected.count else { throw VectorError("\(listed.count) items listed, \(expected.count) expected") }
+            for entry in expected {
+                let key = entry.metadata.key
+                guard let metadata = try store.metadata(key) else { throw VectorError("item \(key) is missing") }
+                try compare(metadata, entry.metadata)
+                guard let secret = try store.get(key), secret == entry.secret else { throw VectorError("item \(key) has another secret") }
+            }
+        }
+        return "a database of the listed rows opened with each of \(vector.credentials.count) slot credentials by SQLiteVaultStore; \(expected.count) items, metadata and secrets as listed"
+    }
+
+    private static func checkFormat2Damaged(_ database: Format2Database, vector: Format2Vector, fields: inout VectorFields) throws -> String {
+        fields.ignore("description")
+        var mutation = try fields.object("mutation")
+        var operation = try fields.object("operation")
+        var expect = try fields.object("expect")
+        try fields.finish()
+        var damaged = database
+        var pragma: (name: String, value: Int64)?
+        func xor(_ bytes: inout [UInt8], _ change: inout VectorFields) throws {
+            let offset = try change.integer("offset"), mask = try change.integer("mask")
+            let index = offset < 0 ? Int64(bytes.count) + offset : offset
+            guard index >= 0, index < Int64(bytes.count), (1...255).contains(mask) else { throw VectorError("offset or mask out of range") }
+            bytes[Int(index)] ^= UInt8(mask)
+        }
+        func itemIndex(_ value: Int64) throws -> Int {
+            guard value >= 0, value < Int64(damaged.rows.count) else { throw VectorError("no item \(value)") }
+            return Int(value)
+        }
+        if mutation.has("xor_column") {
+            var change = try mutation.object("xor_column")
+            let item = try itemIndex(try change.integer("item"))
+            switch try change.string("column") {
+            case "address": try xor(&damaged.rows[item].address, &change)
+            case "metadata": try xor(&damaged.rows[item].metadata, &change)
+            case "secret": try xor(&damaged.rows[item].secret, &change)
+            case let other: throw VectorError("no column \(other)")
+            }
+            try change.finish()
+        }
+        if mutation.has("swap_columns") {
+            var swap = try mutation.object("swap_columns")
+            let items = try swap.array("items").map { json throws -> Int in
+                guard case let .integer(value) = json else { throw VectorError("swap_columns items are integers") }
+                return try itemIndex(value)
+            }
+            guard items.count == 2, items[0] != items[1] else { throw VectorError("swap_columns names two items") }
+            for json in try swap.array("columns") {
+                let (a, b) = (items[0], items[1])
+                switch json {
+                case .string("metadata"): (damaged.rows[a].metadata, damaged.rows[b].metadata) = (damaged.rows[b].metadata, damaged.rows[a].metadata)
+                case .string("secret"): (damaged.rows[a].secret, damaged.rows[b].secret) = (damaged.rows[b].secret, damaged.rows[a].secret)
+                default: throw VectorError("swap_columns: unknown column")
+                }
+            }
+            try swap.finish()
+        }
+        if mutation.has("xor_vault") {
+            var change = try mutation.object("xor_vault")
+            switch try change.string("column") {
+            case "vault_id": try xor(&damaged.vaultID, &change)
+            case "key_check": try xor(&damaged.keyCheck, &change)
+            case let other: throw VectorError("no vault column \(other)")
+            }
+            try change.finish()
+        }
+        if mutation.has("pragma") {
+            var change = try mutation.object("pragma")
+            let name = try change.string("name")
+            guard ["user_version", "application_id"].contains(name) else { throw VectorError("pragma \(name) is not one a vector changes") }
+            pragma = (name, try change.integer("value"))
+            try change.finish()
+        }
+        try mutation.finish()
+
+        let wanted = try expect.string("error")
+        let reason = try expect.optionalString("reason")
+        let found = try expect.optionalInteger("found")
+        try expect.finish()
+
+        let folder = try ScratchFolder()
+        let path = folder.path.appending("damaged.lockbox")
+        try damaged.write(to: path)
+        if let pragma {
+            try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(1)).execute("PRAGMA \(pragma.name)=\(pragma.value)")
+        }
+        let keyFiles = vector.credentials.filter { if case .key = $0 { true } else { false } }
+        let verb: String
+        do {
+            let store = try SQLiteVaultStore.open(at: path, credentials: keyFiles.isEmpty ? vector.credentials : keyFiles, busyTimeout: .seconds(1))
+            if operation.has("list") {
+                verb = "listed"
+                _ = try operation.object("list")
+                try operation.finish()
+                _ = try store.list(service: nil)
+            } else if operation.has("get") {
+                verb = "read"
+                var get = try operation.object("get")
+                let item = try itemIndex(try get.integer("item"))
+                try get.finish()
+                try operation.finish()
+                _ = try store.get(vector.inputs.items[item].entry.metadata.key)
+            } else {
+                verb = "opened"
+                _ = try operation.object("open")
+                try operation.finish()
+            }
+        } catch let error as LockboxError {
+            return try refusal(error, wanted: wanted, reason: reason, found: found)
+        }
+        throw VectorError("the damaged vault \(verb); it must be refused as \(wanted)")
     }
 }
 

@@ -94,8 +94,15 @@ struct ListItems: ParsableCommand {
     @OptionGroup var vaultOptions: VaultOptions
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Print a JSON array instead of a table.") var json = false
+    @Flag(help: "Print one JSON object per line as each item is read, unsorted: on a format-2 vault, memory does not grow with the item count.")
+    var jsonLines = false
+
+    func validate() throws {
+        if json && jsonLines { throw ValidationError("--json and --json-lines: choose one") }
+    }
 
     func run() throws {
+        if jsonLines { return try streamJSONLines() }
         let items = try Vault(store: try vaultOptions.openStore()).list(service: service)
         if json {
             try Console.printJSON(items.map(ListedItem.init))
@@ -115,6 +122,24 @@ struct ListItems: ParsableCommand {
         for row in rows {
             let padded = (0..<4).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
             print((padded + [row[4]]).joined(separator: "  "))
+        }
+    }
+
+    /// `--json-lines`: a format-2 vault's rows are printed as they are decrypted, one at a time;
+    /// other stores hold every item in memory anyway, so their list is printed line by line.
+    private func streamJSONLines() throws {
+        if let service { try ItemLimits.validateService(service) }
+        let store = try vaultOptions.openStore()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        func line(_ item: ItemMetadata) throws {
+            print(String(decoding: try encoder.encode(ListedItem(item)), as: UTF8.self))
+        }
+        if let vault = store as? SQLiteVaultStore {
+            try vault.list(service: service, each: line)
+        } else {
+            for item in try Vault(store: store).list(service: service) { try line(item) }
         }
     }
 

@@ -95,7 +95,15 @@ extension StoreKind: ExpressibleByArgument {}
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write an encrypted backup: a vault file with its own passphrase (same format as the vault).")
+        abstract: "Write an encrypted backup: a vault file with its own passphrase (same format as the vault).",
+        discussion: """
+            The backup is one self-contained file with mode 0600, never beside a -wal or -shm, and \
+            an existing file is never overwritten. Of a format-2 vault: a consistent snapshot of its \
+            database (every item copied sealed, times and attributes as they are) that keeps the \
+            vault's key slots and gains one for the backup passphrase. Of a format-1 vault or the \
+            Secret Service: a format-1 vault whose only slot is the backup passphrase. Restore with \
+            `lockbox import BACKUP`, or use the backup as a vault (--vault BACKUP). See docs/FORMAT.md.
+            """)
     @OptionGroup var vaultOptions: VaultOptions
     @Option(help: ArgumentHelp("The backup file to create (refuses to overwrite).", valueName: "path"), completion: .file()) var to: String
     @Option(help: "Only this service's items.") var service: String?
@@ -107,6 +115,11 @@ struct Export: ParsableCommand {
         let store = try vaultOptions.openStore()
         let passphrase = try backupPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "backup passphrase") }
             ?? SecretInput.promptTwice("Backup passphrase: ", what: "backup passphrase")
+        if let vault = store as? SQLiteVaultStore {
+            let count = try vault.backup(to: FilePath(to), passphrase: passphrase, kdf: kdf.parameters, service: service)
+            Console.status("Exported \(count) item(s) to \(to).")
+            return
+        }
         let backup = try EncryptedFileStore.create(at: FilePath(to), credentials: [.passphrase(passphrase)], kdf: kdf.parameters)
         let report = try Transfer.run(from: store, to: backup, service: service, progress: progressPrinter(label: "exporting"))
         Console.status("Exported \(report.copied.count) item(s) to \(to).")
@@ -141,7 +154,7 @@ struct Import: ParsableCommand {
         } else {
             throw CLIError.noInput("import needs the backup's passphrase: --backup-passphrase-fd N, or a terminal")
         }
-        // A backup is a format-1 file (`export` writes one); a format-2 vault imports as well.
+        // `export` writes a backup in the vault's format: a format-1 file or a format-2 database.
         let backupPath = FilePath(file)
         let backup: any SecretStore = SQLiteVaultStore.sqliteHeader(backupPath).isVault
             ? try SQLiteVaultStore.open(at: backupPath, credentials: [.passphrase(passphrase)])

@@ -496,10 +496,202 @@ extension Format2CLITests {
         result = try runLockbox(["export", "--vault", vault, "--key-file", key, "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"],
                                 shellRedirect: "3<'\(passphrase)'")
         #expect(result.status == 0, "\(result.stderr)")
-        // One file holds the backup (a format-1 vault); no SQLite -wal or -shm beside it.
+        // One file holds the backup (a format-2 vault, as the vault is); no -wal or -shm beside it.
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).filter { $0.hasPrefix("backup.lockbox") }
-        #expect(Set(names) == ["backup.lockbox", "backup.lockbox.lock"])
-        #expect(!SQLiteVaultStore.sqliteHeader(FilePath(backup)).isSQLite)
-        #expect(try EncryptedFileStore.open(at: FilePath(backup), credential: .passphrase(secret("backup words"))).list(service: "migrated").count == 301)
+        #expect(names == ["backup.lockbox"])
+        #expect(SQLiteVaultStore.sqliteHeader(FilePath(backup)).isVault)
+        #expect(try FilePath(backup).stat().permissions.rawValue & 0o777 == 0o600)
+        #expect(try SQLiteVaultStore.open(at: FilePath(backup), credentials: [.passphrase(secret("backup words"))]).list(service: "migrated").count == 301)
+
+        // Restored into a new vault with import: every secret as it was.
+        let restored = folder.file("restored.lockbox").string
+        let restoredKey = folder.file("restored.key").string
+        #expect(try runLockbox(["init", "--vault", restored, "--generate-key-file", restoredKey]).status == 0)
+        result = try runLockbox(["import", backup, "--vault", restored, "--key-file", restoredKey, "--backup-passphrase-fd", "3"],
+                                shellRedirect: "3<'\(passphrase)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        let copy = try SQLiteVaultStore.open(at: FilePath(restored), credentials: [.keyFile(FilePath(restoredKey))])
+        #expect(try copy.list(service: "migrated").count == 301)
+        #expect(try copy.get(ItemKey(service: "migrated", account: "binary")) == SecretBytes(copying: [0, 1, 2, 255]))
+        #expect(try copy.get(ItemKey(service: "migrated", account: "user-42")) == secret("token-42"))
+    }
+}
+
+extension SQLiteVaultStoreTests {
+    @Test("a format-2 vault, or its -wal or -shm, open to group or others or not a regular file is refused as format 1 is (insecurePermissions)")
+    func loosePermissions() throws {
+        let vault = try Format2Vault()
+        try vault.store.set(secret("kept"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
+        for mode: mode_t in [0o640, 0o604, 0o660] {
+            chmod(vault.path.string, mode)
+            let error = caughtError { _ = try vault.reopen() }
+            guard case let .insecurePermissions(path, detail) = error else {
+                Issue.record("vault mode \(String(mode, radix: 8)): got \(String(describing: error))")
+                continue
+            }
+            #expect(path == vault.path.string)
+            #expect(detail.contains("chmod 600"))
+        }
+        chmod(vault.path.string, 0o600)
+        // The log and its index hold sealed rows as the vault does: while a handle is open they
+        // exist, and a loose one is refused by name.
+        for sidecar in SQLiteVaultStore.sidecarPaths(vault.path) {
+            #expect(FileManager.default.fileExists(atPath: sidecar.string), "\(sidecar) exists while the vault is open")
+            chmod(sidecar.string, 0o644)
+            let error = caughtError { _ = try vault.reopen() }
+            guard case let .insecurePermissions(path, detail) = error else {
+                Issue.record("\(sidecar) mode 644: got \(String(describing: error))")
+                continue
+            }
+            #expect(path == sidecar.string)
+            #expect(detail.contains("chmod 600 \(sidecar.string)"))
+            chmod(sidecar.string, 0o600)
+        }
+        #expect(try vault.reopen().get(ItemKey(service: "s", account: "a")) == secret("kept"))
+    }
+
+    @Test("a -wal that is a symbolic link is refused, not followed")
+    func symlinkedLogIsRefused() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("vault.lockbox")
+        let keyPath = folder.file("vault.key")
+        try KeyFile.generate(at: keyPath)
+        _ = try SQLiteVaultStore.create(at: path, credentials: [.keyFile(keyPath)], kdf: testKDF)
+        let target = folder.file("elsewhere")
+        try Data().write(to: URL(fileURLWithPath: target.string))
+        chmod(target.string, 0o600)
+        #expect(symlink(target.string, path.string + "-wal") == 0)
+        #expect(caughtError { _ = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(keyPath)]) }?.code == .invalidArgument)
+    }
+}
+
+extension Format2CLITests {
+    @Test("lockbox get on a format-2 vault, -wal or -shm with loose permissions exits 8 (insecure-permissions), as for format 1")
+    func loosePermissionsThroughTheCLI() throws {
+        #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
+        #expect(try lockbox(["set", "s", "a"], stdin: Data("v".utf8)).status == 0)
+        chmod(vault, 0o644)
+        var result = try lockbox(["get", "s", "a"])
+        #expect(result.status == 8 && result.errorCode == .insecurePermissions)
+        chmod(vault, 0o600)
+        for suffix in ["-wal", "-shm"] {
+            // Left by a process that was killed, or made by a careless copy.
+            let sidecar = vault + suffix
+            #expect(FileManager.default.createFile(atPath: sidecar, contents: Data(), attributes: [.posixPermissions: 0o644]))
+            result = try lockbox(["get", "s", "a"])
+            #expect(result.status == 8 && result.errorCode == .insecurePermissions, "\(suffix): \(result.stderr)")
+            #expect(result.stderr.contains(sidecar))
+            try FileManager.default.removeItem(atPath: sidecar)
+        }
+        #expect(try lockbox(["get", "s", "a"]).stdoutString == "v")
+    }
+}
+
+extension SQLiteVaultStoreTests {
+    @Test("backup: one self-contained 0600 file, a snapshot with every item byte-identical (times too), opening with the vault's slots and the backup passphrase; --service; never overwrites")
+    func backup() throws {
+        let vault = try Format2Vault()
+        let binary = SecretBytes(copying: (0..<3000).map { UInt8(($0 * 13) & 0xFF) })
+        try vault.store.set(binary, for: ItemKey(service: "svc", account: "binary"), options: ItemOptions(kind: .token, label: "bin"))
+        try vault.store.set(secret("x"), for: ItemKey(service: "svc", account: "ü"),
+                            options: ItemOptions(attributes: ["env": "prod"], access: .freshAuthentication))
+        try vault.store.set(secret("other"), for: ItemKey(service: "elsewhere", account: "a"), options: ItemOptions())
+        try vault.store.delete(ItemKey(service: "elsewhere", account: "a"))
+        try vault.store.set(secret("kept"), for: ItemKey(service: "elsewhere", account: "b"), options: ItemOptions())
+
+        let path = vault.folder.file("backup.lockbox")
+        #expect(try vault.store.backup(to: path, passphrase: secret("backup words"), kdf: testKDF) == 3)
+        let names = try FileManager.default.contentsOfDirectory(atPath: vault.folder.path.string).filter { $0.hasPrefix("backup") }
+        #expect(names == ["backup.lockbox"], "no -wal, -shm or temporary file beside it")
+        #expect(try path.stat().permissions.rawValue & 0o777 == 0o600)
+        let header = try Data(contentsOf: URL(fileURLWithPath: path.string))
+        #expect(header[18] == 1 && header[19] == 1, "rollback-journal mode: opening it needs no -wal")
+
+        let original = try vault.store.list(service: nil)
+        for credentials: [VaultCredential] in [[.passphrase(secret("backup words"))], [.keyFile(vault.keyPath)], [.passphrase(secret("format two"))]] {
+            let copy = try SQLiteVaultStore.open(at: path, credentials: credentials)
+            #expect(try copy.list(service: nil) == original, "\(credentials)")
+            for item in original {
+                #expect(try copy.get(item.key) == vault.store.get(item.key))
+            }
+            #expect(try copy.keySlots().count == 3)
+        }
+
+        let partial = vault.folder.file("partial.lockbox")
+        #expect(try vault.store.backup(to: partial, passphrase: secret("backup words"), kdf: testKDF, service: "svc") == 2)
+        let partialCopy = try SQLiteVaultStore.open(at: partial, credentials: [.passphrase(secret("backup words"))])
+        #expect(try partialCopy.list(service: nil).map(\.key.service) == ["svc", "svc"])
+        #expect(try partialCopy.get(ItemKey(service: "svc", account: "binary")) == binary)
+
+        expectError(.vaultAlreadyExists(path: path.string)) {
+            try vault.store.backup(to: path, passphrase: secret("again"), kdf: testKDF)
+        }
+        // The backup changed nothing in the vault.
+        #expect(try vault.reopen().list(service: nil) == original)
+    }
+}
+
+extension SQLiteVaultStoreTests {
+    @Test("statements are prepared once per connection and reused; a nested use of the same SQL gets its own")
+    func statementCache() throws {
+        let vault = try Format2Vault()
+        let connection = try vault.raw()
+        for round in 0..<50 {
+            try connection.transaction(writing: true) {
+                try connection.withStatement("INSERT OR REPLACE INTO key_slots (slot_id, slot) VALUES (?, ?)") { insert in
+                    try insert.bind(1, Int64(100 + round % 3))
+                    try insert.bind(2, [UInt8(round)])
+                    try insert.step()
+                }
+            }
+        }
+        // BEGIN IMMEDIATE, COMMIT and the INSERT: three, not 150.
+        #expect(connection.cachedStatementCount == 3)
+        let count = try connection.withStatement("SELECT count(*) FROM key_slots WHERE slot_id >= 100") { outer in
+            #expect(try outer.step())
+            let inner = try connection.withStatement("SELECT count(*) FROM key_slots WHERE slot_id >= 100") { inner in
+                try inner.step() ? inner.integer(0) : -1
+            }
+            #expect(inner == outer.integer(0), "the nested use did not reset the outer statement")
+            return outer.integer(0)
+        }
+        #expect(count == 3)
+        #expect(connection.cachedStatementCount == 4)
+    }
+
+    @Test("list(service:each:) gives every item's metadata one row at a time, the same items list(service:) sorts")
+    func streamingList() throws {
+        let vault = try Format2Vault()
+        try vault.store.set((0..<200).map { ItemWrite(secret("s\($0)"), for: ItemKey(service: $0 % 2 == 0 ? "even" : "odd", account: "a\($0)")) })
+        var streamed: [ItemMetadata] = []
+        try vault.store.list(service: nil) { streamed.append($0) }
+        #expect(streamed.count == 200)
+        #expect(streamed.sortedForListing() == (try vault.store.list(service: nil)))
+        var even = 0
+        try vault.store.list(service: "even") { item in
+            #expect(item.key.service == "even")
+            even += 1
+        }
+        #expect(even == 100)
+    }
+}
+
+extension Format2CLITests {
+    @Test("list --json-lines prints one JSON object per item (the fields of list --json); --json with it is a usage error")
+    func listJSONLines() throws {
+        #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
+        let lines = (0..<50).map { #"{"service": "svc", "account": "user-\#($0)", "secret_b64": "YQ=="}"# }
+        #expect(try lockbox(["import", "--json-lines", "-"], stdin: Data(lines.joined(separator: "\n").utf8)).status == 0)
+        let result = try lockbox(["list", "--json-lines"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let objects = try result.stdoutString.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        #expect(objects.count == 50)
+        #expect(Set(objects.compactMap { $0["account"] as? String }) == Set((0..<50).map { "user-\($0)" }))
+        let array = try #require(try JSONSerialization.jsonObject(with: lockbox(["list", "--json"]).stdout) as? [[String: Any]])
+        #expect(Set(array.first?.keys ?? [:].keys) == Set(objects.first?.keys ?? [:].keys))
+        #expect(try lockbox(["list", "--json-lines", "--service", "other"]).stdoutString.isEmpty)
+        #expect(try lockbox(["list", "--json", "--json-lines"]).status == 64)
     }
 }

@@ -36,7 +36,7 @@ struct VectorTests {
         }
         let files = Set(results.map(\.file))
         #expect(files == Set(try Self.filesOnDisk().map(\.name)), "every file contributes results")
-        #expect(Set(results.map(\.algorithm)) == ["argon2id-encoded", "xchacha20poly1305-ietf", "blake2b", "lockbox-vault-v1"])
+        #expect(Set(results.map(\.algorithm)) == ["argon2id-encoded", "xchacha20poly1305-ietf", "blake2b", "lockbox-vault-v1", "lockbox-vault-v2"])
         let rejected = results.filter { $0.expectation == "reject" }
         #expect(rejected.count >= 20, "must-fail cases: \(rejected.count)")
         #expect(rejected.allSatisfy { $0.passed })
@@ -46,6 +46,15 @@ struct VectorTests {
         // The Lockbox vault vectors were checked in both directions.
         #expect(results.contains { $0.vector == "format-md-section-16 (write)" && $0.passed })
         #expect(results.contains { $0.vector == "format-md-section-16 (read)" && $0.passed })
+        // The format-2 vectors: rows sealed by the writer, a database of them read back, and the
+        // damaged copies (a row moved, secrets swapped, key check, vault ID, versions) refused.
+        let format2 = results.filter { $0.algorithm == "lockbox-vault-v2" }
+        for vector in ["one-item", "edge-cases"] {
+            #expect(format2.contains { $0.vector == "\(vector) (write)" && $0.passed })
+            #expect(format2.contains { $0.vector == "\(vector) (read)" && $0.passed })
+        }
+        #expect(format2.filter { $0.expectation == "reject" && $0.passed }.count >= 18)
+        #expect(format2.contains { $0.vector == "edge-cases must fail: rows-swapped" && $0.passed })
     }
 
     @Test("must-fail cases really fail: the runner reports one whose input is valid after all")
@@ -85,6 +94,7 @@ struct VectorTests {
         "argon2id-phc-winner-argon2.json": "tag_hex",
         "blake2b-rfc7693-and-kat.json": "digest_hex",
         "lockbox-vault-v1.json": "file_hex",
+        "lockbox-vault-v2.json": "secret_hex",
         "xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json": "ciphertext_hex",
     ]
 

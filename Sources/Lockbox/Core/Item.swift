@@ -156,7 +156,8 @@ public enum ItemLimits {
         }
     }
 
-    static func validateService(_ service: String) throws {
+    /// Throws ``LockboxError/invalidArgument(_:)`` for a service name no item can have.
+    package static func validateService(_ service: String) throws {
         try checkName(service, what: "service")
     }
 

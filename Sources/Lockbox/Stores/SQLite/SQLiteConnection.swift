@@ -26,6 +26,10 @@ package final class SQLiteConnection {
     package let path: FilePath
     private let busyTimeout: Duration
     private var handle: OpaquePointer?
+    /// Statements prepared once and reused (``withStatement(_:_:)``), by their SQL.
+    private var statements: [String: SQLiteStatement] = [:]
+    /// The SQL of cached statements running now: a nested use of the same SQL gets its own.
+    private var statementsInUse: Set<String> = []
 
     /// Opens (or, with `create`, creates with mode 0600) the database at `path`.
     package convenience init(path: FilePath, create: Bool, busyTimeout: Duration) throws {
@@ -67,6 +71,8 @@ package final class SQLiteConnection {
     }
 
     deinit {
+        // Cached statements are finalised first, so the close is not deferred behind them.
+        statements.removeAll()
         // Closing the last connection checkpoints the log into the database and removes it.
         sqlite3_close_v2(handle)
     }
@@ -103,10 +109,35 @@ package final class SQLiteConnection {
         return try statement.step() ? statement.integer(0) : nil
     }
 
+    /// Runs `body` with the statement for `sql`, prepared on first use and reused by every later
+    /// call on this connection (parsing and planning a statement costs more than running a
+    /// point query), then resets it (bindings cleared, its read snapshot released). The statement
+    /// must not escape `body`.
+    package func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws -> T) throws -> T {
+        guard !statementsInUse.contains(sql) else { return try body(try prepare(sql)) }
+        let statement: SQLiteStatement
+        if let cached = statements[sql] {
+            statement = cached
+        } else {
+            statement = try prepare(sql, persistent: true)
+            statements[sql] = statement
+        }
+        statementsInUse.insert(sql)
+        defer {
+            statement.reset()
+            statementsInUse.remove(sql)
+        }
+        return try body(statement)
+    }
+
+    /// How many statements ``withStatement(_:_:)`` holds prepared.
+    package var cachedStatementCount: Int { statements.count }
+
     /// A prepared statement; bind, step, read columns. Valid while this connection lives.
-    package func prepare(_ sql: String) throws -> SQLiteStatement {
+    /// `persistent`: kept for long (``withStatement(_:_:)``), which SQLite allocates for.
+    package func prepare(_ sql: String, persistent: Bool = false) throws -> SQLiteStatement {
         var statement: OpaquePointer?
-        let status = sqlite3_prepare_v3(handle, sql, -1, 0, &statement, nil)
+        let status = sqlite3_prepare_v3(handle, sql, -1, persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0, &statement, nil)
         guard status == SQLITE_OK, let statement else {
             throw failure(status, operation: "preparing \(Self.verb(sql))")
         }
@@ -117,21 +148,26 @@ package final class SQLiteConnection {
     /// to the busy timeout) when `writing`, else a deferred read transaction (one consistent
     /// snapshot). Commits if `body` returns, rolls back if it throws.
     package func transaction<T>(writing: Bool, _ body: () throws -> T) throws -> T {
-        try execute(writing ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        try run(writing ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         let result: T
         do {
             result = try body()
         } catch {
-            try? execute("ROLLBACK")
+            try? run("ROLLBACK")
             throw error
         }
         do {
-            try execute("COMMIT")
+            try run("COMMIT")
         } catch {
-            try? execute("ROLLBACK")
+            try? run("ROLLBACK")
             throw error
         }
         return result
+    }
+
+    /// Runs one cached statement that returns no rows.
+    private func run(_ sql: String) throws {
+        try withStatement(sql) { statement in _ = try statement.step() }
     }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
@@ -170,10 +206,11 @@ package final class SQLiteConnection {
     }
 }
 
-/// A prepared statement of a ``SQLiteConnection``. Finalised when released.
+/// A prepared statement of a ``SQLiteConnection``. Finalised when released. Used only while its
+/// connection lives (the connection caches statements, so this reference cannot be strong).
 package final class SQLiteStatement {
     private let statement: OpaquePointer
-    private let connection: SQLiteConnection
+    private unowned let connection: SQLiteConnection
 
     fileprivate init(_ statement: OpaquePointer, connection: SQLiteConnection) {
         self.statement = statement

@@ -81,17 +81,39 @@ public final class SQLiteVaultStore: SecretStore {
         entries: [ItemKey: VaultEntry], busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
     ) throws {
         let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
-        let folder = path.removingLastComponent()
-        let temporary = folder.appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
+        let rows = entries.values.lazy.map { entry in
+            let address = records.address(entry.metadata.key)
+            let metadata = records.sealMetadata(entry, address: address)
+            return SealedRow(address: address, metadata: metadata, secret: records.sealSecret(entry.secret, address: address, metadata: metadata))
+        }
+        try build(at: path, replacing: replacing, vaultID: vaultID, keyCheck: records.keyCheck, slots: slots, rows: rows,
+                  busyTimeout: busyTimeout, verify: verify)
+    }
+
+    /// One row of the `items` table as stored: address, sealed metadata, sealed secret.
+    package struct SealedRow {
+        /// The row's address.
+        package var address: [UInt8]
+        /// The metadata column.
+        package var metadata: [UInt8]
+        /// The secret column.
+        package var secret: [UInt8]
+
+        /// A row of these columns.
+        package init(address: [UInt8], metadata: [UInt8], secret: [UInt8]) {
+            (self.address, self.metadata, self.secret) = (address, metadata, secret)
+        }
+    }
+
+    /// ``build(at:replacing:vaultID:slots:dataKey:entries:busyTimeout:verify:)`` with the rows
+    /// already sealed: the known-answer self-test writes a vector's rows with it as they are.
+    package static func build(
+        at path: FilePath, replacing: Bool, vaultID: [UInt8], keyCheck: [UInt8], slots: [KeySlot],
+        rows: some Sequence<SealedRow>, busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
+    ) throws {
+        let temporary = try createTemporary(beside: path)
         var placed = false
         defer { if !placed { try? temporary.unlinkIfPresent() } }
-        do {
-            // Created by us with 0600 first: SQLite would create it 0644 (less the umask).
-            try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
-                                    permissions: [.ownerReadWrite]).close()
-        } catch {
-            throw LockboxError.io(operation: "creating the vault", path: temporary.string, errno: error.asErrno)
-        }
         do {
             // Rollback journal while building (one file, fsynced on commit); WAL once in place.
             let connection = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)
@@ -101,23 +123,43 @@ public final class SQLiteVaultStore: SecretStore {
                 let insert = try connection.prepare("INSERT INTO vault (singleton, format_version, vault_id, key_check) VALUES (1, ?, ?, ?)")
                 try insert.bind(1, Int64(VaultRecords.formatVersion))
                 try insert.bind(2, vaultID)
-                try insert.bind(3, records.keyCheck)
+                try insert.bind(3, keyCheck)
                 try insert.step()
                 try writeSlots(slots, connection)
                 let item = try connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
-                for entry in entries.values {
-                    let address = records.address(entry.metadata.key)
-                    let metadata = records.sealMetadata(entry, address: address)
+                for row in rows {
                     item.reset()
-                    try item.bind(1, address)
-                    try item.bind(2, metadata)
-                    try item.bind(3, records.sealSecret(entry.secret, address: address, metadata: metadata))
+                    try item.bind(1, row.address)
+                    try item.bind(2, row.metadata)
+                    try item.bind(3, row.secret)
                     try item.step()
                 }
             }
         }
         try syncFile(temporary)
         try verify(temporary)
+        try place(temporary, at: path, replacing: replacing)
+        placed = true
+    }
+
+    /// A new, empty file with mode 0600 under a temporary name in `path`'s folder, for a database
+    /// to be built in and then put at `path` with ``place(_:at:replacing:)``.
+    static func createTemporary(beside path: FilePath) throws -> FilePath {
+        let temporary = path.removingLastComponent().appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
+        do {
+            // Created by us with 0600 first: SQLite would create it 0644 (less the umask).
+            try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                                    permissions: [.ownerReadWrite]).close()
+        } catch {
+            throw LockboxError.io(operation: "creating the vault", path: temporary.string, errno: error.asErrno)
+        }
+        return temporary
+    }
+
+    /// Puts the finished, fsynced `temporary` at `path`: with `rename(2)` when `replacing`, else
+    /// with `link(2)`, which never overwrites (``LockboxError/vaultAlreadyExists(path:)``). Then
+    /// fsyncs the folder.
+    static func place(_ temporary: FilePath, at path: FilePath, replacing: Bool) throws {
         if replacing {
             do { try temporary.rename(to: path) } catch {
                 throw LockboxError.io(operation: "putting the new vault in place", path: path.string, errno: error.asErrno)
@@ -131,8 +173,7 @@ public final class SQLiteVaultStore: SecretStore {
             }
             try? temporary.unlinkIfPresent()
         }
-        placed = true
-        try syncFile(folder)
+        try syncFile(path.removingLastComponent())
     }
 
     /// Opens the format-2 vault at `path` with the first credential that opens one of its key
@@ -162,6 +203,7 @@ public final class SQLiteVaultStore: SecretStore {
     ) throws -> (store: SQLiteVaultStore, throughWindow: Bool) {
         let file = try probed ?? VaultFile.openDatabase(resolved: VaultFile.resolvedPath(path))
         let path = file.path
+        try checkSidecars(path)
         let connection = try SQLiteConnection(file: file, busyTimeout: busyTimeout)
         try checkIdentity(connection, path: path)
         try connection.useWriteAheadLog()
@@ -197,6 +239,7 @@ public final class SQLiteVaultStore: SecretStore {
 
     private static func vaultRow(at path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
         let file = try VaultFile.openDatabase(resolved: VaultFile.resolvedPath(path))
+        try checkSidecars(file.path)
         let connection = try SQLiteConnection(file: file, busyTimeout: .seconds(10))
         try checkIdentity(connection, path: file.path)
         return try connection.transaction(writing: false) { try readVaultRow(connection, path: file.path) }
@@ -230,6 +273,32 @@ public final class SQLiteVaultStore: SecretStore {
         guard start.count >= sqliteHeaderBytes else { return (true, false) }
         let id = start.dropFirst(68).prefix(4).reduce(Int64(0)) { $0 << 8 | Int64($1) }
         return (true, id == applicationID)
+    }
+
+    /// The files SQLite keeps beside a vault in WAL mode: the log (committed writes not yet in
+    /// the database) and its shared-memory index. They hold sealed rows as the vault does.
+    package static func sidecarPaths(_ path: FilePath) -> [FilePath] {
+        ["-wal", "-shm"].map { FilePath(path.string + $0) }
+    }
+
+    /// Refuses a `-wal` or `-shm` beside the vault that is not a regular file owned by us with
+    /// mode 0600 or tighter, where they exist (a symbolic link is refused, not followed): SQLite
+    /// would use them as they are. The vault file itself is checked when it is opened
+    /// (``VaultFile/probe(at:)``, `VaultFile.openDatabase`).
+    private static func checkSidecars(_ path: FilePath) throws {
+        for sidecar in sidecarPaths(path) {
+            let status: Stat
+            do {
+                status = try sidecar.stat(followTargetSymlink: false)
+            } catch {
+                if error == .noSuchFileOrDirectory { continue }
+                throw LockboxError.io(operation: "checking the vault's write-ahead log", path: sidecar.string, errno: error.asErrno)
+            }
+            guard status.type == .regular else {
+                throw LockboxError.invalidArgument("\(sidecar.string) is \(describe(status.type)), not a regular file, so it cannot be the vault's write-ahead log")
+            }
+            try VaultFile.checkOwnership(status, path: sidecar)
+        }
     }
 
     static func checkIdentity(_ connection: SQLiteConnection, path: FilePath) throws {
@@ -304,9 +373,11 @@ public final class SQLiteVaultStore: SecretStore {
         try state.withLock { (state: inout State) throws -> T in
             let connection = state.connection
             return try connection.transaction(writing: writing) { () throws -> T in
-                let check = try connection.prepare("SELECT key_check FROM vault WHERE singleton = 1")
-                guard try check.step() else { throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing") }
-                if !Sodium.constantTimeEqual(check.blob(0), state.records.keyCheck) {
+                let current = try connection.withStatement("SELECT key_check FROM vault WHERE singleton = 1") { check in
+                    try check.step() ? check.blob(0) : nil
+                }
+                guard let current else { throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing") }
+                if !Sodium.constantTimeEqual(current, state.records.keyCheck) {
                     let (vaultID, keyCheck, slots) = try Self.readVaultRow(connection, path: path)
                     guard let dataKey = KeySlots.reopen(slots.map(\.slot), vaultID: vaultID, with: state.unlocker) else {
                         throw LockboxError.credentialsChanged(path: path.string)
@@ -323,6 +394,16 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
+    /// The data key and row keys the vault's rows are sealed under now (followed through the
+    /// slot that opened this handle if another process rotated them), and the connection's busy
+    /// timeout.
+    func currentKeys() throws -> (dataKey: SecretBytes, records: VaultRecords, busyTimeout: Duration) {
+        try withTransaction(writing: false) { state in
+            let milliseconds = try state.connection.queryInteger("PRAGMA busy_timeout") ?? 0
+            return (state.dataKey, state.records, .milliseconds(milliseconds))
+        }
+    }
+
     private func corrupt(_ error: FormatError) -> LockboxError {
         LockboxError.corruptVault(path: path.string, reason: error.reason)
     }
@@ -330,10 +411,11 @@ public final class SQLiteVaultStore: SecretStore {
     /// The row of `key`: its metadata column and (if asked) its secret column.
     private func row(_ key: ItemKey, records: VaultRecords, connection: SQLiteConnection, withSecret: Bool) throws -> (address: [UInt8], metadata: [UInt8], secret: [UInt8])? {
         let address = records.address(key)
-        let query = try connection.prepare(withSecret ? "SELECT metadata, secret FROM items WHERE address = ?" : "SELECT metadata FROM items WHERE address = ?")
-        try query.bind(1, address)
-        guard try query.step() else { return nil }
-        return (address, query.blob(0), withSecret ? query.blob(1) : [])
+        return try connection.withStatement(withSecret ? "SELECT metadata, secret FROM items WHERE address = ?" : "SELECT metadata FROM items WHERE address = ?") { query in
+            try query.bind(1, address)
+            guard try query.step() else { return nil }
+            return (address, query.blob(0), withSecret ? query.blob(1) : [])
+        }
     }
 
     private func entry(_ key: ItemKey, _ state: borrowing State, withSecret: Bool) throws -> VaultEntry? {
@@ -374,7 +456,6 @@ public final class SQLiteVaultStore: SecretStore {
         guard !writes.isEmpty else { return }
         let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
         try withTransaction(writing: true) { state in
-            let insert = try state.connection.prepare("INSERT OR REPLACE INTO items (address, metadata, secret) VALUES (?, ?, ?)")
             for write in writes {
                 let existing = try entry(write.key, state, withSecret: false)
                 let metadata = ItemMetadata(
@@ -383,11 +464,13 @@ public final class SQLiteVaultStore: SecretStore {
                     attributes: write.options.attributes, access: write.options.access)
                 let address = state.records.address(write.key)
                 let sealedMetadata = state.records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
-                insert.reset()
-                try insert.bind(1, address)
-                try insert.bind(2, sealedMetadata)
-                try insert.bind(3, state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata))
-                try insert.step()
+                let sealedSecret = state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
+                try state.connection.withStatement("INSERT OR REPLACE INTO items (address, metadata, secret) VALUES (?, ?, ?)") { insert in
+                    try insert.bind(1, address)
+                    try insert.bind(2, sealedMetadata)
+                    try insert.bind(3, sealedSecret)
+                    try insert.step()
+                }
             }
         }
     }
@@ -402,37 +485,46 @@ public final class SQLiteVaultStore: SecretStore {
     public func delete(_ keys: [ItemKey]) throws -> [ItemKey] {
         guard !keys.isEmpty else { return [] }
         return try withTransaction(writing: true) { state in
-            let delete = try state.connection.prepare("DELETE FROM items WHERE address = ?")
             var removed: [ItemKey] = []
             for key in keys {
-                delete.reset()
-                try delete.bind(1, state.records.address(key))
-                try delete.step()
+                try state.connection.withStatement("DELETE FROM items WHERE address = ?") { delete in
+                    try delete.bind(1, state.records.address(key))
+                    try delete.step()
+                }
                 if state.connection.changes > 0 { removed.append(key) }
             }
             return removed
         }
     }
 
-    /// Every item's metadata, decrypting no secret.
+    /// Every item's metadata, decrypting no secret, sorted by service and account.
     public func list(service: String?) throws -> [ItemMetadata] {
+        var result: [ItemMetadata] = []
+        try list(service: service) { result.append($0) }
+        return result.sortedForListing()
+    }
+
+    /// Calls `each` with every item's metadata (of `service` only, if given) as its row is read,
+    /// in the database's order (not sorted), decrypting no secret: one row in memory at a time, so
+    /// listing a million items takes no more memory than listing ten. One read transaction: the
+    /// items are those of one moment. `each` must not call this store (the handle is busy).
+    public func list(service: String?, each: (ItemMetadata) throws -> Void) throws {
         try withTransaction(writing: false) { state in
-            var result: [ItemMetadata] = []
             try forEachMetadata(state) { metadata, _ in
-                if service == nil || metadata.key.service == service { result.append(metadata) }
+                if service == nil || metadata.key.service == service { try each(metadata) }
             }
-            return result
-        }.sortedForListing()
+        }
     }
 
     private func forEachMetadata(_ state: borrowing State, _ body: (ItemMetadata, [UInt8]) throws -> Void) throws {
-        let query = try state.connection.prepare("SELECT address, metadata FROM items")
-        while try query.step() {
-            let address = query.blob(0)
-            do {
-                try body(try state.records.openMetadata(query.blob(1), address: address).0, address)
-            } catch let error as FormatError {
-                throw corrupt(error)
+        try state.connection.withStatement("SELECT address, metadata FROM items") { query in
+            while try query.step() {
+                let address = query.blob(0)
+                do {
+                    try body(try state.records.openMetadata(query.blob(1), address: address).0, address)
+                } catch let error as FormatError {
+                    throw corrupt(error)
+                }
             }
         }
     }

@@ -23,8 +23,10 @@ package struct VaultRecords {
 
     /// The vault's ID, bound into every row.
     package let vaultID: [UInt8]
-    private let addressKey: SecretBytes
-    private let rowKey: SecretBytes
+    /// `K_addr`: the key of the address hash (read by the known-answer self-test only).
+    package let addressKey: SecretBytes
+    /// `K_row`: the key both columns are sealed under (read by the known-answer self-test only).
+    package let rowKey: SecretBytes
     /// What the vault row stores to say which data key the rows are sealed under.
     package let keyCheck: [UInt8]
 
@@ -48,6 +50,25 @@ package struct VaultRecords {
         return Sodium.keyedBlake2b(writer.bytes, key: addressKey).withUnsafeBytes { Array($0) }
     }
 
+    /// `AD_m` of the row at `address`.
+    package func metadataAdditionalData(address: [UInt8]) -> [UInt8] {
+        additionalData(Self.metadataContext, address: address)
+    }
+
+    /// `AD_s` of the row at `address` whose metadata column starts with `metadataNonce`.
+    package func secretAdditionalData(address: [UInt8], metadataNonce: [UInt8]) -> [UInt8] {
+        additionalData(Self.secretContext, address: address, extra: metadataNonce)
+    }
+
+    /// `M`: the metadata of `entry` as the metadata column seals it (format 1's item encoding
+    /// without the secret).
+    package static func metadataPlaintext(_ entry: VaultEntry) -> SecretBytes {
+        SecretBytes(count: VaultPayload.metadataSize(entry)) { buffer in
+            var writer = FixedBufferWriter(buffer)
+            VaultPayload.writeMetadata(entry, to: &writer)
+        }
+    }
+
     private func additionalData(_ context: [UInt8], address: [UInt8], extra: [UInt8] = []) -> [UInt8] {
         var writer = ByteWriter()
         writer.append(context)
@@ -58,18 +79,15 @@ package struct VaultRecords {
         return writer.bytes
     }
 
-    /// The metadata column for `entry` at `address`: nonce ‖ ciphertext.
-    package func sealMetadata(_ entry: VaultEntry, address: [UInt8]) -> [UInt8] {
-        let plaintext = SecretBytes(count: VaultPayload.metadataSize(entry)) { buffer in
-            var writer = FixedBufferWriter(buffer)
-            VaultPayload.writeMetadata(entry, to: &writer)
-        }
-        return seal(plaintext, additionalData: additionalData(Self.metadataContext, address: address))
+    /// The metadata column for `entry` at `address`: nonce ‖ ciphertext. The nonce is fresh
+    /// unless given (the known-answer self-test gives it).
+    package func sealMetadata(_ entry: VaultEntry, address: [UInt8], nonce: [UInt8]? = nil) -> [UInt8] {
+        seal(Self.metadataPlaintext(entry), additionalData: metadataAdditionalData(address: address), nonce: nonce)
     }
 
     /// The secret column for `secret` at `address`, bound to the metadata column written with it.
-    package func sealSecret(_ secret: SecretBytes, address: [UInt8], metadata: [UInt8]) -> [UInt8] {
-        seal(secret, additionalData: additionalData(Self.secretContext, address: address, extra: Array(metadata.prefix(Sodium.aeadNonceBytes))))
+    package func sealSecret(_ secret: SecretBytes, address: [UInt8], metadata: [UInt8], nonce: [UInt8]? = nil) -> [UInt8] {
+        seal(secret, additionalData: secretAdditionalData(address: address, metadataNonce: Array(metadata.prefix(Sodium.aeadNonceBytes))), nonce: nonce)
     }
 
     /// The metadata in the metadata column of the row at `address`. Throws ``FormatError`` when it
@@ -105,8 +123,8 @@ package struct VaultRecords {
         seal(plaintext, additionalData: additionalData(Self.metadataContext, address: address))
     }
 
-    private func seal(_ plaintext: SecretBytes, additionalData: [UInt8]) -> [UInt8] {
-        let nonce = Sodium.randomBytes(Sodium.aeadNonceBytes)
+    private func seal(_ plaintext: SecretBytes, additionalData: [UInt8], nonce: [UInt8]? = nil) -> [UInt8] {
+        let nonce = nonce ?? Sodium.randomBytes(Sodium.aeadNonceBytes)
         return nonce + plaintext.withUnsafeBytes { Sodium.seal($0, additionalData: additionalData, nonce: nonce, key: rowKey) }
     }
 

@@ -1,0 +1,93 @@
+import Foundation
+import SystemPackage
+
+extension SQLiteVaultStore {
+    /// Writes a backup of this format-2 vault to `path`: one self-contained format-2 database
+    /// (docs/FORMAT.md, "Backups of a format-2 vault"), never a `-wal` or `-shm` beside it.
+    ///
+    /// The backup is a consistent snapshot of the database (SQLite's `VACUUM INTO`, taken in one
+    /// read transaction while other processes go on writing), so every item is copied sealed, as
+    /// it is, with its times and attributes; nothing is decrypted but, with `service`, the
+    /// metadata that says which rows to leave out. It keeps the vault's key slots (whatever
+    /// opened the vault when the backup was made opens the backup) and gains one for
+    /// `passphrase`, so it also opens away from the vault's key file or TPM. It is written under a
+    /// temporary name with mode 0600, fsynced, and linked into place only when complete: `path`
+    /// never shows a partial backup, and an existing file is never overwritten
+    /// (``LockboxError/vaultAlreadyExists(path:)``).
+    ///
+    /// - Returns: the number of items in the backup.
+    @discardableResult
+    public func backup(to path: FilePath, passphrase: SecretBytes, kdf: KDFParameters = .default, service: String? = nil) throws -> Int {
+        let path = try VaultFile.prepareNewVault(at: path, credentials: [.passphrase(passphrase)])
+        let source = try KeySlots.source(for: .passphrase(passphrase), kdf: kdf)
+        let temporary = try Self.createTemporary(beside: path)
+        var placed = false
+        defer { if !placed { try? temporary.unlinkIfPresent() } }
+        let count = try Self.fill(temporary, from: self, source: source, service: service)
+        try Self.syncFile(temporary)
+        try Self.place(temporary, at: path, replacing: false)
+        placed = true
+        return count
+    }
+
+    /// Copies the vault into the empty file `temporary`, drops the rows of other services, adds
+    /// the backup's slot; returns the item count.
+    private static func fill(_ temporary: FilePath, from store: SQLiteVaultStore, source: KEKSource, service: String?) throws -> Int {
+        // A separate connection: VACUUM INTO cannot run inside the transactions the store's own
+        // connection runs everything in, and it needs no lock of ours (it reads one snapshot).
+        let busyTimeout = try store.currentKeys().busyTimeout
+        try SQLiteConnection(path: store.path, create: false, busyTimeout: busyTimeout).snapshot(into: temporary)
+        let copy = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)
+        try copy.execute("PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;")
+        try checkIdentity(copy, path: temporary)
+        let (dataKey, records, _) = try store.currentKeys()
+        let (count, removed) = try copy.transaction(writing: true) { () throws -> (Int, Bool) in
+            let (vaultID, keyCheck, rows) = try readVaultRow(copy, path: temporary)
+            // The data key may have been rotated between the snapshot and the keys read here.
+            guard vaultID == records.vaultID, Sodium.constantTimeEqual(keyCheck, records.keyCheck) else {
+                throw LockboxError.vaultBusy(path: store.path.string, waitedSeconds: 0)
+            }
+            var removed = 0
+            if let service {
+                var doomed: [[UInt8]] = []
+                let query = try copy.prepare("SELECT address, metadata FROM items")
+                while try query.step() {
+                    let address = query.blob(0)
+                    do {
+                        if try records.openMetadata(query.blob(1), address: address).0.key.service != service { doomed.append(address) }
+                    } catch let error as FormatError {
+                        throw LockboxError.corruptVault(path: store.path.string, reason: error.reason)
+                    }
+                }
+                let delete = try copy.prepare("DELETE FROM items WHERE address = ?")
+                for address in doomed {
+                    delete.reset()
+                    try delete.bind(1, address)
+                    try delete.step()
+                }
+                removed = doomed.count
+            }
+            var slots = rows.map(\.slot)
+            let index = try KeySlots.add(source, to: &slots, dataKey: dataKey, vaultID: vaultID)
+            let insert = try copy.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
+            try insert.bind(1, (rows.last?.id ?? -1) + 1)
+            try insert.bind(2, slots[index].encoded())
+            try insert.step()
+            return (Int(try copy.queryInteger("SELECT count(*) FROM items") ?? 0), removed > 0)
+        }
+        // Rows left out are zeroed (secure_delete); VACUUM also drops their pages.
+        if removed { try copy.execute("VACUUM") }
+        return count
+    }
+}
+
+extension SQLiteConnection {
+    /// Writes a consistent copy of the database into the empty file at `target` (`VACUUM INTO`:
+    /// one read transaction, no free pages, in rollback-journal mode so it needs no `-wal`).
+    /// SQLite keeps the file's mode: create it 0600 first.
+    package func snapshot(into target: FilePath) throws {
+        let statement = try prepare("VACUUM INTO ?")
+        try statement.bind(1, text: target.string)
+        try statement.step()
+    }
+}
