@@ -13,8 +13,8 @@ build:
 	swift build
 
 # The lockbox users run (the figures in docs/PERFORMANCE.md are for this build): release, with
-# the Swift runtime and Foundation linked statically, which halves start-up (13 M instructions
-# for `lockbox --version` against 26 M with the shared libraries), in its own scratch folder so it
+# the Swift runtime and Foundation linked statically, which halved start-up (dynamic linking of
+# the shared Swift libraries cost 13 M instructions per run), in its own scratch folder so it
 # does not rebuild the debug or dynamic release builds.
 # Linked with the toolchain's lld and packed relative relocations (DT_RELR) where the C library
 # reads them (glibc 2.36 or newer, checked here): the ~80,000 relocations of the static runtime
