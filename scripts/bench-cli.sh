@@ -2,12 +2,15 @@
 # lockbox next to secret-tool as whole processes, in one run, paired: Secret Service lookup, store
 # and delete, start-up, a file-vault get, peak RSS; with --dbus also the D-Bus method calls of get,
 # set, list and delete against secret-tool's lookup, store, search and clear. Prints the tables
-# (the figures in docs/PERFORMANCE.md, "lockbox next to secret-tool"); asserts nothing.
+# (the figures in docs/PERFORMANCE.md, "lockbox next to secret-tool"). Asserts no time; with
+# --dbus it fails (exit 1) when lockbox makes more D-Bus calls than secret-tool for the same
+# operation (the counts do not depend on the machine's load).
 #
 # Usage: scripts/bench-cli.sh [--quick] [--dbus] [--runs N] [--binary PATH]
 #
 #   --quick        a smoke run for the test command: 3 pairs per row (seconds)
-#   --dbus         also count D-Bus calls per command (dbus-monitor on the private bus)
+#   --dbus         also count D-Bus calls per command (dbus-monitor on the private bus), and
+#                  fail if lockbox's count for get/set/list/delete exceeds secret-tool's
 #   --runs N       pairs per row (default 30)
 #   --binary PATH  the lockbox to measure (default: build the release binary the README's
 #                  `make install` installs, with `make release`, and measure that)
@@ -25,7 +28,7 @@ while (($#)); do
         --quick | --dbus) args+=("$1"); shift ;;
         --runs) [[ $# -ge 2 ]] || { echo "bench-cli: --runs needs a number" >&2; exit 64; }; args+=(--runs "$2"); shift 2 ;;
         --binary) [[ $# -ge 2 ]] || { echo "bench-cli: --binary needs a path" >&2; exit 64; }; binary="$(realpath "$2")"; shift 2 ;;
-        -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-cli: unknown argument: $1" >&2; exit 64 ;;
     esac
 done

@@ -33,6 +33,7 @@ static void load(void) {
         return; \
     }
     LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LIBSECRET_LOOKUP)
+    LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(LOCKBOX_LIBSECRET_LOOKUP)
 #undef LOCKBOX_LIBSECRET_LOOKUP
     Dl_info info;
     if (dladdr(*(void **)(&table.secret_service_get_sync), &info) != 0 && info.dli_fname != NULL) {
@@ -51,6 +52,78 @@ int lockbox_libsecret_load(char *error, size_t error_size) {
 
 const char *lockbox_libsecret_path(void) {
     return lockbox_libsecret_table.loaded && loaded_path[0] != '\0' ? loaded_path : NULL;
+}
+
+// The start of GObjectClass (gobject/gobject.h; unchanged since GLib 2.0): the class
+// structure's first field is GTypeClass (one GType), then the construct properties, then the
+// constructor.
+typedef struct {
+    GType g_type;
+    void *construct_properties;
+    GObject *(*constructor)(GType type, guint n_construct_properties, void *construct_properties);
+} LockboxObjectClassStart;
+
+enum {
+    G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES = 1 << 0,
+    G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS = 1 << 1,
+    G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START = 1 << 2,
+};
+
+static GObject *(*secret_service_constructor)(GType, guint, void *);
+static pthread_once_t lean_type_once = PTHREAD_ONCE_INIT;
+static GType lean_type;
+
+// libsecret's constructor sets the proxy's name, path, interface and flags (to none) after
+// GObject's; this one then sets the flags Lockbox wants, still during construction (the
+// property is construct-only, as libsecret's own setting of it relies on).
+static GObject *lean_constructor(GType type, guint n_construct_properties, void *construct_properties) {
+    GObject *object = secret_service_constructor(type, n_construct_properties, construct_properties);
+    lockbox_libsecret_table.g_object_set(object, "g-flags",
+                                         (int)(G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES | G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS
+                                               | G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START),
+                                         NULL);
+    return object;
+}
+
+static void lean_class_init(gpointer g_class, gpointer class_data) {
+    (void)class_data;
+    LockboxObjectClassStart *object_class = g_class;
+    secret_service_constructor = object_class->constructor;  // inherited: libsecret's
+    object_class->constructor = lean_constructor;
+}
+
+static void register_lean_type(void) {
+    GType parent = lockbox_libsecret_table.secret_service_get_type();
+    GTypeQuery query;
+    memset(&query, 0, sizeof query);
+    lockbox_libsecret_table.g_type_query(parent, &query);
+    if (query.type == 0) return;
+    lean_type = lockbox_libsecret_table.g_type_register_static_simple(parent, "LockboxSecretService", query.class_size, lean_class_init,
+                                                                      query.instance_size, NULL, 0);
+}
+
+SecretService *lockbox_secret_service_open(GCancellable *cancellable, GError **error) {
+    if (!lockbox_libsecret_table.loaded) lockbox_libsecret_not_loaded("lockbox_secret_service_open");
+    pthread_once(&lean_type_once, register_lean_type);
+    if (lean_type == 0) {
+        // Not expected with any libsecret; fall back to the default proxy rather than fail.
+        return lockbox_libsecret_table.secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
+    }
+    SecretService *service = lockbox_libsecret_table.g_initable_new(lean_type, cancellable, error, NULL);
+    if (service == NULL) return NULL;
+    // Without auto-start, a proxy whose name has no owner would fail each call with a local
+    // "proxy ... without an owner" error; report it as the bus would have instead.
+    gchar *owner = lockbox_libsecret_table.g_dbus_proxy_get_name_owner((GDBusProxy *)service);
+    if (owner == NULL) {
+        lockbox_libsecret_table.g_object_unref(service);
+        if (error != NULL) {
+            *error = lockbox_libsecret_table.g_dbus_error_new_for_dbus_error(
+                "org.freedesktop.DBus.Error.NameHasNoOwner", "the Secret Service provider (org.freedesktop.secrets) is no longer running");
+        }
+        return NULL;
+    }
+    lockbox_libsecret_table.g_free(owner);
+    return service;
 }
 
 void lockbox_libsecret_not_loaded(const char *name) {

@@ -8,8 +8,8 @@ import Lockbox
 /// collection's `Locked` property) are plain D-Bus calls on the shared session-bus connection, to
 /// the provider's well-known name: no libsecret proxy, no bus match rules, no encrypted session.
 /// Only reading a secret (`GetSecrets`) and creating an item (`CreateItem`) go through libsecret,
-/// whose `SecretService` is made on first need and negotiates the encrypted session
-/// (`OpenSession`) then. So `delete` and `list` make no session at all (issue 18; the call counts
+/// whose `SecretService` is made on first need (a lean proxy: no property or signal set-up) and
+/// negotiates the encrypted session (`OpenSession`) then. So `delete` and `list` make no session at all (issue 18; the call counts
 /// are in docs/PERFORMANCE.md).
 ///
 /// Every call of one ``run(_:_:)`` shares a ``Deadline`` and the client's lock; a failure that
@@ -66,10 +66,7 @@ final class SecretServiceClient: @unchecked Sendable {
                 return try body(Calls(connection: current, deadline: deadline, timeout: timeout))
             } catch let error as GLibError {
                 let mapped = Self.map(error, operation: operation, deadline: deadline)
-                if case .keyringLocked = mapped {} else {
-                    handle = nil
-                    secret_service_disconnect()
-                }
+                if case .keyringLocked = mapped {} else { handle = nil }
                 throw mapped
             }
         }
@@ -224,12 +221,14 @@ final class SecretServiceClient: @unchecked Sendable {
             return String(cString: path)
         }
 
-        /// libsecret's service proxy with an open session, made on first use in this connection.
+        /// libsecret's service proxy, made on first use in this connection; libsecret opens the
+        /// session on its first secret. The proxy is the lean one of `lockbox_secret_service_open`
+        /// (CLibSecret.h): no service properties, no signal match rules, no auto-start, so its
+        /// set-up costs two bus calls (AddMatch for the owner's changes, GetNameOwner) where
+        /// `secret_service_get_sync`'s costs seven (issue 18).
         private func secretService() throws -> OpaquePointer {
             if let service = connection.service { return service }
-            let service = try withGError { error in
-                secret_service_get_sync(SECRET_SERVICE_NONE, deadline.cancellable, error)
-            }
+            let service = try withGError { error in lockbox_secret_service_open(deadline.cancellable, error) }
             guard let service else { throw LockboxError.secretServiceUnavailable(detail: "libsecret returned no service") }
             connection.service = service
             return service

@@ -40,7 +40,7 @@ struct Doctor: ParsableCommand {
         let request = try vaultOptions.requestedStore()
 
         // The Secret Service, part by part.
-        let environment = ProcessInfo.processInfo.environment
+        let environment = CommandEnvironment.values
         let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
         var secretServiceProblem: LockboxError?
         do {

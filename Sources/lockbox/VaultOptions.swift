@@ -48,7 +48,7 @@ struct VaultOptions: ParsableArguments {
     /// The vault path: --vault, then $LOCKBOX_VAULT, then the XDG default.
     var vaultPath: FilePath {
         if let vault { return FilePath(vault) }
-        let environment = ProcessInfo.processInfo.environment
+        let environment = CommandEnvironment.values
         if let fromEnvironment = environment["LOCKBOX_VAULT"], !fromEnvironment.isEmpty {
             return FilePath(fromEnvironment)
         }
@@ -58,7 +58,7 @@ struct VaultOptions: ParsableArguments {
     /// The key file: --key-file, then $LOCKBOX_KEY_FILE (a path, not a secret).
     var keyFilePath: FilePath? {
         if let keyFile { return FilePath(keyFile) }
-        if let fromEnvironment = ProcessInfo.processInfo.environment["LOCKBOX_KEY_FILE"], !fromEnvironment.isEmpty {
+        if let fromEnvironment = CommandEnvironment.values["LOCKBOX_KEY_FILE"], !fromEnvironment.isEmpty {
             return FilePath(fromEnvironment)
         }
         return nil
@@ -90,7 +90,7 @@ struct VaultOptions: ParsableArguments {
         return credentials
     }
 
-    private var environment: [String: String] { ProcessInfo.processInfo.environment }
+    private var environment: [String: String] { CommandEnvironment.values }
 
     var profileName: String { profile ?? environment["LOCKBOX_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default" }
 

@@ -72,6 +72,19 @@ struct CLITests {
         #expect(try addresses() == [])
     }
 
+    @Test("--version alone, answered before the argument parser, prints what the parser prints for it")
+    func versionBeforeTheParser() throws {
+        let alone = try lockbox(["--version"])
+        #expect(alone.status == 0)
+        #expect(alone.stdoutString == LockboxCommand.version + "\n")
+        #expect(alone.stderr.isEmpty)
+        // `--verbose --version` is not the fast path: the parser answers it.
+        let parsed = try lockbox(["--verbose", "--version"])
+        #expect(parsed.status == alone.status)
+        #expect(parsed.stdoutString == alone.stdoutString)
+        #expect(LockboxCommand.configuration.version == LockboxCommand.version)
+    }
+
     @Test("passphrase from --passphrase-fd: init, use, wrong passphrase, passwd")
     func passphraseLifecycle() throws {
         let passFile = folder.file("pass").string

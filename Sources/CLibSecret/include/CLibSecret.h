@@ -65,7 +65,6 @@ typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
    inline functions are made from. */
 #define LOCKBOX_LIBSECRET_FUNCTIONS(X) \
     X(SecretService *, secret_service_get_sync, (SecretServiceFlags flags, GCancellable *cancellable, GError **error), (flags, cancellable, error)) \
-    X(void, secret_service_disconnect, (void), ()) \
     X(SecretValue *, secret_service_get_secret_for_dbus_path_sync, (SecretService *self, const gchar *item_path, GCancellable *cancellable, GError **error), (self, item_path, cancellable, error)) \
     X(SecretValue *, secret_service_lookup_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, GError **error), (service, schema, attributes, cancellable, error)) \
     X(gboolean, secret_service_search_for_dbus_paths_sync, (SecretService *self, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, gchar ***unlocked, gchar ***locked, GError **error), (self, schema, attributes, cancellable, unlocked, locked, error)) \
@@ -114,11 +113,32 @@ typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
     X(GVariantType *, g_variant_type_new, (const gchar *type_string), (type_string)) \
     X(void, g_variant_type_free, (GVariantType *type), (type))
 
+/* Loaded for lockbox_secret_service_open (libsecret.c), not called from Swift. */
+typedef size_t GType;
+typedef struct _GObject GObject;
+typedef struct _GTypeQuery {
+    GType type;
+    const gchar *type_name;
+    guint class_size;
+    guint instance_size;
+} GTypeQuery;
+typedef void (*GClassInitFunc)(gpointer g_class, gpointer class_data);
+typedef void (*GInstanceInitFunc)(void *instance, gpointer g_class);
+#define LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(X) \
+    X(GType, secret_service_get_type, (void), ()) \
+    X(void, g_type_query, (GType type, GTypeQuery *query), (type, query)) \
+    X(GType, g_type_register_static_simple, (GType parent_type, const gchar *type_name, guint class_size, GClassInitFunc class_init, guint instance_size, GInstanceInitFunc instance_init, int flags), (parent_type, type_name, class_size, class_init, instance_size, instance_init, flags)) \
+    X(void, g_object_set, (gpointer object, const gchar *first_property_name, ...), ()) \
+    X(gpointer, g_initable_new, (GType object_type, GCancellable *cancellable, GError **error, const gchar *first_property_name, ...), ()) \
+    X(gchar *, g_dbus_proxy_get_name_owner, (GDBusProxy *proxy), (proxy)) \
+    X(GError *, g_dbus_error_new_for_dbus_error, (const gchar *dbus_error_name, const gchar *dbus_error_message), (dbus_error_name, dbus_error_message))
+
 /* The loaded functions (filled by lockbox_libsecret_load). */
 #define LOCKBOX_LIBSECRET_FIELD(ret, name, params, args) ret (*name) params;
 typedef struct {
     int loaded;
     LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LIBSECRET_FIELD)
+    LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(LOCKBOX_LIBSECRET_FIELD)
 } LockboxLibsecretTable;
 #undef LOCKBOX_LIBSECRET_FIELD
 extern LockboxLibsecretTable lockbox_libsecret_table;
@@ -131,6 +151,20 @@ int lockbox_libsecret_load(char *error, size_t error_size);
 /* The file the loaded libsecret came from (e.g. /usr/lib/x86_64-linux-gnu/libsecret-1.so.0), or
    NULL before a successful load. */
 const char *lockbox_libsecret_path(void);
+
+/* A new libsecret SecretService proxy for the Secret Service's well-known name, built without
+   what the default one (secret_service_get_sync) sets up and Lockbox never uses: no
+   Properties.GetAll of the service (G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES), no match rules
+   for the service's signals (DO_NOT_CONNECT_SIGNALS), no StartServiceByName (DO_NOT_AUTO_START:
+   it is made after a plain call to the well-known name reached the provider, which activated it
+   if need be). Its set-up is one AddMatch (the owner's changes) and one GetNameOwner instead of
+   seven calls; the session (OpenSession) is opened by libsecret on the first secret, as with the
+   default proxy. A name with no owner (the provider went away since) fails here as
+   org.freedesktop.DBus.Error.NameHasNoOwner, the error a call to the name would have given.
+   It is a subclass of SecretService, as secret_service_open_sync allows, because libsecret's own
+   constructor forces the proxy flags to none. Returns NULL with `error` set on failure; the
+   caller owns the reference (it is not libsecret's cached default proxy). */
+SecretService *lockbox_secret_service_open(GCancellable *cancellable, GError **error);
 
 /* Aborts with a message naming `name`: a function was called before lockbox_libsecret_load(). */
 void lockbox_libsecret_not_loaded(const char *name) __attribute__((noreturn));
