@@ -74,6 +74,19 @@ func eventually(_ condition: @Sendable () -> Bool) async -> Bool {
     return condition()
 }
 
+/// How many of 1,000 yields a new unstructured task gets through (all of them, unless the
+/// cooperative pool is blocked for good): the probe that the pool is free.
+func trivialTaskSteps() async -> Int {
+    await Task {
+        var steps = 0
+        for _ in 0..<1_000 {
+            await Task.yield()
+            steps += 1
+        }
+        return steps
+    }.value
+}
+
 /// Opens `gate` from a plain thread if `done` is not signalled within ``patience``, so a test
 /// whose cooperative pool is blocked for good fails instead of hanging; `firedValue` says whether
 /// it had to.
@@ -119,14 +132,7 @@ struct AsyncAPITests {
         // Every executor thread is now inside a comparison that waits at the gate.
         #expect(await eventually { gate.counts.inside == 4 })
         // A trivial task still gets the cooperative pool's threads, over and over.
-        let steps = await Task {
-            var steps = 0
-            for _ in 0..<1_000 {
-                await Task.yield()
-                steps += 1
-            }
-            return steps
-        }.value
+        let steps = await trivialTaskSteps()
         let atFinish = gate.counts
         watchdog.finish()
         #expect(steps == 1_000)

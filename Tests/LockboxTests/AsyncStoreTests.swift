@@ -3,19 +3,6 @@ import Testing
 @testable import Lockbox
 import LockboxTesting
 
-/// The LockboxError `body` throws, recording an issue if it throws nothing or something else.
-func caughtError<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T) async -> LockboxError? {
-    do {
-        _ = try await body()
-        Issue.record("expected an error, but nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as LockboxError {
-        return error
-    } catch {
-        Issue.record("expected a LockboxError, got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
-}
-
 /// Runs `body` on a thread of its own (not the cooperative pool) and returns its result: how the
 /// tests call the blocking API, as the CLI does.
 func onPlainThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -105,14 +92,7 @@ struct AsyncStoreTests {
         let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
         #expect(await eventually { store.callsWaiting == 20 }, "every verify is waiting for the store's answer")
         #expect(executor.statistics.running == 0, "no thread is blocked on the store")
-        let steps = await Task {
-            var steps = 0
-            for _ in 0..<1_000 {
-                await Task.yield()
-                steps += 1
-            }
-            return steps
-        }.value
+        let steps = await trivialTaskSteps()
         #expect(steps == 1_000)
         store.releaseAnswers()
         for verify in verifies { try await verify.value }

@@ -82,6 +82,19 @@ func caughtError<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: (
     return nil
 }
 
+/// ``caughtError(sourceLocation:_:)`` for async code.
+func caughtError<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T) async -> LockboxError? {
+    do {
+        _ = try await body()
+        Issue.record("expected an error, but nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as LockboxError {
+        return error
+    } catch {
+        Issue.record("expected a LockboxError, got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
+}
+
 // MARK: Running the real `lockbox` binary
 
 struct ProcessResult {

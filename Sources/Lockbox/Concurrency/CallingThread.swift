@@ -1,9 +1,9 @@
 /// Runs async code to its end on the calling thread, blocking it meanwhile: how the blocking API
 /// runs the one (async) implementation of each operation.
 ///
-/// The task runs with a task executor that is this thread: every job of the task — its start,
-/// and every resumption after it suspended (for a lock, a memory reservation, an async store's
-/// answer) — is queued to the caller, which runs them until the task ends. Nothing runs on
+/// The task starts at once on this thread and has a task executor that is this thread: every
+/// resumption after it suspended (for a lock, a memory reservation, an async store's answer) is
+/// queued to the caller, which runs them until the task ends. Nothing runs on
 /// Swift's cooperative pool, so a blocking call made from a thread of that pool cannot deadlock
 /// waiting for the pool; over a blocking ``SecretStore`` called inline the task never suspends
 /// and the whole operation runs on the caller's thread, as a plain function call would (about
@@ -13,7 +13,8 @@ package enum CallingThread {
     package static func run<Result: Sendable>(_ body: sending @escaping () async throws -> Result) throws -> Result {
         let executor = CallingThreadExecutor()
         let outcome = Locked<Swift.Result<Result, any Error>?>(nil)
-        Task(executorPreference: executor) {
+        // `immediate`: the task starts here, now, instead of being queued to this thread first.
+        Task.immediate(executorPreference: executor) {
             do {
                 let value = try await body()
                 outcome.withLock { $0 = .success(value) }

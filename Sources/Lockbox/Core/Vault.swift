@@ -46,7 +46,7 @@ public struct Vault: Sendable {
 
     /// Creates a vault over an async store (a network-backed one): the async methods await it
     /// and never block a thread; the blocking methods block the calling thread until it answers.
-    /// The other parameters are those of ``init(store:freshness:executor:logger:metricsFactory:)-(any SecretStore,_,_,_,_)``.
+    /// The other parameters are those of the initializer over a blocking ``SecretStore``.
     public init(
         store: any AsyncSecretStore, freshness: (any FreshAuthentication)? = nil, executor: BlockingExecutor = .shared,
         logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory

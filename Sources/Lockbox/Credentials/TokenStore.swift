@@ -54,9 +54,8 @@ public final class TokenStore: Sendable {
 
     /// Creates a token store over an async store (a network-backed one): the async methods await
     /// it and never block a thread; the blocking ones block the calling thread until it answers.
-    /// The other parameters are those of
-    /// ``init(store:leeway:now:lockDirectory:lockTimeout:executor:logger:metricsFactory:)-(any SecretStore,_,_,_,_,_,_,_)``;
-    /// the refresh lock serialises the processes of one host (see ``PinGuard``'s async-store initializer).
+    /// The other parameters are those of the initializer over a blocking ``SecretStore``; the
+    /// refresh lock serialises the processes of one host (see ``PinGuard``'s async-store initializer).
     public convenience init(
         store: any AsyncSecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared,
