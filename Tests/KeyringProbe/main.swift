@@ -4,6 +4,7 @@
 // "the provider going away mid-session is a clear error" runs it and checks its output.
 // Exit 0 only if every step behaved: the store worked, then failed with a typed error, quickly.
 
+import CLibSecret
 import Foundation
 import Lockbox
 import LockboxSecretService
@@ -51,6 +52,36 @@ func pinStep(_ step: String) -> Never {
     } catch {
         fail("\(error)")
     }
+}
+
+// `KeyringProbe lean-proxy`: makes the lean SecretService proxy (lockbox_secret_service_open) on
+// the session bus and prints what happened: "lean-proxy: made" with a provider; with none, the
+// D-Bus error name it failed with (it must be NameHasNoOwner, which the store maps to
+// secret-service-unavailable like every other call's), checked by
+// SecretServiceFailureTests.leanProxyWithoutProvider.
+if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "lean-proxy" {
+    leanProxyStep()
+}
+
+func leanProxyStep() -> Never {
+    var message = [CChar](repeating: 0, count: 512)
+    guard lockbox_libsecret_load(&message, message.count) != 0 else { fail("libsecret could not be loaded") }
+    var error: UnsafeMutablePointer<GError>?
+    guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else { fail("no session bus") }
+    defer { g_object_unref(UnsafeMutableRawPointer(bus)) }
+    if let service = lockbox_secret_service_open(nil, &error) {
+        g_object_unref(UnsafeMutableRawPointer(service))
+        print("lean-proxy: made")
+        exit(0)
+    }
+    guard let error else { fail("lockbox_secret_service_open returned nothing and no error") }
+    let name = g_dbus_error_get_remote_error(error).map { name in
+        defer { g_free(name) }
+        return String(cString: name)
+    }
+    g_error_free(error)
+    print("lean-proxy: failed with \(name ?? "a local error")")
+    exit(0)
 }
 
 guard let pidText = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING_PID"], let pid = Int32(pidText) else {

@@ -326,6 +326,16 @@ struct SecretServiceFailureTests {
         #expect(result.stderr.contains("error[\(LockboxError.Code.secretServiceUnavailable)]"))
     }
 
+    @Test("the lean libsecret proxy: made where a provider runs; without one, NameHasNoOwner (secret-service-unavailable), not a local error")
+    func leanProxyWithoutProvider() throws {
+        let probe = lockboxBinary.deletingLastPathComponent().appendingPathComponent("KeyringProbe").path
+        let with = try run(keyringSessionScript, ["--", probe, "lean-proxy"])
+        #expect(with.status == 0 && with.stdout.contains("lean-proxy: made"), "\(with.stdout)\(with.stderr)")
+        let without = try run(keyringSessionScript, ["--no-provider", "--", probe, "lean-proxy"])
+        #expect(without.status == 0, "\(without.stdout)\(without.stderr)")
+        #expect(without.stdout.contains("lean-proxy: failed with org.freedesktop.DBus.Error.NameHasNoOwner"), "\(without.stdout)")
+    }
+
     @Test("no session bus at all gives exit 20, and doctor says how to fix it")
     func noBus() throws {
         let folder = try TemporaryFolder()
