@@ -363,7 +363,16 @@ public enum KnownAnswerTests {
         sink.check("\(id) (read)", expectation: "match") {
             try checkReader(file: file, vector: vector)
         }
-        for (index, json) in mustFail.enumerated() {
+        runMustFail(mustFail, id: id, into: &sink) { fields in
+            try checkDamaged(file: file, vector: vector, fields: &fields)
+        }
+    }
+
+    /// Runs each must-fail case of vector `id` through `check`, one result per case.
+    private static func runMustFail(
+        _ cases: [VectorJSON], id: String, into sink: inout ResultSink, _ check: (inout VectorFields) throws -> String
+    ) {
+        for (index, json) in cases.enumerated() {
             var fields: VectorFields
             do {
                 fields = try VectorFields(json, context: "\(id) must_fail \(index)")
@@ -372,9 +381,7 @@ public enum KnownAnswerTests {
                 continue
             }
             let caseID = (try? fields.string("id")) ?? "#\(index)"
-            sink.check("\(id) must fail: \(caseID)", expectation: "reject") {
-                try checkDamaged(file: file, vector: vector, fields: &fields)
-            }
+            sink.check("\(id) must fail: \(caseID)", expectation: "reject") { try check(&fields) }
         }
     }
 
@@ -653,18 +660,8 @@ public enum KnownAnswerTests {
         sink.check("\(id) (read)", expectation: "match") {
             try checkFormat2Reader(database, vector: vector)
         }
-        for (index, json) in mustFail.enumerated() {
-            var fields: VectorFields
-            do {
-                fields = try VectorFields(json, context: "\(id) must_fail \(index)")
-            } catch {
-                sink.record(vector: "\(id) must fail #\(index)", expectation: "reject", passed: false, detail: "\(error)", seconds: 0)
-                continue
-            }
-            let caseID = (try? fields.string("id")) ?? "#\(index)"
-            sink.check("\(id) must fail: \(caseID)", expectation: "reject") {
-                try checkFormat2Damaged(database, vector: vector, fields: &fields)
-            }
+        runMustFail(mustFail, id: id, into: &sink) { fields in
+            try checkFormat2Damaged(database, vector: vector, fields: &fields)
         }
     }
 

@@ -354,6 +354,15 @@ public final class SQLiteVaultStore: SecretStore {
         return (vaultID, keyCheck, slots)
     }
 
+    /// Adds `slot` as a new row after the last of `rows` (the slots as ``readVaultRow(_:path:)``
+    /// read them).
+    static func insertSlot(_ slot: KeySlot, after rows: [SlotRow], _ connection: SQLiteConnection) throws {
+        let insert = try connection.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
+        try insert.bind(1, (rows.last?.id ?? -1) + 1)
+        try insert.bind(2, slot.encoded())
+        try insert.step()
+    }
+
     static func writeSlots(_ slots: [KeySlot], _ connection: SQLiteConnection) throws {
         try connection.execute("DELETE FROM key_slots")
         let insert = try connection.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
@@ -517,14 +526,32 @@ public final class SQLiteVaultStore: SecretStore {
     }
 
     private func forEachMetadata(_ state: borrowing State, _ body: (ItemMetadata, [UInt8]) throws -> Void) throws {
-        try state.connection.withStatement("SELECT address, metadata FROM items") { query in
+        try Self.forEachMetadata(state.connection, records: state.records, path: path, body)
+    }
+
+    /// Calls `body` with each row's metadata, opened with `records`, and its address (a row that
+    /// does not open: ``LockboxError/corruptVault(path:reason:)`` for `path`).
+    static func forEachMetadata(
+        _ connection: SQLiteConnection, records: VaultRecords, path: FilePath, _ body: (ItemMetadata, [UInt8]) throws -> Void
+    ) throws {
+        try connection.withStatement("SELECT address, metadata FROM items") { query in
             while try query.step() {
                 let address = query.blob(0)
                 do {
-                    try body(try state.records.openMetadata(query.blob(1), address: address).0, address)
+                    try body(try records.openMetadata(query.blob(1), address: address).0, address)
                 } catch let error as FormatError {
-                    throw corrupt(error)
+                    throw LockboxError.corruptVault(path: path.string, reason: error.reason)
                 }
+            }
+        }
+    }
+
+    /// Deletes the item rows at `addresses`.
+    static func deleteRows(_ addresses: [[UInt8]], _ connection: SQLiteConnection) throws {
+        for address in addresses {
+            try connection.withStatement("DELETE FROM items WHERE address = ?") { delete in
+                try delete.bind(1, address)
+                try delete.step()
             }
         }
     }
@@ -534,12 +561,7 @@ public final class SQLiteVaultStore: SecretStore {
         try withTransaction(writing: true) { state in
             var doomed: [[UInt8]] = []
             try forEachMetadata(state) { metadata, address in if metadata.key.service == service { doomed.append(address) } }
-            let delete = try state.connection.prepare("DELETE FROM items WHERE address = ?")
-            for address in doomed {
-                delete.reset()
-                try delete.bind(1, address)
-                try delete.step()
-            }
+            try Self.deleteRows(doomed, state.connection)
             return doomed.count
         }
     }
@@ -572,10 +594,7 @@ public final class SQLiteVaultStore: SecretStore {
             let rows = try Self.readVaultRow(state.connection, path: path).2
             var slots = rows.map(\.slot)
             let index = try KeySlots.add(source, to: &slots, dataKey: state.dataKey, vaultID: state.records.vaultID)
-            let insert = try state.connection.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
-            try insert.bind(1, (rows.last?.id ?? -1) + 1)
-            try insert.bind(2, slots[index].encoded())
-            try insert.step()
+            try Self.insertSlot(slots[index], after: rows, state.connection)
             return index
         }
     }

@@ -47,33 +47,17 @@ extension SQLiteVaultStore {
             guard vaultID == records.vaultID, Sodium.constantTimeEqual(keyCheck, records.keyCheck) else {
                 throw LockboxError.vaultBusy(path: store.path.string, waitedSeconds: 0)
             }
-            var removed = 0
+            var doomed: [[UInt8]] = []
             if let service {
-                var doomed: [[UInt8]] = []
-                let query = try copy.prepare("SELECT address, metadata FROM items")
-                while try query.step() {
-                    let address = query.blob(0)
-                    do {
-                        if try records.openMetadata(query.blob(1), address: address).0.key.service != service { doomed.append(address) }
-                    } catch let error as FormatError {
-                        throw LockboxError.corruptVault(path: store.path.string, reason: error.reason)
-                    }
+                try forEachMetadata(copy, records: records, path: store.path) { metadata, address in
+                    if metadata.key.service != service { doomed.append(address) }
                 }
-                let delete = try copy.prepare("DELETE FROM items WHERE address = ?")
-                for address in doomed {
-                    delete.reset()
-                    try delete.bind(1, address)
-                    try delete.step()
-                }
-                removed = doomed.count
+                try deleteRows(doomed, copy)
             }
             var slots = rows.map(\.slot)
             let index = try KeySlots.add(source, to: &slots, dataKey: dataKey, vaultID: vaultID)
-            let insert = try copy.prepare("INSERT INTO key_slots (slot_id, slot) VALUES (?, ?)")
-            try insert.bind(1, (rows.last?.id ?? -1) + 1)
-            try insert.bind(2, slots[index].encoded())
-            try insert.step()
-            return (Int(try copy.queryInteger("SELECT count(*) FROM items") ?? 0), removed > 0)
+            try insertSlot(slots[index], after: rows, copy)
+            return (Int(try copy.queryInteger("SELECT count(*) FROM items") ?? 0), !doomed.isEmpty)
         }
         // Rows left out are zeroed (secure_delete); VACUUM also drops their pages.
         if removed { try copy.execute("VACUUM") }
