@@ -1,6 +1,14 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// LOCKBOX_WITHOUT_POSTGRES=1 leaves the PostgreSQL store out of the package: no postgres-nio
+// dependency, no LockboxPostgres target, product or tests. scripts/sanitizers.sh sets it, so
+// its TSan and ASan builds of the test product (`LockboxPackageTests`, every test target) do not
+// compile SwiftNIO and postgres-nio twice more (3-5 minutes each on 2 cores); the normal build
+// (scripts/test.sh, `swift build --build-tests`) builds them once and runs their tests
+// (docs/SECURITY-TESTING.md, section 4).
+let withPostgres = Context.environment["LOCKBOX_WITHOUT_POSTGRES"] != "1"
+
 let package = Package(
     name: "Lockbox",
     products: [
@@ -16,13 +24,21 @@ let package = Package(
         // depend on "Lockbox" alone and link nothing of it.
         .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
-    ],
+    ] + (withPostgres ? [
+        // The fleet store: one vault in PostgreSQL for many hosts, over postgres-nio. Only apps
+        // that depend on this product build SwiftNIO.
+        .library(name: "LockboxPostgres", targets: ["LockboxPostgres"]),
+    ] : []),
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
-    ],
+    ] + (withPostgres ? [
+        // Only LockboxPostgres (and its tests) use them; swift-log comes with postgres-nio anyway.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.5.3"),
+    ] : []),
     targets: [
         // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
         .systemLibrary(
@@ -168,6 +184,23 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-    ],
+    ] + (withPostgres ? [
+        .target(
+            name: "LockboxPostgres",
+            dependencies: [
+                "Lockbox",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
+        // (inside scripts/postgres-session.sh); they fail instead of skipping when
+        // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given.
+        .testTarget(
+            name: "LockboxPostgresTests",
+            dependencies: ["Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
+    ] : []),
     swiftLanguageModes: [.v6]
 )
