@@ -1,6 +1,14 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// LOCKBOX_WITHOUT_POSTGRES=1 leaves the PostgreSQL store out of the package: no postgres-nio
+// dependency, no LockboxPostgres target, product or tests. scripts/sanitizers.sh sets it, so
+// its TSan and ASan builds of the test product (`LockboxPackageTests`, every test target) do not
+// compile SwiftNIO and postgres-nio twice more (3-5 minutes each on 2 cores); the normal build
+// (scripts/test.sh, `swift build --build-tests`) builds them once and runs their tests
+// (docs/SECURITY-TESTING.md, section 4).
+let withPostgres = Context.environment["LOCKBOX_WITHOUT_POSTGRES"] != "1"
+
 let package = Package(
     name: "Lockbox",
     products: [
@@ -22,7 +30,11 @@ let package = Package(
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
         .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
-    ],
+    ] + (withPostgres ? [
+        // The fleet store: one vault in PostgreSQL for many hosts, over postgres-nio. Only apps
+        // that depend on this product build SwiftNIO.
+        .library(name: "LockboxPostgres", targets: ["LockboxPostgres"]),
+    ] : []),
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
@@ -38,7 +50,10 @@ let package = Package(
         // Sources/Lockbox/Lockbox.docc; scripts/check-docc.sh). A command plugin: nothing of it is
         // linked or built by `swift build`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
-    ],
+    ] + (withPostgres ? [
+        // Only LockboxPostgres (and its tests) use it.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+    ] : []),
     targets: [
         // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
         .systemLibrary(
@@ -197,6 +212,23 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-    ],
+    ] + (withPostgres ? [
+        .target(
+            name: "LockboxPostgres",
+            dependencies: [
+                "Lockbox",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
+        // (inside scripts/postgres-session.sh); they fail instead of skipping when
+        // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given.
+        .testTarget(
+            name: "LockboxPostgresTests",
+            dependencies: ["Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
+    ] : []),
     swiftLanguageModes: [.v6]
 )
