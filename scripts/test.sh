@@ -17,10 +17,9 @@ fi
 
 # The examples must still do what they say, on the file vault and on gnome-keyring.
 scripts/run-examples.sh
-# The example Hummingbird service (its own package, so Hummingbird and SwiftNIO stay out of the root
-# package's graph): built once, two processes on one vault driven with concurrent requests, then
-# the starvation benchmark's quick mode (figures, no thresholds). About 5 minutes from a clean
-# clone on 2 cores, nearly all of it compiling SwiftNIO and Hummingbird.
+# The example Hummingbird service (built above with everything else: SwiftNIO is compiled once for
+# it and LockboxPostgres): two processes on one vault driven with concurrent requests, then the
+# starvation benchmark's quick mode (figures, no thresholds).
 scripts/run-service-example.sh
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
