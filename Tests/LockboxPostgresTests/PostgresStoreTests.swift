@@ -250,6 +250,62 @@ struct PostgresStoreTests {
         #expect(error is PostgresStoreError, "after shutdown: \(String(describing: error))")
     }
 
+    @Test func aConnectionDroppedMidTransactionWritesNothingAndTheNextCallReconnects() async throws {
+        guard let cluster = try Cluster.current("connection dropped mid-transaction") else { return }
+        let store = try await makeStore(cluster)
+        let written = ItemKey(service: "drop", account: "first"), held = ItemKey(service: "drop", account: "held")
+        try await store.set(secret("old"), for: held, options: ItemOptions())
+
+        // Another session holds `held`'s row lock, so the store's transaction stops there, after
+        // its first write and before its commit.
+        let blocker = Process()
+        blocker.executableURL = URL(fileURLWithPath: cluster.ctl)
+        blocker.arguments = ["psql", "primary", "BEGIN; SELECT 1 FROM lockbox.items FOR UPDATE; SELECT pg_sleep(120); COMMIT"]
+        blocker.standardOutput = FileHandle.nullDevice
+        blocker.standardError = FileHandle.nullDevice
+        try blocker.run()
+        defer {
+            _ = try? cluster.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()")
+            blocker.waitUntilExit()
+        }
+        // Wait until the blocker holds the lock (its pg_sleep is running).
+        let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND state = 'active' AND pid <> pg_backend_pid()"
+        for _ in 0..<400 {
+            if try cluster.psql(sleeping).trimmingCharacters(in: .whitespacesAndNewlines) == "1" { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+
+        let writing = Task { try await store.set([ItemWrite(secret("new"), for: written), ItemWrite(secret("new"), for: held)]) }
+        // The store's backend waiting on the lock: its transaction has written `written`'s row.
+        let waiting = """
+            SELECT pid FROM pg_stat_activity WHERE usename = 'lockbox' AND wait_event_type = 'Lock' AND backend_xid IS NOT NULL
+            """
+        var backend = ""
+        for _ in 0..<400 {
+            backend = try cluster.psql(waiting).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !backend.isEmpty { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try #require(!backend.isEmpty && !backend.contains("\n"), "the store's transaction never waited on the lock")
+        #expect(try cluster.psql("SELECT pg_terminate_backend(\(backend))").contains("t"))
+
+        let error = await thrown { try await writing.value }
+        guard case .connectionLost? = error as? PostgresStoreError else {
+            Issue.record("expected connectionLost, got \(String(describing: error))")
+            return
+        }
+        #expect(!"\(error!)".contains(cluster.url.password ?? "no password"))
+        // Nothing of the transaction was committed; the next calls connect anew, even while the
+        // blocker still holds its lock (reads do not wait for it).
+        #expect(try await store.get(written) == nil)
+        #expect(text(try await store.get(held)) == "old")
+        _ = try cluster.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()")
+        try await store.set([ItemWrite(secret("new"), for: written), ItemWrite(secret("new"), for: held)])
+        #expect(text(try await store.get(written)) == "new")
+        #expect(text(try await store.get(held)) == "new")
+        await store.shutdown()
+    }
+
     @Test func connectionURLsComeFromPrivateFilesAndNeverShowThePassword() throws {
         let url = try PostgresConnectionURL(parsing: "postgresql://fleet:p%40ss%2Fword@db.example:6543/vaults?sslmode=require&connect_timeout=3")
         #expect(url.user == "fleet" && url.password == "p@ss/word" && url.host == "db.example" && url.port == 6543)
