@@ -1,6 +1,17 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// LOCKBOX_SANITIZER_BUILD=1 leaves out of the package everything that builds SwiftNIO, and the
+// swift-configuration adapter's tests: the postgres-nio and Hummingbird dependencies, the
+// LockboxPostgres target, product and tests, the HummingbirdService example and
+// LockboxSwiftConfigurationTests. scripts/sanitizers.sh sets it, so its TSan and ASan builds of the
+// test product (`LockboxPackageTests`, every test target) do not compile SwiftNIO, postgres-nio and
+// swift-configuration twice more (3-5 minutes each on 2 cores). The normal build (scripts/test.sh,
+// `swift build --build-tests`) builds them once, for LockboxPostgres and the example service alike,
+// and runs their tests (docs/SECURITY-TESTING.md, section 4). Apps that depend on the `Lockbox`
+// product build none of them either way: SwiftPM compiles only the targets a product needs.
+let sanitizerBuild = Context.environment["LOCKBOX_SANITIZER_BUILD"] == "1"
+
 let package = Package(
     name: "Lockbox",
     products: [
@@ -22,7 +33,11 @@ let package = Package(
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
         .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
         .executable(name: "lockbox", targets: ["lockbox"]),
-    ],
+    ] + (sanitizerBuild ? [] : [
+        // The fleet store: one vault in PostgreSQL for many hosts, over postgres-nio. Only apps
+        // that depend on this product build SwiftNIO.
+        .library(name: "LockboxPostgres", targets: ["LockboxPostgres"]),
+    ]),
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
@@ -31,14 +46,19 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
-        // Only LockboxSwiftConfiguration uses it (its tests run in Examples/HummingbirdService,
-        // which builds it anyway, so the sanitizer builds of the suite do not).
+        // Only LockboxSwiftConfiguration, its tests and the HummingbirdService example use it.
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         // `swift package generate-documentation --target Lockbox` (the DocC catalog,
         // Sources/Lockbox/Lockbox.docc; scripts/check-docc.sh). A command plugin: nothing of it is
         // linked or built by `swift build`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
-    ],
+    ] + (sanitizerBuild ? [] : [
+        // Only LockboxPostgres (and its tests) use it.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        // Only the HummingbirdService example uses it. It shares SwiftNIO with postgres-nio, so one
+        // build of the package compiles SwiftNIO once for both.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+    ]),
     targets: [
         // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
         .systemLibrary(
@@ -198,6 +218,47 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-    ],
+    ] + (sanitizerBuild ? [] : [
+        .target(
+            name: "LockboxPostgres",
+            dependencies: [
+                "Lockbox",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
+        // (inside scripts/postgres-session.sh); they fail instead of skipping when
+        // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given.
+        .testTarget(
+            name: "LockboxPostgresTests",
+            dependencies: ["Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
+        // A Hummingbird 2 service over the async API (Examples/HummingbirdService/README.md), built
+        // and driven by scripts/run-service-example.sh.
+        .executableTarget(
+            name: "HummingbirdService",
+            dependencies: [
+                "Lockbox",
+                "LockboxSwiftConfiguration",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ],
+            path: "Examples/HummingbirdService",
+            exclude: ["README.md"]
+        ),
+        // The LockboxSwiftConfiguration adapter's tests. Under the switch only so that the sanitizer
+        // builds do not compile swift-configuration (and Yams, swift-service-lifecycle) for them.
+        .testTarget(
+            name: "LockboxSwiftConfigurationTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxSwiftConfiguration",
+                .product(name: "Configuration", package: "swift-configuration"),
+            ]
+        ),
+    ]),
     swiftLanguageModes: [.v6]
 )

@@ -33,8 +33,8 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 if [[ -z "$service" ]]; then
-    swift build --package-path Examples/HummingbirdService >/dev/null
-    service="$(swift build --package-path Examples/HummingbirdService --show-bin-path)/HummingbirdService"
+    swift build --product HummingbirdService >/dev/null
+    service="$(swift build --show-bin-path)/HummingbirdService"
 fi
 
 work=$(mktemp -d)

@@ -7,10 +7,11 @@ set -euo pipefail
 # --test also gnome-keyring, secret-tool, dbus-daemon and keyctl, so the tests can run a real
 # Secret Service on a private session bus, faketime (the PIN lockout tests set one process's wall
 # clock ahead), swtpm + tpm2-tools for a software TPM, strace (which counts the vault reads
-# of `lockbox get`), and dbus-monitor + GNU time for scripts/bench-cli.sh's D-Bus counts and peak RSS.
+# of `lockbox get`), and dbus-monitor + GNU time for scripts/bench-cli.sh's D-Bus counts and peak RSS, and
+# PostgreSQL (the server binaries scripts/postgres-session.sh runs for the LockboxPostgres tests).
 packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev libsqlite3-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql)
 fi
 missing=()
 for package in "${packages[@]}"; do

@@ -17,10 +17,9 @@ fi
 
 # The examples must still do what they say, on the file vault and on gnome-keyring.
 scripts/run-examples.sh
-# The example Hummingbird service (its own package, so Hummingbird and SwiftNIO stay out of the root
-# package's graph): built once, two processes on one vault driven with concurrent requests, then
-# the starvation benchmark's quick mode (figures, no thresholds). About 5 minutes from a clean
-# clone on 2 cores, nearly all of it compiling SwiftNIO and Hummingbird.
+# The example Hummingbird service (built above with everything else: SwiftNIO is compiled once for
+# it and LockboxPostgres): two processes on one vault driven with concurrent requests, then the
+# starvation benchmark's quick mode (figures, no thresholds).
 scripts/run-service-example.sh
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
@@ -56,7 +55,12 @@ scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
 # tests; TPM tests that need to lock out or restart a TPM start a private swtpm of their own.
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1
-keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift test --skip-build
+# The PostgreSQL store's tests run below, against their own cluster.
+keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift test --skip-build --skip LockboxPostgresTests
+# LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
+# (scripts/postgres-session.sh starts and removes them); the tests fail rather than skip without
+# it. Built once, by the `swift build --build-tests` above; the sanitizer builds leave it out.
+LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/postgres-session.sh -- swift test --skip-build --filter LockboxPostgresTests
 # git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
 # pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
 scripts/keyring-session.sh -- scripts/test-integrations.sh "$(swift build --show-bin-path)/lockbox"

@@ -1,0 +1,79 @@
+import Lockbox
+import Logging
+import PostgresNIO
+
+/// The tables a ``PostgresStore`` keeps, in the schema `lockbox`, and the versioned migrations
+/// that make them (docs/ARCHITECTURE.md, "PostgreSQL store").
+///
+/// Each migration runs in its own transaction under a transaction-scoped advisory lock, and
+/// records its version in `lockbox.schema_migrations` in that transaction: running them again
+/// (every open does) changes nothing, and hosts starting together apply each exactly once.
+enum PostgresSchema {
+    /// The newest schema version this code knows.
+    static var currentVersion: Int { migrations.count }
+
+    /// `pg_advisory_xact_lock` key: "LKBX" followed by "MIGR".
+    static let migrationLock: Int64 = 0x4C4B_4258_4D49_4752
+
+    /// Migration N (1-based) is `migrations[N - 1]`: statements run in order, once. Never edit a
+    /// released one; append.
+    static let migrations: [[PostgresQuery]] = [
+        // 1: the vault row (vault ID, key check), key slots (one row each, the format-2 slot
+        // encoding) and items (keyed address, sealed metadata, sealed secret).
+        [
+            """
+            CREATE TABLE lockbox.vault (
+                singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                format_version smallint NOT NULL,
+                vault_id bytea NOT NULL CHECK (length(vault_id) = 16),
+                key_check bytea NOT NULL CHECK (length(key_check) = 32)
+            )
+            """,
+            "CREATE TABLE lockbox.key_slots (slot_id integer PRIMARY KEY CHECK (slot_id >= 0), slot bytea NOT NULL)",
+            """
+            CREATE TABLE lockbox.items (
+                address bytea PRIMARY KEY CHECK (length(address) = 32),
+                metadata bytea NOT NULL,
+                secret bytea NOT NULL
+            )
+            """,
+        ],
+    ]
+
+    /// Creates the schema and applies every migration the database lacks. Throws
+    /// ``PostgresStoreError/schemaTooNew(server:found:supported:)`` if the database has one this
+    /// code does not know.
+    static func migrate(_ client: PostgresClient, logger: Logger, server: String) async throws {
+        try await client.withConnection { connection in
+            // IF NOT EXISTS under the lock: two hosts creating the schema at once would otherwise
+            // collide on the catalog's unique index.
+            try await connection.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
+                try await connection.query("CREATE SCHEMA IF NOT EXISTS lockbox", logger: logger)
+                try await connection.query("""
+                    CREATE TABLE IF NOT EXISTS lockbox.schema_migrations (
+                        version integer PRIMARY KEY,
+                        applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+                    )
+                    """, logger: logger)
+            }
+            for (index, statements) in migrations.enumerated() {
+                let version = index + 1
+                try await connection.withTransaction(logger: logger) { connection in
+                    try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
+                    var newest = 0
+                    for try await found in try await connection.query("SELECT coalesce(max(version), 0)::int8 FROM lockbox.schema_migrations", logger: logger)
+                        .decode(Int.self) {
+                        newest = found
+                    }
+                    guard newest <= currentVersion else {
+                        throw PostgresStoreError.schemaTooNew(server: server, found: newest, supported: currentVersion)
+                    }
+                    guard newest < version else { return }
+                    for statement in statements { try await connection.query(statement, logger: logger) }
+                    try await connection.query("INSERT INTO lockbox.schema_migrations (version) VALUES (\(version))", logger: logger)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,545 @@
+import Foundation
+import Lockbox
+import Logging
+import PostgresNIO
+import SystemPackage
+
+/// A vault in PostgreSQL that many hosts share: format 2's sealed records (the same sealing,
+/// key slots and keyed addresses as ``Lockbox/SQLiteVaultStore``) in tables of the schema
+/// `lockbox`, over postgres-nio's connection pool.
+///
+/// The key stays on the hosts: the database, its backups and replicas hold a vault ID, key
+/// slots (the data key wrapped under each credential), a key check, and one row per item with a
+/// keyed address and two sealed columns — no service, account, label or secret in clear
+/// (docs/ARCHITECTURE.md, "PostgreSQL store"). A row changed in the database, or copied to
+/// another address, fails authentication: that item's read throws
+/// ``Lockbox/LockboxError/corruptVault(path:reason:)``, never returns other data.
+///
+/// Every call finishes within ``operationTimeout`` or throws
+/// ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``. Call ``shutdown()``
+/// when done: it closes the pool.
+public final class PostgresStore: AsyncSecretStore {
+    /// `false`: reading an item needs the vault's passphrase or key file.
+    public var isOpenToOtherProcessesOfUser: Bool { false }
+
+    /// Where the store connects (without password).
+    public let server: String
+    /// The longest any call may take, waiting for a connection included.
+    public let operationTimeout: Duration
+
+    private let client: PostgresClient
+    private let runTask: Task<Void, Never>
+    private let keys: Locked<Keys>
+    private let now: @Sendable () -> Date
+    private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// The keys of an open vault. `VaultRecords` and `SlotUnlocker` hold only byte arrays and
+    /// `SecretBytes` (which is `Sendable`) and are replaced, never changed in place; they are
+    /// declared `Sendable` here only because package types get no inferred conformance.
+    private struct Keys: @unchecked Sendable {
+        var records: VaultRecords
+        var unlocker: SlotUnlocker?
+    }
+
+    private init(
+        server: String, operationTimeout: Duration, client: PostgresClient, runTask: Task<Void, Never>,
+        records: VaultRecords, unlocker: SlotUnlocker?, now: @escaping @Sendable () -> Date
+    ) {
+        self.server = server
+        self.operationTimeout = operationTimeout
+        self.client = client
+        self.runTask = runTask
+        self.keys = Locked(Keys(records: records, unlocker: unlocker))
+        self.now = now
+    }
+
+    deinit { runTask.cancel() }
+
+    /// Closes the connection pool; later calls fail.
+    public func shutdown() async {
+        runTask.cancel()
+        await runTask.value
+    }
+
+    // MARK: Creating and opening
+
+    /// A connection pool to `url`, running: the caller must cancel the task.
+    private static func startClient(_ url: PostgresConnectionURL, maximumConnections: Int) -> (PostgresClient, Task<Void, Never>) {
+        let tls: PostgresClient.Configuration.TLS = switch url.tlsMode {
+        case .disable: .disable
+        case .prefer: .prefer(.makeClientConfiguration())
+        case .require: .require(.makeClientConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database, tls: tls)
+        configuration.options.connectTimeout = url.connectTimeout
+        configuration.options.maximumConnections = max(1, maximumConnections)
+        let client = PostgresClient(configuration: configuration)
+        return (client, Task { await client.run() })
+    }
+
+    /// Creates the schema if needed (``migrate(_:operationTimeout:)``) and a new, empty vault in
+    /// it with one key slot per credential. Throws ``Lockbox/LockboxError/vaultAlreadyExists(path:)``
+    /// if the database holds a vault already (nothing is changed then).
+    ///
+    /// Argon2id for passphrase slots runs on `executor`, not on the caller's task.
+    public static func create(
+        _ url: PostgresConnectionURL, credentials: [VaultCredential], kdf: KDFParameters = .default,
+        operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
+        executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> PostgresStore {
+        guard !credentials.isEmpty else {
+            throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
+        }
+        let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
+        let (encodedSlots, keys) = try await executor.run {
+            let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
+            let (slots, unlocker) = try KeySlots.make(for: credentials, dataKey: dataKey, vaultID: vaultID, kdf: kdf)
+            return (slots.map { $0.encoded() }, Keys(records: VaultRecords(vaultID: vaultID, dataKey: dataKey), unlocker: unlocker))
+        }
+        let keyCheck = keys.records.keyCheck
+        let (client, runTask) = startClient(url, maximumConnections: maximumConnections)
+        let store = PostgresStore(
+            server: url.description, operationTimeout: operationTimeout, client: client, runTask: runTask,
+            records: keys.records, unlocker: keys.unlocker, now: now)
+        do {
+            try await store.run("creating the vault") { store in
+                try await PostgresSchema.migrate(store.client, logger: store.logger, server: store.server)
+                try await store.client.withConnection { connection in
+                    try await connection.withTransaction(logger: store.logger) { connection in
+                        var inserted = false
+                        let rows = try await connection.query("""
+                            INSERT INTO lockbox.vault (format_version, vault_id, key_check)
+                            VALUES (\(Int16(VaultRecords.formatVersion)), \(ByteBuffer(bytes: vaultID)), \(ByteBuffer(bytes: keyCheck)))
+                            ON CONFLICT (singleton) DO NOTHING RETURNING true
+                            """, logger: store.logger)
+                        for try await _ in rows.decode(Bool.self) { inserted = true }
+                        guard inserted else { throw LockboxError.vaultAlreadyExists(path: store.server) }
+                        for (index, slot) in encodedSlots.enumerated() {
+                            try await connection.query(
+                                "INSERT INTO lockbox.key_slots (slot_id, slot) VALUES (\(index), \(ByteBuffer(bytes: slot)))",
+                                logger: store.logger)
+                        }
+                    }
+                }
+            }
+        } catch {
+            await store.shutdown()
+            throw error
+        }
+        return store
+    }
+
+    /// Opens the vault in the database at `url` with the first credential that opens one of its
+    /// key slots (key files first, then passphrases), after applying any migration the schema
+    /// lacks. Throws ``Lockbox/LockboxError/vaultNotFound(path:)`` if the database holds no vault,
+    /// ``Lockbox/LockboxError/wrongCredential(path:)`` if no credential opens a slot.
+    public static func open(
+        _ url: PostgresConnectionURL, credentials: [VaultCredential],
+        operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
+        executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> PostgresStore {
+        guard !credentials.isEmpty else {
+            throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+        }
+        let server = url.description
+        let (client, runTask) = startClient(url, maximumConnections: maximumConnections)
+        do {
+            let row = try await withDeadline(operationTimeout, server: server, operation: "opening the vault") {
+                let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+                try await PostgresSchema.migrate(client, logger: logger, server: server)
+                return try await readVaultRow(client, logger: logger, server: server)
+            }
+            let keys = try await executor.run {
+                let opened = try KeySlots.open(row.slots, vaultID: row.vaultID, credentials: credentials, path: FilePath(server))
+                return Keys(records: VaultRecords(vaultID: row.vaultID, dataKey: opened.dataKey), unlocker: opened.unlocker)
+            }
+            guard Sodium.constantTimeEqual(keys.records.keyCheck, row.keyCheck) else {
+                throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
+            }
+            return PostgresStore(
+                server: server, operationTimeout: operationTimeout, client: client, runTask: runTask,
+                records: keys.records, unlocker: keys.unlocker, now: now)
+        } catch {
+            runTask.cancel()
+            await runTask.value
+            throw error
+        }
+    }
+
+    /// Applies every schema migration the database at `url` lacks, and nothing else (each
+    /// ``create(_:credentials:kdf:operationTimeout:maximumConnections:executor:now:)`` and
+    /// ``open(_:credentials:operationTimeout:maximumConnections:executor:now:)`` does this too).
+    /// Returns the schema version the database is at.
+    @discardableResult
+    public static func migrate(_ url: PostgresConnectionURL, operationTimeout: Duration = .seconds(30)) async throws -> Int {
+        let server = url.description
+        let (client, runTask) = startClient(url, maximumConnections: 1)
+        defer { runTask.cancel() }
+        try await withDeadline(operationTimeout, server: server, operation: "migrating the schema") {
+            let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+            try await PostgresSchema.migrate(client, logger: logger, server: server)
+        }
+        return PostgresSchema.currentVersion
+    }
+
+    /// The vault row and its slots (`KeySlot`: parsed bytes, as `Keys` above).
+    private struct VaultRow: @unchecked Sendable {
+        var vaultID: [UInt8]
+        var keyCheck: [UInt8]
+        var slots: [KeySlot]
+    }
+
+    private static func readVaultRow(_ client: PostgresClient, logger: Logger, server: String) async throws -> VaultRow {
+        try await client.withConnection { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                var vault: (Int16, ByteBuffer, ByteBuffer)?
+                let rows = try await connection.query("SELECT format_version, vault_id, key_check FROM lockbox.vault", logger: logger)
+                for try await row in rows.decode((Int16, ByteBuffer, ByteBuffer).self) { vault = row }
+                guard let vault else { throw LockboxError.vaultNotFound(path: server) }
+                guard vault.0 == Int16(VaultRecords.formatVersion) else {
+                    throw LockboxError.unsupportedFormatVersion(path: server, found: Int(vault.0), supported: Int(VaultRecords.formatVersion))
+                }
+                var slots: [KeySlot] = []
+                for try await bytes in try await connection.query("SELECT slot FROM lockbox.key_slots ORDER BY slot_id", logger: logger)
+                    .decode(ByteBuffer.self) {
+                    let encoded = Array(bytes.readableBytesView)
+                    let slot = try encoded.withUnsafeBytes { buffer throws in
+                        do {
+                            var reader = ByteReader(buffer)
+                            let slot = try KeySlot.parse(&reader, index: slots.count)
+                            guard reader.remaining == 0 else { throw FormatError("key slot \(slots.count) has unexpected bytes after it") }
+                            return slot
+                        } catch let error as FormatError {
+                            throw LockboxError.corruptVault(path: server, reason: error.reason)
+                        }
+                    }
+                    slots.append(slot)
+                }
+                guard (1...VaultHeader.maxSlots).contains(slots.count) else {
+                    throw LockboxError.corruptVault(path: server, reason: "implausible slot count \(slots.count)")
+                }
+                return VaultRow(vaultID: Array(vault.1.readableBytesView), keyCheck: Array(vault.2.readableBytesView), slots: slots)
+            }
+        }
+    }
+
+    // MARK: Running calls
+
+    /// Runs `body` within ``operationTimeout``, with postgres-nio's errors made typed.
+    private func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
+        try await Self.withDeadline(operationTimeout, server: server, operation: operation) { [self] in try await body(self) }
+    }
+
+    /// `body`'s result, or ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``
+    /// once `limit` has passed (the work is then cancelled and its result, if any, dropped).
+    /// Cancelling the caller cancels the work.
+    private static func withDeadline<T: Sendable>(
+        _ limit: Duration, server: String, operation: String, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let race = DeadlineRace<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                race.start(continuation, work: Task {
+                    do { race.finish(.success(try await body())) } catch { race.finish(.failure(translate(error, server: server, operation: operation))) }
+                }, timer: Task {
+                    guard (try? await Task.sleep(for: limit)) != nil else { return }
+                    let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+                    race.finish(.failure(PostgresStoreError.unavailable(server: server, operation: operation, waitedSeconds: seconds)))
+                })
+            }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// postgres-nio's errors as ``PostgresStoreError``s (never their text: a server message can
+    /// quote row values); Lockbox's own errors unchanged.
+    static func translate(_ error: any Error, server: String, operation: String) -> any Error {
+        switch error {
+        case is LockboxError, is PostgresStoreError, is CancellationError:
+            return error
+        case let error as PostgresTransactionError:
+            if let inner = error.closureError ?? error.beginError ?? error.commitError {
+                return translate(inner, server: server, operation: operation)
+            }
+            return PostgresStoreError.connectionLost(server: server, operation: operation)
+        case let error as PSQLError:
+            switch error.code {
+            case .server:
+                let state = error.serverInfo?[.sqlState] ?? "?????"
+                // Class 57 (operator intervention: shutdown, crash) and 08 (connection exception).
+                if state.hasPrefix("57P") || state.hasPrefix("08") {
+                    return PostgresStoreError.connectionLost(server: server, operation: operation)
+                }
+                return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: state)
+            case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
+                return PostgresStoreError.connectionLost(server: server, operation: operation)
+            default:
+                return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: "client: \(error.code)")
+            }
+        default:
+            return PostgresStoreError.connectionLost(server: server, operation: operation)
+        }
+    }
+
+    // MARK: Keys
+
+    private var records: VaultRecords { keys.withLock { $0.records } }
+
+    /// Thrown inside a call whose vault row names another data key (rotated by another host).
+    private struct StaleKeys: Error {}
+
+    private func checkKey(_ keyCheck: ByteBuffer?, _ records: VaultRecords) throws {
+        guard let keyCheck else { throw LockboxError.corruptVault(path: server, reason: "the vault row is missing") }
+        guard Sodium.constantTimeEqual(Array(keyCheck.readableBytesView), records.keyCheck) else { throw StaleKeys() }
+    }
+
+    /// Runs `body` with the current keys; if the vault's data key has changed (another host
+    /// rotated it), reopens it with the slot that opened this handle and runs `body` once more.
+    private func withKeys<T: Sendable>(_ body: (VaultRecords) async throws -> T) async throws -> T {
+        do {
+            return try await body(records)
+        } catch is StaleKeys {
+            try await reloadKeys()
+            do { return try await body(records) } catch is StaleKeys {
+                throw LockboxError.credentialsChanged(path: server)
+            }
+        } catch let error as PostgresTransactionError where error.closureError is StaleKeys {
+            try await reloadKeys()
+            do { return try await body(records) } catch let error as PostgresTransactionError where error.closureError is StaleKeys {
+                throw LockboxError.credentialsChanged(path: server)
+            }
+        }
+    }
+
+    private func reloadKeys() async throws {
+        let row = try await Self.readVaultRow(client, logger: logger, server: server)
+        let unlocker = keys.withLock { $0.unlocker }
+        guard let dataKey = KeySlots.reopen(row.slots, vaultID: row.vaultID, with: unlocker) else {
+            throw LockboxError.credentialsChanged(path: server)
+        }
+        let records = VaultRecords(vaultID: row.vaultID, dataKey: dataKey)
+        guard Sodium.constantTimeEqual(records.keyCheck, row.keyCheck) else {
+            throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
+        }
+        keys.withLock { $0.records = records }
+    }
+
+    private func opened(_ records: VaultRecords, address: [UInt8], metadata: ByteBuffer, secret: ByteBuffer?) throws -> StoredItem {
+        let metadataColumn = Array(metadata.readableBytesView)
+        do {
+            let (metadata, _) = try records.openMetadata(metadataColumn, address: address)
+            let secret = try secret.map { try records.openSecret(Array($0.readableBytesView), address: address, metadata: metadataColumn) }
+            return StoredItem(metadata: metadata, secret: secret ?? SecretBytes(count: 0) { _ in })
+        } catch let error as FormatError {
+            throw LockboxError.corruptVault(path: server, reason: error.reason)
+        }
+    }
+
+    /// The item under `key`, its secret opened only when `withSecret`: one statement, which reads
+    /// the key check and the row in one snapshot.
+    private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
+        try await withKeys { records in
+            let address = records.address(key)
+            let query: PostgresQuery = withSecret
+                ? "SELECT v.key_check, i.metadata, i.secret FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
+                : "SELECT v.key_check, i.metadata, NULL::bytea FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
+            var found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
+            for try await row in try await client.query(query, logger: logger).decode((ByteBuffer?, ByteBuffer?, ByteBuffer?).self) { found = row }
+            try checkKey(found?.0, records)
+            guard let metadata = found?.1 else { return nil }
+            return try opened(records, address: address, metadata: metadata, secret: withSecret ? (found?.2 ?? ByteBuffer()) : nil)
+        }
+    }
+
+    /// Runs `body` in one transaction that first takes a share lock on the vault row (a data-key
+    /// rotation, which updates it, waits) and checks its key.
+    private func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
+        try await withKeys { records in
+            try await client.withConnection { connection in
+                try await connection.withTransaction(logger: logger) { connection in
+                    var keyCheck: ByteBuffer?
+                    for try await value in try await connection.query("SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger)
+                        .decode(ByteBuffer.self) { keyCheck = value }
+                    try checkKey(keyCheck, records)
+                    return try await body(connection, records)
+                }
+            }
+        }
+    }
+
+    // MARK: AsyncSecretStore
+
+    /// The secret under `key`, or `nil`. Throws ``Lockbox/LockboxError/corruptVault(path:reason:)``
+    /// if its row fails authentication.
+    public func get(_ key: ItemKey) async throws -> SecretBytes? {
+        try await run("reading an item") { store in try await store.read(key, withSecret: true)?.secret }
+    }
+
+    /// The metadata of the item under `key`, or `nil`; no secret is decrypted.
+    public func metadata(_ key: ItemKey) async throws -> ItemMetadata? {
+        try await run("reading an item's metadata") { store in try await store.read(key, withSecret: false)?.metadata }
+    }
+
+    /// The item under `key` with its secret.
+    public func item(_ key: ItemKey) async throws -> StoredItem? {
+        try await run("reading an item") { store in try await store.read(key, withSecret: true) }
+    }
+
+    /// Stores `secret` under `key` (one transaction, committed before this returns).
+    public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) async throws {
+        try await set([ItemWrite(secret, for: key, options: options)])
+    }
+
+    /// Stores every write in one transaction: all or none. Later writes to the same key win.
+    public func set(_ writes: [ItemWrite]) async throws {
+        for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
+        guard !writes.isEmpty else { return }
+        let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
+        try await run("writing items") { store in
+            try await store.writing { connection, records in
+                for write in writes {
+                    let address = records.address(write.key)
+                    let addressBytes = ByteBuffer(bytes: address)
+                    var existing: ByteBuffer?
+                    for try await column in try await connection.query(
+                        "SELECT metadata FROM lockbox.items WHERE address = \(addressBytes) FOR UPDATE", logger: store.logger
+                    ).decode(ByteBuffer.self) { existing = column }
+                    let created = try existing.map { try store.opened(records, address: address, metadata: $0, secret: nil).metadata.created }
+                    let metadata = ItemMetadata(
+                        key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
+                        created: created ?? time, modified: time, attributes: write.options.attributes, access: write.options.access)
+                    let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
+                    let sealedSecret = records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
+                    try await connection.query("""
+                        INSERT INTO lockbox.items (address, metadata, secret)
+                        VALUES (\(addressBytes), \(ByteBuffer(bytes: sealedMetadata)), \(ByteBuffer(bytes: sealedSecret)))
+                        ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
+                        """, logger: store.logger)
+                }
+            }
+        }
+    }
+
+    /// Removes the item under `key`; returns whether there was one.
+    @discardableResult
+    public func delete(_ key: ItemKey) async throws -> Bool {
+        try await !delete([key]).isEmpty
+    }
+
+    /// Removes every key's item in one transaction; returns the keys that held one.
+    @discardableResult
+    public func delete(_ keys: [ItemKey]) async throws -> [ItemKey] {
+        guard !keys.isEmpty else { return [] }
+        return try await run("deleting items") { store in
+            try await store.writing { connection, records in
+                var removed: [ItemKey] = []
+                for key in keys {
+                    let rows = try await connection.query(
+                        "DELETE FROM lockbox.items WHERE address = \(ByteBuffer(bytes: records.address(key))) RETURNING true", logger: store.logger)
+                    var hit = false
+                    for try await _ in rows.decode(Bool.self) { hit = true }
+                    if hit { removed.append(key) }
+                }
+                return removed
+            }
+        }
+    }
+
+    /// Every item's metadata (or one service's), sorted by service then account; no secret is
+    /// decrypted. One statement: one snapshot.
+    public func list(service: String?) async throws -> [ItemMetadata] {
+        try await run("listing items") { store in
+            try await store.withKeys { records in
+                var result: [ItemMetadata] = []
+                let rows = try await store.client.query(
+                    "SELECT (SELECT key_check FROM lockbox.vault), address, metadata FROM lockbox.items", logger: store.logger)
+                for try await (keyCheck, address, metadata) in rows.decode((ByteBuffer?, ByteBuffer, ByteBuffer).self) {
+                    try store.checkKey(keyCheck, records)
+                    let item = try store.opened(records, address: Array(address.readableBytesView), metadata: metadata, secret: nil)
+                    if service == nil || item.metadata.key.service == service { result.append(item.metadata) }
+                }
+                return result.sortedForListing()
+            }
+        }
+    }
+
+    /// Removes every item of `service` in one transaction; returns how many.
+    @discardableResult
+    public func wipe(service: String) async throws -> Int {
+        try await run("wiping a service") { store in
+            try await store.writing { connection, records in
+                var doomed: [ByteBuffer] = []
+                let rows = try await connection.query("SELECT address, metadata FROM lockbox.items FOR UPDATE", logger: store.logger)
+                for try await (address, metadata) in rows.decode((ByteBuffer, ByteBuffer).self) {
+                    let item = try store.opened(records, address: Array(address.readableBytesView), metadata: metadata, secret: nil)
+                    if item.metadata.key.service == service { doomed.append(address) }
+                }
+                for address in doomed {
+                    try await connection.query("DELETE FROM lockbox.items WHERE address = \(address)", logger: store.logger)
+                }
+                return doomed.count
+            }
+        }
+    }
+
+    /// Removes every item; returns how many.
+    @discardableResult
+    public func wipeAll() async throws -> Int {
+        try await run("wiping the vault") { store in
+            try await store.writing { connection, _ in
+                var count = 0
+                let rows = try await connection.query(
+                    "WITH removed AS (DELETE FROM lockbox.items RETURNING 1) SELECT count(*)::int8 FROM removed", logger: store.logger)
+                for try await removed in rows.decode(Int.self) { count = removed }
+                return count
+            }
+        }
+    }
+}
+
+/// The first of a call's work and its timer to finish resumes the caller; the other is cancelled.
+private final class DeadlineRace<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var pending: Result<T, any Error>?
+        var tasks: [Task<Void, Never>] = []
+        var done = false
+    }
+
+    private let state = Locked(State())
+
+    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+        let early: Result<T, any Error>? = state.withLock { state in
+            state.tasks = [work, timer]
+            if let pending = state.pending {
+                state.pending = nil
+                return pending
+            }
+            state.continuation = continuation
+            return nil
+        }
+        if let early {
+            work.cancel()
+            timer.cancel()
+            continuation.resume(with: early)
+        }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) = state.withLock { state in
+            guard !state.done else { return (nil, []) }
+            state.done = true
+            guard let continuation = state.continuation else {
+                // Finished before start (cancelled early, or a very fast body): start resumes.
+                state.pending = result
+                return (nil, [])
+            }
+            state.continuation = nil
+            return (continuation, state.tasks)
+        }
+        for task in tasks { task.cancel() }
+        continuation?.resume(with: result)
+    }
+}

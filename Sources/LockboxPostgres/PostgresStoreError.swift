@@ -1,0 +1,36 @@
+import Foundation
+import Lockbox
+
+/// What went wrong between a ``PostgresStore`` and its database. Problems with the vault itself
+/// (a wrong credential, a row that fails authentication, no vault there) are
+/// ``Lockbox/LockboxError``s, as with the other stores.
+///
+/// No case carries a password, a query's parameters or a server message (which can quote row
+/// values): only the server's address without password, the operation, and SQLSTATE codes.
+public enum PostgresStoreError: Error, Equatable, CustomStringConvertible {
+    /// The operation did not finish within the store's time limit: the database could not be
+    /// reached, refused every connection, or did not answer. Nothing is known to be written.
+    case unavailable(server: String, operation: String, waitedSeconds: Double)
+    /// The connection closed during the operation (the server stopped, the network dropped
+    /// it). A transaction that was open is rolled back by the server; the next call connects anew.
+    case connectionLost(server: String, operation: String)
+    /// The server refused the operation with this SQLSTATE (e.g. `42501`: no privilege;
+    /// `28P01`: wrong password; `25006`: a read-only standby).
+    case serverRefused(server: String, operation: String, sqlState: String)
+    /// The database's Lockbox schema is newer than this version of Lockbox knows.
+    case schemaTooNew(server: String, found: Int, supported: Int)
+
+    /// One line saying what happened.
+    public var description: String {
+        switch self {
+        case let .unavailable(server, operation, waited):
+            return "PostgreSQL at \(server) did not complete \(operation) within \(String(format: "%.1f", waited)) s (unreachable or not answering)"
+        case let .connectionLost(server, operation):
+            return "the connection to PostgreSQL at \(server) was lost during \(operation); nothing of it was committed unless it had finished"
+        case let .serverRefused(server, operation, sqlState):
+            return "PostgreSQL at \(server) refused \(operation) (SQLSTATE \(sqlState))"
+        case let .schemaTooNew(server, found, supported):
+            return "the Lockbox schema at \(server) is version \(found); this Lockbox knows up to \(supported): upgrade Lockbox"
+        }
+    }
+}
