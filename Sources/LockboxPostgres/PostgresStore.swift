@@ -203,17 +203,7 @@ public final class PostgresStore: AsyncSecretStore {
                 var slots: [KeySlot] = []
                 for try await bytes in try await connection.query("SELECT slot FROM lockbox.key_slots ORDER BY slot_id", logger: logger)
                     .decode(ByteBuffer.self) {
-                    let encoded = Array(bytes.readableBytesView)
-                    let slot = try encoded.withUnsafeBytes { buffer throws in
-                        do {
-                            var reader = ByteReader(buffer)
-                            let slot = try KeySlot.parse(&reader, index: slots.count)
-                            guard reader.remaining == 0 else { throw FormatError("key slot \(slots.count) has unexpected bytes after it") }
-                            return slot
-                        } catch let error as FormatError {
-                            throw LockboxError.corruptVault(path: server, reason: error.reason)
-                        }
-                    }
+                    let slot = try KeySlots.parseRow(Array(bytes.readableBytesView), index: slots.count, vault: server)
                     slots.append(slot)
                 }
                 guard (1...VaultHeader.maxSlots).contains(slots.count) else {

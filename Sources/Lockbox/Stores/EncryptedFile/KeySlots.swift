@@ -19,6 +19,21 @@ package struct SlotUnlocker {
 /// Every function works on the slots and the vault ID only; the caller stores the result (a
 /// format-1 header, rewritten with the body).
 package enum KeySlots {
+    /// One key slot stored on its own (a format-2 slot row, in SQLite or PostgreSQL): exactly one
+    /// slot's bytes, nothing after them; anything else is a corrupt vault at `vault`.
+    package static func parseRow(_ bytes: [UInt8], index: Int, vault: String) throws -> KeySlot {
+        try bytes.withUnsafeBytes { buffer throws in
+            do {
+                var reader = ByteReader(buffer)
+                let slot = try KeySlot.parse(&reader, index: index)
+                guard reader.remaining == 0 else { throw FormatError("key slot \(index) has unexpected bytes after it") }
+                return slot
+            } catch let error as FormatError {
+                throw LockboxError.corruptVault(path: vault, reason: error.reason)
+            }
+        }
+    }
+
     /// A slot a credential opened: its index, key-encryption key and the data key it wraps.
     package struct Opened {
         package var index: Int

@@ -335,17 +335,7 @@ public final class SQLiteVaultStore: SecretStore {
         var slots: [SlotRow] = []
         let query = try connection.prepare("SELECT slot_id, slot FROM key_slots ORDER BY slot_id")
         while try query.step() {
-            let bytes = query.blob(1)
-            let slot = try bytes.withUnsafeBytes { buffer throws in
-                do {
-                    var reader = ByteReader(buffer)
-                    let slot = try KeySlot.parse(&reader, index: slots.count)
-                    guard reader.remaining == 0 else { throw FormatError("key slot \(slots.count) has unexpected bytes after it") }
-                    return slot
-                } catch let error as FormatError {
-                    throw LockboxError.corruptVault(path: path.string, reason: error.reason)
-                }
-            }
+            let slot = try KeySlots.parseRow(query.blob(1), index: slots.count, vault: path.string)
             slots.append((query.integer(0), slot))
         }
         guard (1...VaultHeader.maxSlots).contains(slots.count) else {
