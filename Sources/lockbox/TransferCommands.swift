@@ -133,8 +133,9 @@ struct Import: ParsableCommand {
         discussion: """
             With --json-lines, FILE (or - for standard input) holds one item per line: \
             {"service": S, "account": A, "secret_b64": BASE64, "kind": K, "label": L} (kind and label optional). \
-            Every line is checked first; then all items are stored in one batch (one transaction on a \
-            format-2 vault, one rewrite of a format-1 vault), overwriting items at the same address.
+            All items are stored in one batch, overwriting items at the same address: one transaction \
+            on a format-2 vault (each line stored as it is read, so memory does not grow with the \
+            input), one rewrite of a format-1 vault. A bad line refuses the whole input: nothing is stored.
             """)
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The backup file (with --json-lines: the JSON-lines file, or - for standard input).", completion: .file()) var file: String
@@ -167,42 +168,109 @@ struct Import: ParsableCommand {
 }
 
 extension Import {
-    /// Reads every line, refusing the whole input on the first bad one (with its line number),
-    /// then stores all items with one `set(_:)`.
+    /// Stores the items of the JSON lines in one batch, refusing the whole input on the first bad
+    /// line (with its line number). A format-2 vault stores each line as it is read, inside one
+    /// transaction that a bad line rolls back, so memory does not grow with the input; other
+    /// stores get one `set(_:)` after every line has been read and checked.
     func importJSONLines() throws {
-        let data: Data
-        do {
-            data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
-                : try Data(contentsOf: URL(fileURLWithPath: file), options: .mappedIfSafe)
-        } catch {
-            throw LockboxError.invalidArgument("cannot read the JSON-lines file \(file): \(error.localizedDescription)")
-        }
-        var writes: [ItemWrite] = []
-        for (index, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
-            if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { continue }
-            func bad(_ why: String) -> LockboxError { .invalidArgument("line \(index + 1) of the JSON lines: \(why)") }
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { throw bad("not a JSON object") }
-            guard let service = object["service"] as? String, let account = object["account"] as? String else {
-                throw bad("\"service\" and \"account\" must be strings")
-            }
-            guard let encoded = object["secret_b64"] as? String, let secret = Data(base64Encoded: encoded) else {
-                throw bad("\"secret_b64\" must be a base64 string")
-            }
-            for field in ["kind", "label"] where object[field] != nil && !(object[field] is String) {
-                throw bad("\"\(field)\" must be a string")
-            }
-            let options = ItemOptions(kind: ItemKind(rawValue: (object["kind"] as? String) ?? ItemKind.generic.rawValue),
-                                      label: object["label"] as? String)
-            let write = ItemWrite(SecretBytes(copying: secret), for: ItemKey(service: service, account: account), options: options)
-            do {
-                try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count)
-            } catch let error as LockboxError {
-                throw bad("\(error)")
-            }
-            writes.append(write)
-        }
+        let input = try JSONLinesInput(path: file)
+        defer { input.close() }
+        let count: Int
         let store = try vaultOptions.openStore()
-        try store.set(writes)
-        Console.status("Imported \(writes.count) item(s) from JSON lines in one batch.")
+        if let vault = store as? SQLiteVaultStore {
+            count = try vault.set(streaming: { store in try input.forEachItem(store) })
+        } else {
+            var writes: [ItemWrite] = []
+            try input.forEachItem { writes.append($0) }
+            try store.set(writes)
+            count = writes.count
+        }
+        Console.status("Imported \(count) item(s) from JSON lines in one batch.")
+    }
+}
+
+/// The input of `import --json-lines`: standard input for `-`, else a regular file (anything else
+/// is refused before a byte is read), read in blocks and split into lines.
+private struct JSONLinesInput {
+    let path: String
+    let descriptor: FileDescriptor
+
+    init(path: String) throws {
+        self.path = path
+        if path == "-" {
+            descriptor = .standardInput
+            return
+        }
+        do {
+            descriptor = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec, .nonBlocking])
+        } catch let error as Errno {
+            throw LockboxError.io(operation: "opening the JSON-lines file", path: path, errno: error)
+        }
+        var status = stat()
+        guard fstat(descriptor.rawValue, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            try? descriptor.close()
+            throw LockboxError.invalidArgument("\(path) is not a regular file; give a file of JSON lines, or - for standard input")
+        }
+    }
+
+    func close() {
+        if path != "-" { try? descriptor.close() }
+    }
+
+    /// Calls `body` with the item of every non-blank line, in order.
+    func forEachItem(_ body: (ItemWrite) throws -> Void) throws {
+        var pending: [UInt8] = []
+        var number = 0
+        var block = [UInt8](repeating: 0, count: 64 * 1024)
+        defer {
+            pending.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            block.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        }
+        while true {
+            let count: Int
+            do {
+                count = try block.withUnsafeMutableBytes { try descriptor.read(into: $0) }
+            } catch let error as Errno {
+                throw LockboxError.io(operation: "reading the JSON lines", path: path, errno: error)
+            }
+            var lineStart = 0
+            for index in 0..<count where block[index] == UInt8(ascii: "\n") {
+                pending.append(contentsOf: block[lineStart..<index])
+                number += 1
+                try Self.item(line: pending, number: number).map(body)
+                pending.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
+                pending.removeAll(keepingCapacity: true)
+                lineStart = index + 1
+            }
+            pending.append(contentsOf: block[lineStart..<count])
+            if count == 0 { break }
+        }
+        if !pending.isEmpty { try Self.item(line: pending, number: number + 1).map(body) }
+    }
+
+    /// The item of one line; `nil` for a blank line.
+    private static func item(line: [UInt8], number: Int) throws -> ItemWrite? {
+        if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { return nil }
+        func bad(_ why: String) -> LockboxError { .invalidArgument("line \(number) of the JSON lines: \(why)") }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { throw bad("not a JSON object") }
+        guard let service = object["service"] as? String, let account = object["account"] as? String else {
+            throw bad("\"service\" and \"account\" must be strings")
+        }
+        guard let encoded = object["secret_b64"] as? String, var secret = Data(base64Encoded: encoded) else {
+            throw bad("\"secret_b64\" must be a base64 string")
+        }
+        defer { secret.resetBytes(in: 0..<secret.count) }
+        for field in ["kind", "label"] where object[field] != nil && !(object[field] is String) {
+            throw bad("\"\(field)\" must be a string")
+        }
+        let options = ItemOptions(kind: ItemKind(rawValue: (object["kind"] as? String) ?? ItemKind.generic.rawValue),
+                                  label: object["label"] as? String)
+        let write = ItemWrite(SecretBytes(copying: secret), for: ItemKey(service: service, account: account), options: options)
+        do {
+            try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count)
+        } catch let error as LockboxError {
+            throw bad("\(error)")
+        }
+        return write
     }
 }

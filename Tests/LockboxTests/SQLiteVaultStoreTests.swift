@@ -632,6 +632,32 @@ extension SQLiteVaultStoreTests {
 }
 
 extension SQLiteVaultStoreTests {
+    @Test("backup: another process rotating the data key right after the snapshot still gives a backup of the snapshot (it used to fail with vault-busy)",
+          arguments: [false, true])
+    func backupAcrossARotation(rotateTwice: Bool) throws {
+        let vault = try Format2Vault()
+        try vault.store.set(secret("before the rotation"), for: ItemKey(service: "svc", account: "a"), options: ItemOptions())
+        let path = vault.folder.file("backup.lockbox")
+        let count = try vault.store.backup(to: path, passphrase: secret("backup words"), kdf: testKDF, service: nil) {
+            // Another handle (as another process would) rotates the data key and writes under the new one.
+            let other = try vault.reopen()
+            let passphraseSlot: [VaultCredential] = [.passphrase(secret("format two"))]
+            try other.rotateDataKey(credentials: passphraseSlot)
+            if rotateTwice { try other.rotateDataKey(credentials: passphraseSlot) }
+            try other.set(secret("after the rotation"), for: ItemKey(service: "svc", account: "b"), options: ItemOptions())
+        }
+        #expect(count == 1)
+        for credentials: [VaultCredential] in [[.passphrase(secret("backup words"))], [.keyFile(vault.keyPath)]] {
+            let copy = try SQLiteVaultStore.open(at: path, credentials: credentials)
+            #expect(try copy.list(service: nil).map(\.key.account) == ["a"])
+            #expect(try copy.get(ItemKey(service: "svc", account: "a")) == secret("before the rotation"))
+        }
+        // The handle that made the backup follows the rotation for its own reads and writes.
+        #expect(try vault.store.get(ItemKey(service: "svc", account: "b")) == secret("after the rotation"))
+    }
+}
+
+extension SQLiteVaultStoreTests {
     @Test("statements are prepared once per connection and reused; a nested use of the same SQL gets its own")
     func statementCache() throws {
         let vault = try Format2Vault()
@@ -673,6 +699,54 @@ extension SQLiteVaultStoreTests {
             even += 1
         }
         #expect(even == 100)
+    }
+}
+
+extension Format2CLITests {
+    @Test("import --json-lines reads a named file in blocks: lines across block boundaries, CRLF, blank lines, no final newline; a bad last line rolls every stored line back", arguments: ["1", "2"])
+    func jsonLinesFromAFile(format: String) throws {
+        #expect(try runLockbox(["init", "--format", format, "--vault", vault, "--generate-key-file", key]).status == 0)
+        // About 1 KiB per line, so the 300 lines span several 64 KiB reads.
+        let label = String(repeating: "l", count: 900)
+        var lines = (0..<300).map { index in
+            #"{"service": "file", "account": "user-\#(index)", "secret_b64": "\#(Data("token-\(index)".utf8).base64EncodedString())", "label": "\#(label)"}"#
+        }
+        lines.insert("", at: 100)
+        lines.insert("  \t", at: 200)
+        let input = folder.file("items.jsonl")
+        try Data(lines.joined(separator: "\r\n").utf8).write(to: URL(fileURLWithPath: input.string))
+        var result = try lockbox(["import", "--json-lines", input.string])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("Imported 300 item(s)"))
+        for index in [0, 63, 64, 65, 150, 299] {
+            #expect(try lockbox(["get", "file", "user-\(index)"]).stdoutString == "token-\(index)")
+        }
+
+        // The 250th line is bad: the 249 before it were already stored in the open transaction
+        // of a format-2 vault; none of them may stay.
+        var replacing = (0..<250).map { #"{"service": "again", "account": "a-\#($0)", "secret_b64": "YQ=="}"# }
+        replacing[249] = #"{"service": "again", "account": "a-249", "secret_b64": "not base64!"}"#
+        try Data(replacing.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: input.string))
+        result = try lockbox(["import", "--json-lines", input.string])
+        #expect(result.status == 64)
+        #expect(result.errorCode == .invalidArgument && result.stderr.contains("line 250"))
+        let listed = try JSONSerialization.jsonObject(with: lockbox(["list", "--service", "again", "--json"]).stdout) as? [Any]
+        #expect(listed?.isEmpty == true)
+        #expect(try lockbox(["get", "file", "user-299"]).stdoutString == "token-299")
+    }
+
+    @Test("import --json-lines refuses a FIFO, a directory and a missing file before reading anything, with their exit codes")
+    func jsonLinesRefusesWhatIsNotARegularFile() throws {
+        #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
+        let fifo = folder.file("pipe")
+        #expect(mkfifo(fifo.string, 0o600) == 0)
+        // Nobody writes to the FIFO: reading it would hang; the command must refuse it at once.
+        var result = try lockbox(["import", "--json-lines", fifo.string])
+        #expect(result.status == 64 && result.errorCode == .invalidArgument)
+        result = try lockbox(["import", "--json-lines", folder.path.string])
+        #expect(result.status == 64 && result.errorCode == .invalidArgument)
+        result = try lockbox(["import", "--json-lines", folder.file("missing.jsonl").string])
+        #expect(result.status != 0 && result.errorCode != nil && result.errorCode != .invalidArgument)
     }
 }
 

@@ -403,6 +403,27 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
+    /// The data key and row keys of a copy of this vault (a backup snapshot) whose vault row
+    /// holds `vaultID`, `keyCheck` and `slots`: this handle's keys when the copy's rows are sealed
+    /// under them; otherwise the data key the copy's slots give the slot that opened this handle —
+    /// the copy may predate a rotation this handle has followed, or follow one it has not seen.
+    func keys(ofCopyWith vaultID: [UInt8], keyCheck: [UInt8], slots: [KeySlot]) throws -> (dataKey: SecretBytes, records: VaultRecords) {
+        try state.withLock { (state: inout State) throws -> (dataKey: SecretBytes, records: VaultRecords) in
+            guard vaultID == state.records.vaultID else {
+                throw LockboxError.corruptVault(path: path.string, reason: "the snapshot belongs to another vault")
+            }
+            if Sodium.constantTimeEqual(keyCheck, state.records.keyCheck) { return (state.dataKey, state.records) }
+            guard let dataKey = KeySlots.reopen(slots, vaultID: vaultID, with: state.unlocker) else {
+                throw LockboxError.credentialsChanged(path: path.string)
+            }
+            let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+            guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
+                throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
+            }
+            return (dataKey, records)
+        }
+    }
+
     private func corrupt(_ error: FormatError) -> LockboxError {
         LockboxError.corruptVault(path: path.string, reason: error.reason)
     }
@@ -453,9 +474,28 @@ public final class SQLiteVaultStore: SecretStore {
     public func set(_ writes: [ItemWrite]) throws {
         for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
         guard !writes.isEmpty else { return }
+        try set(streaming: { store in
+            for write in writes { try store(write) }
+        })
+    }
+
+    /// Stores the writes that `produce` hands to its argument, as it hands them, all in one SQLite
+    /// transaction: the vault holds all of them or — if `produce` or a write throws, or the
+    /// process dies first — none. Only the write being stored is in memory, so a batch of a
+    /// million items (an import read line by line) takes no more memory than one of ten. Later
+    /// writes to the same key win, as with separate calls.
+    ///
+    /// The transaction holds the vault's write lock until `produce` returns: other writers wait
+    /// (up to their busy timeout) meanwhile. `produce` must not call this store.
+    ///
+    /// - Returns: the number of writes stored.
+    @discardableResult
+    public func set(streaming produce: (_ store: (ItemWrite) throws -> Void) throws -> Void) throws -> Int {
         let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
-        try withTransaction(writing: true) { state in
-            for write in writes {
+        return try withTransaction(writing: true) { state in
+            var count = 0
+            try produce { write in
+                try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count)
                 let existing = try entry(write.key, state, withSecret: false)
                 let metadata = ItemMetadata(
                     key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
@@ -470,7 +510,9 @@ public final class SQLiteVaultStore: SecretStore {
                     try insert.bind(3, sealedSecret)
                     try insert.step()
                 }
+                count += 1
             }
+            return count
         }
     }
 

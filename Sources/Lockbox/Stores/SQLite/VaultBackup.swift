@@ -18,12 +18,20 @@ extension SQLiteVaultStore {
     /// - Returns: the number of items in the backup.
     @discardableResult
     public func backup(to path: FilePath, passphrase: SecretBytes, kdf: KDFParameters = .default, service: String? = nil) throws -> Int {
+        try backup(to: path, passphrase: passphrase, kdf: kdf, service: service, afterSnapshot: {})
+    }
+
+    /// ``backup(to:passphrase:kdf:service:)`` with `afterSnapshot` run between taking the snapshot
+    /// and reading it: where a test changes the vault to show the backup is the snapshot's.
+    @discardableResult
+    package func backup(to path: FilePath, passphrase: SecretBytes, kdf: KDFParameters = .default, service: String? = nil,
+                        afterSnapshot: () throws -> Void) throws -> Int {
         let path = try VaultFile.prepareNewVault(at: path, credentials: [.passphrase(passphrase)])
         let source = try KeySlots.source(for: .passphrase(passphrase), kdf: kdf)
         let temporary = try Self.createTemporary(beside: path)
         var placed = false
         defer { if !placed { try? temporary.unlinkIfPresent() } }
-        let count = try Self.fill(temporary, from: self, source: source, service: service)
+        let count = try Self.fill(temporary, from: self, source: source, service: service, afterSnapshot: afterSnapshot)
         try Self.syncFile(temporary)
         try Self.place(temporary, at: path, replacing: false)
         placed = true
@@ -31,22 +39,23 @@ extension SQLiteVaultStore {
     }
 
     /// Copies the vault into the empty file `temporary`, drops the rows of other services, adds
-    /// the backup's slot; returns the item count.
-    private static func fill(_ temporary: FilePath, from store: SQLiteVaultStore, source: KEKSource, service: String?) throws -> Int {
+    /// the backup's slot; returns the item count. `afterSnapshot` runs between the snapshot and
+    /// reading it (tests rotate the vault's data key there).
+    private static func fill(_ temporary: FilePath, from store: SQLiteVaultStore, source: KEKSource, service: String?,
+                             afterSnapshot: () throws -> Void) throws -> Int {
         // A separate connection: VACUUM INTO cannot run inside the transactions the store's own
         // connection runs everything in, and it needs no lock of ours (it reads one snapshot).
         let busyTimeout = try store.currentKeys().busyTimeout
         try SQLiteConnection(path: store.path, create: false, busyTimeout: busyTimeout).snapshot(into: temporary)
+        try afterSnapshot()
         let copy = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)
         try copy.execute("PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;")
         try checkIdentity(copy, path: temporary)
-        let (dataKey, records, _) = try store.currentKeys()
         let (count, removed) = try copy.transaction(writing: true) { () throws -> (Int, Bool) in
             let (vaultID, keyCheck, rows) = try readVaultRow(copy, path: temporary)
-            // The data key may have been rotated between the snapshot and the keys read here.
-            guard vaultID == records.vaultID, Sodium.constantTimeEqual(keyCheck, records.keyCheck) else {
-                throw LockboxError.vaultBusy(path: store.path.string, waitedSeconds: 0)
-            }
+            // The snapshot's own slots give its data key, whether or not another process rotated
+            // the vault's key since (a backup taken during a rotation is the vault before it).
+            let (dataKey, records) = try store.keys(ofCopyWith: vaultID, keyCheck: keyCheck, slots: rows.map(\.slot))
             var doomed: [[UInt8]] = []
             if let service {
                 try forEachMetadata(copy, records: records, path: store.path) { metadata, address in
