@@ -769,3 +769,47 @@ extension Format2CLITests {
         #expect(try lockbox(["list", "--json", "--json-lines"]).status == 64)
     }
 }
+
+extension SQLiteVaultStoreTests {
+    /// POSIX record locks belong to the process: closing ANY descriptor of a file drops every
+    /// lock the process holds on it, SQLite's included. A handle closed while another stays open
+    /// leaves its descriptor with SQLite (deferred close), and SQLite reuses that descriptor for
+    /// the next open of the file instead of calling `open` — so the descriptor Lockbox probed and
+    /// offered is left over, and must not be closed while SQLite holds locks on the file.
+    @Test("handles opened and closed while another stays open keep its locks: a writer process that closes the vault does not take it for unused and corrupt it")
+    func reopeningBesideAnOpenHandle() throws {
+        let vault = try Format2Vault()
+        // After its first transaction, a WAL-mode connection holds a shared lock on the file.
+        try vault.store.set(secret("first"), for: ItemKey(service: "svc", account: "first"), options: ItemOptions())
+        let inode = try vault.path.stat().inode.rawValue
+        func sharedLocksHeld() throws -> Int {
+            try String(contentsOfFile: "/proc/locks", encoding: .utf8).split(separator: "\n").filter {
+                $0.contains(" \(getpid()) ") && $0.contains(":\(inode) ")
+            }.count
+        }
+        #expect(try sharedLocksHeld() > 0)
+        for round in 0..<20 {
+            let other = try vault.reopen()
+            try other.set(secret("round \(round)"), for: ItemKey(service: "svc", account: "round-\(round)"), options: ItemOptions())
+            #expect(SQLiteVaultStore.sqliteHeader(vault.path).isVault)
+        }
+        #expect(try sharedLocksHeld() > 0, "a descriptor of the vault was closed beside the open handle")
+        // One read-write probe and one header read kept, however many rounds.
+        #expect(DatabaseFileDescriptors.parkedCount(path: vault.path) <= 2)
+        // Another process writes and closes the vault. Had this process lost its locks, that
+        // process would find itself the last user, fold the WAL in and delete it under us.
+        for index in 0..<3 {
+            let result = try runLockbox(["set", "--vault", vault.path.string, "--key-file", vault.keyPath.string, "svc", "process-\(index)"],
+                                        stdin: Data("from a process \(index)".utf8))
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        try vault.store.set(secret("after"), for: ItemKey(service: "svc", account: "after"), options: ItemOptions())
+        for round in 0..<20 {
+            #expect(try vault.store.get(ItemKey(service: "svc", account: "round-\(round)")) == secret("round \(round)"))
+        }
+        for index in 0..<3 {
+            #expect(try vault.store.get(ItemKey(service: "svc", account: "process-\(index)")) == secret("from a process \(index)"))
+        }
+        #expect(try vault.reopen().list(service: "svc").count == 25)
+    }
+}

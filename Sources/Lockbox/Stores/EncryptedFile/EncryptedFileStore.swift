@@ -108,7 +108,9 @@ public final class EncryptedFileStore: SecretStore {
         }
         var start = [UInt8](repeating: 0, count: VaultHeader.magic.count)
         if let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) {
-            _ = try? fd.closeAfter { try start.withUnsafeMutableBytes { try fd.read(into: $0) } }
+            // Closed through DatabaseFileDescriptors: it may be a format-2 vault this process has open.
+            defer { DatabaseFileDescriptors.close(fd, readWrite: false) }
+            _ = try? start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
         }
         if start == VaultHeader.magic || SQLiteVaultStore.sqliteHeader(path).isVault {
             throw LockboxError.vaultAlreadyExists(path: path.string)

@@ -96,19 +96,28 @@ package enum VaultFile {
             }
             let options: FileDescriptor.OpenOptions = [.closeOnExec, .nonBlocking]
             let fd: FileDescriptor
-            if readWrite {
+            if forDatabase, let parked = DatabaseFileDescriptors.takeParked(path: path, writable: true) {
+                // A descriptor of this file kept while a connection of this process uses it.
+                fd = parked.descriptor
+            } else if readWrite {
                 do {
                     fd = try FileDescriptor.open(path, .readWrite, options: options)
                 } catch let error as Errno where error == .permissionDenied || error == .readOnlyFileSystem || error == .notPermitted {
                     readWrite = false
-                    fd = try FileDescriptor.open(path, .readOnly, options: options)
+                    if let parked = DatabaseFileDescriptors.takeParked(path: path, writable: false) {
+                        (fd, readWrite) = parked
+                    } else {
+                        fd = try FileDescriptor.open(path, .readOnly, options: options)
+                    }
                 }
             } else {
                 // Without blocking: a FIFO at the vault's path must be refused, not waited on.
                 fd = try FileDescriptor.open(path, .readOnly, options: options)
             }
             var handedOver = false
-            defer { if !handedOver { try? fd.close() } }
+            // Closed through DatabaseFileDescriptors: a connection of this process may have the
+            // file open, and closing any descriptor of it would drop that connection's locks.
+            defer { if !handedOver { DatabaseFileDescriptors.close(fd, readWrite: readWrite) } }
             let status: Stat
             do { status = try fd.stat() } catch {
                 throw LockboxError.io(operation: "checking the vault", path: path.string, errno: error.asErrno)

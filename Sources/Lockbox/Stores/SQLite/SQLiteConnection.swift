@@ -30,6 +30,8 @@ package final class SQLiteConnection {
     private var statements: [String: SQLiteStatement] = [:]
     /// The SQL of cached statements running now: a nested use of the same SQL gets its own.
     private var statementsInUse: Set<String> = []
+    /// The file this connection counts as open in ``DatabaseFileDescriptors``.
+    private var countedFile: DatabaseFileDescriptors.FileID?
 
     /// Opens (or, with `create`, creates with mode 0600) the database at `path`.
     package convenience init(path: FilePath, create: Bool, busyTimeout: Duration) throws {
@@ -49,19 +51,31 @@ package final class SQLiteConnection {
         if create { flags |= SQLITE_OPEN_CREATE }
         var db: OpaquePointer?
         var offer: UInt64?
-        if let file, let descriptor = file.take() {
+        var descriptor: FileDescriptor?
+        if let file { descriptor = file.take() }
+        // Counted before SQLite opens it: a descriptor of the file closed meanwhile is parked.
+        countedFile = descriptor.flatMap { DatabaseFileDescriptors.FileID(descriptor: $0.rawValue) }
+            ?? DatabaseFileDescriptors.FileID(path: path)
+        if let countedFile { DatabaseFileDescriptors.connectionOpening(countedFile) }
+        if let file, let descriptor {
             offer = SQLiteFileAdoption.offer(descriptor, path: path, readWrite: file.readWrite)
-            if offer == nil { try? descriptor.close() }
+            if offer == nil { DatabaseFileDescriptors.close(descriptor, readWrite: file.readWrite) }
         }
         let status = sqlite3_open_v2(path.string, &db, flags, nil)
         if let offer { SQLiteFileAdoption.withdraw(offer) }
         handle = db
+        if countedFile == nil, status == SQLITE_OK, let id = DatabaseFileDescriptors.FileID(path: path) {
+            countedFile = id
+            DatabaseFileDescriptors.connectionOpening(id)
+        }
         guard status == SQLITE_OK else {
             let error = Self.error(
                 status, message: db.map { String(cString: sqlite3_errmsg($0)) } ?? "", systemErrno: sqlite3_system_errno(db),
                 path: path, busyTimeout: busyTimeout, operation: "opening the vault")
             sqlite3_close_v2(db)
             handle = nil
+            if let countedFile { DatabaseFileDescriptors.connectionClosed(countedFile) }
+            countedFile = nil
             throw error
         }
         let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
@@ -75,6 +89,7 @@ package final class SQLiteConnection {
         statements.removeAll()
         // Closing the last connection checkpoints the log into the database and removes it.
         sqlite3_close_v2(handle)
+        if let countedFile { DatabaseFileDescriptors.connectionClosed(countedFile) }
     }
 
     /// Switches the database to WAL with durable commits; returns nothing but throws if SQLite

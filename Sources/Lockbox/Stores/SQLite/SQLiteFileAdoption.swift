@@ -83,7 +83,7 @@ enum SQLiteFileAdoption {
             return offers.pending.remove(at: index)
         }
         guard let left else { return true }
-        _ = Glibc.close(left.descriptor)
+        DatabaseFileDescriptors.close(FileDescriptor(rawValue: left.descriptor), readWrite: left.readWrite)
         return false
     }
 
@@ -116,7 +116,8 @@ enum SQLiteFileAdoption {
 
 /// A format-2 vault file that Lockbox opened and checked (a regular file, ours, mode 0600 or
 /// tighter, a SQLite header) and whose descriptor the ``SQLiteConnection`` opening it takes over,
-/// so the file is opened once (``VaultFile/probe(at:)``). Closed when dropped unused.
+/// so the file is opened once (``VaultFile/probe(at:)``). Closed when dropped unused (through
+/// ``DatabaseFileDescriptors``, which keeps it while connections of this process use the file).
 package final class OpenedDatabaseFile {
     /// The file's resolved path, the one SQLite is given.
     package let path: FilePath
@@ -136,5 +137,123 @@ package final class OpenedDatabaseFile {
         return descriptor
     }
 
-    deinit { try? descriptor?.close() }
+    deinit {
+        if let descriptor { DatabaseFileDescriptors.close(descriptor, readWrite: readWrite) }
+    }
+}
+
+/// Keeps this process's SQLite locks on a vault: no descriptor of a database file is closed while
+/// a ``SQLiteConnection`` of this process has that file open.
+///
+/// POSIX record locks — the ones SQLite's Unix VFS takes — belong to a process and a file, not to
+/// a descriptor: closing *any* descriptor of the file drops every lock the process holds on it.
+/// SQLite guards its own descriptors against this (a connection closed while another holds locks
+/// leaves its descriptor open, and the next open of the file reuses it instead of calling `open`).
+/// Lockbox's descriptors need the same care: the probe of ``VaultFile/probe(at:)`` is not taken
+/// over when SQLite reuses one of its own, and `sqliteHeader` reads a few bytes by path. Closing
+/// such a descriptor beside an open connection dropped that connection's shared lock; another
+/// process closing the vault then found itself its last user, folded the write-ahead log in and
+/// deleted it under the open connection (a later write failed with a disk I/O error, or the
+/// database was damaged).
+///
+/// So every such descriptor is closed through ``close(_:readWrite:)``: while connections of this
+/// process have the file open it is parked instead, and closed when the last of them closes. The
+/// next probe of the file takes a parked descriptor before opening a new one, so at most one is
+/// parked per file and access mode however often handles are opened and closed.
+package enum DatabaseFileDescriptors {
+    struct FileID: Hashable {
+        var device: UInt64
+        var inode: UInt64
+
+        init(_ status: stat) {
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+        }
+
+        init?(descriptor: Int32) {
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else { return nil }
+            self.init(status)
+        }
+
+        init?(path: FilePath) {
+            var status = stat()
+            guard path.withPlatformString({ lstat($0, &status) }) == 0 else { return nil }
+            self.init(status)
+        }
+    }
+
+    private struct Parked {
+        var descriptor: Int32
+        var readWrite: Bool
+    }
+
+    private struct File {
+        var connections = 0
+        var parked: [Parked] = []
+    }
+
+    private static let files = Locked([FileID: File]())
+
+    /// Closes `descriptor`, a descriptor of a (possible) database file — or parks it while
+    /// connections of this process have that file open.
+    static func close(_ descriptor: FileDescriptor, readWrite: Bool) {
+        if let id = FileID(descriptor: descriptor.rawValue) {
+            let parked = files.withLock { files -> Bool in
+                guard var file = files[id], file.connections > 0 else { return false }
+                file.parked.append(Parked(descriptor: descriptor.rawValue, readWrite: readWrite))
+                files[id] = file
+                return true
+            }
+            if parked { return }
+        }
+        try? descriptor.close()
+    }
+
+    /// A parked descriptor of the file now at `path`, taken out of the park (the caller owns it,
+    /// positioned at the start), and whether it is open read-write; nil if there is none. With
+    /// `writable`, only a read-write one; else any, a read-only one first.
+    static func takeParked(path: FilePath, writable: Bool) -> (descriptor: FileDescriptor, readWrite: Bool)? {
+        guard let id = FileID(path: path) else { return nil }
+        let taken = files.withLock { files -> Parked? in
+            guard var file = files[id] else { return nil }
+            let index = writable ? file.parked.firstIndex(where: \.readWrite)
+                : file.parked.firstIndex(where: { !$0.readWrite }) ?? file.parked.indices.first
+            guard let index else { return nil }
+            let parked = file.parked.remove(at: index)
+            files[id] = file
+            return parked
+        }
+        guard let taken else { return nil }
+        _ = lseek(taken.descriptor, 0, SEEK_SET)
+        return (FileDescriptor(rawValue: taken.descriptor), taken.readWrite)
+    }
+
+    /// Counts a connection to the file `id` as open (before it opens, so that descriptors closed
+    /// meanwhile are parked).
+    static func connectionOpening(_ id: FileID) {
+        files.withLock { $0[id, default: File()].connections += 1 }
+    }
+
+    /// Counts a connection to the file `id` as closed (after SQLite closed it); the last one
+    /// closes the file's parked descriptors.
+    static func connectionClosed(_ id: FileID) {
+        let release = files.withLock { files -> [Int32] in
+            guard var file = files[id] else { return [] }
+            file.connections -= 1
+            if file.connections > 0 {
+                files[id] = file
+                return []
+            }
+            files[id] = nil
+            return file.parked.map(\.descriptor)
+        }
+        for descriptor in release { _ = Glibc.close(descriptor) }
+    }
+
+    /// How many descriptors of the file at `path` are parked now (for tests).
+    package static func parkedCount(path: FilePath) -> Int {
+        guard let id = FileID(path: path) else { return 0 }
+        return files.withLock { $0[id]?.parked.count ?? 0 }
+    }
 }

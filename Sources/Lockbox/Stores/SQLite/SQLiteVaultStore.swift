@@ -259,8 +259,12 @@ public final class SQLiteVaultStore: SecretStore {
     /// `application_id` (bytes 68-71, big-endian) is a Lockbox vault's. Never blocks on a FIFO.
     package static func sqliteHeader(_ path: FilePath) -> (isSQLite: Bool, isVault: Bool) {
         var start = [UInt8](repeating: 0, count: sqliteHeaderBytes)
-        guard let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) else { return (false, false) }
-        let count = (try? fd.closeAfter { try start.withUnsafeMutableBytes { try fd.read(into: $0) } }) ?? 0
+        // A descriptor kept while a connection of this process has the file open is reused; this
+        // one is closed through DatabaseFileDescriptors too, which keeps it in that case.
+        let reused = DatabaseFileDescriptors.takeParked(path: path, writable: false)
+        guard let fd = reused?.descriptor ?? (try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking])) else { return (false, false) }
+        defer { DatabaseFileDescriptors.close(fd, readWrite: reused?.readWrite ?? false) }
+        let count = (try? start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }) ?? 0
         return sqliteHeader(start.prefix(count))
     }
 
