@@ -56,12 +56,34 @@ struct Options: ParsableCommand {
         valueName: "list"))
     var onlyList: String?
 
+    @Option(name: .customLong("format2-sizes"), help: ArgumentHelp(
+        "Item counts for the format2 group, comma-separated (default: the plan's sizes; e.g. 10,10000,1000000).",
+        valueName: "list"))
+    var formatTwoSizesList: String?
+
+    @Option(name: .customLong("writer-sets"), help: ArgumentHelp(
+        "Sets per writer process in the format2 group's 8-writer row (default 1,000; 25 with --quick).", valueName: "count"))
+    var writerSets: Int?
+
+    /// The item counts of the format2 group.
+    var formatTwoSizes: [Int]? {
+        formatTwoSizesList.map { $0.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+    }
+
     /// Which benchmark groups to run (default: all).
     var only: Set<String> {
         onlyList.map { Set($0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) } ?? Options.groups
     }
 
     func validate() throws {
+        if let list = formatTwoSizesList {
+            guard let sizes = formatTwoSizes, sizes.count == list.split(separator: ",").count, sizes.allSatisfy({ (1...10_000_000).contains($0) }) else {
+                throw ValidationError("--format2-sizes takes item counts from 1 to 10,000,000, comma-separated")
+            }
+        }
+        if let writerSets, !(1...100_000).contains(writerSets) {
+            throw ValidationError("--writer-sets takes 1 to 100,000")
+        }
         guard !only.isEmpty, only.isSubset(of: Options.groups) else {
             throw ValidationError("--only takes a comma-separated list of: \(Options.groups.sorted().joined(separator: ", "))")
         }
@@ -616,6 +638,22 @@ func runChild(
                        nanoseconds: elapsed, cpuNanoseconds: childCPU)
 }
 
+/// The largest peak RSS of `runs` runs of a command, in KiB, as `/usr/bin/time -f %M` reports it
+/// (`nil` without /usr/bin/time). Each run must exit 0.
+func peakRSSKiB(_ executable: URL, _ arguments: [String], environment: [String: String], runs: Int) throws -> Int? {
+    let time = URL(fileURLWithPath: "/usr/bin/time")
+    guard FileManager.default.isExecutableFile(atPath: time.path) else { return nil }
+    var peak = 0
+    for _ in 0..<runs {
+        let result = try runChild(time, ["-f", "%M", executable.path] + arguments, environment: environment)
+        guard result.status == 0, let last = String(decoding: result.errorOutput, as: UTF8.self).split(separator: "\n").last,
+              let kib = Int(last.trimmingCharacters(in: .whitespaces))
+        else { throw BenchError("/usr/bin/time \(executable.lastPathComponent) exited with \(result.status)") }
+        peak = max(peak, kib)
+    }
+    return peak
+}
+
 /// Times child processes: `warmup` untimed runs, then `iterations` timed runs, each checked.
 func measureProcess(
     warmup: Int, iterations: Int, _ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
@@ -688,26 +726,32 @@ func benchProcesses(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
 
 // MARK: - Vault format 2 (SQLite, sealed rows)
 
-/// Format 2 beside format 1 at each size: populating through the batch path (one transaction),
-/// file size per item, in-process get, set (durable commit), open with a key file, list, and the
-/// whole `lockbox get` process. The format-1 rows of the other groups are the comparison.
+/// Format 2 beside format 1 at each size: populating through the streaming batch path (one
+/// transaction), file size per item, in-process get, set (durable commit), open with a key file,
+/// list, the whole `lockbox get` process and its peak RSS, and 8 writer processes. The format-1
+/// rows of the other groups are the comparison (format 1 cannot be built at a million items).
 func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options: Options) throws {
-    for size in plan.sizes {
+    let sizes = options.formatTwoSizes ?? plan.sizes
+    for size in sizes {
+        progress("  format 2 at \(formatCount(size)) items…")
         let path = fixtures.newVaultPath("format2-\(size)")
         let store = try SQLiteVaultStore.create(at: path, credentials: [.keyFile(fixtures.keyFile)])
         var generator = SplitMix64(seed: UInt64(size))
-        var writes: [ItemWrite] = []
-        for index in 0..<size {
-            let token = makeToken(&generator)
-            let (service, account) = itemAddress(index)
-            writes.append(ItemWrite(SecretBytes(utf8: token), for: ItemKey(service: service, account: account), options: ItemOptions(kind: .token)))
+        // Streamed: one write in memory at a time, as `lockbox import --json-lines` does.
+        let populate = try measure(warmup: 0, iterations: 1) { _ in
+            try store.set(streaming: { write in
+                for index in 0..<size {
+                    let (service, account) = itemAddress(index)
+                    try write(ItemWrite(SecretBytes(utf8: makeToken(&generator)), for: ItemKey(service: service, account: account),
+                                        options: ItemOptions(kind: .token)))
+                }
+            })
         }
-        let populate = try measure(warmup: 0, iterations: 1) { _ in try store.set(writes) }
-        writes = []
+        // The size of the database once its write-ahead log is folded in (as after the last close).
+        try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(10)).execute("PRAGMA wal_checkpoint(TRUNCATE)")
         let bytes = (try? FileManager.default.attributesOfItem(atPath: path.string)[.size] as? Int).flatMap { $0 } ?? 0
-        let wal = (try? FileManager.default.attributesOfItem(atPath: path.string + "-wal")[.size] as? Int).flatMap { $0 } ?? 0
-        report.add(Group.formatTwo, "populate through the batch path (one transaction)", items: size, populate,
-                   note: "file \(formatCount((bytes + wal) / max(size, 1))) bytes/item incl. WAL")
+        report.add(Group.formatTwo, "populate through the batch path (one transaction, streamed)", items: size, populate,
+                   note: "file \(formatCount(bytes / max(size, 1))) bytes/item")
         var random = SplitMix64(seed: 42)
         let get = try measure(warmup: plan.getWarmup / 10, iterations: plan.getIterations / 10) { _ in
             let index = Int(random.next() % UInt64(size))
@@ -725,11 +769,13 @@ func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
             _ = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(fixtures.keyFile)])
         }
         report.add(Group.formatTwo, "open, key-file slot", items: size, open)
-        let listIterations = size >= 10_000 ? max(2, plan.setIterations / 20) : plan.setIterations
-        let list = try measure(warmup: 1, iterations: listIterations) { _ in
-            guard try store.list(service: nil).count == size else { throw BenchError("format 2: list lost items") }
+        let listIterations = size >= 100_000 ? 2 : size >= 10_000 ? max(2, plan.setIterations / 20) : plan.setIterations
+        let list = try measure(warmup: size >= 100_000 ? 0 : 1, iterations: listIterations) { _ in
+            var count = 0
+            try store.list(service: nil) { _ in count += 1 }
+            guard count == size else { throw BenchError("format 2: list lost items") }
         }
-        report.add(Group.formatTwo, "list (metadata only)", items: size, list)
+        report.add(Group.formatTwo, "list (metadata only, streamed)", items: size, list)
         guard let lockbox = lockboxBinary(options), FileManager.default.isExecutableFile(atPath: lockbox.path) else { continue }
         let (service, account) = itemAddress(size / 2)
         let value = try store.get(ItemKey(service: service, account: account)).map { $0.withUnsafeBytes { Data($0) } } ?? Data()
@@ -739,7 +785,73 @@ func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
         ) {
             guard $0.status == 0, $0.output == value else { throw BenchError("format 2: `lockbox get` exited with \($0.status) or printed the wrong secret") }
         }
-        report.add(Group.formatTwo, "`lockbox get` process, key-file slot", items: size, process)
+        let peak = try peakRSSKiB(lockbox, arguments, environment: fixtures.childEnvironment, runs: 5)
+        report.add(Group.formatTwo, "`lockbox get` process, key-file slot", items: size, process,
+                   note: peak.map { "peak RSS \(String(format: "%.1f", Double($0) / 1024)) MiB (max of 5 runs)" } ?? "")
+        try benchWriters(fixtures, report, path: path, size: size, sets: options.writerSets ?? (options.quick ? 25 : 1_000))
+    }
+}
+
+/// 8 writer processes (this executable in its writer role), each making `sets` durable sets of
+/// its own items through the library at once: throughput, per-set latency, and a check that every
+/// acknowledged write is in the vault with its value (zero lost, or the benchmark fails).
+func benchWriters(_ fixtures: Fixtures, _ report: Report, path: FilePath, size: Int, sets: Int) throws {
+    let writers = 8
+    guard let own = Bundle.main.executableURL else { throw BenchError("cannot find this executable for the writer processes") }
+    let start = monotonicNanoseconds()
+    let results = try (0..<writers).map { worker -> (Process, Pipe) in
+        let process = Process()
+        process.executableURL = own
+        var environment = fixtures.childEnvironment
+        environment[WriterRole.variable] = "\(path.string)\n\(fixtures.keyFile.string)\n\(worker)\n\(sets)"
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        return (process, output)
+    }.map { process, output -> [UInt64] in
+        let data = try output.fileHandleForReading.readToEnd() ?? Data()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw BenchError("a writer process exited with \(process.terminationStatus)") }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { UInt64($0) }
+    }
+    let elapsed = Double(monotonicNanoseconds() - start)
+    let latencies = results.flatMap { $0 }
+    guard latencies.count == writers * sets else { throw BenchError("writers acknowledged \(latencies.count) of \(writers * sets) sets") }
+    let store = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(fixtures.keyFile)])
+    var lost = 0
+    for worker in 0..<writers {
+        for index in 0..<sets where try store.get(WriterRole.key(worker, index)) != WriterRole.value(worker, index) { lost += 1 }
+    }
+    guard lost == 0 else { throw BenchError("8 writers: \(lost) acknowledged writes lost") }
+    let throughput = Double(writers * sets) / (elapsed / 1e9)
+    report.add(Group.formatTwo, "8 writer processes × \(formatCount(sets)) sets, per set", items: size, Stats(latencies),
+               note: "\(String(format: "%.0f", throughput)) sets/s together, \(formatDuration(elapsed)) in all, 0 lost")
+}
+
+/// A writer process of ``benchWriters(_:_:path:size:sets:)``: this executable started with
+/// `LOCKBOX_BENCH_WRITER` = vault path, key-file path, worker number and set count (one a line).
+/// It prints each set's latency in nanoseconds, one a line.
+enum WriterRole {
+    static let variable = "LOCKBOX_BENCH_WRITER"
+
+    static func key(_ worker: Int, _ index: Int) -> ItemKey { ItemKey(service: "bench-writer-\(worker)", account: "item-\(index)") }
+    static func value(_ worker: Int, _ index: Int) -> SecretBytes { SecretBytes(utf8: "written by \(worker) as number \(index)") }
+
+    /// Runs the writer role if this process was started as one; `nil` otherwise.
+    static func runIfAsked() throws -> Int32? {
+        guard let spec = ProcessInfo.processInfo.environment[variable] else { return nil }
+        let fields = spec.split(separator: "\n").map(String.init)
+        guard fields.count == 4, let worker = Int(fields[2]), let sets = Int(fields[3]) else { throw BenchError("bad \(variable)") }
+        let store = try SQLiteVaultStore.open(at: FilePath(fields[0]), credentials: [.keyFile(FilePath(fields[1]))])
+        var lines = ""
+        for index in 0..<sets {
+            let start = monotonicNanoseconds()
+            try store.set(value(worker, index), for: key(worker, index), options: ItemOptions(kind: .token))
+            lines += "\(monotonicNanoseconds() - start)\n"
+        }
+        print(lines, terminator: "")
+        return 0
     }
 }
 
@@ -1082,6 +1194,7 @@ func benchSecretServiceProcesses(
 // MARK: - Main
 
 func run() throws -> Int32 {
+    if let status = try WriterRole.runIfAsked() { return status }
     let options = Options.parseOrExit()
     let plan = options.quick ? Plan.quick : Plan.full
     let fixtures = try Fixtures(parent: options.parentDirectory)
