@@ -765,6 +765,12 @@ func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
             try store.set(SecretBytes(utf8: "overwritten-\(iteration)"), for: ItemKey(service: service, account: account), options: ItemOptions(kind: .token))
         }
         report.add(Group.formatTwo, "set, overwrite random item, durable commit", items: size, set)
+        if size == sizes.first {
+            // What one durable write costs this file system: the floor under `set` (one fsync of
+            // the write-ahead log per commit).
+            let floor = try measure(warmup: plan.setWarmup, iterations: plan.setIterations) { _ in try fsyncFloor(beside: path) }
+            report.add(Group.formatTwo, "baseline: append 4 KiB to a file + fsync", items: nil, floor)
+        }
         let open = try measure(warmup: plan.keyFileUnlockWarmup, iterations: plan.keyFileUnlockIterations) { _ in
             _ = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(fixtures.keyFile)])
         }
@@ -789,6 +795,18 @@ func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
         report.add(Group.formatTwo, "`lockbox get` process, key-file slot", items: size, process,
                    note: peak.map { "peak RSS \(String(format: "%.1f", Double($0) / 1024)) MiB (max of 5 runs)" } ?? "")
         try benchWriters(fixtures, report, path: path, size: size, sets: options.writerSets ?? (options.quick ? 25 : 1_000))
+    }
+}
+
+/// Appends 4 KiB to a scratch file beside `path` and fsyncs it: one durable write, as a commit makes.
+func fsyncFloor(beside path: FilePath) throws {
+    let scratch = path.string + ".fsync-floor"
+    let fd = open(scratch, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw BenchError("cannot open \(scratch)") }
+    defer { close(fd) }
+    let block = [UInt8](repeating: 0x5A, count: 4096)
+    guard block.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == 4096, fsync(fd) == 0 else {
+        throw BenchError("writing \(scratch) failed")
     }
 }
 
