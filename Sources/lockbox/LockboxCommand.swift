@@ -78,7 +78,7 @@ struct LockboxCommand: ParsableCommand {
     /// When the first argument names one of ``parsedOnTheirOwn``, the rest is parsed by that
     /// command's definition alone: what swift-argument-parser does once the root's parse reaches
     /// the subcommand, without the root's command tree and its check for a completion-script
-    /// request (two extra parses of the whole command line), 16.8 M → 11.0 M instructions for a
+    /// request (two extra parses of the whole command line): 16.7 M → 11.2 M instructions for a
     /// file-vault `get` (callgrind, `make release`). Anything that is not a successful parse of
     /// exactly that command there (an error, `--help`, `--version`, `--generate-completion-script`,
     /// `--experimental-dump-help`, a failed `validate()`) is parsed again from the root, so what is
