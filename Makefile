@@ -23,10 +23,10 @@ build:
 # Laid out in the order of scripts/lockbox.order (scripts/gen-symbol-order.sh: the functions the
 # everyday commands run), which lld places first: the code a command runs then fills fewer pages,
 # instead of faulting in 64 KiB around each function across the binary's 17 MB of code (peak RSS
-# of a file-vault `get` 19.3 -> 14.3 MiB, `--version` 12.0 -> 8.1 MiB; docs/PERFORMANCE.md, issue
+# of a file-vault `get` 17.8 -> 14.6 MiB, `--version` 10.6 -> 8.7 MiB; docs/PERFORMANCE.md, issue
 # 18). The static runtime and Foundation come with a section per function, which lld can move;
 # compiling Lockbox's own modules that way too (-function-sections) was measured and not kept
-# (15.2 MiB: their code still lands in shared sections).
+# (15.2 against 15.0 MiB: their code still lands in shared sections).
 PACKED_RELOCATIONS := $(shell printf '2.36\n%s\n' "$$(getconf GNU_LIBC_VERSION 2>/dev/null | cut -d' ' -f2)" | sort -V -C 2>/dev/null \
 	&& echo "-Xlinker -z -Xlinker pack-relative-relocs")
 CODE_LAYOUT := -Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/scripts/lockbox.order -Xlinker --no-warn-symbol-ordering

@@ -3,7 +3,7 @@
 # in the order the linker should lay them out (`make release` passes it to lld as
 # --symbol-ordering-file). Placed first, the functions a command runs (about 0.9 MiB of them) fill
 # fewer pages than spread over the binary's 17 MB of code, where each page fault maps 64 KiB around
-# the function: peak RSS of a file-vault `get` 19.3 -> 14.3 MiB (docs/PERFORMANCE.md, issue 18).
+# the function: peak RSS of a file-vault `get` 17.8 -> 14.6 MiB (docs/PERFORMANCE.md, issue 18).
 #
 # Usage: scripts/gen-symbol-order.sh [--binary PATH]
 #
