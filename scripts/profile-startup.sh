@@ -12,8 +12,12 @@
 #   load+relocate  the dynamic loader before any of our code (_dl_start: mapping and relocating
 #                  every shared library the binary links)
 #   initializers   the libraries' and the binary's constructors (_dl_init)
-#   main           our program (main: the Swift runtime's lazy set-up, argument parsing (shown
-#                  apart), the command, exit)
+#   main           our program (main: the Swift runtime's lazy set-up, argument parsing, the
+#                  command's run, exit), with these parts of it shown apart:
+#     parse        swift-argument-parser parsing the command line (parseAsRoot)
+#     run          the command's run(): opening the store, then the operation itself
+#     open store   of run: resolving the store (settings file) and opening it (unlock; for the
+#                  Secret Service, loading libsecret with dlopen and connecting to the bus)
 #   exit           exit handlers and destructors (exit)
 # then the shared libraries the process loaded, at start-up and later with dlopen (LD_DEBUG=files),
 # and `ldd` of the binary. Environment as given (set LOCKBOX_KEY_FILE etc. for a vault command).
@@ -55,6 +59,8 @@ callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk '
     / [^ ]*:_dl_init \[/ && !init { init = count($1) }
     / [^ ]*:(main|lockbox_main) \[/ && !main { main = count($1) }
     / [^ ]*:[^ ]*parseAsRoot[^ ]* \[/ && !parse { parse = count($1) }
+    / [^ ]*:\$s7lockbox[^ ]*V3runyyKF \[/ && !run { run = count($1) }
+    / [^ ]*:[^ ]*VaultOptionsV17openResolvedStore[^ ]* \[/ && !open { open = count($1) }
     / [^ ]*:exit \[/ && !ex { ex = count($1) }
     END {
         printf "instructions (callgrind Ir): %d\n", total
@@ -62,6 +68,9 @@ callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk '
         printf "  %-15s %12.1f M\n", "initializers", init / 1e6
         printf "  %-15s %12.1f M   (with the exit below and any library loaded later with dlopen)\n", "main", main / 1e6
         printf "  %-15s %12.1f M   (of main: swift-argument-parser parsing the command line)\n", "  parse", parse / 1e6
+        printf "  %-15s %12.1f M   (of main: the command'"'"'s run)\n", "  run", run / 1e6
+        printf "  %-15s %12.1f M   (of run: resolving and opening the store)\n", "    open store", open / 1e6
+        printf "  %-15s %12.1f M   (of run: the operation, e.g. the D-Bus calls)\n", "    operation", (run - open) / 1e6
         printf "  %-15s %12.1f M\n", "exit", ex / 1e6
     }'
 # The objects whose own (exclusive) instructions are the most.

@@ -11,7 +11,7 @@ struct SetItem: ParsableCommand {
             The secret is read from standard input to its end (one trailing newline is dropped unless \
             --raw), or, on a terminal, asked twice without echo. It is never taken from an argument.
             Example: lockbox set com.example.api alice < token.txt
-            """)
+            """).parsedOnItsOwn()
 
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The service, e.g. com.example.api.") var service: String
@@ -54,7 +54,7 @@ struct GetItem: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
         abstract: "Print a secret, and nothing else, to standard output.",
-        discussion: "A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such item.")
+        discussion: "A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such item.").parsedOnItsOwn()
 
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
@@ -72,7 +72,7 @@ struct DeleteItem: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Remove one item.",
-        discussion: "Exit code 2 if there is no such item.")
+        discussion: "Exit code 2 if there is no such item.").parsedOnItsOwn()
 
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
@@ -89,7 +89,7 @@ struct DeleteItem: ParsableCommand {
 struct ListItems: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
-        abstract: "List items: metadata only, never secrets.")
+        abstract: "List items: metadata only, never secrets.").parsedOnItsOwn()
 
     @OptionGroup var vaultOptions: VaultOptions
     @Option(help: "Only this service's items.") var service: String?
