@@ -31,6 +31,7 @@
 #       CTL start NODE               start a stopped server again
 #       CTL psql NODE SQL            run SQL as the superuser in the vault's database; prints
 #                                    unaligned rows
+#       CTL dump NODE                pg_dump of the vault's database (plain SQL), as a backup has it
 # Both servers are stopped and the folder removed on every exit path; the script exits with
 # COMMAND's status. Requires Debian's postgresql (apt-get install postgresql) and python3.
 set -euo pipefail
@@ -240,7 +241,9 @@ case "\${1:-}" in
         as_server "\$pg_bin/pg_ctl" -D "\$tmp/\$(node "\$2")" -l "\$tmp/server/\$2.log" -w -t 30 start >/dev/null ;;
     psql)
         as_server "\$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "\$tmp/server" -p "\$(port_of "\$2")" -U postgres -d lockbox -c "\$3" ;;
-    *) echo "usage: \$0 kill|stop|cont|start NODE | promote [NODE] | psql NODE SQL" >&2; exit 2 ;;
+    dump)
+        as_server "\$pg_bin/pg_dump" -h "\$tmp/server" -p "\$(port_of "\$2")" -U postgres -d lockbox ;;
+    *) echo "usage: \$0 kill|stop|cont|start|dump NODE | promote [NODE] | psql NODE SQL" >&2; exit 2 ;;
 esac
 EOF
 chmod 0700 "$tmp/client/ctl"

@@ -175,6 +175,20 @@ struct PostgresStoreTests {
             seen += try cluster.psql("SELECT t::text FROM lockbox.\(table) t")
         }
         seen += try cluster.psql("SELECT encode(address, 'escape') || encode(metadata, 'escape') || encode(secret, 'escape') FROM lockbox.items")
+        // What a backup holds (pg_dump), and what the synchronous standby holds.
+        let dump = try cluster.control(["dump", "primary"])
+        #expect(dump.contains("COPY lockbox.items"), "the dump holds the items table")
+        seen += dump
+        if ProcessInfo.processInfo.environment["LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE"] != nil {
+            // Synchronous commit waits for the standby's flush, not its replay: wait for the row.
+            var replicated = ""
+            for _ in 0..<100 where !replicated.contains("\\x") {
+                replicated = try cluster.psql("SELECT t::text FROM lockbox.items t", on: "standby")
+                if !replicated.contains("\\x") { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(replicated.contains("\\x"), "the standby has the row")
+            seen += replicated
+        }
         #expect(seen.contains("\\x"), "the look saw the rows")
         for word in clear {
             let hex = word.utf8.map { String(format: "%02x", $0) }.joined()
