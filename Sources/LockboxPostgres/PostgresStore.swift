@@ -19,9 +19,10 @@ import SystemPackage
 /// connection included) or throws ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``;
 /// one connection attempt to one host is bounded by the URL's `connect_timeout` (default 10 s).
 /// With several hosts in the URL the store uses the first that matches its
-/// `target_session_attrs`, and chooses again after a lost connection, a timeout or a read-only
-/// refusal: the call that noticed fails (a write whose connection was lost may or may not have
-/// committed), the next one goes to the server chosen anew. Call ``shutdown()`` when done: it
+/// `target_session_attrs`, and chooses again when that server is gone (a lost connection or a
+/// timeout, then a probe that fails) or turns read-only: the call that noticed fails (a write
+/// whose connection was lost may or may not have committed), the next one goes to the server
+/// chosen anew. Call ``shutdown()`` when done: it
 /// closes the pool.
 public final class PostgresStore: AsyncSecretStore {
     /// `false`: reading an item needs the vault's passphrase or key file.
@@ -227,8 +228,8 @@ public final class PostgresStore: AsyncSecretStore {
     // MARK: Running calls
 
     /// Runs `body` within ``operationTimeout`` on the server the connector chose (``client``),
-    /// with postgres-nio's errors made typed; a lost connection, a timeout or a read-only refusal
-    /// makes the connector choose again for the next call.
+    /// with postgres-nio's errors made typed; after a lost connection, a timeout or a read-only
+    /// refusal the connector checks its server and chooses again if it is gone.
     private func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
         try await connector.run(operation) { [self] _ in try await body(self) }
     }
@@ -511,10 +512,13 @@ public final class PostgresStore: AsyncSecretStore {
 /// the URL's order, each probed with one connection of its own (bounded by `connect_timeout`)
 /// that asks `pg_is_in_recovery()` and `transaction_read_only`; the first that fits gets a pool.
 /// One URL host with `target_session_attrs=any` is not probed (the pool's connection is the
-/// probe). Concurrent calls share one choice. A call that loses its connection, times out or is
-/// refused as read-only (SQLSTATE 25006) retires the pool it used, so the next call chooses
-/// again — after a failover, the promoted standby. No host fits: the choice is tried again every
-/// 100-500 ms until the call's time runs out (``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``).
+/// probe). Concurrent calls share one choice. A call that loses its connection or times out makes
+/// the connector check that pool's server (one probe; calls starting meanwhile wait for the
+/// verdict): a server that is gone or no longer fits has its pool retired, so the next call
+/// chooses again — after a failover, the promoted standby. A call refused as read-only (SQLSTATE
+/// 25006: a demoted primary) retires the pool at once. No host fits: the choice is tried again
+/// every 100-500 ms until the call's time runs out
+/// (``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``).
 final class PostgresConnector: Sendable {
     /// A pool to one server; `generation` tells a retired one from its successor.
     struct Route: Sendable {
@@ -527,6 +531,8 @@ final class PostgresConnector: Sendable {
     private struct State {
         var route: Route?
         var choosing: Task<Route, any Error>?
+        /// A check of the current route after a call on it failed (``suspect(_:)``).
+        var checking: Task<Void, Never>?
         var generation = 0
         var closed = false
         var retired: [Task<Void, Never>] = []
@@ -568,24 +574,36 @@ final class PostgresConnector: Sendable {
                 return try await Self.$callRoute.withValue(route) { try await body(route.client) }
             }
         } catch {
-            if Self.meansChooseAgain(error) {
-                if let route = routeSeen.withLock({ $0 }) { retire(route) }
+            if let route = routeSeen.withLock({ $0 }) {
+                switch error as? PostgresStoreError {
+                case .connectionLost?, .unavailable?: suspect(route)
+                case let .serverRefused(_, _, sqlState)? where sqlState == "25006": retire(route)
+                default: break
+                }
             }
             throw error
         }
     }
 
-    /// Whether `error` (already translated) says the server in use may be gone or no longer fit.
-    private static func meansChooseAgain(_ error: any Error) -> Bool {
-        switch error as? PostgresStoreError {
-        case .connectionLost?, .unavailable?: return true
-        case let .serverRefused(_, _, sqlState)?: return sqlState == "25006"
-        default: return false
+    /// A call on `route` lost its connection or ran out of time: the server may be gone, or
+    /// only that connection or that call. One probe (bounded by `connect_timeout`) decides; the
+    /// route is retired only if its server no longer fits, so one terminated backend or one slow
+    /// statement does not close the pool under the other calls. Calls that start meanwhile wait
+    /// for the verdict.
+    private func suspect(_ route: Route) {
+        state.withLock { state in
+            guard state.route?.generation == route.generation, state.checking == nil, !state.closed else { return }
+            state.checking = Task { [self] in
+                let deadline = ContinuousClock.now + url.connectTimeout
+                if await !fits(route.host, until: deadline) { retire(route) }
+                self.state.withLock { $0.checking = nil }
+            }
         }
     }
 
     /// The current route, or a new one chosen (one choice at a time, shared).
     private func chosenRoute() async throws -> Route {
+        if let checking = state.withLock({ $0.checking }) { await checking.value }
         let (route, choosing): (Route?, Task<Route, any Error>?) = try state.withLock { state in
             if state.closed { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
             if let route = state.route { return (route, nil) }
@@ -626,6 +644,7 @@ final class PostgresConnector: Sendable {
     private func fits(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> Bool {
         let remaining = deadline - ContinuousClock.now
         guard remaining > .zero else { return false }
+        // After a failure, a single `any` host is probed too: can it be reached at all?
         let wanted = url.targetSessionAttributes
         let logger = logger
         let limit = min(remaining, url.connectTimeout)
@@ -679,7 +698,9 @@ final class PostgresConnector: Sendable {
             guard state.route?.generation == route.generation else { return }
             state.route = nil
             route.runTask.cancel()
-            state.retired.append(route.runTask)
+            // Kept so that shutdown waits for them; only the last few (older ones, cancelled long
+            // ago, have finished), so a service whose database flaps for months does not grow.
+            state.retired = state.retired.suffix(7) + [route.runTask]
         }
     }
 
@@ -696,33 +717,25 @@ final class PostgresConnector: Sendable {
         return configuration
     }
 
-    /// Closes every pool without waiting (for `deinit`).
-    func close() {
+    /// Closes every pool without waiting (for `deinit`); returns their tasks.
+    @discardableResult
+    func close() -> [Task<Void, Never>] {
         let tasks = state.withLock { state in
             state.closed = true
             state.choosing?.cancel()
+            state.checking?.cancel()
             let tasks = state.retired + (state.route.map { [$0.runTask] } ?? [])
             state.route = nil
             state.retired = []
             return tasks
         }
         for task in tasks { task.cancel() }
+        return tasks
     }
 
     /// Closes every pool and waits until they are closed.
     func shutdown() async {
-        let tasks = state.withLock { state in
-            state.closed = true
-            state.choosing?.cancel()
-            let tasks = state.retired + (state.route.map { [$0.runTask] } ?? [])
-            state.route = nil
-            state.retired = []
-            return tasks
-        }
-        for task in tasks {
-            task.cancel()
-            await task.value
-        }
+        for task in close() { await task.value }
     }
 
     static func seconds(_ duration: Duration) -> Double {

@@ -8,9 +8,12 @@
 //       acknowledged write (the call returned), appends "ACCOUNT HEX\n" to L in one write(2).
 //       A failed write is retried with the same secret. Prints one summary line and exits 0.
 //   LockboxPostgresLoad bench --url-file F [--clients 1,16,64] [--seconds S] [--items N]
-//       Creates a vault (the database must hold none) and a plain table, fills both with N
-//       items, then for each client count runs get and set for S seconds on each: throughput
-//       and p50/p99 latency, printed as a Markdown table with the overhead ratio.
+//       Creates a vault (the database must hold none) and a plain table (service, account,
+//       secret in clear), fills both with N items, then for each client count runs get and set
+//       for S seconds three ways: through PostgresStore; on the plain table with the store's
+//       statements (get: one SELECT joined with the vault row; set: a transaction that locks the
+//       vault row, then the item's row, then upserts); on the plain table with one statement
+//       each. Throughput and p50/p99 latency, as a Markdown table with the overhead ratios.
 import Foundation
 import Lockbox
 import LockboxPostgres
@@ -163,14 +166,23 @@ func bench(_ options: [String: String]) async throws {
         try await plain.query("INSERT INTO bench_plain VALUES (\(key.service), \(key.account), \(ByteBuffer(bytes: secret)))", logger: logger)
     }
 
-    print("| clients | operation | Lockbox ops/s | plain ops/s | throughput ratio (plain ÷ Lockbox) | Lockbox p50 / p99 ms | plain p50 / p99 ms |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("| clients | operation | Lockbox ops/s | plain, same statements ops/s | plain, one statement ops/s | ratio to same statements | ratio to one statement | Lockbox p50 / p99 ms | same statements p50 / p99 ms | one statement p50 / p99 ms |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for clients in clientCounts {
         for operation in ["get", "set"] {
-            let encrypted: Run, unencrypted: Run
+            let encrypted: Run, shaped: Run, unencrypted: Run
             if operation == "get" {
                 encrypted = try await measure(clients: clients, seconds: seconds) { index in
                     guard try await store.get(keys[index % items]) != nil else { fail("an item is missing") }
+                }
+                shaped = try await measure(clients: clients, seconds: seconds) { index in
+                    let key = keys[index % items]
+                    var found = false
+                    for try await (_, secret) in try await plain.query("""
+                        SELECT v.key_check, p.secret FROM lockbox.vault v
+                        LEFT JOIN bench_plain p ON p.service = \(key.service) AND p.account = \(key.account)
+                        """, logger: logger).decode((ByteBuffer, ByteBuffer?).self) { found = secret != nil }
+                    guard found else { fail("a plain row is missing") }
                 }
                 unencrypted = try await measure(clients: clients, seconds: seconds) { index in
                     let key = keys[index % items]
@@ -184,6 +196,20 @@ func bench(_ options: [String: String]) async throws {
                 encrypted = try await measure(clients: clients, seconds: seconds) { index in
                     try await store.set(SecretBytes(copying: secret), for: keys[index % items], options: ItemOptions())
                 }
+                shaped = try await measure(clients: clients, seconds: seconds) { index in
+                    let key = keys[index % items]
+                    try await plain.withTransaction(logger: logger) { connection in
+                        for try await _ in try await connection.query("SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger)
+                            .decode(ByteBuffer.self) {}
+                        for try await _ in try await connection.query(
+                            "SELECT secret FROM bench_plain WHERE service = \(key.service) AND account = \(key.account) FOR UPDATE", logger: logger
+                        ).decode(ByteBuffer.self) {}
+                        try await connection.query("""
+                            INSERT INTO bench_plain VALUES (\(key.service), \(key.account), \(ByteBuffer(bytes: secret)))
+                            ON CONFLICT (service, account) DO UPDATE SET secret = EXCLUDED.secret
+                            """, logger: logger)
+                    }
+                }
                 unencrypted = try await measure(clients: clients, seconds: seconds) { index in
                     let key = keys[index % items]
                     try await plain.query("""
@@ -193,9 +219,10 @@ func bench(_ options: [String: String]) async throws {
                 }
             }
             func format(_ value: Double) -> String { String(format: "%.2f", value) }
-            print("| \(clients) | \(operation) | \(Int(encrypted.throughput)) | \(Int(unencrypted.throughput)) | "
-                + "\(format(unencrypted.throughput / encrypted.throughput))× | \(format(encrypted.percentile(0.5))) / \(format(encrypted.percentile(0.99))) | "
-                + "\(format(unencrypted.percentile(0.5))) / \(format(unencrypted.percentile(0.99))) |")
+            func latency(_ run: Run) -> String { "\(format(run.percentile(0.5))) / \(format(run.percentile(0.99)))" }
+            print("| \(clients) | \(operation) | \(Int(encrypted.throughput)) | \(Int(shaped.throughput)) | \(Int(unencrypted.throughput)) | "
+                + "\(format(shaped.throughput / encrypted.throughput))× | \(format(unencrypted.throughput / encrypted.throughput))× | "
+                + "\(latency(encrypted)) | \(latency(shaped)) | \(latency(unencrypted)) |")
         }
     }
     await store.shutdown()
