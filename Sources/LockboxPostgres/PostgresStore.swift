@@ -555,8 +555,9 @@ final class PostgresConnector: Sendable {
         self.maximumConnections = max(1, maximumConnections)
     }
 
-    /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module), the
-    /// current one, or a closed pool if there is none.
+    /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module): the
+    /// current one, or if there is none a pool that never runs (its calls wait for the caller's
+    /// deadline, as if the server did not answer).
     var client: PostgresClient {
         if let route = Self.callRoute { return route.client }
         if let route = state.withLock({ $0.route }) { return route.client }
