@@ -60,7 +60,7 @@ keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
 # (scripts/postgres-session.sh starts and removes them), and a second pair that the failover test
 # (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather
-# than skip without them. About 40 s in all (session ~20 s, tests ~15 s). Built once, by the
+# than skip without them. About 30-50 s in all (session 14-35 s, tests ~15 s). Built once, by the
 # `swift build --build-tests` above; the sanitizer builds leave it out.
 LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/postgres-session.sh -- swift test --skip-build --filter LockboxPostgresTests
 # The PostgreSQL store's benchmark in its quick mode (debug build, ~10 s), so it keeps working;
