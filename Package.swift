@@ -233,7 +233,21 @@ let package = Package(
         // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given.
         .testTarget(
             name: "LockboxPostgresTests",
-            dependencies: ["Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: [
+                "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+                // The failover test's writer processes; a dependency so `swift build --build-tests` builds it.
+                "LockboxPostgresLoad",
+            ]
+        ),
+        // Load for the PostgreSQL store in separate processes: the failover test's writers and
+        // scripts/bench-postgres.sh's benchmark (Sources/LockboxPostgresLoad/main.swift).
+        .executableTarget(
+            name: "LockboxPostgresLoad",
+            dependencies: [
+                "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         // A Hummingbird 2 service over the async API (Examples/HummingbirdService/README.md), built
         // and driven by scripts/run-service-example.sh.

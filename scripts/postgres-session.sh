@@ -16,11 +16,22 @@
 #   LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE  the same for the standby (unset with --no-standby)
 #   LOCKBOX_TEST_POSTGRES_FAILOVER_URL_FILE both hosts, target_session_attrs=read-write
 #   LOCKBOX_TEST_POSTGRES_PRIMARY_PORT, LOCKBOX_TEST_POSTGRES_STANDBY_PORT
-#   LOCKBOX_TEST_POSTGRES_CTL               a command for fault tests:
-#       CTL kill primary|standby     SIGKILL the server (postmaster and children)
-#       CTL promote                  promote the standby to primary and wait until it accepts writes
-#       CTL start primary|standby    start a stopped server again
-#       CTL psql primary|standby SQL run SQL as the superuser; prints unaligned rows
+#   LOCKBOX_TEST_POSTGRES_FAILOVER_PAIR_URL_FILE  a SECOND primary and synchronous standby (nodes
+#                                           failover-primary, failover-standby), both hosts,
+#                                           target_session_attrs=read-write, connect_timeout=2:
+#                                           the failover test's own, so killing its primary
+#                                           breaks no other test (unset with --no-standby)
+#   LOCKBOX_TEST_POSTGRES_CTL               a command for fault tests (NODE: primary, standby,
+#                                           failover-primary, failover-standby):
+#       CTL kill NODE                SIGKILL the server (postmaster and children)
+#       CTL stop NODE, CTL cont NODE SIGSTOP / SIGCONT the server and its children: a server
+#                                    that keeps its connections open and answers nothing
+#       CTL promote [NODE]           promote a standby (default: standby) to primary and wait
+#                                    until it accepts writes
+#       CTL start NODE               start a stopped server again
+#       CTL psql NODE SQL            run SQL as the superuser in the vault's database; prints
+#                                    unaligned rows
+#       CTL dump NODE                pg_dump of the vault's database (plain SQL), as a backup has it
 # Both servers are stopped and the folder removed on every exit path; the script exits with
 # COMMAND's status. Requires Debian's postgresql (apt-get install postgresql) and python3.
 set -euo pipefail
@@ -69,8 +80,12 @@ cleanup() {
     set +e
     if [[ -n $command_pid ]]; then kill -TERM "$command_pid" 2>/dev/null; wait "$command_pid" 2>/dev/null; fi
     if [[ -n $tmp && -d $tmp ]]; then
-        for node in standby primary; do
-            [[ -f $tmp/$node/postmaster.pid ]] && as_server "$pg_bin/pg_ctl" -D "$tmp/$node" -m immediate -w -t 10 stop >/dev/null 2>&1
+        for node in standby primary failover-standby failover-primary; do
+            [[ -f $tmp/$node/postmaster.pid ]] || continue
+            # A server a test left SIGSTOPped would not stop.
+            pkill -CONT -P "$(head -n 1 "$tmp/$node/postmaster.pid")" 2>/dev/null
+            kill -CONT "$(head -n 1 "$tmp/$node/postmaster.pid")" 2>/dev/null
+            as_server "$pg_bin/pg_ctl" -D "$tmp/$node" -m immediate -w -t 10 stop >/dev/null 2>&1
         done
         rm -rf -- "$tmp"
     fi
@@ -83,9 +98,9 @@ trap 'exit 143' TERM
 
 tmp=$(mktemp -d /tmp/lockbox-postgres.XXXXXX)
 chmod 0711 "$tmp"
-mkdir -p "$tmp/server" "$tmp/client" "$tmp/primary" "$tmp/standby"
-chmod 0700 "$tmp/client" "$tmp/server" "$tmp/primary" "$tmp/standby"
-[[ $server_user == "$(id -un)" ]] || chown "$server_user:" "$tmp/server" "$tmp/primary" "$tmp/standby"
+mkdir -p "$tmp/server" "$tmp/client"
+chmod 0700 "$tmp/client" "$tmp/server"
+[[ $server_user == "$(id -un)" ]] || chown "$server_user:" "$tmp/server"
 
 secret() { python3 -c 'import secrets; print(secrets.token_urlsafe(24))'; }
 free_port() {
@@ -101,15 +116,33 @@ lockbox_password=$(secret)
 (umask 077 && printf '127.0.0.1:*:*:postgres:%s\n' "$superuser_password" >"$tmp/server/pgpass")
 [[ $server_user == "$(id -un)" ]] || chown "$server_user:" "$tmp/server/superuser-password" "$tmp/server/pgpass"
 
-primary_port=$(free_port)
-as_server "$pg_bin/initdb" -D "$tmp/primary" -U postgres --pwfile="$tmp/server/superuser-password" \
-    --auth-local=peer --auth-host=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 --no-sync >"$tmp/server/initdb.log" 2>&1 ||
-    { cat "$tmp/server/initdb.log" >&2; die "initdb failed"; }
-# Loopback only; the socket lives in our folder, not /var/run/postgresql. Durability settings are
-# PostgreSQL's defaults, stated so a reader of the tests sees them.
-cat >>"$tmp/primary/postgresql.conf" <<EOF
+start_node() { # node
+    as_server "$pg_bin/pg_ctl" -D "$tmp/$1" -l "$tmp/server/$1.log" -w -t 30 start >/dev/null ||
+        { cat "$tmp/server/$1.log" >&2; die "$1 did not start"; }
+}
+psql_node() { # node sql
+    as_server "$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$tmp/server" -p "$(cat "$tmp/server/$1.port")" -U postgres -d postgres -c "$2"
+}
+url_file() { # file hosts [query]
+    (umask 077 && printf 'postgresql://lockbox:%s@%s/lockbox%s\n' "$lockbox_password" "$2" "${3:-}" >"$1")
+}
+
+# A primary (node PREFIXprimary) with the role and database, and unless --no-standby its
+# synchronous standby (PREFIXstandby). Ports go to $tmp/server/NODE.port.
+start_pair() { # prefix
+    local primary="${1}primary" standby_node="${1}standby" port standby_port
+    port=$(free_port)
+    echo "$port" >"$tmp/server/$primary.port"
+    mkdir -m 0700 "$tmp/$primary"
+    [[ $server_user == "$(id -un)" ]] || chown "$server_user:" "$tmp/$primary"
+    as_server "$pg_bin/initdb" -D "$tmp/$primary" -U postgres --pwfile="$tmp/server/superuser-password" \
+        --auth-local=peer --auth-host=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 --no-sync >"$tmp/server/$primary-initdb.log" 2>&1 ||
+        { cat "$tmp/server/$primary-initdb.log" >&2; die "initdb failed"; }
+    # Loopback only; the socket lives in our folder, not /var/run/postgresql. Durability settings are
+    # PostgreSQL's defaults, stated so a reader of the tests sees them.
+    cat >>"$tmp/$primary/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
-port = $primary_port
+port = $port
 unix_socket_directories = '$tmp/server'
 fsync = on
 synchronous_commit = on
@@ -119,61 +152,57 @@ wal_keep_size = 64MB
 log_destination = 'stderr'
 logging_collector = off
 EOF
-
-start_node() { # node
-    as_server "$pg_bin/pg_ctl" -D "$tmp/$1" -l "$tmp/server/$1.log" -w -t 30 start >/dev/null ||
-        { cat "$tmp/server/$1.log" >&2; die "$1 did not start"; }
-}
-psql_node() { # node sql
-    local port=$primary_port
-    [[ $1 == standby ]] && port=$standby_port
-    as_server "$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$tmp/server" -p "$port" -U postgres -d postgres -c "$2"
-}
-
-start_node primary
-# The application's role and database. The password goes in through psql's stdin, never argv
-# (it is URL-safe base64: nothing to quote).
-as_server "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/server" -p "$primary_port" -U postgres -d postgres \
-    >/dev/null <<EOF
+    start_node "$primary"
+    # The application's role and database. The password goes in through psql's stdin, never argv
+    # (it is URL-safe base64: nothing to quote).
+    as_server "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/server" -p "$port" -U postgres -d postgres \
+        >/dev/null <<EOF
 CREATE ROLE lockbox LOGIN PASSWORD '$lockbox_password';
 CREATE DATABASE lockbox OWNER lockbox;
 EOF
-
-standby_port=''
-if ((standby)); then
+    ((standby)) || return 0
     standby_port=$(free_port)
-    as_server env PGPASSFILE="$tmp/server/pgpass" "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
-        -D "$tmp/standby" -R -X stream -c fast --no-sync >"$tmp/server/basebackup.log" 2>&1 ||
-        { cat "$tmp/server/basebackup.log" >&2; die "pg_basebackup failed"; }
+    echo "$standby_port" >"$tmp/server/$standby_node.port"
+    mkdir -m 0700 "$tmp/$standby_node"
+    [[ $server_user == "$(id -un)" ]] || chown "$server_user:" "$tmp/$standby_node"
+    as_server env PGPASSFILE="$tmp/server/pgpass" "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$port" -U postgres \
+        -D "$tmp/$standby_node" -R -X stream -c fast --no-sync >"$tmp/server/$standby_node-basebackup.log" 2>&1 ||
+        { cat "$tmp/server/$standby_node-basebackup.log" >&2; die "pg_basebackup failed"; }
     {
         echo "port = $standby_port"
-        echo "primary_conninfo = 'host=127.0.0.1 port=$primary_port user=postgres passfile=''$tmp/server/pgpass'' application_name=standby'"
-    } >>"$tmp/standby/postgresql.auto.conf"
-    start_node standby
+        echo "primary_conninfo = 'host=127.0.0.1 port=$port user=postgres passfile=''$tmp/server/pgpass'' application_name=$standby_node'"
+    } >>"$tmp/$standby_node/postgresql.auto.conf"
+    start_node "$standby_node"
     # Commits wait for the standby only from now on (set before it existed, CREATE ROLE would
     # wait forever).
-    psql_node primary "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
-    psql_node primary "SELECT pg_reload_conf()" >/dev/null
+    psql_node "$primary" "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+    psql_node "$primary" "SELECT pg_reload_conf()" >/dev/null
     # Synchronous from here on: wait until the primary reports the standby as `sync`.
     for _ in $(seq 100); do
-        [[ $(psql_node primary "SELECT sync_state FROM pg_stat_replication") == sync ]] && break
+        [[ $(psql_node "$primary" "SELECT sync_state FROM pg_stat_replication") == sync ]] && break
         sleep 0.1
     done
-    [[ $(psql_node primary "SELECT sync_state FROM pg_stat_replication") == sync ]] || die "the standby did not become synchronous"
-fi
-
-url_file() { # file hosts
-    (umask 077 && printf 'postgresql://lockbox:%s@%s/lockbox%s\n' "$lockbox_password" "$2" "${3:-}" >"$1")
+    [[ $(psql_node "$primary" "SELECT sync_state FROM pg_stat_replication") == sync ]] || die "$standby_node did not become synchronous"
 }
+
+start_pair ''
+primary_port=$(cat "$tmp/server/primary.port")
 url_file "$tmp/client/primary.url" "127.0.0.1:$primary_port"
 export LOCKBOX_TEST_POSTGRES_URL_FILE="$tmp/client/primary.url"
 export LOCKBOX_TEST_POSTGRES_PRIMARY_PORT="$primary_port"
 if ((standby)); then
+    standby_port=$(cat "$tmp/server/standby.port")
     url_file "$tmp/client/standby.url" "127.0.0.1:$standby_port"
     url_file "$tmp/client/failover.url" "127.0.0.1:$primary_port,127.0.0.1:$standby_port" "?target_session_attrs=read-write"
     export LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE="$tmp/client/standby.url"
     export LOCKBOX_TEST_POSTGRES_FAILOVER_URL_FILE="$tmp/client/failover.url"
     export LOCKBOX_TEST_POSTGRES_STANDBY_PORT="$standby_port"
+    # The failover test's own pair: it kills this primary, which no other test uses.
+    start_pair failover-
+    url_file "$tmp/client/failover-pair.url" \
+        "127.0.0.1:$(cat "$tmp/server/failover-primary.port"),127.0.0.1:$(cat "$tmp/server/failover-standby.port")" \
+        "?target_session_attrs=read-write&connect_timeout=2"
+    export LOCKBOX_TEST_POSTGRES_FAILOVER_PAIR_URL_FILE="$tmp/client/failover-pair.url"
 fi
 
 # The fault-test command: a small script with the paths baked in, so tests need no knowledge of
@@ -182,29 +211,39 @@ cat >"$tmp/client/ctl" <<EOF
 #!/usr/bin/env bash
 set -euo pipefail
 tmp='$tmp'; pg_bin='$pg_bin'; server_user='$server_user'
-primary_port='$primary_port'; standby_port='$standby_port'
 $(declare -f as_server)
-port_of() { if [[ \$1 == standby ]]; then echo "\$standby_port"; else echo "\$primary_port"; fi; }
+node() { [[ -f "\$tmp/server/\$1.port" ]] || { echo "postgres-session ctl: no node '\$1'" >&2; exit 2; }; echo "\$1"; }
+port_of() { cat "\$tmp/server/\$(node "\$1").port"; }
+signal_all() { # signal node
+    local pid
+    pid=\$(head -n 1 "\$tmp/\$(node "\$2")/postmaster.pid")
+    pkill -"\$1" -P "\$pid" 2>/dev/null || true
+    kill -"\$1" "\$pid"
+}
 case "\${1:-}" in
     kill)
-        pid=\$(head -n 1 "\$tmp/\$2/postmaster.pid")
+        pid=\$(head -n 1 "\$tmp/\$(node "\$2")/postmaster.pid")
         # The postmaster and every backend: a crash, not a shutdown.
-        pkill -KILL -P "\$pid" 2>/dev/null || true
-        kill -KILL "\$pid"
+        signal_all KILL "\$2"
         while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
         rm -f "\$tmp/\$2/postmaster.pid" ;;
+    stop) signal_all STOP "\$2" ;;
+    cont) signal_all CONT "\$2" ;;
     promote)
-        as_server "\$pg_bin/pg_ctl" -D "\$tmp/standby" -w -t 30 promote >/dev/null
+        target=\$(node "\${2:-standby}")
+        as_server "\$pg_bin/pg_ctl" -D "\$tmp/\$target" -w -t 30 promote >/dev/null
         for _ in \$(seq 100); do
-            [[ \$(as_server "\$pg_bin/psql" -X -A -t -h "\$tmp/server" -p "\$standby_port" -U postgres -d postgres -c 'SELECT pg_is_in_recovery()') == f ]] && exit 0
+            [[ \$(as_server "\$pg_bin/psql" -X -A -t -h "\$tmp/server" -p "\$(port_of "\$target")" -U postgres -d postgres -c 'SELECT pg_is_in_recovery()') == f ]] && exit 0
             sleep 0.1
         done
-        echo "postgres-session ctl: the standby did not leave recovery" >&2; exit 1 ;;
+        echo "postgres-session ctl: \$target did not leave recovery" >&2; exit 1 ;;
     start)
-        as_server "\$pg_bin/pg_ctl" -D "\$tmp/\$2" -l "\$tmp/server/\$2.log" -w -t 30 start >/dev/null ;;
+        as_server "\$pg_bin/pg_ctl" -D "\$tmp/\$(node "\$2")" -l "\$tmp/server/\$2.log" -w -t 30 start >/dev/null ;;
     psql)
         as_server "\$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "\$tmp/server" -p "\$(port_of "\$2")" -U postgres -d lockbox -c "\$3" ;;
-    *) echo "usage: \$0 kill|start primary|standby | promote | psql primary|standby SQL" >&2; exit 2 ;;
+    dump)
+        as_server "\$pg_bin/pg_dump" -h "\$tmp/server" -p "\$(port_of "\$2")" -U postgres -d lockbox ;;
+    *) echo "usage: \$0 kill|stop|cont|start|dump NODE | promote [NODE] | psql NODE SQL" >&2; exit 2 ;;
 esac
 EOF
 chmod 0700 "$tmp/client/ctl"

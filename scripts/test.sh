@@ -58,9 +58,14 @@ export LOCKBOX_REQUIRE_TPM_TESTS=1
 # The PostgreSQL store's tests run below, against their own cluster.
 keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift test --skip-build --skip LockboxPostgresTests
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
-# (scripts/postgres-session.sh starts and removes them); the tests fail rather than skip without
-# it. Built once, by the `swift build --build-tests` above; the sanitizer builds leave it out.
+# (scripts/postgres-session.sh starts and removes them), and a second pair that the failover test
+# (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather
+# than skip without them. About 30-50 s in all (session 14-35 s, tests ~15 s). Built once, by the
+# `swift build --build-tests` above; the sanitizer builds leave it out.
 LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/postgres-session.sh -- swift test --skip-build --filter LockboxPostgresTests
+# The PostgreSQL store's benchmark in its quick mode (debug build, ~10 s), so it keeps working;
+# figures, no thresholds (docs/PERFORMANCE.md, "PostgreSQL store").
+scripts/bench-postgres.sh --quick --binary "$(swift build --show-bin-path)/LockboxPostgresLoad"
 # git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
 # pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
 scripts/keyring-session.sh -- scripts/test-integrations.sh "$(swift build --show-bin-path)/lockbox"

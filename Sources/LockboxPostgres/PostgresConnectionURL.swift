@@ -6,16 +6,57 @@ import Glibc
 #endif
 
 /// Where a ``PostgresStore`` connects: a libpq-style URL,
-/// `postgresql://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=MODE&connect_timeout=SECONDS`.
+/// `postgresql://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=MODE&connect_timeout=SECONDS`, or with
+/// several hosts for failover, `postgresql://USER:PASSWORD@HOST1:PORT1,HOST2:PORT2/DATABASE?target_session_attrs=read-write`.
 ///
 /// The URL holds a password, so it is read from a file (``read(fromFile:)``, mode 0600 or
 /// tighter) or an environment variable the caller names (``read(fromEnvironment:)``), never
 /// from a command line. ``description`` leaves the password out; no error carries it.
 ///
 /// Understood parameters: `sslmode` (`disable`, `prefer` — the default, as libpq's — or
-/// `require`) and `connect_timeout` (whole seconds, 1-3600; default 10). Others are refused, so
-/// a setting the store would not honour is never silently dropped. One host only for now.
+/// `require`), `connect_timeout` (whole seconds, 1-3600; default 10: how long one connection
+/// attempt to one host may take) and `target_session_attrs` (`any` — the default — `read-write`
+/// or `primary`, as libpq's: which server of the list the store uses). Others are refused, so a
+/// setting the store would not honour is never silently dropped.
+///
+/// Hosts are tried in the order given (up to ``maximumHosts``); the store uses the first that
+/// accepts the connection and matches `target_session_attrs`, and chooses again when that
+/// connection is lost or the server turns read-only (a standby promoted, the old primary
+/// demoted). With several hosts, give a `connect_timeout` well below the store's operation
+/// timeout, so that one host that does not answer leaves time to try the next.
 public struct PostgresConnectionURL: Sendable, CustomStringConvertible {
+    /// One server of the URL's host list.
+    public struct Host: Sendable, Equatable, CustomStringConvertible {
+        /// The server's host name or IP address.
+        public var name: String
+        /// The server's TCP port (5432 unless the URL says otherwise).
+        public var port: Int
+
+        /// Names a server.
+        public init(_ name: String, port: Int = 5432) {
+            self.name = name
+            self.port = port
+        }
+
+        /// `NAME:PORT` (`[NAME]:PORT` for an IPv6 address).
+        public var description: String { name.contains(":") ? "[\(name)]:\(port)" : "\(name):\(port)" }
+    }
+
+    /// Which of the listed servers the store may use (libpq's `target_session_attrs`).
+    public enum TargetSessionAttributes: String, Sendable {
+        /// The first server that accepts the connection.
+        case any
+        /// The first server that accepts writes: not in recovery (a standby), and
+        /// `transaction_read_only` off.
+        case readWrite = "read-write"
+        /// The first server that is not in recovery (not a standby).
+        case primary
+    }
+
+    /// The most hosts one URL may list.
+    public static let maximumHosts = 16
+
+
     /// How the connection uses TLS.
     public enum TLSMode: String, Sendable {
         /// Plain TCP.
@@ -26,10 +67,18 @@ public struct PostgresConnectionURL: Sendable, CustomStringConvertible {
         case require
     }
 
-    /// The server's host name or IP address.
-    public var host: String
-    /// The server's TCP port (5432 unless the URL says otherwise).
-    public var port: Int
+    /// The servers, in the order they are tried (at least one).
+    public var hosts: [Host]
+    /// The first server's host name or IP address.
+    public var host: String {
+        get { hosts[0].name }
+        set { hosts[0].name = newValue }
+    }
+    /// The first server's TCP port.
+    public var port: Int {
+        get { hosts[0].port }
+        set { hosts[0].port = newValue }
+    }
     /// The role to log in as.
     public var user: String
     /// The role's password, if the URL has one. Never printed.
@@ -38,13 +87,14 @@ public struct PostgresConnectionURL: Sendable, CustomStringConvertible {
     public var database: String
     /// The `sslmode` parameter.
     public var tlsMode: TLSMode
-    /// The `connect_timeout` parameter: how long one connection attempt may take.
+    /// The `connect_timeout` parameter: how long one connection attempt to one host may take.
     public var connectTimeout: Duration
+    /// The `target_session_attrs` parameter.
+    public var targetSessionAttributes: TargetSessionAttributes
 
-    /// The URL without its password, for messages: `postgresql://USER@HOST:PORT/DATABASE`.
+    /// The URL without its password, for messages: `postgresql://USER@HOST:PORT[,HOST:PORT…]/DATABASE`.
     public var description: String {
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "postgresql://\(user)@\(shownHost):\(port)/\(database)"
+        "postgresql://\(user)@\(hosts.map(\.description).joined(separator: ","))/\(database)"
     }
 
     /// Parses `url`. Throws ``LockboxError/invalidArgument(_:)`` (naming the part, never the
@@ -69,7 +119,7 @@ public struct PostgresConnectionURL: Sendable, CustomStringConvertible {
         }
         guard let at = authority.lastIndex(of: "@") else { throw refuse("names no user (postgresql://USER@HOST/DATABASE)") }
         let userInfo = authority[..<at]
-        var hostPort = authority[authority.index(after: at)...]
+        let hostList = authority[authority.index(after: at)...]
         if let colon = userInfo.firstIndex(of: ":") {
             guard let user = String(userInfo[..<colon]).removingPercentEncoding,
                   let password = String(userInfo[userInfo.index(after: colon)...]).removingPercentEncoding else {
@@ -83,25 +133,20 @@ public struct PostgresConnectionURL: Sendable, CustomStringConvertible {
             self.password = nil
         }
         guard !user.isEmpty else { throw refuse("names no user (postgresql://USER@HOST/DATABASE)") }
-        guard !hostPort.contains(",") else {
-            throw refuse("names several hosts; this store connects to one (multi-host failover is not supported yet)")
+        let elements = hostList.split(separator: ",", omittingEmptySubsequences: false)
+        guard elements.count <= Self.maximumHosts else {
+            throw refuse("names \(elements.count) hosts; at most \(Self.maximumHosts)")
         }
-        var port = 5432
-        if hostPort.hasPrefix("[") {
-            guard let close = hostPort.firstIndex(of: "]") else { throw refuse("has an unclosed [IPv6 address]") }
-            let after = hostPort[hostPort.index(after: close)...]
-            if after.hasPrefix(":") { port = try Self.port(after.dropFirst()) } else if !after.isEmpty { throw refuse("has text after its [IPv6 address]") }
-            hostPort = hostPort[hostPort.index(after: hostPort.startIndex)..<close]
-        } else if let colon = hostPort.lastIndex(of: ":") {
-            port = try Self.port(hostPort[hostPort.index(after: colon)...])
-            hostPort = hostPort[..<colon]
+        hosts = try elements.map { element in
+            guard !element.isEmpty else {
+                throw refuse(elements.count > 1 ? "has an empty entry in its host list (HOST1:PORT1,HOST2:PORT2)" : "names no host (postgresql://USER@HOST/DATABASE)")
+            }
+            return try Self.host(element)
         }
-        guard !hostPort.isEmpty else { throw refuse("names no host (postgresql://USER@HOST/DATABASE)") }
-        host = String(hostPort)
-        self.port = port
         self.database = database
         tlsMode = .prefer
         connectTimeout = .seconds(10)
+        targetSessionAttributes = .any
         for pair in query.split(separator: "&") where !pair.isEmpty {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(parts[0]), value = parts.count > 1 ? String(parts[1]) : ""
@@ -114,10 +159,36 @@ public struct PostgresConnectionURL: Sendable, CustomStringConvertible {
                     throw refuse("has connect_timeout=\(value); use whole seconds from 1 to 3600")
                 }
                 connectTimeout = .seconds(seconds)
+            case "target_session_attrs":
+                guard let attributes = TargetSessionAttributes(rawValue: value) else {
+                    throw refuse("has target_session_attrs=\(value); use any, read-write or primary")
+                }
+                targetSessionAttributes = attributes
             default:
-                throw refuse("has the parameter '\(name)', which this store does not understand (sslmode, connect_timeout)")
+                throw refuse("has the parameter '\(name)', which this store does not understand (sslmode, connect_timeout, target_session_attrs)")
             }
         }
+    }
+
+    /// One entry of the host list: `HOST`, `HOST:PORT`, `[IPV6]` or `[IPV6]:PORT`.
+    private static func host(_ text: Substring) throws -> Host {
+        var name = text
+        var port = 5432
+        if name.hasPrefix("[") {
+            guard let close = name.firstIndex(of: "]") else { throw LockboxError.invalidArgument("the PostgreSQL URL has an unclosed [IPv6 address]") }
+            let after = name[name.index(after: close)...]
+            if after.hasPrefix(":") {
+                port = try Self.port(after.dropFirst())
+            } else if !after.isEmpty {
+                throw LockboxError.invalidArgument("the PostgreSQL URL has text after its [IPv6 address]")
+            }
+            name = name[name.index(after: name.startIndex)..<close]
+        } else if let colon = name.lastIndex(of: ":") {
+            port = try Self.port(name[name.index(after: colon)...])
+            name = name[..<colon]
+        }
+        guard !name.isEmpty else { throw LockboxError.invalidArgument("the PostgreSQL URL has a host list entry with no host name ('\(text)')") }
+        return Host(String(name), port: port)
     }
 
     private static func port(_ text: Substring) throws -> Int {

@@ -15,9 +15,15 @@ import SystemPackage
 /// another address, fails authentication: that item's read throws
 /// ``Lockbox/LockboxError/corruptVault(path:reason:)``, never returns other data.
 ///
-/// Every call finishes within ``operationTimeout`` or throws
-/// ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``. Call ``shutdown()``
-/// when done: it closes the pool.
+/// Every call finishes within ``operationTimeout`` (default 10 s, 0.1 s to 1 hour; waiting for a
+/// connection included) or throws ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``;
+/// one connection attempt to one host is bounded by the URL's `connect_timeout` (default 10 s).
+/// With several hosts in the URL the store uses the first that matches its
+/// `target_session_attrs`, and chooses again when that server is gone (a lost connection or a
+/// timeout, then a probe that fails) or turns read-only: the call that noticed fails (a write
+/// whose connection was lost may or may not have committed), the next one goes to the server
+/// chosen anew. Call ``shutdown()`` when done: it
+/// closes the pool.
 public final class PostgresStore: AsyncSecretStore {
     /// `false`: reading an item needs the vault's passphrase or key file.
     public var isOpenToOtherProcessesOfUser: Bool { false }
@@ -27,8 +33,7 @@ public final class PostgresStore: AsyncSecretStore {
     /// The longest any call may take, waiting for a connection included.
     public let operationTimeout: Duration
 
-    private let client: PostgresClient
-    private let runTask: Task<Void, Never>
+    private let connector: PostgresConnector
     private let keys: Locked<Keys>
     private let now: @Sendable () -> Date
     private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -42,41 +47,43 @@ public final class PostgresStore: AsyncSecretStore {
     }
 
     private init(
-        server: String, operationTimeout: Duration, client: PostgresClient, runTask: Task<Void, Never>,
-        records: VaultRecords, unlocker: SlotUnlocker?, now: @escaping @Sendable () -> Date
+        connector: PostgresConnector, records: VaultRecords, unlocker: SlotUnlocker?, now: @escaping @Sendable () -> Date
     ) {
-        self.server = server
-        self.operationTimeout = operationTimeout
-        self.client = client
-        self.runTask = runTask
+        self.server = connector.server
+        self.operationTimeout = connector.operationTimeout
+        self.connector = connector
         self.keys = Locked(Keys(records: records, unlocker: unlocker))
         self.now = now
     }
 
-    deinit { runTask.cancel() }
+    deinit { connector.close() }
 
     /// Closes the connection pool; later calls fail.
     public func shutdown() async {
-        runTask.cancel()
-        await runTask.value
+        await connector.shutdown()
+    }
+
+    /// The shortest and longest ``operationTimeout`` a store accepts.
+    public static let operationTimeoutRange: ClosedRange<Duration> = .milliseconds(100) ... .seconds(3600)
+
+    /// `seconds` as an ``operationTimeout``, for a value read from configuration: throws
+    /// ``Lockbox/LockboxError/invalidArgument(_:)`` for NaN, an infinity, or a value outside
+    /// ``operationTimeoutRange``.
+    public static func operationTimeout(seconds: Double) throws -> Duration {
+        guard seconds.isFinite, seconds >= 0.1, seconds <= 3600 else {
+            throw LockboxError.invalidArgument("a PostgreSQL operation timeout of \(seconds) s; use 0.1 to 3600 seconds")
+        }
+        return .milliseconds(Int64((seconds * 1000).rounded()))
+    }
+
+    /// Throws unless `limit` is within ``operationTimeoutRange``.
+    private static func validate(operationTimeout limit: Duration) throws {
+        guard operationTimeoutRange.contains(limit) else {
+            throw LockboxError.invalidArgument("a PostgreSQL operation timeout of \(limit); use 0.1 to 3600 seconds")
+        }
     }
 
     // MARK: Creating and opening
-
-    /// A connection pool to `url`, running: the caller must cancel the task.
-    private static func startClient(_ url: PostgresConnectionURL, maximumConnections: Int) -> (PostgresClient, Task<Void, Never>) {
-        let tls: PostgresClient.Configuration.TLS = switch url.tlsMode {
-        case .disable: .disable
-        case .prefer: .prefer(.makeClientConfiguration())
-        case .require: .require(.makeClientConfiguration())
-        }
-        var configuration = PostgresClient.Configuration(
-            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database, tls: tls)
-        configuration.options.connectTimeout = url.connectTimeout
-        configuration.options.maximumConnections = max(1, maximumConnections)
-        let client = PostgresClient(configuration: configuration)
-        return (client, Task { await client.run() })
-    }
 
     /// Creates the schema if needed (``migrate(_:operationTimeout:)``) and a new, empty vault in
     /// it with one key slot per credential. Throws ``Lockbox/LockboxError/vaultAlreadyExists(path:)``
@@ -91,6 +98,7 @@ public final class PostgresStore: AsyncSecretStore {
         guard !credentials.isEmpty else {
             throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
         }
+        try validate(operationTimeout: operationTimeout)
         let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
         let (encodedSlots, keys) = try await executor.run {
             let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
@@ -98,9 +106,8 @@ public final class PostgresStore: AsyncSecretStore {
             return (slots.map { $0.encoded() }, Keys(records: VaultRecords(vaultID: vaultID, dataKey: dataKey), unlocker: unlocker))
         }
         let keyCheck = keys.records.keyCheck
-        let (client, runTask) = startClient(url, maximumConnections: maximumConnections)
         let store = PostgresStore(
-            server: url.description, operationTimeout: operationTimeout, client: client, runTask: runTask,
+            connector: PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections),
             records: keys.records, unlocker: keys.unlocker, now: now)
         do {
             try await store.run("creating the vault") { store in
@@ -142,10 +149,11 @@ public final class PostgresStore: AsyncSecretStore {
         guard !credentials.isEmpty else {
             throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
         }
-        let server = url.description
-        let (client, runTask) = startClient(url, maximumConnections: maximumConnections)
+        try validate(operationTimeout: operationTimeout)
+        let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections)
+        let server = connector.server
         do {
-            let row = try await withDeadline(operationTimeout, server: server, operation: "opening the vault") {
+            let row = try await connector.run("opening the vault") { client in
                 let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
                 try await PostgresSchema.migrate(client, logger: logger, server: server)
                 return try await readVaultRow(client, logger: logger, server: server)
@@ -157,12 +165,9 @@ public final class PostgresStore: AsyncSecretStore {
             guard Sodium.constantTimeEqual(keys.records.keyCheck, row.keyCheck) else {
                 throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
             }
-            return PostgresStore(
-                server: server, operationTimeout: operationTimeout, client: client, runTask: runTask,
-                records: keys.records, unlocker: keys.unlocker, now: now)
+            return PostgresStore(connector: connector, records: keys.records, unlocker: keys.unlocker, now: now)
         } catch {
-            runTask.cancel()
-            await runTask.value
+            await connector.shutdown()
             throw error
         }
     }
@@ -173,13 +178,19 @@ public final class PostgresStore: AsyncSecretStore {
     /// Returns the schema version the database is at.
     @discardableResult
     public static func migrate(_ url: PostgresConnectionURL, operationTimeout: Duration = .seconds(30)) async throws -> Int {
-        let server = url.description
-        let (client, runTask) = startClient(url, maximumConnections: 1)
-        defer { runTask.cancel() }
-        try await withDeadline(operationTimeout, server: server, operation: "migrating the schema") {
-            let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-            try await PostgresSchema.migrate(client, logger: logger, server: server)
+        try validate(operationTimeout: operationTimeout)
+        let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: 1)
+        let server = connector.server
+        do {
+            try await connector.run("migrating the schema") { client in
+                let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+                try await PostgresSchema.migrate(client, logger: logger, server: server)
+            }
+        } catch {
+            await connector.shutdown()
+            throw error
         }
+        await connector.shutdown()
         return PostgresSchema.currentVersion
     }
 
@@ -216,15 +227,20 @@ public final class PostgresStore: AsyncSecretStore {
 
     // MARK: Running calls
 
-    /// Runs `body` within ``operationTimeout``, with postgres-nio's errors made typed.
+    /// Runs `body` within ``operationTimeout`` on the server the connector chose (``client``),
+    /// with postgres-nio's errors made typed; after a lost connection, a timeout or a read-only
+    /// refusal the connector checks its server and chooses again if it is gone.
     private func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
-        try await Self.withDeadline(operationTimeout, server: server, operation: operation) { [self] in try await body(self) }
+        try await connector.run(operation) { [self] _ in try await body(self) }
     }
+
+    /// The pool of the server chosen for the running call.
+    private var client: PostgresClient { connector.client }
 
     /// `body`'s result, or ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``
     /// once `limit` has passed (the work is then cancelled and its result, if any, dropped).
     /// Cancelling the caller cancels the work.
-    private static func withDeadline<T: Sendable>(
+    static func withDeadline<T: Sendable>(
         _ limit: Duration, server: String, operation: String, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let race = DeadlineRace<T>()
@@ -486,6 +502,245 @@ public final class PostgresStore: AsyncSecretStore {
                 return count
             }
         }
+    }
+}
+
+/// The connection side of a ``PostgresStore``: which server of the URL's host list its calls go
+/// to, and the connection pool to it.
+///
+/// The first call chooses a server (``PostgresConnectionURL/TargetSessionAttributes``): hosts in
+/// the URL's order, each probed with one connection of its own (bounded by `connect_timeout`)
+/// that asks `pg_is_in_recovery()` and `transaction_read_only`; the first that fits gets a pool.
+/// One URL host with `target_session_attrs=any` is not probed (the pool's connection is the
+/// probe). Concurrent calls share one choice. A call that loses its connection or times out makes
+/// the connector check that pool's server (one probe; calls starting meanwhile wait for the
+/// verdict): a server that is gone or no longer fits has its pool retired, so the next call
+/// chooses again — after a failover, the promoted standby. A call refused as read-only (SQLSTATE
+/// 25006: a demoted primary) retires the pool at once. No host fits: the choice is tried again
+/// every 100-500 ms until the call's time runs out
+/// (``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``).
+final class PostgresConnector: Sendable {
+    /// A pool to one server; `generation` tells a retired one from its successor.
+    struct Route: Sendable {
+        let client: PostgresClient
+        let runTask: Task<Void, Never>
+        let host: PostgresConnectionURL.Host
+        let generation: Int
+    }
+
+    private struct State {
+        var route: Route?
+        var choosing: Task<Route, any Error>?
+        /// A check of the current route after a call on it failed (``suspect(_:)``).
+        var checking: Task<Void, Never>?
+        var generation = 0
+        var closed = false
+        var retired: [Task<Void, Never>] = []
+    }
+
+    /// The route of the call running in this task (set by ``run(_:_:)``).
+    @TaskLocal private static var callRoute: Route?
+
+    let url: PostgresConnectionURL
+    let server: String
+    let operationTimeout: Duration
+    private let maximumConnections: Int
+    private let state = Locked(State())
+    private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    init(_ url: PostgresConnectionURL, operationTimeout: Duration, maximumConnections: Int) {
+        self.url = url
+        server = url.description
+        self.operationTimeout = operationTimeout
+        self.maximumConnections = max(1, maximumConnections)
+    }
+
+    /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module): the
+    /// current one, or if there is none a pool that never runs (its calls wait for the caller's
+    /// deadline, as if the server did not answer).
+    var client: PostgresClient {
+        if let route = Self.callRoute { return route.client }
+        if let route = state.withLock({ $0.route }) { return route.client }
+        return PostgresClient(configuration: configuration(for: url.hosts[0]))
+    }
+
+    /// `body` with the chosen server's pool, within ``operationTimeout``, errors typed
+    /// (``PostgresStore/translate(_:server:operation:)``).
+    func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        let routeSeen = Locked<Route?>(nil)
+        do {
+            return try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
+                let route = try await chosenRoute()
+                routeSeen.withLock { $0 = route }
+                return try await Self.$callRoute.withValue(route) { try await body(route.client) }
+            }
+        } catch {
+            if let route = routeSeen.withLock({ $0 }) {
+                switch error as? PostgresStoreError {
+                case .connectionLost?, .unavailable?: suspect(route)
+                case let .serverRefused(_, _, sqlState)? where sqlState == "25006": retire(route)
+                default: break
+                }
+            }
+            throw error
+        }
+    }
+
+    /// A call on `route` lost its connection or ran out of time: the server may be gone, or
+    /// only that connection or that call. One probe (bounded by `connect_timeout`) decides; the
+    /// route is retired only if its server no longer fits, so one terminated backend or one slow
+    /// statement does not close the pool under the other calls. Calls that start meanwhile wait
+    /// for the verdict.
+    private func suspect(_ route: Route) {
+        state.withLock { state in
+            guard state.route?.generation == route.generation, state.checking == nil, !state.closed else { return }
+            state.checking = Task { [self] in
+                let deadline = ContinuousClock.now + url.connectTimeout
+                if await !fits(route.host, until: deadline) { retire(route) }
+                self.state.withLock { $0.checking = nil }
+            }
+        }
+    }
+
+    /// The current route, or a new one chosen (one choice at a time, shared).
+    private func chosenRoute() async throws -> Route {
+        if let checking = state.withLock({ $0.checking }) { await checking.value }
+        let (route, choosing): (Route?, Task<Route, any Error>?) = try state.withLock { state in
+            if state.closed { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+            if let route = state.route { return (route, nil) }
+            if let choosing = state.choosing { return (nil, choosing) }
+            let task = Task { [self] in try await choose() }
+            state.choosing = task
+            return (nil, task)
+        }
+        if let route { return route }
+        guard let choosing else { throw PostgresStoreError.connectionLost(server: server, operation: "choosing a server") }
+        // The choice goes on if this call times out: the next call finds it made or under way.
+        return try await choosing.value
+    }
+
+    /// Tries the hosts in order until one fits, for at most ``operationTimeout``.
+    private func choose() async throws -> Route {
+        defer { state.withLock { $0.choosing = nil } }
+        let deadline = ContinuousClock.now + operationTimeout
+        var pause = Duration.milliseconds(100)
+        while true {
+            for host in url.hosts {
+                guard ContinuousClock.now < deadline else { break }
+                if url.hosts.count == 1 && url.targetSessionAttributes == .any {
+                    return try install(host)
+                }
+                if await fits(host, until: deadline) { return try install(host) }
+            }
+            guard ContinuousClock.now + pause < deadline else {
+                throw PostgresStoreError.unavailable(server: server, operation: "choosing a server", waitedSeconds: Self.seconds(operationTimeout))
+            }
+            try await Task.sleep(for: pause)
+            pause = min(pause * 2, .milliseconds(500))
+        }
+    }
+
+    /// Whether `host` accepts a connection and matches `target_session_attrs` (one probe
+    /// connection, closed after).
+    private func fits(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> Bool {
+        let remaining = deadline - ContinuousClock.now
+        guard remaining > .zero else { return false }
+        // After a failure, a single `any` host is probed too: can it be reached at all?
+        let wanted = url.targetSessionAttributes
+        let logger = logger
+        let limit = min(remaining, url.connectTimeout)
+        do {
+            let tls: PostgresConnection.Configuration.TLS = switch url.tlsMode {
+            case .disable: .disable
+            case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+            var configuration = PostgresConnection.Configuration(
+                host: host.name, port: host.port, username: url.user, password: url.password, database: url.database, tls: tls)
+            configuration.options.connectTimeout = TimeAmount.nanoseconds(Int64(Self.seconds(limit) * 1e9))
+            let probe = configuration
+            return try await PostgresStore.withDeadline(limit, server: host.description, operation: "probing the server") {
+                let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
+                do {
+                    var fits = wanted == .any
+                    if !fits {
+                        let rows = try await connection.query(
+                            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
+                        for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
+                            fits = !inRecovery && (wanted == .primary || !readOnly)
+                        }
+                    }
+                    try? await connection.close()
+                    return fits
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+            }
+        } catch {
+            return false
+        }
+    }
+
+    private func install(_ host: PostgresConnectionURL.Host) throws -> Route {
+        let client = PostgresClient(configuration: configuration(for: host))
+        return try state.withLock { state in
+            guard !state.closed else { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+            state.generation += 1
+            let route = Route(client: client, runTask: Task { await client.run() }, host: host, generation: state.generation)
+            state.route = route
+            return route
+        }
+    }
+
+    /// Stops using `route` (if it is still the current one): its pool closes, the next call chooses.
+    private func retire(_ route: Route) {
+        state.withLock { state in
+            guard state.route?.generation == route.generation else { return }
+            state.route = nil
+            route.runTask.cancel()
+            // Kept so that shutdown waits for them; only the last few (older ones, cancelled long
+            // ago, have finished), so a service whose database flaps for months does not grow.
+            state.retired = state.retired.suffix(7) + [route.runTask]
+        }
+    }
+
+    private func configuration(for host: PostgresConnectionURL.Host) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS = switch url.tlsMode {
+        case .disable: .disable
+        case .prefer: .prefer(.makeClientConfiguration())
+        case .require: .require(.makeClientConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host.name, port: host.port, username: url.user, password: url.password, database: url.database, tls: tls)
+        configuration.options.connectTimeout = url.connectTimeout
+        configuration.options.maximumConnections = maximumConnections
+        return configuration
+    }
+
+    /// Closes every pool without waiting (for `deinit`); returns their tasks.
+    @discardableResult
+    func close() -> [Task<Void, Never>] {
+        let tasks = state.withLock { state in
+            state.closed = true
+            state.choosing?.cancel()
+            state.checking?.cancel()
+            let tasks = state.retired + (state.route.map { [$0.runTask] } ?? [])
+            state.route = nil
+            state.retired = []
+            return tasks
+        }
+        for task in tasks { task.cancel() }
+        return tasks
+    }
+
+    /// Closes every pool and waits until they are closed.
+    func shutdown() async {
+        for task in close() { await task.value }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
 

@@ -13,14 +13,22 @@ import Glibc
 // or CI=true: then they fail.
 
 /// The cluster scripts/postgres-session.sh gives, or `nil` (recorded as a failure when required).
-private struct Cluster {
+struct Cluster {
     let url: PostgresConnectionURL
     let urlFile: FilePath
     let ctl: String
 
     static func current(_ test: String) throws -> Cluster? {
+        guard let cluster = try given(test, urlVariable: "LOCKBOX_TEST_POSTGRES_URL_FILE") else { return nil }
+        // Every test starts from an empty database: no schema, no vault.
+        _ = try cluster.psql("DROP SCHEMA IF EXISTS lockbox CASCADE")
+        return cluster
+    }
+
+    /// The cluster whose URL file the environment variable `urlVariable` names.
+    static func given(_ test: String, urlVariable: String) throws -> Cluster? {
         let environment = ProcessInfo.processInfo.environment
-        guard let file = environment["LOCKBOX_TEST_POSTGRES_URL_FILE"], let ctl = environment["LOCKBOX_TEST_POSTGRES_CTL"] else {
+        guard let file = environment[urlVariable], let ctl = environment["LOCKBOX_TEST_POSTGRES_CTL"] else {
             let note = "\(test): no PostgreSQL cluster (run inside scripts/postgres-session.sh)"
             if environment["LOCKBOX_REQUIRE_POSTGRES_TESTS"] == "1" || environment["CI"] == "true" {
                 Issue.record("LOCKBOX_REQUIRE_POSTGRES_TESTS=1 or CI=true requires this to run: \(note)")
@@ -29,17 +37,21 @@ private struct Cluster {
             }
             return nil
         }
-        let cluster = Cluster(url: try PostgresConnectionURL.read(fromFile: FilePath(file)), urlFile: FilePath(file), ctl: ctl)
-        // Every test starts from an empty database: no schema, no vault.
-        _ = try cluster.psql("DROP SCHEMA IF EXISTS lockbox CASCADE")
-        return cluster
+        return Cluster(url: try PostgresConnectionURL.read(fromFile: FilePath(file)), urlFile: FilePath(file), ctl: ctl)
     }
 
-    /// Runs `sql` as the superuser in the vault's database (psql, unaligned, no headers).
-    func psql(_ sql: String) throws -> String {
+    /// Runs `sql` as the superuser in the vault's database on `node` (psql, unaligned, no headers).
+    func psql(_ sql: String, on node: String = "primary") throws -> String {
+        try control(["psql", node, sql])
+    }
+
+    /// Runs the session's control command (scripts/postgres-session.sh: kill, stop, cont,
+    /// promote, start, psql); returns its output.
+    @discardableResult
+    func control(_ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ctl)
-        process.arguments = ["psql", "primary", sql]
+        process.arguments = arguments
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
@@ -48,20 +60,20 @@ private struct Cluster {
         let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw LockboxError.invalidArgument("psql failed (\(process.terminationStatus)): \(errorText)")
+            throw LockboxError.invalidArgument("\(arguments.first ?? "ctl") failed (\(process.terminationStatus)): \(errorText)")
         }
         return String(decoding: data, as: UTF8.self)
     }
 }
 
-private func secret(_ string: String) -> SecretBytes { SecretBytes(utf8: string) }
-private func text(_ bytes: SecretBytes?) -> String? { bytes.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } }
-private let cheapKDF: KDFParameters = {
+func secret(_ string: String) -> SecretBytes { SecretBytes(utf8: string) }
+func text(_ bytes: SecretBytes?) -> String? { bytes.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } }
+let cheapKDF: KDFParameters = {
     do { return try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024) } catch { fatalError("bad test KDF") }
 }()
 
 /// The error `body` throws, or `nil` (recorded) if it returns.
-private func thrown<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T) async -> (any Error)? {
+func thrown<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T) async -> (any Error)? {
     do {
         _ = try await body()
         Issue.record("expected an error", sourceLocation: sourceLocation)
@@ -163,6 +175,20 @@ struct PostgresStoreTests {
             seen += try cluster.psql("SELECT t::text FROM lockbox.\(table) t")
         }
         seen += try cluster.psql("SELECT encode(address, 'escape') || encode(metadata, 'escape') || encode(secret, 'escape') FROM lockbox.items")
+        // What a backup holds (pg_dump), and what the synchronous standby holds.
+        let dump = try cluster.control(["dump", "primary"])
+        #expect(dump.contains("COPY lockbox.items"), "the dump holds the items table")
+        seen += dump
+        if ProcessInfo.processInfo.environment["LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE"] != nil {
+            // Synchronous commit waits for the standby's flush, not its replay: wait for the row.
+            var replicated = ""
+            for _ in 0..<100 where !replicated.contains("\\x") {
+                replicated = try cluster.psql("SELECT t::text FROM lockbox.items t", on: "standby")
+                if !replicated.contains("\\x") { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(replicated.contains("\\x"), "the standby has the row")
+            seen += replicated
+        }
         #expect(seen.contains("\\x"), "the look saw the rows")
         for word in clear {
             let hex = word.utf8.map { String(format: "%02x", $0) }.joined()
@@ -313,7 +339,7 @@ struct PostgresStoreTests {
         #expect(url.description == "postgresql://fleet@db.example:6543/vaults")
         #expect(try PostgresConnectionURL(parsing: "postgres://u@[::1]/d").host == "::1")
         for bad in ["http://u@h/d", "postgresql://u@h", "postgresql://h/d", "postgresql://u@h:0/d", "postgresql://u@h:99999/d",
-                    "postgresql://u@h1:1,h2:2/d", "postgresql://u@h/d?sslmode=maybe", "postgresql://u@h/d?host=evil",
+                    "postgresql://u@h/d?sslmode=maybe", "postgresql://u@h/d?host=evil",
                     "postgresql://u@h/d?connect_timeout=0"] {
             let error = #expect(throws: LockboxError.self, "\(bad)") { try PostgresConnectionURL(parsing: bad) }
             #expect(error?.code == .invalidArgument)
@@ -336,7 +362,7 @@ struct PostgresStoreTests {
 }
 
 /// A loopback port nothing listens on (bound, then closed).
-private func freePort() throws -> Int {
+func freePort() throws -> Int {
     let (socket, port) = try silentListener()
     close(socket)
     return port
