@@ -86,9 +86,9 @@ struct VaultReadTests {
             Issue.record("a format-2 vault was not probed as format 2")
             return
         }
-        let takenOver = SQLiteFileAdoption.takenOverCount
+        let takenOver = SQLiteFileAdoption.takenOverCount(path: file.path)
         let store = try SQLiteVaultStore.open(at: file.path, windowKey: { _ in nil }, credentials: { [.keyFile(keyPath)] }, probed: file).store
-        #expect(SQLiteFileAdoption.takenOverCount == takenOver + 1, "SQLite must take the probe's descriptor over, not open the vault again")
+        #expect(SQLiteFileAdoption.takenOverCount(path: file.path) == takenOver + 1, "SQLite must take the probe's descriptor over, not open the vault again")
         #expect(descriptors(on: resolved) == 1)
         #expect(try store.get(key)?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "adopted")
         try store.set(secret("written through it"), for: key, options: ItemOptions())

@@ -35,7 +35,7 @@ enum SQLiteFileAdoption {
     private struct Offers {
         var nextToken: UInt64 = 1
         var pending: [Offer] = []
-        var takenOver = 0
+        var takenOver: [String: Int] = [:]
     }
 
     private static let offers = Locked(Offers())
@@ -57,8 +57,9 @@ enum SQLiteFileAdoption {
     /// Whether descriptors can be handed to SQLite in this process.
     static var isAvailable: Bool { previousOpen != nil }
 
-    /// How many offered descriptors SQLite has taken over in this process (for tests).
-    package static var takenOverCount: Int { offers.withLock { $0.takenOver } }
+    /// How many descriptors offered for `path` SQLite has taken over in this process (for tests;
+    /// per path, so tests running beside each other do not count each other's).
+    package static func takenOverCount(path: FilePath) -> Int { offers.withLock { $0.takenOver[path.string] ?? 0 } }
 
     /// Offers `descriptor` (open on `path`, which must be the path SQLite will open) to the next
     /// `open` of `path` on this thread; returns a token for ``withdraw(_:)``, or nil when nothing
@@ -101,7 +102,7 @@ enum SQLiteFileAdoption {
                       let index = offers.pending.firstIndex(where: { $0.path == name && pthread_equal($0.thread, thread) != 0 })
                 else { return nil }
                 if wantsWrite && !offers.pending[index].readWrite { return -1 }
-                offers.takenOver += 1
+                offers.takenOver[name, default: 0] += 1
                 return offers.pending.remove(at: index).descriptor
             }
             if let answer {
