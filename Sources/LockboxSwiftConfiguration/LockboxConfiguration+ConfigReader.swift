@@ -6,7 +6,9 @@ extension LockboxConfiguration {
     ///
     /// Scope the reader to `lockbox` (`reader.scoped(to: "lockbox")`), so that with an
     /// `EnvironmentVariablesProvider` the keys below are the `LOCKBOX_*` variables, and in a JSON
-    /// or YAML file they sit under a `lockbox` object:
+    /// file (`FileProvider<JSONSnapshot>`) they sit under a `lockbox` object. A YAML file
+    /// (`YAMLSnapshot`) needs swift-configuration's `YAML` trait, which pulls in jpsim/Yams; this
+    /// package does not enable it, and its tests read environment variables and JSON only:
     ///
     /// | key | environment variable | value |
     /// |---|---|---|

@@ -10,7 +10,8 @@ import SystemPackage
 /// The library reads no environment variable and no configuration file around it: a program
 /// builds this value — by hand, with ``forUser(environment:)`` (the XDG paths the `lockbox` CLI
 /// uses), or from swift-configuration's `ConfigReader` through the `LockboxSwiftConfiguration`
-/// product (`LOCKBOX_*` environment variables, a JSON or YAML file) — and creates Lockbox's types
+/// product (`LOCKBOX_*` environment variables, a JSON file; YAML with swift-configuration's `YAML`
+/// trait) — and creates Lockbox's types
 /// from it:
 ///
 /// ```swift
