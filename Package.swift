@@ -27,7 +27,8 @@ let package = Package(
         // depend on "Lockbox" alone and link nothing of it.
         .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
         // LockboxConfiguration from swift-configuration's ConfigReader (LOCKBOX_* environment
-        // variables, JSON or YAML files). Apps that configure Lockbox by hand build none of it.
+        // variables, JSON files; YAML needs swift-configuration's `YAML` trait, which is not enabled
+        // here). Apps that configure Lockbox by hand build none of it.
         .library(name: "LockboxSwiftConfiguration", targets: ["LockboxSwiftConfiguration"]),
         // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
         // swift-log's InMemoryLogging, apart from the library so no service ships it.

@@ -6,7 +6,8 @@
 # then 100 concurrent token writes and 100 concurrent token reads (p50/p99). Once with the async
 # API (the default) and once with `--blocking` (the handlers call the blocking API on Swift's
 # cooperative pool, as services did before the async API). Asserts nothing but that every request
-# succeeded: figures, not thresholds.
+# succeeded: figures, not thresholds. Ends with a Markdown table of both modes (the build, the
+# commit, the machine's cores and load included), ready for docs/PERFORMANCE.md.
 #
 # Usage: scripts/bench-service.sh [--quick] [--rounds N] [--preset server|desktop] [--service PATH] [--json FILE]
 #
@@ -46,6 +47,8 @@ cleanup() {
 }
 trap cleanup EXIT
 head -c 32 /dev/urandom >"$work/vault.key"
+figures="$work/figures.jsonl"
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 chmod 600 "$work/vault.key"
 
 echo "bench-service: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), preset $preset, $rounds round(s) of 20 verifies"
@@ -65,8 +68,35 @@ for mode in async blocking; do
         sleep 0.1
     done
     [[ -n "$port" ]] || { echo "bench-service: the service did not listen" >&2; exit 1; }
-    python3 scripts/drive-service.py bench "$port" "$pid" --rounds "$rounds" --label "$mode" ${json:+--json "$json"}
+    python3 scripts/drive-service.py bench "$port" "$pid" --rounds "$rounds" --label "$mode" --json "$figures"
     kill -TERM "$pid"
     wait "$pid" || true
     pid=""
 done
+[[ -n "$json" ]] && cat "$figures" >>"$json"
+
+# The table, one column per mode, with what it was measured on.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ -n "$(git status --porcelain -- Sources Examples 2>/dev/null)" ]] && commit="$commit (+ uncommitted changes)"
+build=debug
+[[ "$service" == *"/release/"* ]] && build=release
+python3 - "$figures" "$build" "$commit" "$load_at_start" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" "$preset" "$rounds" \
+    "${LOCKBOX_CONCURRENT_HASHES:-default}" "${LOCKBOX_BLOCKING_THREADS:-default}" <<'PY'
+import json, sys
+path, build, commit, load_start, load_end, cores, preset, rounds, hashes, threads = sys.argv[1:]
+rows = {r["label"]: r for r in map(json.loads, open(path))}
+modes = [m for m in ("async", "blocking") if m in rows]
+print()
+print(f"{build} build of {commit}, {cores} cores, load average {load_start} at the start and {load_end} at the end;")
+print(f"{preset} preset, {rounds} round(s) of 20 concurrent verifies; concurrent hashes {hashes}, blocking threads {threads}.")
+print()
+print("| | " + " | ".join(f"{m} API" for m in modes) + " |")
+print("|---|" + "---|" * len(modes))
+def row(title, cell):
+    print(f"| {title} | " + " | ".join(cell(rows[m]) for m in modes) + " |")
+row("`/health` p50 / p99 / max during the verifies", lambda r: f"{r['health_p50_ms']} / **{r['health_p99_ms']}** / {r['health_max_ms']} ms ({r['health_probes']} probes)")
+row("verifies/s", lambda r: f"{r['verifies_per_second']}")
+row("peak RSS", lambda r: f"{r['peak_rss_mib']} MiB")
+row("100 concurrent token writes p50 / p99", lambda r: f"{r['token_write_p50_ms']} / {r['token_write_p99_ms']} ms")
+row("100 concurrent token reads p50 / p99", lambda r: f"{r['token_read_p50_ms']} / {r['token_read_p99_ms']} ms")
+PY

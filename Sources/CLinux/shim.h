@@ -20,4 +20,15 @@ static inline int lockbox_prctl_get_dumpable(void) {
 static inline long lockbox_gettid(void) {
     return syscall(SYS_gettid);
 }
+// How many CPUs this process may run on: its affinity mask (`taskset`, a container's cpuset),
+// read with the raw system call (glibc's sched_getaffinity and CPU_COUNT need _GNU_SOURCE and a
+// macro, which Swift cannot call); 0 if the kernel would not say.
+static inline int lockbox_affinity_cpu_count(void) {
+    unsigned long mask[128];  // 8192 CPUs
+    long bytes = syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+    if (bytes <= 0) return 0;
+    int count = 0;
+    for (long i = 0; i < bytes / (long)sizeof(unsigned long); i++) count += __builtin_popcountl(mask[i]);
+    return count;
+}
 #endif

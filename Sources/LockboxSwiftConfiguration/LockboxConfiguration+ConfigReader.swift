@@ -6,7 +6,9 @@ extension LockboxConfiguration {
     ///
     /// Scope the reader to `lockbox` (`reader.scoped(to: "lockbox")`), so that with an
     /// `EnvironmentVariablesProvider` the keys below are the `LOCKBOX_*` variables, and in a JSON
-    /// or YAML file they sit under a `lockbox` object:
+    /// file (`FileProvider<JSONSnapshot>`) they sit under a `lockbox` object. A YAML file
+    /// (`YAMLSnapshot`) needs swift-configuration's `YAML` trait, which pulls in jpsim/Yams; this
+    /// package does not enable it, and its tests read environment variables and JSON only:
     ///
     /// | key | environment variable | value |
     /// |---|---|---|
@@ -19,6 +21,7 @@ extension LockboxConfiguration {
     /// | `lockDirectory` | `LOCKBOX_LOCK_DIRECTORY` | the item locks' folder |
     /// | `pinPreset` | `LOCKBOX_PIN_PRESET` | `desktop` or `server` (``PinPreset``) |
     /// | `hashMemoryBudgetMebibytes` | `LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES` | MiB all PIN hashes may take at once, 1 to 1048576 |
+    /// | `concurrentHashes` | `LOCKBOX_CONCURRENT_HASHES` | PIN hashes that may run at once, 1 to 1024 (default: one less than the cores) |
     /// | `blockingThreads` | `LOCKBOX_BLOCKING_THREADS` | threads of the blocking executor, 1 to 1024 |
     /// | `blockingThreadNiceness` | `LOCKBOX_BLOCKING_THREAD_NICENESS` | how much lower the executor's threads run, 0 to 19 |
     /// | `tpm.tcti` | `LOCKBOX_TPM_TCTI` | the TCTI that reaches the TPM |
@@ -52,6 +55,7 @@ extension LockboxConfiguration {
         if let mebibytes = try Self.number(config, "hashMemoryBudgetMebibytes", in: 1...(1 << 20)) {
             hashMemoryBudgetBytes = UInt64(mebibytes) << 20
         }
+        if let hashes = try Self.number(config, "concurrentHashes", in: 1...1024) { concurrentHashes = hashes }
         if let threads = try Self.number(config, "blockingThreads", in: 1...1024) { blockingThreads = threads }
         if let niceness = try Self.number(config, "blockingThreadNiceness", in: 0...19) { blockingThreadNiceness = niceness }
         if let tcti = try Self.text(config, "tpm.tcti") { tpmTCTI = tcti }

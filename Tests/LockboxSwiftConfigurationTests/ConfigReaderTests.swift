@@ -24,6 +24,7 @@ import Testing
             "LOCKBOX_LOCK_DIRECTORY": "/run/lockbox",
             "LOCKBOX_PIN_PRESET": "server",
             "LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES": "256",
+            "LOCKBOX_CONCURRENT_HASHES": "3",
             "LOCKBOX_BLOCKING_THREADS": "6",
             "LOCKBOX_TPM_TCTI": "device:/dev/tpmrm0",
             "UNRELATED": "x",
@@ -37,6 +38,7 @@ import Testing
         #expect(configuration.lockDirectory == "/run/lockbox")
         #expect(configuration.pinPreset == .server)
         #expect(configuration.hashMemoryBudgetBytes == 256 << 20)
+        #expect(configuration.concurrentHashes == 3)
         #expect(configuration.blockingThreads == 6)
         #expect(configuration.tpmTCTI == "device:/dev/tpmrm0")
     }
@@ -58,6 +60,7 @@ import Testing
         #expect(configuration.keyFileAccess == .ownerOnly)
         #expect(configuration.pinPreset == .desktop)
         #expect(configuration.hashMemoryBudgetBytes == nil)
+        #expect(configuration.concurrentHashes == nil)
     }
 
     @Test func wrongValuesAreRefusedNotReplacedByTheDefault() {
@@ -69,6 +72,10 @@ import Testing
             ("LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES", "0"),
             ("LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES", "lots"),
             ("LOCKBOX_HASH_MEMORY_BUDGET_MEBIBYTES", "-5"),
+            ("LOCKBOX_CONCURRENT_HASHES", "0"),
+            ("LOCKBOX_CONCURRENT_HASHES", "1025"),
+            ("LOCKBOX_CONCURRENT_HASHES", "two"),
+            ("LOCKBOX_CONCURRENT_HASHES", "1.5"),
             ("LOCKBOX_BLOCKING_THREADS", "2000"),
             ("LOCKBOX_BLOCKING_THREADS", "nan"),
             ("LOCKBOX_VAULT", ""),
@@ -91,7 +98,7 @@ import Testing
         let file = folder.appendingPathComponent("config.json")
         try Data("""
             {"lockbox": {"vault": "/from/file.lockbox", "keyFile": "/from/file.key", "pinPreset": "server",
-                         "hashMemoryBudgetMebibytes": 128, "blockingThreads": 4, "tpm": {"tcti": "mssim:host=localhost"}}}
+                         "hashMemoryBudgetMebibytes": 128, "concurrentHashes": 1, "blockingThreads": 4, "tpm": {"tcti": "mssim:host=localhost"}}}
             """.utf8).write(to: file)
         let reader = ConfigReader(providers: [
             EnvironmentVariablesProvider(environmentVariables: ["LOCKBOX_KEY_FILE": "/from/environment.key"]),
@@ -102,6 +109,7 @@ import Testing
         #expect(configuration.keyFile == "/from/environment.key")  // the environment wins
         #expect(configuration.pinPreset == .server)
         #expect(configuration.hashMemoryBudgetBytes == 128 << 20)  // a JSON number
+        #expect(configuration.concurrentHashes == 1)
         #expect(configuration.blockingThreads == 4)
         #expect(configuration.tpmTCTI == "mssim:host=localhost")
 

@@ -121,7 +121,8 @@ struct AsyncAPITests {
     @Test("20 async verifies stuck in Argon2id leave the cooperative pool free: a trivial task keeps making progress")
     func cooperativePoolStaysFree() async throws {
         let gate = Gate()
-        let executor = BlockingExecutor(threadCount: 4)
+        // Four hashes at once (the default cap is one less than the cores), to fill the executor.
+        let executor = BlockingExecutor(threadCount: 4, hashMemoryBudget: HashMemoryBudget(concurrentHashes: 4))
         let store = MemoryStore()
         let pins = guardian(store, gate: gate, executor: executor)
         let profiles = (0..<20).map { PinProfile(service: "svc", name: "user\($0)") }
@@ -146,8 +147,8 @@ struct AsyncAPITests {
     @Test("the memory budget caps hashes in flight at K = budget / hash memory; the rest queue and all finish")
     func memoryBudgetCapsHashes() async throws {
         let gate = Gate()
-        // Room for exactly two 8 KiB hashes.
-        let budget = HashMemoryBudget(bytes: 2 * cheapHash.memoryLimitBytes)
+        // Room for exactly two 8 KiB hashes; the hash-count cap is above that, so memory is what binds.
+        let budget = HashMemoryBudget(bytes: 2 * cheapHash.memoryLimitBytes, concurrentHashes: 8)
         let executor = BlockingExecutor(threadCount: 8, hashMemoryBudget: budget)
         let pins = guardian(MemoryStore(), gate: gate, executor: executor)
         let profiles = (0..<10).map { PinProfile(service: "svc", name: "user\($0)") }
@@ -166,10 +167,98 @@ struct AsyncAPITests {
         #expect(budget.statistics == HashMemoryBudget.Statistics(inFlight: 0, peakInFlight: 2, bytesInUse: 0, waiting: 0))
     }
 
+    @Test("a cap of one concurrent hash admits one hash at a time, whatever the memory; the rest queue without threads")
+    func concurrentHashCapAdmitsOne() async throws {
+        let gate = Gate()
+        // Memory for a thousand hashes and eight threads: only the hash-count cap can bind.
+        let budget = HashMemoryBudget(bytes: 1_000 * cheapHash.memoryLimitBytes, concurrentHashes: 1)
+        let executor = BlockingExecutor(threadCount: 8, hashMemoryBudget: budget)
+        let pins = guardian(MemoryStore(), gate: gate, executor: executor)
+        let profiles = (0..<6).map { PinProfile(service: "svc", name: "user\($0)") }
+        for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
+
+        let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        // Wait for the state — one hash at the gate, five queued in the budget — never sleep and hope.
+        #expect(await eventually { budget.statistics.inFlight == 1 && budget.statistics.waiting == 5 && gate.counts.inside == 1 },
+                "one hash runs; five wait for a hash slot")
+        #expect(executor.statistics.running == 1, "the five waiting for a slot hold no executor thread")
+        // The executor's other threads stay free for work that is not a hash.
+        let vault = Vault(store: MemoryStore(), executor: executor)
+        try await vault.set("value", service: "other", account: "work")
+        #expect(try await vault.string(service: "other", account: "work") == "value")
+        #expect(gate.counts.inside == 1 && budget.statistics.inFlight == 1, "still one hash, while other work ran beside it")
+        gate.open()
+        for verify in verifies { try await verify.value }
+        #expect(gate.counts.peak == 1 && gate.counts.entered == 6)
+        #expect(budget.statistics == HashMemoryBudget.Statistics(inFlight: 0, peakInFlight: 1, bytesInUse: 0, waiting: 0))
+    }
+
+    @Test("blocking callers obey the hash-count cap too: four threads verifying, one hashes at a time")
+    func concurrentHashCapHoldsForBlockingCallers() throws {
+        let gate = Gate()
+        let budget = HashMemoryBudget(bytes: 1_000 * cheapHash.memoryLimitBytes, concurrentHashes: 1)
+        let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(hashMemoryBudget: budget))
+        let profiles = (0..<4).map { PinProfile(service: "svc", name: "user\($0)") }
+        for profile in profiles { try pins.set(profile, pin: pin("4739")) }
+        let failures = Locked(0)
+        let finished = DispatchSemaphore(value: 0)
+        let threads = profiles.map { profile in
+            Thread {
+                if (try? pins.verify(profile, pin: pin("4739"))) == nil { failures.withLock { $0 += 1 } }
+                finished.signal()
+            }
+        }
+        for thread in threads { thread.start() }
+        #expect(gate.waitForEntered(1))
+        // The other three block in the budget's queue, not at the gate.
+        let deadline = Date().addingTimeInterval(patience)
+        while budget.statistics.waiting < 3 && Date() < deadline { usleep(1_000) }
+        #expect(budget.statistics.waiting == 3 && budget.statistics.inFlight == 1 && gate.counts.inside == 1)
+        gate.open()
+        for _ in threads { #expect(finished.wait(timeout: .now() + patience) == .success) }
+        #expect(gate.counts.peak == 1 && gate.counts.entered == 4 && failures.withLock { $0 } == 0)
+        #expect(budget.statistics.peakInFlight == 1 && budget.statistics.inFlight == 0)
+    }
+
+    @Test("the default hash cap is one less than the cores this process may use, and at least 1")
+    func defaultConcurrentHashes() throws {
+        let cores = HashMemoryBudget.availableProcessors
+        #expect(cores >= 1 && cores <= ProcessInfo.processInfo.processorCount)
+        #expect(HashMemoryBudget.defaultConcurrentHashes == max(1, cores - 1))
+        #expect(HashMemoryBudget().concurrentHashes == HashMemoryBudget.defaultConcurrentHashes)
+        #expect(HashMemoryBudget(concurrentHashes: 0).concurrentHashes == 1, "a cap below 1 would admit nothing")
+        // Outside a CPU quota, the cores are the affinity mask's, as `nproc` counts them.
+        if (try? String(contentsOfFile: "/sys/fs/cgroup/cpu.max", encoding: .utf8))
+            .flatMap(HashMemoryBudget.coresAllowed(byCPUMax:)) == nil
+        {
+            let nproc = Process()
+            nproc.executableURL = URL(fileURLWithPath: "/usr/bin/nproc")
+            nproc.environment = [:]  // OMP_NUM_THREADS would change its answer
+            let output = Pipe()
+            nproc.standardOutput = output
+            try nproc.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            nproc.waitUntilExit()
+            #expect(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) == cores)
+        }
+    }
+
+    @Test("a cgroup cpu.max quota counts as its cores, rounded up; `max` and malformed lines set no limit")
+    func cpuMaxParsing() {
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "200000 100000\n") == 2)
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "150000 100000") == 2)
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "50000 100000") == 1)
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "max 100000\n") == nil)
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "0 100000") == nil)
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "100000 0") == nil)
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "") == nil)
+        #expect(HashMemoryBudget.coresAllowed(byCPUMax: "-1 100000") == nil)
+    }
+
     @Test("blocking callers share the same budget: six threads verifying, at most two hash at once")
     func memoryBudgetCapsBlockingCallers() throws {
         let gate = Gate()
-        let budget = HashMemoryBudget(bytes: 2 * cheapHash.memoryLimitBytes)
+        let budget = HashMemoryBudget(bytes: 2 * cheapHash.memoryLimitBytes, concurrentHashes: 8)
         let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(hashMemoryBudget: budget))
         let profiles = (0..<6).map { PinProfile(service: "svc", name: "user\($0)") }
         for profile in profiles { try pins.set(profile, pin: pin("4739")) }

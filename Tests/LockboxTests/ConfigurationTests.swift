@@ -21,10 +21,15 @@ import Testing
         let folder = try TemporaryFolder()
         let configuration = LockboxConfiguration(
             vaultPath: folder.file("vault.lockbox"), lockDirectory: folder.file("locks"), pinPreset: .server,
-            hashMemoryBudgetBytes: 64 << 20, blockingThreads: 3)
+            hashMemoryBudgetBytes: 64 << 20, concurrentHashes: 2, blockingThreads: 3)
         let executor = configuration.makeExecutor()
         #expect(executor.threadCount == 3)
         #expect(executor.hashMemoryBudget.bytes == 64 << 20)
+        #expect(executor.hashMemoryBudget.concurrentHashes == 2)
+        // Left out, the hash cap is the machine's default, apart from the thread count.
+        let defaults = LockboxConfiguration(vaultPath: folder.file("vault.lockbox"), blockingThreads: 6).makeExecutor()
+        #expect(defaults.hashMemoryBudget.concurrentHashes == HashMemoryBudget.defaultConcurrentHashes)
+        #expect(defaults.hashMemoryBudget.bytes == HashMemoryBudget.defaultBytes)
         let pins = configuration.pinGuard(store: MemoryStore(), executor: executor)
         #expect(pins.hashParameters == PinPreset.server.hashParameters)
         #expect(pins.failureRecording == .afterComparing)
@@ -36,6 +41,9 @@ import Testing
         let path: FilePath = "/tmp/vault.lockbox"
         for bad in [
             LockboxConfiguration(vaultPath: path, hashMemoryBudgetBytes: 0),
+            LockboxConfiguration(vaultPath: path, concurrentHashes: 0),
+            LockboxConfiguration(vaultPath: path, concurrentHashes: -1),
+            LockboxConfiguration(vaultPath: path, concurrentHashes: 1025),
             LockboxConfiguration(vaultPath: path, blockingThreads: 0),
             LockboxConfiguration(vaultPath: path, blockingThreads: 5000),
             LockboxConfiguration(profile: "", vaultPath: path),

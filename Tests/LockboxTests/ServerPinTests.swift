@@ -77,8 +77,10 @@ struct ServerPinTests {
             heldClock.advance(61)
         }
         // Desktop: the holder's own try, counted before its comparison, starts the lockout.
+        // Its own executor: a hash parked at the gate holds a hash slot, and the shared executor's
+        // slots (one on 2 cores) are the other tests' too.
         let holder = PinGuard(store: store, hashParameters: .testing, clock: server ? heldClock : clock, hasher: gate.hasher,
-                              failureRecording: recording)
+                              failureRecording: recording, executor: BlockingExecutor())
         let watchdog = Watchdog(opening: gate)
         let holding = Thread { _ = try? holder.verify(profile, pin: pin("0000")) }
         holding.start()
@@ -111,7 +113,8 @@ struct ServerPinTests {
     func memoryStoreLocksWriteNoFiles() async throws {
         let store = MemoryStore()
         let gate = Gate()
-        let pins = PinGuard(store: store, hashParameters: .testing, hasher: gate.hasher)
+        // Its own executor, so the hash parked at the gate holds none of the shared executor's slots.
+        let pins = PinGuard(store: store, hashParameters: .testing, hasher: gate.hasher, executor: BlockingExecutor())
         #expect(pins.profileLock.directory == nil)
         #expect(TokenStore(store: store).lock.directory == nil)
         #expect(DeviceIdentity(store: store).lock.directory == nil)

@@ -13,8 +13,10 @@ import Foundation
 /// - **Cancellation**: a job still in the queue when its task is cancelled is dropped and
 ///   ``run(_:)`` throws `CancellationError`; a job already running finishes (a durable write is
 ///   never cut in half) and its result is returned.
-/// - Concurrent Argon2id hashes are also capped by ``hashMemoryBudget`` (``HashMemoryBudget``),
-///   so a burst of PIN verifies queues instead of exhausting memory.
+/// - Concurrent Argon2id hashes are also capped by ``hashMemoryBudget`` (``HashMemoryBudget``), in
+///   memory and in number (one less than the cores by default), so a burst of PIN verifies queues
+///   — without holding a thread — instead of exhausting memory or taking every core: the thread
+///   count stays large enough for the `fsync`, file-lock and libsecret waits of the other calls.
 ///
 /// Threads start on the first job, not before: a program that only uses the blocking API never
 /// starts one. ``shared`` is what every Lockbox type uses unless it is given another executor.
@@ -24,7 +26,7 @@ public final class BlockingExecutor: Sendable {
     /// How much lower than the process's other threads the executor's threads run: a nice
     /// increment, 0 (the same priority) to 19 (the lowest). See ``init(threadCount:hashMemoryBudget:niceness:)``.
     public let niceness: Int32
-    /// The memory cap on concurrent Argon2id hashes that ``PinGuard`` observes.
+    /// The cap on concurrent Argon2id hashes (memory and number) that ``PinGuard`` observes.
     public let hashMemoryBudget: HashMemoryBudget
     private let queue: JobQueue
 
@@ -32,14 +34,15 @@ public final class BlockingExecutor: Sendable {
     /// ``defaultThreadCount`` threads and a ``HashMemoryBudget`` sized to the machine.
     public static let shared = BlockingExecutor()
 
-    /// Twice the number of processors, and at least 4: blocking work waits on disks, locks and
-    /// D-Bus as much as it computes, and hashes are capped separately by memory.
-    public static var defaultThreadCount: Int { max(4, 2 * ProcessInfo.processInfo.activeProcessorCount) }
+    /// Twice the number of processors this process may use (``HashMemoryBudget/availableProcessors``),
+    /// and at least 4: blocking work waits on disks, locks and D-Bus as much as it computes, and
+    /// hashes are capped separately, by ``HashMemoryBudget/concurrentHashes`` and by memory.
+    public static var defaultThreadCount: Int { max(4, 2 * HashMemoryBudget.availableProcessors) }
 
     /// Creates an executor.
     /// - Parameters:
     ///   - threadCount: how many jobs may run at once (at least 1).
-    ///   - hashMemoryBudget: the memory cap on concurrent Argon2id hashes.
+    ///   - hashMemoryBudget: the cap on concurrent Argon2id hashes, in memory and in number.
     ///   - niceness: lowers the priority of the executor's threads by this nice increment
     ///     (clamped to 0...19; Linux gives each thread its own nice value): a service's request
     ///     threads then win the cores over Argon2id hashes, so a cheap route stays fast while PINs

@@ -1,23 +1,35 @@
+import CLinux
 import Foundation
 
-/// A cap on the memory that concurrent Argon2id hashes may use at once; the hashes beyond it
-/// wait their turn, first come first served.
+/// A cap on the memory and on the number of cores that concurrent Argon2id hashes may use at
+/// once; the hashes beyond it wait their turn, first come first served.
 ///
 /// Each Argon2id hash allocates its whole memory cost (256 MiB for the desktop PIN preset, 19 MiB
-/// for the server one) for its duration. Twenty PIN verifies arriving together would otherwise
-/// allocate twenty times that. ``PinGuard`` reserves a hash's memory here before hashing: while
-/// the reservations in force plus the new one fit in ``bytes``, it runs; otherwise it waits in a
-/// FIFO queue — a blocking caller on its own thread, an async caller suspended without holding a
-/// thread. One hash larger than the whole budget still runs, alone.
+/// for the server one) and keeps one core busy for its duration. Twenty PIN verifies arriving
+/// together would otherwise allocate twenty times that and take every core from the service's
+/// other requests. ``PinGuard`` reserves a hash's memory here before hashing: while fewer than
+/// ``concurrentHashes`` hashes run and the reservations in force plus the new one fit in
+/// ``bytes``, it runs; otherwise it waits in a FIFO queue — a blocking caller on its own thread,
+/// an async caller suspended without holding a thread (nor a thread of the ``BlockingExecutor``,
+/// whose threads stay free for `fsync`, file locks and libsecret calls). One hash larger than the
+/// whole memory budget still runs, alone.
 ///
-/// The default (``defaultBytes``) is a quarter of the memory this process may use: the smaller of
-/// the machine's physical memory and the cgroup limit (`memory.max`) of a container.
+/// The defaults fit the machine or container the process runs in:
+/// - ``defaultBytes``: a quarter of the memory this process may use, the smaller of the machine's
+///   physical memory and the cgroup limit (`memory.max`) of a container;
+/// - ``defaultConcurrentHashes``: one less than the cores this process may use
+///   (``availableProcessors``), and at least 1 — a core stays free for the requests that do not
+///   hash, so a service's cheap routes stay fast while PINs are verified.
 public final class HashMemoryBudget: Sendable {
     /// The memory all hashes in flight may use together, in bytes.
     public var bytes: UInt64 { requestedBytes ?? Self.machineDefaultBytes }
+    /// How many hashes may run at once, whatever their memory.
+    public var concurrentHashes: Int { requestedConcurrentHashes ?? Self.machineDefaultConcurrentHashes }
     /// The budget asked for; `nil` for ``defaultBytes``, which is read from the system only when
     /// a hash is first budgeted (a command that hashes nothing never reads `memory.max`).
     private let requestedBytes: UInt64?
+    /// The hash cap asked for; `nil` for ``defaultConcurrentHashes``, read on first use.
+    private let requestedConcurrentHashes: Int?
     private let state = ConditionLock(State())
 
     private struct State {
@@ -36,18 +48,21 @@ public final class HashMemoryBudget: Sendable {
         var resume: (@Sendable (_ admitted: Bool) -> Void)?
     }
 
-    /// Creates a budget of `bytes` (at least 1).
-    public init(bytes: UInt64) {
-        requestedBytes = max(1, bytes)
-    }
-
-    /// Creates a budget of ``defaultBytes``, computed on first use.
-    public init() {
-        requestedBytes = nil
+    /// Creates a budget.
+    /// - Parameters:
+    ///   - bytes: the memory all hashes in flight may use together (at least 1); `nil`:
+    ///     ``defaultBytes``, computed on first use.
+    ///   - concurrentHashes: how many hashes may run at once (at least 1); `nil`:
+    ///     ``defaultConcurrentHashes``, computed on first use.
+    public init(bytes: UInt64? = nil, concurrentHashes: Int? = nil) {
+        requestedBytes = bytes.map { max(1, $0) }
+        requestedConcurrentHashes = concurrentHashes.map { max(1, $0) }
     }
 
     /// ``defaultBytes``, read once per process (Swift initializes a static `let` on first access).
     private static let machineDefaultBytes = defaultBytes
+    /// ``defaultConcurrentHashes``, read once per process.
+    private static let machineDefaultConcurrentHashes = defaultConcurrentHashes
 
     /// A quarter of the memory this process may use (physical memory, or less under a cgroup
     /// `memory.max`), and at least 64 MiB.
@@ -61,6 +76,34 @@ public final class HashMemoryBudget: Sendable {
         return max(64 << 20, available / 4)
     }
 
+    /// One less than ``availableProcessors``, and at least 1: on 2 cores one hash at a time, on 8
+    /// cores seven.
+    public static var defaultConcurrentHashes: Int { max(1, availableProcessors - 1) }
+
+    /// The cores this process may use, as a container sees them: the CPUs of its affinity mask
+    /// (`sched_getaffinity`: `taskset`, a cpuset), fewer under a cgroup CPU quota
+    /// (`/sys/fs/cgroup/cpu.max`, `QUOTA PERIOD`: the quota rounded up to whole cores), and at least 1.
+    public static var availableProcessors: Int {
+        let affinity = Int(lockbox_affinity_cpu_count())
+        var cores = affinity > 0 ? affinity : ProcessInfo.processInfo.activeProcessorCount
+        if let text = try? String(contentsOfFile: "/sys/fs/cgroup/cpu.max", encoding: .utf8),
+           let quotaCores = coresAllowed(byCPUMax: text)
+        {
+            cores = min(cores, quotaCores)
+        }
+        return max(1, cores)
+    }
+
+    /// The whole cores a cgroup v2 `cpu.max` line (`QUOTA PERIOD`, or `max PERIOD` for no limit)
+    /// allows, rounded up; `nil` when it sets no limit or cannot be read.
+    static func coresAllowed(byCPUMax text: String) -> Int? {
+        let fields = text.split(whereSeparator: \.isWhitespace)
+        guard fields.count == 2, let quota = UInt64(fields[0]), let period = UInt64(fields[1]), quota > 0, period > 0 else {
+            return nil
+        }
+        return Int(clamping: (quota + period - 1) / period)
+    }
+
     /// A reading of the budget, for tests, metrics and diagnosis.
     public struct Statistics: Sendable, Equatable {
         /// Hashes holding a reservation now.
@@ -69,7 +112,7 @@ public final class HashMemoryBudget: Sendable {
         public var peakInFlight: Int
         /// Bytes reserved now.
         public var bytesInUse: UInt64
-        /// Hashes waiting for memory.
+        /// Hashes waiting for memory or for a hash slot (``concurrentHashes``).
         public var waiting: Int
     }
 
@@ -152,7 +195,7 @@ public final class HashMemoryBudget: Sendable {
     }
 
     private func fits(_ bytes: UInt64, _ state: State) -> Bool {
-        state.inFlight == 0 || state.inUse + bytes <= self.bytes
+        state.inFlight == 0 || (state.inFlight < concurrentHashes && state.inUse + bytes <= self.bytes)
     }
 
     private func admit(_ bytes: UInt64, _ state: inout State) {

@@ -4,13 +4,14 @@ import CoreMetrics
 import SystemPackage
 
 /// Everything a program configures Lockbox with, in one value: which store, where the vault and
-/// its key file are, how PINs are hashed, how much memory and how many threads the blocking work
-/// may take.
+/// its key file are, how PINs are hashed, how much memory, how many cores and how many threads the
+/// blocking work may take.
 ///
 /// The library reads no environment variable and no configuration file around it: a program
 /// builds this value — by hand, with ``forUser(environment:)`` (the XDG paths the `lockbox` CLI
 /// uses), or from swift-configuration's `ConfigReader` through the `LockboxSwiftConfiguration`
-/// product (`LOCKBOX_*` environment variables, a JSON or YAML file) — and creates Lockbox's types
+/// product (`LOCKBOX_*` environment variables, a JSON file; YAML with swift-configuration's `YAML`
+/// trait) — and creates Lockbox's types
 /// from it:
 ///
 /// ```swift
@@ -46,6 +47,10 @@ public struct LockboxConfiguration: Sendable {
     /// The memory concurrent Argon2id hashes may take together, in bytes; `nil`:
     /// ``HashMemoryBudget/defaultBytes`` (a quarter of the machine's or container's memory).
     public var hashMemoryBudgetBytes: UInt64?
+    /// How many Argon2id hashes may run at once (``HashMemoryBudget/concurrentHashes``), apart
+    /// from ``blockingThreads``; `nil`: ``HashMemoryBudget/defaultConcurrentHashes``, one less
+    /// than the cores the process may use, so a core stays free for the requests that do not hash.
+    public var concurrentHashes: Int?
     /// How many blocking jobs run at once on the executor (``makeExecutor()``); `nil`:
     /// ``BlockingExecutor/defaultThreadCount``.
     public var blockingThreads: Int?
@@ -61,8 +66,8 @@ public struct LockboxConfiguration: Sendable {
     public init(
         store: StoreRequest = .file, profile: String = "default", vaultPath: FilePath, settingsPath: FilePath? = nil,
         keyFile: FilePath? = nil, keyFileAccess: KeyFileAccess = .ownerOnly, lockDirectory: FilePath? = nil,
-        pinPreset: PinPreset = .desktop, hashMemoryBudgetBytes: UInt64? = nil, blockingThreads: Int? = nil,
-        blockingThreadNiceness: Int? = nil, tpmTCTI: String? = nil
+        pinPreset: PinPreset = .desktop, hashMemoryBudgetBytes: UInt64? = nil, concurrentHashes: Int? = nil,
+        blockingThreads: Int? = nil, blockingThreadNiceness: Int? = nil, tpmTCTI: String? = nil
     ) {
         self.store = store
         self.profile = profile
@@ -73,6 +78,7 @@ public struct LockboxConfiguration: Sendable {
         self.lockDirectory = lockDirectory
         self.pinPreset = pinPreset
         self.hashMemoryBudgetBytes = hashMemoryBudgetBytes
+        self.concurrentHashes = concurrentHashes
         self.blockingThreads = blockingThreads
         self.blockingThreadNiceness = blockingThreadNiceness
         self.tpmTCTI = tpmTCTI
@@ -96,6 +102,9 @@ public struct LockboxConfiguration: Sendable {
         if let keyFile, keyFile.isEmpty { throw LockboxError.invalidArgument("the key file path is empty") }
         if let hashMemoryBudgetBytes, hashMemoryBudgetBytes == 0 {
             throw LockboxError.invalidArgument("the hash memory budget is 0 bytes; give at least one PIN hash's memory")
+        }
+        if let concurrentHashes, !(1...1024).contains(concurrentHashes) {
+            throw LockboxError.invalidArgument("concurrent hashes must be 1 to 1024, not \(concurrentHashes)")
         }
         if let blockingThreads, !(1...1024).contains(blockingThreads) {
             throw LockboxError.invalidArgument("blocking threads must be 1 to 1024, not \(blockingThreads)")
@@ -139,11 +148,12 @@ public struct LockboxConfiguration: Sendable {
     }
 
     /// A new executor with ``blockingThreads`` threads at ``blockingThreadNiceness`` and a
-    /// ``HashMemoryBudget`` of ``hashMemoryBudgetBytes``. Make one per program and hand it to every type.
+    /// ``HashMemoryBudget`` of ``hashMemoryBudgetBytes`` and ``concurrentHashes``. Make one per
+    /// program and hand it to every type.
     public func makeExecutor() -> BlockingExecutor {
         BlockingExecutor(
             threadCount: blockingThreads ?? BlockingExecutor.defaultThreadCount,
-            hashMemoryBudget: HashMemoryBudget(bytes: hashMemoryBudgetBytes ?? HashMemoryBudget.defaultBytes),
+            hashMemoryBudget: HashMemoryBudget(bytes: hashMemoryBudgetBytes, concurrentHashes: concurrentHashes),
             niceness: Int32(blockingThreadNiceness ?? 0))
     }
 
