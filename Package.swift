@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // LOCKBOX_SANITIZER_BUILD=1 leaves out of the package everything that builds SwiftNIO, and the
@@ -27,8 +27,8 @@ let package = Package(
         // depend on "Lockbox" alone and link nothing of it.
         .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
         // LockboxConfiguration from swift-configuration's ConfigReader (LOCKBOX_* environment
-        // variables, JSON files; YAML needs swift-configuration's `YAML` trait, which is not enabled
-        // here). Apps that configure Lockbox by hand build none of it.
+        // variables, JSON and YAML files; the `YAML` trait of swift-configuration, enabled below,
+        // pulls in jpsim/Yams). Apps that configure Lockbox by hand build none of it.
         .library(name: "LockboxSwiftConfiguration", targets: ["LockboxSwiftConfiguration"]),
         // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
@@ -48,7 +48,7 @@ let package = Package(
         // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         // Only LockboxSwiftConfiguration, its tests and the HummingbirdService example use it.
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
         // `swift package generate-documentation --target Lockbox` (the DocC catalog,
         // Sources/Lockbox/Lockbox.docc; scripts/check-docc.sh). A command plugin: nothing of it is
         // linked or built by `swift build`.

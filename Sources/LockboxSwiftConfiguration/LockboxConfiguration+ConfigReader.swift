@@ -6,9 +6,10 @@ extension LockboxConfiguration {
     ///
     /// Scope the reader to `lockbox` (`reader.scoped(to: "lockbox")`), so that with an
     /// `EnvironmentVariablesProvider` the keys below are the `LOCKBOX_*` variables, and in a JSON
-    /// file (`FileProvider<JSONSnapshot>`) they sit under a `lockbox` object. A YAML file
-    /// (`YAMLSnapshot`) needs swift-configuration's `YAML` trait, which pulls in jpsim/Yams; this
-    /// package does not enable it, and its tests read environment variables and JSON only:
+    /// file (`FileProvider<JSONSnapshot>`) or a YAML file (`FileProvider<YAMLSnapshot>`) they sit
+    /// under a `lockbox` key. YAML is swift-configuration's `YAML` trait (it pulls in jpsim/Yams);
+    /// this package enables it for its tests, which read environment variables, JSON and YAML —
+    /// enable it in your own manifest to read YAML:
     ///
     /// | key | environment variable | value |
     /// |---|---|---|

@@ -117,4 +117,41 @@ import Testing
         let wrong = ConfigReader(provider: try await FileProvider<JSONSnapshot>(filePath: FilePath(file.path))).scoped(to: "lockbox")
         #expect(throws: LockboxError.self) { try LockboxConfiguration(config: wrong, defaults: Self.defaults) }
     }
+
+    @Test func aYAMLFileUnderTheEnvironment() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lockbox-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("config.yaml")
+        try Data("""
+            lockbox:
+              vault: /from/yaml.lockbox
+              keyFile: /from/yaml.key
+              pinPreset: server
+              hashMemoryBudgetMebibytes: 64
+              concurrentHashes: 2
+              blockingThreads: 8
+              tpm:
+                tcti: "mssim:host=localhost"
+            """.utf8).write(to: file)
+        let reader = ConfigReader(providers: [
+            EnvironmentVariablesProvider(environmentVariables: ["LOCKBOX_BLOCKING_THREADS": "3"]),
+            try await FileProvider<YAMLSnapshot>(filePath: FilePath(file.path)),
+        ]).scoped(to: "lockbox")
+        let configuration = try LockboxConfiguration(config: reader, defaults: Self.defaults)
+        #expect(configuration.vaultPath == "/from/yaml.lockbox")
+        #expect(configuration.keyFile == "/from/yaml.key")
+        #expect(configuration.pinPreset == .server)
+        #expect(configuration.hashMemoryBudgetBytes == 64 << 20)
+        #expect(configuration.concurrentHashes == 2)
+        #expect(configuration.blockingThreads == 3)  // the environment wins
+        #expect(configuration.tpmTCTI == "mssim:host=localhost")
+
+        // The same refusals as from JSON or the environment: an unknown preset, a number out of range.
+        for bad in ["lockbox:\n  pinPreset: kiosk\n", "lockbox:\n  concurrentHashes: 0\n", "lockbox:\n  hashMemoryBudgetMebibytes: .nan\n"] {
+            try Data(bad.utf8).write(to: file)
+            let wrong = ConfigReader(provider: try await FileProvider<YAMLSnapshot>(filePath: FilePath(file.path))).scoped(to: "lockbox")
+            #expect(throws: (any Error).self, "\(bad)") { try LockboxConfiguration(config: wrong, defaults: Self.defaults) }
+        }
+    }
 }
