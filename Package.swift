@@ -231,9 +231,23 @@ let package = Package(
         // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
         // (inside scripts/postgres-session.sh); they fail instead of skipping when
         // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given.
+        // Test helper: one "host" of the cross-host tests (PIN guesses, a hash that never ends).
+        .executableTarget(
+            name: "LockboxPostgresWorker",
+            dependencies: [
+                "Lockbox", "LockboxPostgres",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Tests/LockboxPostgresWorker"
+        ),
         .testTarget(
             name: "LockboxPostgresTests",
-            dependencies: ["Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: [
+                "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+                // Started by the cross-host tests; a dependency so building the tests builds it.
+                "LockboxPostgresWorker",
+            ]
         ),
         // A Hummingbird 2 service over the async API (Examples/HummingbirdService/README.md), built
         // and driven by scripts/run-service-example.sh.

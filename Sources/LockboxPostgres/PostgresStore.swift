@@ -27,11 +27,11 @@ public final class PostgresStore: AsyncSecretStore {
     /// The longest any call may take, waiting for a connection included.
     public let operationTimeout: Duration
 
-    private let client: PostgresClient
+    let client: PostgresClient
     private let runTask: Task<Void, Never>
     private let keys: Locked<Keys>
     private let now: @Sendable () -> Date
-    private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+    let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// The keys of an open vault. `VaultRecords` and `SlotUnlocker` hold only byte arrays and
     /// `SecretBytes` (which is `Sendable`) and are replaced, never changed in place; they are
@@ -217,7 +217,7 @@ public final class PostgresStore: AsyncSecretStore {
     // MARK: Running calls
 
     /// Runs `body` within ``operationTimeout``, with postgres-nio's errors made typed.
-    private func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
+    func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
         try await Self.withDeadline(operationTimeout, server: server, operation: operation) { [self] in try await body(self) }
     }
 
@@ -275,7 +275,7 @@ public final class PostgresStore: AsyncSecretStore {
 
     // MARK: Keys
 
-    private var records: VaultRecords { keys.withLock { $0.records } }
+    var records: VaultRecords { keys.withLock { $0.records } }
 
     /// Thrown inside a call whose vault row names another data key (rotated by another host).
     private struct StaleKeys: Error {}

@@ -13,7 +13,7 @@ import Glibc
 // or CI=true: then they fail.
 
 /// The cluster scripts/postgres-session.sh gives, or `nil` (recorded as a failure when required).
-private struct Cluster {
+struct Cluster {
     let url: PostgresConnectionURL
     let urlFile: FilePath
     let ctl: String
@@ -54,14 +54,14 @@ private struct Cluster {
     }
 }
 
-private func secret(_ string: String) -> SecretBytes { SecretBytes(utf8: string) }
+func secret(_ string: String) -> SecretBytes { SecretBytes(utf8: string) }
 private func text(_ bytes: SecretBytes?) -> String? { bytes.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } }
-private let cheapKDF: KDFParameters = {
+let cheapKDF: KDFParameters = {
     do { return try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024) } catch { fatalError("bad test KDF") }
 }()
 
 /// The error `body` throws, or `nil` (recorded) if it returns.
-private func thrown<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T) async -> (any Error)? {
+func thrown<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T) async -> (any Error)? {
     do {
         _ = try await body()
         Issue.record("expected an error", sourceLocation: sourceLocation)
@@ -71,15 +71,15 @@ private func thrown<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body
     }
 }
 
-private func lockboxCode(_ error: (any Error)?) -> LockboxError.Code? { (error as? LockboxError)?.code }
+func lockboxCode(_ error: (any Error)?) -> LockboxError.Code? { (error as? LockboxError)?.code }
 
 @Suite(.serialized)
 struct PostgresStoreTests {
-    private static let key = SecretBytes(count: 32) { buffer in
+    static let key = SecretBytes(count: 32) { buffer in
         for index in buffer.indices { buffer[index] = UInt8(truncatingIfNeeded: index &* 7 &+ 3) }
     }
 
-    private func makeStore(_ cluster: Cluster) async throws -> PostgresStore {
+    func makeStore(_ cluster: Cluster) async throws -> PostgresStore {
         try await PostgresStore.create(cluster.url, credentials: [.key(Self.key), .passphrase(secret("fleet words"))], kdf: cheapKDF)
     }
 
