@@ -13,7 +13,7 @@ import Foundation
 /// - ``recordPinSuccess(_:)`` clears the count after the guard found the PIN right.
 /// - A store clock that reads earlier than the last attempt restarts the delay from now.
 ///
-/// ``LockboxPostgres``'s `PostgresStore` adopts it (one statement, `clock_timestamp()`).
+/// `LockboxPostgres`'s `PostgresStore` adopts it (one statement, `clock_timestamp()`).
 public protocol PinAttemptLedger: AsyncSecretStore {
     /// Counts a guess if it may be evaluated now under `lockout`, or refuses it (counting nothing).
     func beginPinAttempt(_ key: ItemKey, lockout: LockoutPolicy) async throws -> PinAttemptDecision

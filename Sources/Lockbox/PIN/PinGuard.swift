@@ -41,7 +41,8 @@ public struct PinStatus: Sendable, Equatable {
 /// - The failure counter is written durably **before** the PIN is compared and cleared only
 ///   after a success, so killing the process after a wrong guess cannot erase it.
 /// - Verifications of one profile are serialised across processes (an `flock` per profile), so
-///   N parallel guesses count as N.
+///   N parallel guesses count as N. Over a store that adopts ``PinAttemptLedger`` (one shared by
+///   many hosts) the store counts each guess in its own transaction instead, from its own clock.
 /// - While locked out, a try is refused without hashing, without a write and without waiting for
 ///   a verification of the same profile in progress, with the time it may be retried.
 /// - A lockout ends only when every clock Lockbox trusts agrees its delay has passed (see
@@ -137,9 +138,9 @@ public final class PinGuard: Sendable {
     ///
     /// The per-profile lock is this process's queue and an `flock` in `lockDirectory` (by default
     /// a per-user folder on this host): it serialises the verifications of the processes of one
-    /// host. Processes on other hosts sharing the store do not meet it; a lockout that holds
-    /// across hosts needs the store's own transaction around the read-count-write of a verify,
-    /// which a store shared by many hosts must provide (see docs/ARCHITECTURE.md).
+    /// host. Processes on other hosts sharing the store do not meet it; a lockout holds across
+    /// hosts when the store counts the guesses itself (``PinAttemptLedger``, as the PostgreSQL
+    /// store does): a verify then takes no profile lock (see docs/ARCHITECTURE.md).
     public convenience init(
         store: any AsyncSecretStore, preset: PinPreset, policy: PinPolicy = .default, clock: any PinClock = SystemPinClock(),
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30), acceptingStoreOpenToOtherProcesses: Bool = false,
