@@ -34,7 +34,7 @@ extension PostgresStore: PinAttemptLedger {
     /// Deletes the profile's count (a right PIN, a reset, a new or removed PIN).
     public func recordPinSuccess(_ key: ItemKey) async throws {
         try await run("clearing PIN attempts") { store in
-            try await store.client.query(
+            _ = try await store.client.query(
                 "DELETE FROM lockbox.pin_attempts WHERE address = \(ByteBuffer(bytes: store.records.address(key)))", logger: store.logger)
         }
     }

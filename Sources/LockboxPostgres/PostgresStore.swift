@@ -30,7 +30,7 @@ public final class PostgresStore: AsyncSecretStore {
     let client: PostgresClient
     private let runTask: Task<Void, Never>
     private let keys: Locked<Keys>
-    private let now: @Sendable () -> Date
+    let now: @Sendable () -> Date
     let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// The keys of an open vault. `VaultRecords` and `SlotUnlocker` hold only byte arrays and
@@ -316,7 +316,7 @@ public final class PostgresStore: AsyncSecretStore {
         keys.withLock { $0.records = records }
     }
 
-    private func opened(_ records: VaultRecords, address: [UInt8], metadata: ByteBuffer, secret: ByteBuffer?) throws -> StoredItem {
+    func opened(_ records: VaultRecords, address: [UInt8], metadata: ByteBuffer, secret: ByteBuffer?) throws -> StoredItem {
         let metadataColumn = Array(metadata.readableBytesView)
         do {
             let (metadata, _) = try records.openMetadata(metadataColumn, address: address)
@@ -345,7 +345,7 @@ public final class PostgresStore: AsyncSecretStore {
 
     /// Runs `body` in one transaction that first takes a share lock on the vault row (a data-key
     /// rotation, which updates it, waits) and checks its key.
-    private func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
+    func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
         try await withKeys { records in
             try await client.withConnection { connection in
                 try await connection.withTransaction(logger: logger) { connection in

@@ -129,4 +129,26 @@ extension PostgresStoreTests {
         let next = try startWorker(["pin-guesses", cluster.urlFile.string, profile.service, profile.name, "1", "0"], pin: "1111")
         #expect(finish(next) == ["wrong 2"])
     }
+
+    @Test func eightHostsUsingADeviceIDForTheFirstTimeAgreeOnOne() async throws {
+        guard let cluster = try Cluster.current("8 first uses") else { return }
+        let store = try await makeStore(cluster)
+        defer { Task { await store.shutdown() } }
+        // All eight ask at the same moment, once their stores are open.
+        let startAt = String(Date().timeIntervalSince1970 + 3)
+        let workers = try (0..<8).map { _ in
+            try startWorker(["device-id", cluster.urlFile.string, "fleet.example", "device-id", startAt], pin: "-")
+        }
+        let ids = workers.flatMap { finish($0) }
+        #expect(ids.count == 8)
+        #expect(Set(ids).count == 1)
+        let stored = try await DeviceIdentity(store: store).deviceID(service: "fleet.example")
+        #expect(ids.first == stored.uuidString)
+        #expect(try cluster.psql("SELECT count(*) FROM lockbox.items") == "1\n")
+        // The store's first write, directly: the second caller gets the first one's secret back.
+        let key = ItemKey(service: "fleet.example", account: "other")
+        #expect(try await store.setIfAbsent(secret("first"), for: key, options: ItemOptions()) == nil)
+        #expect(text(try await store.setIfAbsent(secret("second"), for: key, options: ItemOptions())) == "first")
+        #expect(text(try await store.get(key)) == "first")
+    }
 }

@@ -55,7 +55,7 @@ struct Cluster {
 }
 
 func secret(_ string: String) -> SecretBytes { SecretBytes(utf8: string) }
-private func text(_ bytes: SecretBytes?) -> String? { bytes.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } }
+func text(_ bytes: SecretBytes?) -> String? { bytes.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } }
 let cheapKDF: KDFParameters = {
     do { return try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024) } catch { fatalError("bad test KDF") }
 }()

@@ -13,6 +13,9 @@ import SystemPackage
 //       ahead of the system's (wall and boot clock alike).
 //   LockboxPostgresWorker pin-hang URL_FILE SERVICE PROFILE
 //       tries the PIN with a comparison that never returns (the test kills it mid-hash).
+//   LockboxPostgresWorker device-id URL_FILE SERVICE ACCOUNT START_AT
+//       waits until START_AT (seconds since 1970, so that all workers ask at once), then prints the
+//       device ID of (SERVICE, ACCOUNT), created on first use (the PIN line is unused).
 //
 // stdin: the vault's passphrase on the first line, the PIN to try on the second (never argv).
 
@@ -42,7 +45,14 @@ let profile = PinProfile(service: arguments[3], name: arguments[4])
 let cheap: KDFParameters
 do { cheap = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024) } catch { fail("bad KDF parameters") }
 
+// Like a host of its own, each worker has its own lock folder: the per-host `flock`s of two
+// workers never meet, so only the database can make them agree.
+let lockDirectory = FilePath(NSTemporaryDirectory()).appending("lockbox-worker-\(getpid())-\(UUID().uuidString)")
+
 do {
+    try FileManager.default.createDirectory(atPath: lockDirectory.string, withIntermediateDirectories: true,
+                                            attributes: [.posixPermissions: 0o700])
+    defer { try? FileManager.default.removeItem(atPath: lockDirectory.string) }
     let url = try PostgresConnectionURL.read(fromFile: FilePath(arguments[2]))
     let store = try await PostgresStore.open(url, credentials: [.passphrase(SecretBytes(utf8: String(input[0])))])
     let pin = SecretBytes(utf8: String(input[1]))
@@ -50,7 +60,7 @@ do {
     case "pin-guesses":
         guard arguments.count == 7, let count = Int(arguments[5]), let offset = Double(arguments[6]) else { fail("bad COUNT or CLOCK_OFFSET") }
         let guard_ = PinGuard(store: store, preset: PinPreset(hashParameters: cheap, failureRecording: .afterComparing),
-                              clock: ShiftedClock(offset: offset))
+                              clock: ShiftedClock(offset: offset), lockDirectory: lockDirectory)
         for _ in 0..<count {
             do {
                 try guard_.verify(profile, pin: pin)
@@ -73,10 +83,16 @@ do {
         })
         let guard_ = PinGuard(
             access: StoreAccess(store, executor: .shared), policy: .default, hashParameters: cheap, clock: SystemPinClock(),
-            lockDirectory: nil, lockTimeout: .seconds(30), acceptingStoreOpenToOtherProcesses: false, hasher: hanging,
+            lockDirectory: lockDirectory, lockTimeout: .seconds(30), acceptingStoreOpenToOtherProcesses: false, hasher: hanging,
             failureRecording: .afterComparing, logger: .lockboxDefault, metricsFactory: NOOPMetricsHandler.instance)
         try guard_.verify(profile, pin: pin)
         print("returned")
+    case "device-id":
+        guard arguments.count == 6, let startAt = Double(arguments[5]) else { fail("bad START_AT") }
+        let wait = startAt - Date().timeIntervalSince1970
+        if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+        let id = try DeviceIdentity(store: store, lockDirectory: lockDirectory).deviceID(service: arguments[3], account: arguments[4])
+        print(id.uuidString)
     default:
         fail("unknown mode \(arguments[1])")
     }
