@@ -232,12 +232,24 @@ let package = Package(
         // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
         // (inside scripts/postgres-session.sh); they fail instead of skipping when
         // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given.
+        // Test helper: one "host" of the cross-host tests (PIN guesses, a hash that never ends).
+        .executableTarget(
+            name: "LockboxPostgresWorker",
+            dependencies: [
+                "Lockbox", "LockboxPostgres",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Tests/LockboxPostgresWorker"
+        ),
         .testTarget(
             name: "LockboxPostgresTests",
             dependencies: [
                 "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
                 // The failover test's writer processes; a dependency so `swift build --build-tests` builds it.
                 "LockboxPostgresLoad",
+                // Started by the cross-host tests; a dependency so building the tests builds it.
+                "LockboxPostgresWorker",
             ]
         ),
         // Load for the PostgreSQL store in separate processes: the failover test's writers and

@@ -38,6 +38,55 @@ enum PostgresSchema {
             )
             """,
         ],
+        // 2: PIN attempt counters (PostgresStore+Attempts.swift): a keyed address (of another item
+        // key than the PIN record's), the count and the last attempt in clear, because the database
+        // decides from them; and the function that counts a guess in one statement.
+        [
+            """
+            CREATE TABLE lockbox.pin_attempts (
+                address bytea PRIMARY KEY CHECK (length(address) = 32),
+                failures integer NOT NULL CHECK (failures BETWEEN 0 AND 100),
+                last_attempt timestamptz
+            )
+            """,
+            """
+            CREATE FUNCTION lockbox.begin_pin_attempt(
+                attempt_address bytea, delays float8[], disable_after integer,
+                OUT evaluate boolean, OUT counted integer, OUT decided_at timestamptz, OUT locked_until timestamptz
+            ) LANGUAGE plpgsql AS $body$
+            DECLARE
+                previous integer;
+                last timestamptz;
+                delay float8;
+            BEGIN
+                INSERT INTO lockbox.pin_attempts AS a (address, failures, last_attempt) VALUES (attempt_address, 0, NULL)
+                    ON CONFLICT (address) DO NOTHING;
+                SELECT a.failures, a.last_attempt INTO previous, last
+                    FROM lockbox.pin_attempts a WHERE a.address = attempt_address FOR UPDATE;
+                -- Read after the row lock: time spent waiting behind another host's guess counts.
+                decided_at := clock_timestamp();
+                IF previous >= disable_after THEN
+                    evaluate := false; counted := previous; locked_until := NULL;
+                    RETURN;
+                END IF;
+                IF previous > 0 AND last IS NOT NULL THEN
+                    IF last > decided_at THEN
+                        -- The database's clock went back: the delay restarts from now.
+                        UPDATE lockbox.pin_attempts a SET last_attempt = decided_at WHERE a.address = attempt_address;
+                        last := decided_at;
+                    END IF;
+                    delay := delays[least(previous, cardinality(delays))];
+                    IF last + delay * interval '1 second' > decided_at THEN
+                        evaluate := false; counted := previous; locked_until := last + delay * interval '1 second';
+                        RETURN;
+                    END IF;
+                END IF;
+                UPDATE lockbox.pin_attempts a SET failures = previous + 1, last_attempt = decided_at WHERE a.address = attempt_address;
+                evaluate := true; counted := previous + 1; locked_until := NULL;
+            END
+            $body$
+            """,
+        ],
     ]
 
     /// Creates the schema and applies every migration the database lacks. Throws

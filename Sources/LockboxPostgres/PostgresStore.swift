@@ -35,8 +35,8 @@ public final class PostgresStore: AsyncSecretStore {
 
     private let connector: PostgresConnector
     private let keys: Locked<Keys>
-    private let now: @Sendable () -> Date
-    private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+    let now: @Sendable () -> Date
+    let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// The keys of an open vault. `VaultRecords` and `SlotUnlocker` hold only byte arrays and
     /// `SecretBytes` (which is `Sendable`) and are replaced, never changed in place; they are
@@ -230,12 +230,12 @@ public final class PostgresStore: AsyncSecretStore {
     /// Runs `body` within ``operationTimeout`` on the server the connector chose (``client``),
     /// with postgres-nio's errors made typed; after a lost connection, a timeout or a read-only
     /// refusal the connector checks its server and chooses again if it is gone.
-    private func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
+    func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
         try await connector.run(operation) { [self] _ in try await body(self) }
     }
 
     /// The pool of the server chosen for the running call.
-    private var client: PostgresClient { connector.client }
+    var client: PostgresClient { connector.client }
 
     /// `body`'s result, or ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``
     /// once `limit` has passed (the work is then cancelled and its result, if any, dropped).
@@ -291,7 +291,7 @@ public final class PostgresStore: AsyncSecretStore {
 
     // MARK: Keys
 
-    private var records: VaultRecords { keys.withLock { $0.records } }
+    var records: VaultRecords { keys.withLock { $0.records } }
 
     /// Thrown inside a call whose vault row names another data key (rotated by another host).
     private struct StaleKeys: Error {}
@@ -332,7 +332,7 @@ public final class PostgresStore: AsyncSecretStore {
         keys.withLock { $0.records = records }
     }
 
-    private func opened(_ records: VaultRecords, address: [UInt8], metadata: ByteBuffer, secret: ByteBuffer?) throws -> StoredItem {
+    func opened(_ records: VaultRecords, address: [UInt8], metadata: ByteBuffer, secret: ByteBuffer?) throws -> StoredItem {
         let metadataColumn = Array(metadata.readableBytesView)
         do {
             let (metadata, _) = try records.openMetadata(metadataColumn, address: address)
@@ -361,7 +361,7 @@ public final class PostgresStore: AsyncSecretStore {
 
     /// Runs `body` in one transaction that first takes a share lock on the vault row (a data-key
     /// rotation, which updates it, waits) and checks its key.
-    private func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
+    func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
         try await withKeys { records in
             try await client.withConnection { connection in
                 try await connection.withTransaction(logger: logger) { connection in

@@ -83,15 +83,15 @@ func thrown<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () asy
     }
 }
 
-private func lockboxCode(_ error: (any Error)?) -> LockboxError.Code? { (error as? LockboxError)?.code }
+func lockboxCode(_ error: (any Error)?) -> LockboxError.Code? { (error as? LockboxError)?.code }
 
 @Suite(.serialized)
 struct PostgresStoreTests {
-    private static let key = SecretBytes(count: 32) { buffer in
+    static let key = SecretBytes(count: 32) { buffer in
         for index in buffer.indices { buffer[index] = UInt8(truncatingIfNeeded: index &* 7 &+ 3) }
     }
 
-    private func makeStore(_ cluster: Cluster) async throws -> PostgresStore {
+    func makeStore(_ cluster: Cluster) async throws -> PostgresStore {
         try await PostgresStore.create(cluster.url, credentials: [.key(Self.key), .passphrase(secret("fleet words"))], kdf: cheapKDF)
     }
 

@@ -25,8 +25,8 @@ public struct DeviceIdentity: Sendable {
 
     /// Creates the helper over an async store (a network-backed one): the async methods await it
     /// and never block a thread. The first-use lock serialises the processes of one host; across
-    /// hosts, two first uses at once can each create an ID unless the store makes the
-    /// read-then-create one transaction (see docs/ARCHITECTURE.md).
+    /// hosts, a store that adopts ``FirstWriteWinsStore`` (the PostgreSQL store) creates the one
+    /// ID in its own transaction instead (see docs/ARCHITECTURE.md).
     public init(store: any AsyncSecretStore, lockDirectory: FilePath? = nil, executor: BlockingExecutor = .shared) {
         self.init(access: StoreAccess(store, executor: executor), lockDirectory: lockDirectory)
     }
@@ -57,6 +57,13 @@ public struct DeviceIdentity: Sendable {
     func identifier(_ key: ItemKey, kind: ItemKind, via route: StoreRoute) async throws -> UUID {
         try ItemLimits.validate(key)
         if let existing = try await read(key, via: route) { return existing }
+        if let store = route.store as? any FirstWriteWinsStore {
+            // A store shared by many hosts: its own transaction picks the one ID, no host lock.
+            let id = UUID()
+            guard let existing = try await store.setIfAbsent(SecretBytes(utf8: id.uuidString.lowercased()), for: key,
+                                                             options: options(kind, key)) else { return id }
+            return try parse(existing, key)
+        }
         let held = try await lock.acquire(key)
         defer { held.release() }
         // Re-read under the lock: another process may have created it meanwhile.
@@ -77,15 +84,22 @@ public struct DeviceIdentity: Sendable {
 
     private func read(_ key: ItemKey, via route: StoreRoute) async throws -> UUID? {
         guard let bytes = try await route.store.get(key) else { return nil }
+        return try parse(bytes, key)
+    }
+
+    private func parse(_ bytes: SecretBytes, _ key: ItemKey) throws -> UUID {
         guard let text = bytes.stringValue(), let id = UUID(uuidString: text) else {
             throw LockboxError.undecodableItem(service: key.service, account: key.account, reason: "it is not a UUID")
         }
         return id
     }
 
+    private func options(_ kind: ItemKind, _ key: ItemKey) -> ItemOptions {
+        ItemOptions(kind: kind, label: (kind == .guestID ? "Guest ID" : "Device ID") + " for '\(key.service)'")
+    }
+
     private func write(_ id: UUID, _ key: ItemKey, kind: ItemKind, via route: StoreRoute) async throws {
-        try await route.store.set(SecretBytes(utf8: id.uuidString.lowercased()), for: key,
-                                  options: ItemOptions(kind: kind, label: (kind == .guestID ? "Guest ID" : "Device ID") + " for '\(key.service)'"))
+        try await route.store.set(SecretBytes(utf8: id.uuidString.lowercased()), for: key, options: options(kind, key))
     }
 }
 

@@ -41,7 +41,8 @@ public struct PinStatus: Sendable, Equatable {
 /// - The failure counter is written durably **before** the PIN is compared and cleared only
 ///   after a success, so killing the process after a wrong guess cannot erase it.
 /// - Verifications of one profile are serialised across processes (an `flock` per profile), so
-///   N parallel guesses count as N.
+///   N parallel guesses count as N. Over a store that adopts ``PinAttemptLedger`` (one shared by
+///   many hosts) the store counts each guess in its own transaction instead, from its own clock.
 /// - While locked out, a try is refused without hashing, without a write and without waiting for
 ///   a verification of the same profile in progress, with the time it may be retried.
 /// - A lockout ends only when every clock Lockbox trusts agrees its delay has passed (see
@@ -137,9 +138,9 @@ public final class PinGuard: Sendable {
     ///
     /// The per-profile lock is this process's queue and an `flock` in `lockDirectory` (by default
     /// a per-user folder on this host): it serialises the verifications of the processes of one
-    /// host. Processes on other hosts sharing the store do not meet it; a lockout that holds
-    /// across hosts needs the store's own transaction around the read-count-write of a verify,
-    /// which a store shared by many hosts must provide (see docs/ARCHITECTURE.md).
+    /// host. Processes on other hosts sharing the store do not meet it; a lockout holds across
+    /// hosts when the store counts the guesses itself (``PinAttemptLedger``, as the PostgreSQL
+    /// store does): a verify then takes no profile lock (see docs/ARCHITECTURE.md).
     public convenience init(
         store: any AsyncSecretStore, preset: PinPreset, policy: PinPolicy = .default, clock: any PinClock = SystemPinClock(),
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30), acceptingStoreOpenToOtherProcesses: Bool = false,
@@ -257,6 +258,8 @@ public final class PinGuard: Sendable {
                 throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
             }
             let record = PinRecord(hash: try await hash(pin, memoryHeld: false, via: route), lockout: lockout, wipeItems: wipeItems)
+            // A new PIN starts with no failures, whatever a wiped or removed one left behind.
+            if let ledger = route.store as? any PinAttemptLedger { try await ledger.recordPinSuccess(profile.attemptKey) }
             try await save(record, for: profile, via: route)
         }
     }
@@ -272,6 +275,11 @@ public final class PinGuard: Sendable {
         try ItemLimits.validate(profile.itemKey)
         let start = DispatchTime.now().uptimeNanoseconds
         do {
+            if let ledger = route.store as? any PinAttemptLedger {
+                try await verifyCounted(profile, pin: pin, by: ledger, via: route)
+                record(nil, of: profile, startedAt: start)
+                return
+            }
             let memory = try await refuseIfLockedOut(profile, via: route)
             let held = try await profileLock.acquire(profile.itemKey)
             defer { held.release() }
@@ -291,7 +299,12 @@ public final class PinGuard: Sendable {
         try requireProtectedStore()
         try policy.check(newPin)
         try await withProfileLock(profile) {
-            try await verifyLocked(profile, pin: oldPin, memoryHeld: false, via: route)
+            let ledger = route.store as? any PinAttemptLedger
+            if let ledger {
+                try await verifyCounted(profile, pin: oldPin, by: ledger, via: route)
+            } else {
+                try await verifyLocked(profile, pin: oldPin, memoryHeld: false, via: route)
+            }
             guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
             record.hash = try await hash(newPin, memoryHeld: false, via: route)
             record.failures = 0
@@ -301,7 +314,11 @@ public final class PinGuard: Sendable {
     }
 
     func remove(_ profile: PinProfile, via route: StoreRoute) async throws -> Bool {
-        try await withProfileLock(profile) { try await route.store.delete(profile.itemKey) }
+        try await withProfileLock(profile) {
+            let removed = try await route.store.delete(profile.itemKey)
+            if let ledger = route.store as? any PinAttemptLedger { try await ledger.recordPinSuccess(profile.attemptKey) }
+            return removed
+        }
     }
 
     func reset(_ profile: PinProfile, via route: StoreRoute) async throws {
@@ -312,6 +329,7 @@ public final class PinGuard: Sendable {
             record.lastAttempt = nil
             record.disabled = false
             try await save(record, for: profile, via: route)
+            if let ledger = route.store as? any PinAttemptLedger { try await ledger.recordPinSuccess(profile.attemptKey) }
         }
     }
 
@@ -330,6 +348,16 @@ public final class PinGuard: Sendable {
 
     func status(_ profile: PinProfile, via route: StoreRoute) async throws -> PinStatus {
         guard let record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        if let ledger = route.store as? any PinAttemptLedger {
+            let state = try await ledger.pinAttempts(profile.attemptKey)
+            var lockedUntil: Date?
+            if let last = state.lastAttempt, state.failures > 0 {
+                let until = last.addingTimeInterval(record.lockout.delay(afterFailures: state.failures))
+                if until > state.readAt { lockedUntil = until }
+            }
+            return PinStatus(failures: state.failures, lockedUntil: lockedUntil, disabled: state.failures >= record.lockout.disableAfter,
+                             lockout: record.lockout)
+        }
         var lockedUntil: Date?
         if let last = record.lastAttempt {
             let now = clock.now()
@@ -465,6 +493,45 @@ public final class PinGuard: Sendable {
         let delay = record.lockout.delay(afterFailures: record.failures)
         throw LockboxError.wrongPin(profile: profile.description, failures: record.failures,
                                     retryAt: delay > 0 ? now.wall.addingTimeInterval(delay) : nil)
+    }
+
+    /// Verifies with the store's own attempt ledger (a store many hosts share): the ledger counts
+    /// the guess durably, deciding from its own clock whether it may be evaluated at all, before
+    /// the hash is compared here; a right PIN then clears the count. No profile lock: the
+    /// ledger's transaction serialises the counting, and comparisons of counted guesses may run
+    /// in parallel. The hash is not upgraded to a new cost here (the store has no
+    /// compare-and-swap to keep a concurrent change on another host from being overwritten);
+    /// ``change(_:from:to:)`` hashes at the current cost.
+    private func verifyCounted(_ profile: PinProfile, pin: SecretBytes, by ledger: any PinAttemptLedger, via route: StoreRoute) async throws {
+        guard let record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
+        let decision = try await ledger.beginPinAttempt(profile.attemptKey, lockout: record.lockout)
+        guard decision.evaluate else {
+            if decision.failures >= record.lockout.disableAfter {
+                throw LockboxError.pinDisabled(profile: profile.description, failures: decision.failures)
+            }
+            let until = decision.lockedUntil ?? decision.decidedAt
+            throw LockboxError.pinLockedOut(profile: profile.description, retryAt: until,
+                                            seconds: max(0, until.timeIntervalSince(decision.decidedAt)))
+        }
+        let storedHash = record.hash
+        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes, held: false,
+                                               via: route) { [hasher] in hasher.verify(storedHash, pin) }
+        if matches {
+            try await ledger.recordPinSuccess(profile.attemptKey)
+            return
+        }
+        if let wipeAfter = record.lockout.wipeAfter, decision.failures >= wipeAfter {
+            for key in record.wipeItems { try await route.store.delete(key) }
+            try await route.store.delete(profile.itemKey)
+            try await ledger.recordPinSuccess(profile.attemptKey)
+            throw LockboxError.pinWiped(profile: profile.description, failures: decision.failures)
+        }
+        if decision.failures >= record.lockout.disableAfter {
+            throw LockboxError.pinDisabled(profile: profile.description, failures: decision.failures)
+        }
+        let delay = record.lockout.delay(afterFailures: decision.failures)
+        throw LockboxError.wrongPin(profile: profile.description, failures: decision.failures,
+                                    retryAt: delay > 0 ? decision.decidedAt.addingTimeInterval(delay) : nil)
     }
 
     private func hash(_ pin: SecretBytes, memoryHeld: Bool, via route: StoreRoute) async throws -> String {

@@ -1,0 +1,102 @@
+import CoreMetrics
+import Foundation
+import Lockbox
+import LockboxPostgres
+import SystemPackage
+
+// Test helper: one "host" of the cross-host tests in Tests/LockboxPostgresTests, a separate process
+// that shares nothing with the others but the database.
+//
+//   LockboxPostgresWorker pin-guesses URL_FILE SERVICE PROFILE COUNT CLOCK_OFFSET_SECONDS
+//       tries the PIN COUNT times and prints one line per try: "wrong FAILURES", "locked",
+//       "disabled", "wiped FAILURES", "ok" or "error CODE". Its PinClock reads CLOCK_OFFSET_SECONDS
+//       ahead of the system's (wall and boot clock alike).
+//   LockboxPostgresWorker pin-hang URL_FILE SERVICE PROFILE
+//       tries the PIN with a comparison that never returns (the test kills it mid-hash).
+//   LockboxPostgresWorker device-id URL_FILE SERVICE ACCOUNT START_AT
+//       waits until START_AT (seconds since 1970, so that all workers ask at once), then prints the
+//       device ID of (SERVICE, ACCOUNT), created on first use (the PIN line is unused).
+//
+// stdin: the vault's passphrase on the first line, the PIN to try on the second (never argv).
+
+/// The system's clocks moved `offset` seconds ahead.
+struct ShiftedClock: PinClock {
+    let offset: Double
+    let system = SystemPinClock()
+
+    func now() -> PinInstant {
+        var instant = system.now()
+        instant.wall = instant.wall.addingTimeInterval(offset)
+        instant.sinceBoot += offset
+        return instant
+    }
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("LockboxPostgresWorker: \(message)\n".utf8))
+    exit(2)
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 5 else { fail("usage: pin-guesses|pin-hang URL_FILE SERVICE PROFILE [COUNT CLOCK_OFFSET]") }
+let input = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+guard input.count >= 2 else { fail("stdin must hold the passphrase and the PIN, one a line") }
+let profile = PinProfile(service: arguments[3], name: arguments[4])
+let cheap: KDFParameters
+do { cheap = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024) } catch { fail("bad KDF parameters") }
+
+// Like a host of its own, each worker has its own lock folder: the per-host `flock`s of two
+// workers never meet, so only the database can make them agree.
+let lockDirectory = FilePath(NSTemporaryDirectory()).appending("lockbox-worker-\(getpid())-\(UUID().uuidString)")
+
+do {
+    try FileManager.default.createDirectory(atPath: lockDirectory.string, withIntermediateDirectories: true,
+                                            attributes: [.posixPermissions: 0o700])
+    defer { try? FileManager.default.removeItem(atPath: lockDirectory.string) }
+    let url = try PostgresConnectionURL.read(fromFile: FilePath(arguments[2]))
+    let store = try await PostgresStore.open(url, credentials: [.passphrase(SecretBytes(utf8: String(input[0])))])
+    let pin = SecretBytes(utf8: String(input[1]))
+    switch arguments[1] {
+    case "pin-guesses":
+        guard arguments.count == 7, let count = Int(arguments[5]), let offset = Double(arguments[6]) else { fail("bad COUNT or CLOCK_OFFSET") }
+        let guard_ = PinGuard(store: store, preset: PinPreset(hashParameters: cheap, failureRecording: .afterComparing),
+                              clock: ShiftedClock(offset: offset), lockDirectory: lockDirectory)
+        for _ in 0..<count {
+            do {
+                try guard_.verify(profile, pin: pin)
+                print("ok")
+            } catch LockboxError.wrongPin(_, let failures, _) {
+                print("wrong \(failures)")
+            } catch LockboxError.pinLockedOut {
+                print("locked")
+            } catch LockboxError.pinDisabled {
+                print("disabled")
+            } catch LockboxError.pinWiped(_, let failures) {
+                print("wiped \(failures)")
+            } catch let error as LockboxError {
+                print("error \(error.code)")
+            }
+        }
+    case "pin-hang":
+        let hanging = PinHasher(hash: PinHasher.argon2id.hash, verify: { _, _ in
+            while true { sleep(3600) }
+        })
+        let guard_ = PinGuard(
+            access: StoreAccess(store, executor: .shared), policy: .default, hashParameters: cheap, clock: SystemPinClock(),
+            lockDirectory: lockDirectory, lockTimeout: .seconds(30), acceptingStoreOpenToOtherProcesses: false, hasher: hanging,
+            failureRecording: .afterComparing, logger: .lockboxDefault, metricsFactory: NOOPMetricsHandler.instance)
+        try guard_.verify(profile, pin: pin)
+        print("returned")
+    case "device-id":
+        guard arguments.count == 6, let startAt = Double(arguments[5]) else { fail("bad START_AT") }
+        let wait = startAt - Date().timeIntervalSince1970
+        if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+        let id = try DeviceIdentity(store: store, lockDirectory: lockDirectory).deviceID(service: arguments[3], account: arguments[4])
+        print(id.uuidString)
+    default:
+        fail("unknown mode \(arguments[1])")
+    }
+    await store.shutdown()
+} catch {
+    fail("\(error)")
+}
