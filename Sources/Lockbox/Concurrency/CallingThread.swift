@@ -7,7 +7,7 @@
 /// Swift's cooperative pool, so a blocking call made from a thread of that pool cannot deadlock
 /// waiting for the pool; over a blocking ``SecretStore`` called inline the task never suspends
 /// and the whole operation runs on the caller's thread, as a plain function call would (about
-/// 2 µs more).
+/// 3.5 µs more, measured: docs/PERFORMANCE.md).
 package enum CallingThread {
     /// The result of `body`, run on this thread (see ``CallingThread``).
     package static func run<Result: Sendable>(_ body: sending @escaping () async throws -> Result) throws -> Result {
