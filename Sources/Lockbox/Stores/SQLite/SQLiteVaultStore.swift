@@ -382,15 +382,7 @@ public final class SQLiteVaultStore: SecretStore {
                 guard let current else { throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing") }
                 if !Sodium.constantTimeEqual(current, state.records.keyCheck) {
                     let (vaultID, keyCheck, slots) = try Self.readVaultRow(connection, path: path)
-                    guard let dataKey = KeySlots.reopen(slots.map(\.slot), vaultID: vaultID, with: state.unlocker) else {
-                        throw LockboxError.credentialsChanged(path: path.string)
-                    }
-                    let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
-                    guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
-                        throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
-                    }
-                    state.records = records
-                    state.dataKey = dataKey
+                    (state.dataKey, state.records) = try reopenKeys(slots.map(\.slot), vaultID: vaultID, keyCheck: keyCheck, unlocker: state.unlocker)
                 }
                 return try body(&state)
             }
@@ -417,15 +409,21 @@ public final class SQLiteVaultStore: SecretStore {
                 throw LockboxError.corruptVault(path: path.string, reason: "the snapshot belongs to another vault")
             }
             if Sodium.constantTimeEqual(keyCheck, state.records.keyCheck) { return (state.dataKey, state.records) }
-            guard let dataKey = KeySlots.reopen(slots, vaultID: vaultID, with: state.unlocker) else {
-                throw LockboxError.credentialsChanged(path: path.string)
-            }
-            let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
-            guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
-                throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
-            }
-            return (dataKey, records)
+            return try reopenKeys(slots, vaultID: vaultID, keyCheck: keyCheck, unlocker: state.unlocker)
         }
+    }
+
+    /// The data key `slots` give the slot `unlocker` opened (after a rotation by another process),
+    /// and its row keys, checked against the vault row's `keyCheck`.
+    private func reopenKeys(_ slots: [KeySlot], vaultID: [UInt8], keyCheck: [UInt8], unlocker: SlotUnlocker?) throws -> (dataKey: SecretBytes, records: VaultRecords) {
+        guard let dataKey = KeySlots.reopen(slots, vaultID: vaultID, with: unlocker) else {
+            throw LockboxError.credentialsChanged(path: path.string)
+        }
+        let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+        guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
+            throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
+        }
+        return (dataKey, records)
     }
 
     private func corrupt(_ error: FormatError) -> LockboxError {
