@@ -113,6 +113,24 @@ struct AsyncAPITests {
     let folder: TemporaryFolder
     init() throws { folder = try TemporaryFolder() }
 
+    /// Starts a thread per profile, each verifying the right PIN ("4739") through the blocking API;
+    /// the returned function waits for every thread (each within `patience`) and gives how many
+    /// verifies failed.
+    func verifyOnThreads(_ pins: PinGuard, _ profiles: [PinProfile]) -> () -> Int {
+        let failures = Locked(0)
+        let finished = DispatchSemaphore(value: 0)
+        for profile in profiles {
+            Thread {
+                if (try? pins.verify(profile, pin: pin("4739"))) == nil { failures.withLock { $0 += 1 } }
+                finished.signal()
+            }.start()
+        }
+        return {
+            for _ in profiles { #expect(finished.wait(timeout: .now() + patience) == .success) }
+            return failures.withLock { $0 }
+        }
+    }
+
     func guardian(_ store: any SecretStore, gate: Gate, executor: BlockingExecutor, preset: PinPreset.FailureRecording = .beforeComparing) -> PinGuard {
         PinGuard(store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"), hasher: gate.hasher,
                  failureRecording: preset, executor: executor)
@@ -200,23 +218,15 @@ struct AsyncAPITests {
         let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(hashMemoryBudget: budget))
         let profiles = (0..<4).map { PinProfile(service: "svc", name: "user\($0)") }
         for profile in profiles { try pins.set(profile, pin: pin("4739")) }
-        let failures = Locked(0)
-        let finished = DispatchSemaphore(value: 0)
-        let threads = profiles.map { profile in
-            Thread {
-                if (try? pins.verify(profile, pin: pin("4739"))) == nil { failures.withLock { $0 += 1 } }
-                finished.signal()
-            }
-        }
-        for thread in threads { thread.start() }
+        let joinVerifies = verifyOnThreads(pins, profiles)
         #expect(gate.waitForEntered(1))
         // The other three block in the budget's queue, not at the gate.
         let deadline = Date().addingTimeInterval(patience)
         while budget.statistics.waiting < 3 && Date() < deadline { usleep(1_000) }
         #expect(budget.statistics.waiting == 3 && budget.statistics.inFlight == 1 && gate.counts.inside == 1)
         gate.open()
-        for _ in threads { #expect(finished.wait(timeout: .now() + patience) == .success) }
-        #expect(gate.counts.peak == 1 && gate.counts.entered == 4 && failures.withLock { $0 } == 0)
+        let failed = joinVerifies()
+        #expect(gate.counts.peak == 1 && gate.counts.entered == 4 && failed == 0)
         #expect(budget.statistics.peakInFlight == 1 && budget.statistics.inFlight == 0)
     }
 
@@ -262,20 +272,12 @@ struct AsyncAPITests {
         let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(hashMemoryBudget: budget))
         let profiles = (0..<6).map { PinProfile(service: "svc", name: "user\($0)") }
         for profile in profiles { try pins.set(profile, pin: pin("4739")) }
-        let failures = Locked(0)
-        let finished = DispatchSemaphore(value: 0)
-        let threads = profiles.map { profile in
-            Thread {
-                if (try? pins.verify(profile, pin: pin("4739"))) == nil { failures.withLock { $0 += 1 } }
-                finished.signal()
-            }
-        }
-        for thread in threads { thread.start() }
+        let joinVerifies = verifyOnThreads(pins, profiles)
         #expect(gate.waitForEntered(2))
         #expect(budget.statistics.inFlight == 2)
         gate.open()
-        for _ in threads { #expect(finished.wait(timeout: .now() + patience) == .success) }
-        #expect(gate.counts.peak == 2 && gate.counts.entered == 6 && failures.withLock { $0 } == 0)
+        let failed = joinVerifies()
+        #expect(gate.counts.peak == 2 && gate.counts.entered == 6 && failed == 0)
         #expect(budget.statistics.inFlight == 0)
     }
 
