@@ -75,6 +75,34 @@ private final class Forwarder {
         if let process { kill(process.processIdentifier, number) }
     }
 
+    /// SIGSTOP, then waits until every thread of the forwarder is stopped. `kill` returns before
+    /// that: the kernel wakes one thread to start the group stop, and until it runs, the others
+    /// still forward (seen in CI on a loaded machine: a "blackhole" get answered).
+    func blackhole() throws {
+        guard let process else { throw LockboxError.invalidArgument("the forwarder is not running") }
+        let pid = process.processIdentifier
+        kill(pid, SIGSTOP)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try Self.allThreadsStopped(pid) { return }
+            usleep(1_000)
+        }
+        throw LockboxError.invalidArgument("the forwarder's threads did not all stop within 10 s")
+    }
+
+    /// Whether every task of `pid` is in state T (stopped), from /proc/PID/task/*/stat.
+    private static func allThreadsStopped(_ pid: pid_t) throws -> Bool {
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
+        guard !tasks.isEmpty else { return false }
+        for task in tasks {
+            let stat = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)
+            // The state follows the command name in parentheses, which may itself hold ") ".
+            guard let close = stat.range(of: ") ", options: .backwards),
+                  stat[close.upperBound...].first == "T" else { return false }
+        }
+        return true
+    }
+
     /// SIGKILL: its sockets close, its port refuses connections.
     func stop() {
         guard let process else { return }
@@ -163,7 +191,7 @@ struct PostgresUnreachableTests {
         try await store.set(secret("before"), for: item, options: ItemOptions())
 
         // A blackhole: the open store's connection and new connections get no answer.
-        forwarder.signal(SIGSTOP)
+        try forwarder.blackhole()
         await expectUnavailable("get, blackhole") { _ = try await store.get(item) }
         await expectUnavailable("set, blackhole") { try await store.set(secret("lost"), for: item, options: ItemOptions()) }
         await expectUnavailable("open, blackhole") { _ = try await PostgresStore.open(url, credentials: [.key(Self.key)], operationTimeout: bound) }
