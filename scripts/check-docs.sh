@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that every public (and open) symbol of the Lockbox library modules (Lockbox,
-# LockboxSecretService, LockboxWindows, LockboxSelfTest, LockboxTPM, LockboxTesting) carries a DocC
+# LockboxSecretService, LockboxWindows, LockboxSelfTest, LockboxTPM, LockboxTesting, and the
+# products with heavy dependencies, LockboxPostgres and LockboxSwiftConfiguration) carries a DocC
 # documentation comment (`///` or `/** */`) of its own.
 #
 # Usage: scripts/check-docs.sh [--verbose]
@@ -15,7 +16,10 @@
 # it does not fight other builds), then runs swift-symbolgraph-extract on the built module with
 # the same search paths and module maps the compiler used, and reads the JSON with python3.
 # On 2 cores: about 25 s from an empty .build-docs, 2-4 s once it is built (an edit to
-# Sources/Lockbox recompiles only what changed).
+# Sources/Lockbox recompiles only what changed). LockboxPostgres and LockboxSwiftConfiguration
+# are read from the package's own .build instead, which the test command has built just before
+# (SwiftNIO and swift-configuration take minutes to compile: built once per run, not twice);
+# run alone, the script builds those two targets there first.
 #
 # What is checked: every symbol of access level public or open, SPI ones included (none today;
 # swift-symbolgraph-extract is asked for them with -include-spi-symbols). Enum cases, nested
@@ -45,24 +49,34 @@ for arg in "$@"; do
     esac
 done
 
-# The library products' modules: each is checked on its own.
+# The library products' modules: each is checked on its own. The first group is built in
+# .build-docs; the second, whose dependencies are heavy, in the package's .build.
 modules=(Lockbox LockboxSecretService LockboxWindows LockboxSelfTest LockboxTPM LockboxTesting)
-scratch=$repo/.build-docs
-log=$scratch/check-docs-build.log
-mkdir -p "$scratch"
+heavy_modules=(LockboxPostgres LockboxSwiftConfiguration)
+docs_scratch=$repo/.build-docs
+main_scratch=$repo/.build
+log=$docs_scratch/check-docs-build.log
+mkdir -p "$docs_scratch"
 
-for module in "${modules[@]}"; do
-    if ! swift build --target "$module" --scratch-path "$scratch" >"$log" 2>&1; then
-        cat "$log" >&2
-        echo "check-docs: the $module target did not build (above); cannot check" >&2
-        exit 2
-    fi
-done
-bin=$(swift build --scratch-path "$scratch" --show-bin-path)
+build_targets() { # SCRATCH MODULE...
+    local scratch=$1 module
+    shift
+    for module in "$@"; do
+        if ! swift build --target "$module" --scratch-path "$scratch" >"$log" 2>&1; then
+            cat "$log" >&2
+            echo "check-docs: the $module target did not build (above); cannot check" >&2
+            exit 2
+        fi
+    done
+}
+build_targets "$docs_scratch" "${modules[@]}"
+build_targets "$main_scratch" "${heavy_modules[@]}"
 
-check_module() {
+check_module() { # MODULE SCRATCH
 module=$1
-graph_dir=$scratch/docs-symbolgraph/$module
+scratch=$2
+bin=$(swift build --scratch-path "$scratch" --show-bin-path)
+graph_dir=$docs_scratch/docs-symbolgraph/$module
 
 # The compiler's own flags for the module (target triple, -I, -Xcc -fmodule-map-file=... for the
 # system-library targets and the dependencies' C modules), read from the build plan, so the
@@ -101,8 +115,8 @@ rm -rf "$graph_dir"
 mkdir -p "$graph_dir"
 swift-symbolgraph-extract -module-name "$module" -I "$bin/Modules" "${flags[@]}" \
     -minimum-access-level public -include-spi-symbols -skip-inherited-docs \
-    -output-dir "$graph_dir" >"$scratch/check-docs-extract.log" 2>&1 || {
-    cat "$scratch/check-docs-extract.log" >&2
+    -output-dir "$graph_dir" >"$docs_scratch/check-docs-extract.log" 2>&1 || {
+    cat "$docs_scratch/check-docs-extract.log" >&2
     echo "check-docs: swift-symbolgraph-extract failed (above)" >&2
     exit 2
 }
@@ -198,6 +212,9 @@ EOF
 
 status=0
 for module in "${modules[@]}"; do
-    check_module "$module" || status=$?
+    check_module "$module" "$docs_scratch" || status=$?
+done
+for module in "${heavy_modules[@]}"; do
+    check_module "$module" "$main_scratch" || status=$?
 done
 exit "$status"
