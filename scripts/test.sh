@@ -5,10 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's start, with the time since this script started, so a slow CI run shows where the
+# minutes went (the budget: docs/PERFORMANCE.md keeps CI under 30 minutes).
+step() { printf 'test.sh: [%02d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
+trap 'step "done (exit $?)"' EXIT
+
+step "dependencies"
 scripts/ensure-deps.sh --test
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'status=$?; rm -f "$log"; step "done (exit $status)"' EXIT
+step "build"
 swift build --build-tests 2>&1 | tee "$log"
 if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; then
     echo "test: the build has warnings in our own code (above); fix them" >&2
@@ -16,20 +23,25 @@ if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; th
 fi
 
 # The examples must still do what they say, on the file vault and on gnome-keyring.
+step "examples"
 scripts/run-examples.sh
 # The example Hummingbird service (built above with everything else: SwiftNIO is compiled once for
 # it and LockboxPostgres): two processes on one vault driven with concurrent requests, then the
 # starvation benchmark's quick mode (figures, no thresholds).
+step "Hummingbird service example"
 scripts/run-service-example.sh
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite).
+step "check-docs"
 scripts/check-docs.sh
 # The DocC catalog and every doc comment build without DocC warnings (swift-docc-plugin; about 25 s).
+step "check-docc"
 scripts/check-docc.sh
 
 # docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
 # written from the document alone) must read what lockbox writes.
+step "check-format"
 scripts/check-format.sh "$(swift build --show-bin-path)/lockbox"
 
 # The suite runs inside a private D-Bus session with a real gnome-keyring-daemon (started and
@@ -41,6 +53,7 @@ export LOCKBOX_REQUIRE_KEYRING_TESTS=1
 # generators (VectorTests checks that LockboxSelfTest compiles in exactly those files), and the
 # binary passes every one of them; every
 # fuzzing harness builds and runs for 5 seconds.
+step "vectors, selftest, fuzz smoke"
 python3 scripts/make-vault-vectors.py --check
 "$(swift build --show-bin-path)/lockbox" selftest | tail -n 1
 scripts/fuzz.sh 5
@@ -49,6 +62,7 @@ scripts/fuzz.sh 5
 # session`: in CI and containers there is no login session keyring, so `unlock` must refuse with
 # 41; in a desktop login it must succeed and the next invocation must see the window. Never a
 # success whose window is gone (SECURITY.md, "No login session keyring, no window").
+step "window outside the session keyring"
 scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
 
 # The suite, with a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
@@ -56,26 +70,32 @@ scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1
 # The PostgreSQL store's tests run below, against their own cluster.
+step "suite"
 keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift test --skip-build --skip LockboxPostgresTests
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
 # (scripts/postgres-session.sh starts and removes them), and a second pair that the failover test
 # (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather
 # than skip without them. About 30-50 s in all (session 14-35 s, tests ~15 s). Built once, by the
 # `swift build --build-tests` above; the sanitizer builds leave it out.
+step "PostgreSQL tests"
 LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/postgres-session.sh -- swift test --skip-build --filter LockboxPostgresTests
 # The PostgreSQL store's benchmark in its quick mode (debug build, ~10 s), so it keeps working;
 # figures, no thresholds (docs/PERFORMANCE.md, "PostgreSQL store").
+step "PostgreSQL benchmark, quick"
 scripts/bench-postgres.sh --quick --binary "$(swift build --show-bin-path)/LockboxPostgresLoad"
 # git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
 # pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
+step "integrations (git, Python keyring)"
 scripts/keyring-session.sh -- scripts/test-integrations.sh "$(swift build --show-bin-path)/lockbox"
 # lockbox next to secret-tool as whole processes, with D-Bus call counts (docs/PERFORMANCE.md):
 # the benchmark script in its quick mode (3 pairs a row, ~10 s, debug build), so it keeps working.
 # It prints figures and asserts no thresholds.
+step "CLI benchmark, quick"
 scripts/bench-cli.sh --quick --dbus --binary "$(swift build --show-bin-path)/lockbox"
 
 # The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
 # rebuilt for each; about 3 minutes each from cold): a data race, or a memory error in the C
 # interop (libsodium, libsecret/GLib, the guarded-memory heap), fails CI. Any report fails the
 # run (docs/SECURITY-TESTING.md, section 4).
+step "sanitizers"
 scripts/sanitizers.sh all
