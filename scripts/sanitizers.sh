@@ -34,6 +34,9 @@ scripts/ensure-deps.sh --test
 # unsanitized, in scripts/test.sh.
 export LOCKBOX_SANITIZER_BUILD=1
 
+# Upper bound for one sanitized suite run, in seconds: about 5 minutes each on 2 cores.
+suite_limit=${LOCKBOX_SANITIZER_SUITE_LIMIT:-1200}
+
 reports_root=$(mktemp -d "${TMPDIR:-/tmp}/lockbox-sanitizers.XXXXXX")
 trap 'rm -rf "$reports_root"' EXIT
 overall=0
@@ -82,9 +85,11 @@ for sanitizer in "${sanitizers[@]}"; do
     export LSAN_OPTIONS="suppressions=$repo/scripts/sanitizers/lsan-suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
     export LOCKBOX_REQUIRE_KEYRING_TESTS=1
     export LOCKBOX_REQUIRE_TPM_TESTS=1
-    keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- \
-        swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip "$skip" \
-        >"$reports_root/$short.log" 2>&1 || status=$?
+    # A hung test fails the step within the time limit, naming the tests still running and the
+    # processes they wait on (scripts/watchdog.sh), rather than using up CI's clock.
+    scripts/watchdog.sh "$suite_limit" --output "$reports_root/$short.log" -- \
+        keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- \
+        swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip "$skip" || status=$?
     unset TSAN_OPTIONS ASAN_OPTIONS LSAN_OPTIONS
     test_seconds=$((SECONDS - test_start))
 

@@ -70,15 +70,22 @@ scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1
 # The PostgreSQL store's tests run below, against their own cluster.
+# Each suite run has a time limit (scripts/watchdog.sh): a hung test fails the step, naming the
+# tests still running and the processes they wait on, instead of using up CI's 90 minutes.
 step "suite"
-keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- swift test --skip-build --skip LockboxPostgresTests
+suite_log=$(mktemp)
+trap 'status=$?; rm -f "$log" "$suite_log"; step "done (exit $status)"' EXIT
+scripts/watchdog.sh 1800 --log "$suite_log" -- \
+    keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- \
+    swift test --skip-build --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
 # (scripts/postgres-session.sh starts and removes them), and a second pair that the failover test
 # (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather
 # than skip without them. About 30-50 s in all (session 14-35 s, tests ~15 s). Built once, by the
 # `swift build --build-tests` above; the sanitizer builds leave it out.
 step "PostgreSQL tests"
-LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/postgres-session.sh -- swift test --skip-build --filter LockboxPostgresTests
+LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/watchdog.sh 900 --log "$suite_log" -- \
+    scripts/postgres-session.sh -- swift test --skip-build --filter LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # The PostgreSQL store's benchmark in its quick mode (debug build, ~10 s), so it keeps working;
 # figures, no thresholds (docs/PERFORMANCE.md, "PostgreSQL store").
 step "PostgreSQL benchmark, quick"
