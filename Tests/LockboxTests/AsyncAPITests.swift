@@ -57,6 +57,63 @@ final class Gate: @unchecked Sendable {
     }
 }
 
+/// A task executor that runs its jobs on a thread of its own only while started: held, a task
+/// preferring it cannot run again, as on a cooperative pool whose threads are all blocked.
+final class HeldExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+    private var running = false
+    private var stopped = false
+    private var thread: Thread?
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Runs queued and later jobs until ``hold()``.
+    func start() {
+        condition.lock()
+        defer { condition.unlock() }
+        running = true
+        condition.broadcast()
+        guard thread == nil else { return }
+        let thread = Thread { [self] in
+            while true {
+                condition.lock()
+                while !stopped && (!running || jobs.isEmpty) { condition.wait() }
+                if stopped {
+                    condition.unlock()
+                    return
+                }
+                let job = jobs.removeFirst()
+                condition.unlock()
+                job.runSynchronously(on: asUnownedTaskExecutor())
+            }
+        }
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Keeps later jobs queued, unrun, until ``start()``.
+    func hold() {
+        condition.lock()
+        running = false
+        condition.unlock()
+    }
+
+    /// Ends the thread (jobs still queued are never run).
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
 /// How long the concurrency tests wait for something that should happen at once before they call
 /// it a failure: long, because in the full suite other tests block the cooperative pool for many
 /// seconds at a time (running processes synchronously), and these tests must not fail for that;
@@ -263,6 +320,36 @@ struct AsyncAPITests {
         #expect(HashMemoryBudget.coresAllowed(byCPUMax: "100000 0") == nil)
         #expect(HashMemoryBudget.coresAllowed(byCPUMax: "") == nil)
         #expect(HashMemoryBudget.coresAllowed(byCPUMax: "-1 100000") == nil)
+    }
+
+    @Test("a hash's memory is given back by the thread that ran it: a blocking caller never waits for an async caller's task to run again")
+    func budgetReleasedWithoutTheHoldersTask() async throws {
+        // The deadlock this guards against (seen under AddressSanitizer on 2 cores): an async
+        // verify holding the only hash slot across its `await`s, and both threads of the
+        // cooperative pool blocked in blocking-API verifies waiting for that slot, so the async
+        // task could never run again to give it back. Here the async verify's task runs on an
+        // executor that holds its jobs (as a blocked pool would), deterministically.
+        let gate = Gate()
+        let budget = HashMemoryBudget(bytes: 1_000 * cheapHash.memoryLimitBytes, concurrentHashes: 1)
+        let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(hashMemoryBudget: budget))
+        let alice = PinProfile(service: "svc", name: "alice"), bob = PinProfile(service: "svc", name: "bob")
+        try await pins.set(alice, pin: pin("4739"))
+        try await pins.set(bob, pin: pin("4739"))
+        let stalled = HeldExecutor()
+        let asyncVerify = Task(executorPreference: stalled) { try await pins.verify(alice, pin: pin("4739")) }
+        // Until started, the held executor runs nothing: the task must first run there.
+        stalled.start()
+        #expect(gate.waitForEntered(1), "the async verify's hash is running")
+        stalled.hold()
+        let joinBlocking = verifyOnThreads(pins, [bob])
+        #expect(await eventually { budget.statistics.waiting == 1 }, "the blocking verify waits for the hash slot")
+        gate.open()
+        // The async verify's hash returned; its task cannot run (its executor holds its jobs).
+        #expect(joinBlocking() == 0, "the blocking verify got the slot without the async task running again")
+        stalled.start()
+        try await asyncVerify.value
+        #expect(budget.statistics == HashMemoryBudget.Statistics(inFlight: 0, peakInFlight: 1, bytesInUse: 0, waiting: 0))
+        stalled.stop()
     }
 
     @Test("blocking callers share the same budget: six threads verifying, at most two hash at once")

@@ -79,6 +79,38 @@ public final class BlockingExecutor: Sendable {
     }
 
     /// What the executor is doing now: for tests, metrics and diagnosis.
+    /// Runs `work` on one of the executor's threads holding `bytes` of ``hashMemoryBudget``,
+    /// taken when the job is admitted and given back on that thread the moment `work` returns.
+    ///
+    /// While memory is short the job, not the calling task, waits in the budget's queue: no thread
+    /// is held, and giving the memory back never waits for the calling task to be scheduled
+    /// again. (A reservation held by a task across an `await` does: with every thread of Swift's
+    /// cooperative pool blocked in a blocking-API call that waits for that memory, the task could
+    /// not run to give it back.) Cancelling the calling task before the job starts throws
+    /// `CancellationError`; admitted memory of a cancelled job is given back unused.
+    package func runHoldingHashMemory<Result: Sendable>(
+        _ bytes: UInt64, _ work: @escaping @Sendable () throws -> Result
+    ) async throws -> Result {
+        try Task.checkCancellation()
+        let job = Job()
+        let budget = hashMemoryBudget
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+                let prepared = job.prepare(
+                    run: {
+                        let result = Swift.Result(catching: work)
+                        budget.release(bytes)
+                        continuation.resume(with: result)
+                    },
+                    cancel: { continuation.resume(throwing: CancellationError()) },
+                    skipped: { budget.release(bytes) })
+                if prepared { budget.whenAdmitted(bytes) { [queue] in queue.push(job) } }
+            }
+        } onCancel: {
+            job.cancel()
+        }
+    }
+
     public var statistics: Statistics { queue.statistics }
 
     /// A reading of the executor's queue.
@@ -103,10 +135,15 @@ private final class Job: Sendable {
     }
 
     private let phase = Locked<Phase>(.created)
+    /// What a worker that dequeues the job after it was cancelled does instead of running it.
+    private let onSkip = Locked<(@Sendable () -> Void)?>(nil)
 
     /// Records what to run and how to cancel; returns `false` (having cancelled) if the task
     /// was cancelled before the job reached the queue.
-    func prepare(run: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) -> Bool {
+    func prepare(
+        run: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void, skipped: (@Sendable () -> Void)? = nil
+    ) -> Bool {
+        onSkip.withLock { $0 = skipped }
         let cancelledAlready = phase.withLock { phase -> Bool in
             if case .cancelledBeforeQueueing = phase { return true }
             phase = .queued(run: run, cancel: cancel)
@@ -140,6 +177,14 @@ private final class Job: Sendable {
             phase = .taken
             return run
         }
+    }
+
+    /// Called by the worker that dequeued the job when ``take()`` found it cancelled.
+    func skip() {
+        onSkip.withLock { skipped in
+            defer { skipped = nil }
+            return skipped
+        }?()
     }
 
     var isWaiting: Bool {
@@ -238,7 +283,10 @@ private final class JobQueue: Sendable {
                 return nil
             }
             guard let job = next else { return }
-            guard let run = job.take() else { continue }
+            guard let run = job.take() else {
+                job.skip()
+                continue
+            }
             state.withLock { $0.running += 1 }
             run()
             state.withLock { $0.running -= 1 }

@@ -3,9 +3,12 @@
 ///
 /// The task starts at once on this thread and has a task executor that is this thread: every
 /// resumption after it suspended (for a lock, a memory reservation, an async store's answer) is
-/// queued to the caller, which runs them until the task ends. Nothing runs on
-/// Swift's cooperative pool, so a blocking call made from a thread of that pool cannot deadlock
-/// waiting for the pool; over a blocking ``SecretStore`` called inline the task never suspends
+/// queued to the caller, which runs them until the task ends. Nothing of the call runs on
+/// Swift's cooperative pool, and what it waits for in the library is released without the pool
+/// (a hash's memory is given back by the thread that ran the hash). Still, a blocking call from a
+/// thread of that pool waits, blocking the thread, for an item's lock held by an async-API task
+/// of the same process, and that task needs the pool to finish: from async code, call the async
+/// API. Over a blocking ``SecretStore`` called inline the task never suspends
 /// and the whole operation runs on the caller's thread, as a plain function call would (about
 /// 3.5 µs more, measured: docs/PERFORMANCE.md).
 package enum CallingThread {

@@ -179,6 +179,20 @@ public final class HashMemoryBudget: Sendable {
     }
 
     /// Gives `bytes` back and admits the waiters that now fit, oldest first.
+    /// Calls `start` once `bytes` are admitted: at once if they fit now, otherwise on the thread
+    /// that releases enough, in the queue's order. The holder gives them back with ``release(_:)``.
+    /// Unlike ``reserve(_:)``, nothing waits here: a job to run, not a task to resume, is queued,
+    /// so the budget never waits for a task to be scheduled again (see
+    /// ``BlockingExecutor/runHoldingHashMemory(_:_:)``).
+    func whenAdmitted(_ bytes: UInt64, start: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if admitsNow(bytes, &state) { return true }
+            _ = enqueue(bytes, resume: { admitted in if admitted { start() } }, &state)
+            return false
+        }
+        if now { start() }
+    }
+
     func release(_ bytes: UInt64) {
         state.withLock { state in
             state.inUse -= bytes

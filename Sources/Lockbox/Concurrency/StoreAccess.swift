@@ -116,4 +116,14 @@ package struct StoreRoute: Sendable {
     package func compute<Result: Sendable>(_ work: @escaping @Sendable () throws -> Result) async throws -> Result {
         offloads ? try await executor.run(work) : try work()
     }
+
+    /// ``compute(_:)`` holding `bytes` of the executor's hash memory budget for exactly as long as
+    /// `work` runs: on the executor (``BlockingExecutor/runHoldingHashMemory(_:_:)``) for the async
+    /// API, on this thread for the blocking one (which waits for the memory here, blocked).
+    package func computeHoldingHashMemory<Result: Sendable>(
+        _ bytes: UInt64, _ work: @escaping @Sendable () throws -> Result
+    ) async throws -> Result {
+        if offloads { return try await executor.runHoldingHashMemory(bytes, work) }
+        return try executor.hashMemoryBudget.withReservation(of: bytes, work)
+    }
 }

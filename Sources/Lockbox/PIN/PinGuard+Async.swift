@@ -16,9 +16,9 @@ extension PinGuard {
     ///
     /// A refusal while locked out or disabled is decided first from the stored record: no hash,
     /// no write, and no wait behind another verification of the profile. Then the profile's lock
-    /// is awaited, the hash's memory is reserved in the executor's
-    /// ``BlockingExecutor/hashMemoryBudget`` (waiting there, too, without a thread), and the hash
-    /// runs on the executor.
+    /// is awaited, and the hash runs on the executor holding its memory in the executor's
+    /// ``BlockingExecutor/hashMemoryBudget`` while it runs (while memory is short the hash waits
+    /// as a queued job, holding no thread).
     public func verify(_ profile: PinProfile, pin: SecretBytes) async throws {
         try await verify(profile, pin: pin, via: access.awaiting)
     }

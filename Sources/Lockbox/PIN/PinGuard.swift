@@ -257,7 +257,7 @@ public final class PinGuard: Sendable {
             if try await load(profile, via: route) != nil {
                 throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
             }
-            let record = PinRecord(hash: try await hash(pin, memoryHeld: false, via: route), lockout: lockout, wipeItems: wipeItems)
+            let record = PinRecord(hash: try await hash(pin, via: route), lockout: lockout, wipeItems: wipeItems)
             // A new PIN starts with no failures, whatever a wiped or removed one left behind.
             if let ledger = route.store as? any PinAttemptLedger { try await ledger.recordPinSuccess(profile.attemptKey) }
             try await save(record, for: profile, via: route)
@@ -266,10 +266,12 @@ public final class PinGuard: Sendable {
 
     /// A refusal while locked out or disabled is decided first, from the stored record: no hash,
     /// no write, and no wait behind another verification of the profile. Then the profile's lock
-    /// is awaited, the hash's memory is reserved in the executor's
-    /// ``BlockingExecutor/hashMemoryBudget`` (an async caller waits there without a thread), and
-    /// the verification runs. Cancelling the calling task while it waits for the lock, for memory
-    /// or for a thread abandons the try before anything was counted.
+    /// is awaited and the verification runs; its hash holds memory in the executor's
+    /// ``BlockingExecutor/hashMemoryBudget`` only while it runs (an async caller's hash waits for
+    /// memory as a queued job, holding no thread). Cancelling the calling task while it waits for
+    /// the lock abandons the try before anything was counted; cancelled while its hash waits for
+    /// memory or a thread, a try the profile counts before comparing (the desktop preset) stays
+    /// counted, one the profile counts after comparing (the server preset) is not counted.
     func verify(_ profile: PinProfile, pin: SecretBytes, via route: StoreRoute) async throws {
         try requireProtectedStore()
         try ItemLimits.validate(profile.itemKey)
@@ -280,12 +282,10 @@ public final class PinGuard: Sendable {
                 record(nil, of: profile, startedAt: start)
                 return
             }
-            let memory = try await refuseIfLockedOut(profile, via: route)
+            try await refuseIfLockedOut(profile, via: route)
             let held = try await profileLock.acquire(profile.itemKey)
             defer { held.release() }
-            let reservation = try await executor.hashMemoryBudget.reserve(memory)
-            defer { reservation.release() }
-            try await verifyLocked(profile, pin: pin, memoryHeld: true, via: route)
+            try await verifyLocked(profile, pin: pin, via: route)
             record(nil, of: profile, startedAt: start)
         } catch is CancellationError {
             throw CancellationError()  // abandoned before anything was counted: not an outcome
@@ -303,10 +303,10 @@ public final class PinGuard: Sendable {
             if let ledger {
                 try await verifyCounted(profile, pin: oldPin, by: ledger, via: route)
             } else {
-                try await verifyLocked(profile, pin: oldPin, memoryHeld: false, via: route)
+                try await verifyLocked(profile, pin: oldPin, via: route)
             }
             guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
-            record.hash = try await hash(newPin, memoryHeld: false, via: route)
+            record.hash = try await hash(newPin, via: route)
             record.failures = 0
             record.lastAttempt = nil
             try await save(record, for: profile, via: route)
@@ -429,16 +429,14 @@ public final class PinGuard: Sendable {
     /// record is one item, read atomically); returns the memory a verification will hash with.
     /// A verification in progress elsewhere may have counted its try already: then this refuses
     /// as that count says, which is the order the two tries are counted in.
-    private func refuseIfLockedOut(_ profile: PinProfile, via route: StoreRoute) async throws -> UInt64 {
-        guard let record = try await load(profile, via: route) else { return hashParameters.memoryLimitBytes }
+    private func refuseIfLockedOut(_ profile: PinProfile, via route: StoreRoute) async throws {
+        guard let record = try await load(profile, via: route) else { return }
         if let refusal = refusal(record, at: clock.now(), for: profile) { throw refusal }
-        return max(Self.memoryBytes(ofHash: record.hash) ?? 0, hashParameters.memoryLimitBytes)
     }
 
-    /// Verifies holding the profile's lock. `memoryHeld`: the caller already holds a reservation
-    /// in the executor's hash memory budget for this verification's hashes; otherwise each hash
-    /// reserves its memory itself.
-    private func verifyLocked(_ profile: PinProfile, pin: SecretBytes, memoryHeld: Bool, via route: StoreRoute) async throws {
+    /// Verifies holding the profile's lock; each hash holds its memory in the executor's budget
+    /// while it runs.
+    private func verifyLocked(_ profile: PinProfile, pin: SecretBytes, via route: StoreRoute) async throws {
         guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
         let now = clock.now()
         if let last = record.lastAttempt, record.failures > 0, !record.disabled, now.secondsSince(last) < 0 {
@@ -457,8 +455,7 @@ public final class PinGuard: Sendable {
         if countedBeforeComparing { try await save(counted, for: profile, via: route) }
 
         let storedHash = record.hash
-        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes, held: memoryHeld,
-                                               via: route) { [hasher] in hasher.verify(storedHash, pin) }
+        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes, via: route) { [hasher] in hasher.verify(storedHash, pin) }
         if matches {
             let hadFailures = record.failures > 0 || record.lastAttempt != nil
             record.failures = 0
@@ -468,7 +465,7 @@ public final class PinGuard: Sendable {
             // tried again on the next success.
             var upgraded = false
             if Sodium.hashStringNeedsRehash(record.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes),
-               let newHash = try? await hash(pin, memoryHeld: memoryHeld, via: route)
+               let newHash = try? await hash(pin, via: route)
             {
                 record.hash = newHash
                 upgraded = true
@@ -514,7 +511,7 @@ public final class PinGuard: Sendable {
                                             seconds: max(0, until.timeIntervalSince(decision.decidedAt)))
         }
         let storedHash = record.hash
-        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes, held: false,
+        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes,
                                                via: route) { [hasher] in hasher.verify(storedHash, pin) }
         if matches {
             try await ledger.recordPinSuccess(profile.attemptKey)
@@ -534,8 +531,8 @@ public final class PinGuard: Sendable {
                                     retryAt: delay > 0 ? decision.decidedAt.addingTimeInterval(delay) : nil)
     }
 
-    private func hash(_ pin: SecretBytes, memoryHeld: Bool, via route: StoreRoute) async throws -> String {
-        let hash = try await withHashMemory(hashParameters.memoryLimitBytes, held: memoryHeld, via: route) { [hasher, hashParameters] in
+    private func hash(_ pin: SecretBytes, via route: StoreRoute) async throws -> String {
+        let hash = try await withHashMemory(hashParameters.memoryLimitBytes, via: route) { [hasher, hashParameters] in
             hasher.hash(pin, hashParameters)
         }
         guard let hash else {
@@ -544,15 +541,13 @@ public final class PinGuard: Sendable {
         return hash
     }
 
-    /// Runs a hash (on the executor for the async API) inside the executor's memory budget, or
-    /// inside the caller's reservation.
+    /// Runs a hash (on the executor for the async API, inline for the blocking one) holding its
+    /// memory in the executor's budget for just as long as it runs
+    /// (``StoreRoute/computeHoldingHashMemory(_:_:)``).
     private func withHashMemory<T: Sendable>(
-        _ bytes: UInt64, held: Bool, via route: StoreRoute, _ body: @escaping @Sendable () -> T
+        _ bytes: UInt64, via route: StoreRoute, _ body: @escaping @Sendable () -> T
     ) async throws -> T {
-        if held { return try await route.compute(body) }
-        let reservation = try await executor.hashMemoryBudget.reserve(bytes)
-        defer { reservation.release() }
-        return try await route.compute(body)
+        try await route.computeHoldingHashMemory(bytes, body)
     }
 
     /// The memory cost of a PHC string (`$argon2id$v=19$m=KIB,t=…`), in bytes.
