@@ -13,11 +13,26 @@ packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev libsqlite3-d
 if [ "${1:-}" = "--test" ]; then
     packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql)
 fi
+# With --test, PyNaCl for python3 too: the suite runs the independent decryptor
+# (scripts/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh).
+ensure_pynacl() {
+    [ "${1:-}" = "--test" ] || return 0
+    python3 -c 'import nacl.bindings' 2>/dev/null && return 0
+    echo "ensure-deps: installing PyNaCl with pip" >&2
+    python3 -m pip install --quiet pynacl >&2 || python3 -m pip install --quiet --break-system-packages pynacl >&2 || {
+        echo "ensure-deps: could not install PyNaCl (pip install pynacl)" >&2
+        exit 1
+    }
+}
+
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+    ensure_pynacl "${1:-}"
+    exit 0
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
     sudo=()
@@ -31,3 +46,4 @@ echo "ensure-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+ensure_pynacl "${1:-}"

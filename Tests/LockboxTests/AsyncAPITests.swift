@@ -64,7 +64,7 @@ final class HeldExecutor: TaskExecutor, @unchecked Sendable {
     private var jobs: [UnownedJob] = []
     private var running = false
     private var stopped = false
-    private var thread: Thread?
+    private var threadStarted = false
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
@@ -80,8 +80,10 @@ final class HeldExecutor: TaskExecutor, @unchecked Sendable {
         defer { condition.unlock() }
         running = true
         condition.broadcast()
-        guard thread == nil else { return }
-        let thread = Thread { [self] in
+        guard !threadStarted else { return }
+        threadStarted = true
+        // Not kept: the thread's block holds this executor until the thread ends, no longer.
+        Thread { [self] in
             while true {
                 condition.lock()
                 while !stopped && (!running || jobs.isEmpty) { condition.wait() }
@@ -93,9 +95,7 @@ final class HeldExecutor: TaskExecutor, @unchecked Sendable {
                 condition.unlock()
                 job.runSynchronously(on: asUnownedTaskExecutor())
             }
-        }
-        self.thread = thread
-        thread.start()
+        }.start()
     }
 
     /// Keeps later jobs queued, unrun, until ``start()``.
