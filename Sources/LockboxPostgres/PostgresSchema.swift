@@ -87,6 +87,18 @@ enum PostgresSchema {
             $body$
             """,
         ],
+        // 3: refresh leases (PostgresStore+Leases.swift): a keyed address (of another item key
+        // than the tokens' row), a fence from a sequence, and the expiry by the database's clock.
+        [
+            "CREATE SEQUENCE lockbox.refresh_lease_fences",
+            """
+            CREATE TABLE lockbox.refresh_leases (
+                address bytea PRIMARY KEY CHECK (length(address) = 32),
+                fence bigint NOT NULL,
+                expires_at timestamptz NOT NULL
+            )
+            """,
+        ],
     ]
 
     /// Creates the schema and applies every migration the database lacks. Throws

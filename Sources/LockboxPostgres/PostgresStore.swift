@@ -405,26 +405,32 @@ public final class PostgresStore: AsyncSecretStore {
         let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
         try await run("writing items") { store in
             try await store.writing { connection, records in
-                for write in writes {
-                    let address = records.address(write.key)
-                    let addressBytes = ByteBuffer(bytes: address)
-                    var existing: ByteBuffer?
-                    for try await column in try await connection.query(
-                        "SELECT metadata FROM lockbox.items WHERE address = \(addressBytes) FOR UPDATE", logger: store.logger
-                    ).decode(ByteBuffer.self) { existing = column }
-                    let created = try existing.map { try store.opened(records, address: address, metadata: $0, secret: nil).metadata.created }
-                    let metadata = ItemMetadata(
-                        key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
-                        created: created ?? time, modified: time, attributes: write.options.attributes, access: write.options.access)
-                    let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
-                    let sealedSecret = records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
-                    try await connection.query("""
-                        INSERT INTO lockbox.items (address, metadata, secret)
-                        VALUES (\(addressBytes), \(ByteBuffer(bytes: sealedMetadata)), \(ByteBuffer(bytes: sealedSecret)))
-                        ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
-                        """, logger: store.logger)
-                }
+                try await store.upsert(writes, at: time, on: connection, records)
             }
+        }
+    }
+
+    /// Seals and stores every write on `connection`, inside the caller's transaction
+    /// (``writing(_:)``); an item written before keeps its creation time.
+    func upsert(_ writes: [ItemWrite], at time: Date, on connection: PostgresConnection, _ records: VaultRecords) async throws {
+        for write in writes {
+            let address = records.address(write.key)
+            let addressBytes = ByteBuffer(bytes: address)
+            var existing: ByteBuffer?
+            for try await column in try await connection.query(
+                "SELECT metadata FROM lockbox.items WHERE address = \(addressBytes) FOR UPDATE", logger: logger
+            ).decode(ByteBuffer.self) { existing = column }
+            let created = try existing.map { try opened(records, address: address, metadata: $0, secret: nil).metadata.created }
+            let metadata = ItemMetadata(
+                key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
+                created: created ?? time, modified: time, attributes: write.options.attributes, access: write.options.access)
+            let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
+            let sealedSecret = records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
+            try await connection.query("""
+                INSERT INTO lockbox.items (address, metadata, secret)
+                VALUES (\(addressBytes), \(ByteBuffer(bytes: sealedMetadata)), \(ByteBuffer(bytes: sealedSecret)))
+                ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
+                """, logger: logger)
         }
     }
 

@@ -11,10 +11,10 @@ import Glibc
 // PostgresStoreTests so they run serialised with the suite's other tests (each empties the database).
 
 /// The worker executable beside the test product.
-private let worker = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/LockboxPostgresWorker")
+let worker = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/LockboxPostgresWorker")
 
 /// Starts a worker with `arguments`; the vault passphrase and `pin` go to its stdin.
-private func startWorker(_ arguments: [String], pin: String) throws -> (Process, Pipe) {
+func startWorker(_ arguments: [String], pin: String) throws -> (Process, Pipe) {
     let process = Process()
     process.executableURL = worker
     process.arguments = arguments
@@ -28,7 +28,7 @@ private func startWorker(_ arguments: [String], pin: String) throws -> (Process,
 }
 
 /// Waits for a worker and returns its output lines; records a failure if it did not exit 0.
-private func finish(_ worker: (Process, Pipe), sourceLocation: SourceLocation = #_sourceLocation) -> [String] {
+func finish(_ worker: (Process, Pipe), sourceLocation: SourceLocation = #_sourceLocation) -> [String] {
     let data = worker.1.fileHandleForReading.readDataToEndOfFile()
     worker.0.waitUntilExit()
     #expect(worker.0.terminationStatus == 0, "worker exit status", sourceLocation: sourceLocation)

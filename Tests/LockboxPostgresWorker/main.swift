@@ -16,6 +16,12 @@ import SystemPackage
 //   LockboxPostgresWorker device-id URL_FILE SERVICE ACCOUNT START_AT
 //       waits until START_AT (seconds since 1970, so that all workers ask at once), then prints the
 //       device ID of (SERVICE, ACCOUNT), created on first use (the PIN line is unused).
+//   LockboxPostgresWorker refresh URL_FILE SERVICE ACCOUNT START_AT CALLS_FILE HANG LEASE_MS
+//       waits until START_AT, then asks its TokenStore for a valid access token of (SERVICE,
+//       ACCOUNT). Its token endpoint appends this process's PID to CALLS_FILE (one line per call:
+//       the endpoint's log), takes 300 ms, and answers "fresh-PID" valid for an hour; with HANG 1
+//       it never answers (the test kills it). The refresh lease lasts LEASE_MS. Prints
+//       "token TOKEN waited MILLISECONDS".
 //
 // stdin: the vault's passphrase on the first line, the PIN to try on the second (never argv).
 
@@ -93,6 +99,29 @@ do {
         if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
         let id = try DeviceIdentity(store: store, lockDirectory: lockDirectory).deviceID(service: arguments[3], account: arguments[4])
         print(id.uuidString)
+    case "refresh":
+        guard arguments.count == 9, let startAt = Double(arguments[5]), let leaseMilliseconds = Int(arguments[8]) else {
+            fail("bad START_AT or LEASE_MS")
+        }
+        let calls = arguments[6], hang = arguments[7] == "1"
+        let tokens = TokenStore(store: store, lockDirectory: lockDirectory, refreshLease: .milliseconds(leaseMilliseconds))
+        let wait = startAt - Date().timeIntervalSince1970
+        if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+        let started = ContinuousClock.now
+        let token = try await tokens.validAccessToken(service: arguments[3], account: arguments[4]) { current in
+            let fd = open(calls, O_WRONLY | O_APPEND | O_CREAT, 0o600)
+            guard fd >= 0 else { fail("cannot open \(calls)") }
+            let line = Array("\(getpid())\n".utf8)
+            guard write(fd, line, line.count) == line.count else { fail("cannot write \(calls)") }
+            close(fd)
+            if hang { while true { sleep(3600) } }
+            try await Task.sleep(for: .milliseconds(300))
+            return TokenSet(accessToken: SecretBytes(utf8: "fresh-\(getpid())"), refreshToken: current.refreshToken,
+                            expiresAt: Date().addingTimeInterval(3600))
+        }
+        let waited = ContinuousClock.now - started
+        let milliseconds = Int(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000)
+        print("token \(token.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) waited \(milliseconds)")
     default:
         fail("unknown mode \(arguments[1])")
     }

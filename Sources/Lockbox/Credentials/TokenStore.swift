@@ -26,6 +26,10 @@ public final class TokenStore: Sendable {
     let access: StoreAccess
     let now: @Sendable () -> Date
     let lock: ItemLock
+    /// How long a refresh lease in a ``RefreshLeasing`` store lasts.
+    let refreshLease: Duration
+    /// How long a refresh waits for another process's or host's refresh.
+    let lockTimeout: Duration
     private let inflight = Locked<[ItemKey: Task<TokenSet, any Error>]>([:])
     private let observers = Locked<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
 
@@ -56,20 +60,29 @@ public final class TokenStore: Sendable {
     /// it and never block a thread; the blocking ones block the calling thread until it answers.
     /// The other parameters are those of the initializer over a blocking ``SecretStore``; the
     /// refresh lock serialises the processes of one host (see ``PinGuard``'s async-store initializer).
+    ///
+    /// If `store` adopts ``RefreshLeasing`` (a store many hosts share), a refresh also takes the
+    /// item's lease in the store, so that one host of all those sharing it calls the token
+    /// endpoint; the others wait for its tokens (polling the store every 20 ms, up to
+    /// `lockTimeout`). `refreshLease` is how long a lease lasts: a host that dies while refreshing
+    /// keeps the others waiting that long, at most, before one of them refreshes. Make it longer
+    /// than a token endpoint call ever takes.
     public convenience init(
         store: any AsyncSecretStore, leeway: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() },
-        lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared,
-        logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
+        lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), refreshLease: Duration = .seconds(30),
+        executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
         self.init(access: StoreAccess(store, executor: executor), leeway: leeway, now: now, lockDirectory: lockDirectory,
-                  lockTimeout: lockTimeout, logger: logger, metricsFactory: metricsFactory)
+                  lockTimeout: lockTimeout, refreshLease: refreshLease, logger: logger, metricsFactory: metricsFactory)
     }
 
     private init(
         access: StoreAccess, leeway: Duration, now: @escaping @Sendable () -> Date, lockDirectory: FilePath?, lockTimeout: Duration,
-        logger: Logger, metricsFactory: any MetricsFactory
+        refreshLease: Duration = .seconds(30), logger: Logger, metricsFactory: any MetricsFactory
     ) {
         self.access = access
+        self.refreshLease = refreshLease
+        self.lockTimeout = lockTimeout
         self.logger = logger
         self.metrics = LockboxMetrics(factory: metricsFactory)
         self.leeway = leeway
@@ -229,6 +242,9 @@ public final class TokenStore: Sendable {
         let held = try await lock.acquire(key)
         defer { held.release() }
         let route = access.awaiting
+        if let leasing = route.store as? any RefreshLeasing {
+            return try await refreshLeased(key, rejected: rejected, refresh: refresh, in: leasing)
+        }
         // Another process may have refreshed while we waited: use its tokens.
         guard let current = try await route.store.get(key).map({ try TokenSet.decode($0, key: key) }) else {
             throw LockboxError.sessionExpired(service: key.service, account: key.account)
@@ -247,10 +263,81 @@ public final class TokenStore: Sendable {
         return (fresh, true)
     }
 
+    /// ``refreshUnobserved(_:rejected:refresh:)`` across hosts: the refresh runs only under the
+    /// item's lease in the shared store, and its tokens are stored only if the lease is still
+    /// this host's (a fenced write). A host that finds the lease taken waits for the holder's
+    /// tokens, or for the lease to expire (a dead holder) and then takes it itself.
+    private func refreshLeased(
+        _ key: ItemKey, rejected: SecretBytes?, refresh: @Sendable (TokenSet) async throws -> TokenSet, in leasing: any RefreshLeasing
+    ) async throws -> (TokenSet, refreshed: Bool) {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while true {
+            // Another host may have refreshed meanwhile: use its tokens.
+            let current = try await currentTokens(key, in: leasing)
+            if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return (current, false) }
+            if let lease = try await leasing.acquireRefreshLease(key, for: refreshLease) {
+                // Read again under the lease: a holder may have stored its tokens and let go
+                // between the read above and the lease.
+                let latest: TokenSet
+                do {
+                    latest = try await currentTokens(key, in: leasing)
+                } catch {
+                    try? await leasing.releaseRefreshLease(lease)
+                    throw error
+                }
+                if latest.isValid(at: now(), leeway: leeway) && latest.accessToken != rejected {
+                    try? await leasing.releaseRefreshLease(lease)
+                    return (latest, false)
+                }
+                let fresh: TokenSet
+                do {
+                    fresh = try await refresh(latest)
+                } catch TokenRefreshError.rejected {
+                    try await leasing.delete(key)
+                    try? await leasing.releaseRefreshLease(lease)
+                    emit(.signedOut(key))
+                    throw LockboxError.sessionExpired(service: key.service, account: key.account)
+                } catch {
+                    try? await leasing.releaseRefreshLease(lease)
+                    throw error
+                }
+                let stored = try await metrics.storeCall(access.typeName, "set") {
+                    try await leasing.completeRefresh(lease, storing: try fresh.encoded(), for: key, options: Self.options(for: key))
+                }
+                if stored {
+                    emit(.refreshed(key))
+                    return (fresh, true)
+                }
+                // The lease ran out during the call and another host took it over: its tokens,
+                // not these, are the item's. Read them (or wait for them) on the next turn.
+                logger.warning("token refresh outlived its lease; another host's refresh is kept",
+                               metadata: [LogKey.service: .string(key.service), LogKey.account: .string(key.account)])
+            }
+            if clock.now - start >= lockTimeout {
+                throw LockboxError.vaultBusy(path: "refresh lease of '\(key.account)' on '\(key.service)'",
+                                             waitedSeconds: (clock.now - start).seconds)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// The stored tokens of `key`; `sessionExpired` if there are none.
+    private func currentTokens(_ key: ItemKey, in store: any AsyncSecretStore) async throws -> TokenSet {
+        guard let tokens = try await store.get(key).map({ try TokenSet.decode($0, key: key) }) else {
+            throw LockboxError.sessionExpired(service: key.service, account: key.account)
+        }
+        return tokens
+    }
+
+    private static func options(for key: ItemKey) -> ItemOptions {
+        ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'")
+    }
+
     private func write(_ tokens: TokenSet, _ key: ItemKey, via route: StoreRoute) async throws {
         let encoded = try tokens.encoded()
         try await metrics.storeCall(access.typeName, "set") {
-            try await route.store.set(encoded, for: key, options: ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'"))
+            try await route.store.set(encoded, for: key, options: Self.options(for: key))
         }
     }
 
