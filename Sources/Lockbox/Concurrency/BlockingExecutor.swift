@@ -78,7 +78,6 @@ public final class BlockingExecutor: Sendable {
         }
     }
 
-    /// What the executor is doing now: for tests, metrics and diagnosis.
     /// Runs `work` on one of the executor's threads holding `bytes` of ``hashMemoryBudget``,
     /// taken when the job is admitted and given back on that thread the moment `work` returns.
     ///
@@ -111,6 +110,7 @@ public final class BlockingExecutor: Sendable {
         }
     }
 
+    /// What the executor is doing now: for tests, metrics and diagnosis.
     public var statistics: Statistics { queue.statistics }
 
     /// A reading of the executor's queue.
