@@ -21,13 +21,7 @@ fi
 lockbox="$(cd "$(dirname "$lockbox")" && pwd)/$(basename "$lockbox")"
 decrypt=(python3 "$here/vault-decrypt.py")
 
-if ! python3 -c 'import nacl.bindings' 2>/dev/null; then
-    echo "check-format: installing PyNaCl with pip" >&2
-    python3 -m pip install --quiet pynacl >&2 || python3 -m pip install --quiet --break-system-packages pynacl >&2 || {
-        echo "check-format: could not install PyNaCl (pip install pynacl)" >&2
-        exit 2
-    }
-fi
+"$here/ensure-deps.sh" --pynacl || exit 2
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/lockbox-format.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -15,8 +15,9 @@ if [ "${1:-}" = "--test" ]; then
 fi
 # With --test, PyNaCl for python3 too: the suite runs the independent decryptor
 # (scripts/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh).
+# --pynacl: only that (scripts/check-format.sh, which needs nothing else).
 ensure_pynacl() {
-    [ "${1:-}" = "--test" ] || return 0
+    case "${1:-}" in --test | --pynacl) ;; *) return 0 ;; esac
     python3 -c 'import nacl.bindings' 2>/dev/null && return 0
     echo "ensure-deps: installing PyNaCl with pip" >&2
     python3 -m pip install --quiet pynacl >&2 || python3 -m pip install --quiet --break-system-packages pynacl >&2 || {
@@ -24,6 +25,11 @@ ensure_pynacl() {
         exit 1
     }
 }
+
+if [ "${1:-}" = "--pynacl" ]; then
+    ensure_pynacl --pynacl
+    exit 0
+fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -21,7 +21,7 @@ extension PostgresStore: RefreshLeasing {
     /// while another holder's lease is live. Two hosts at once: the second waits for the first's
     /// row and then finds it live.
     public func acquireRefreshLease(_ key: ItemKey, for duration: Duration) async throws -> RefreshLease? {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let seconds = duration.seconds
         guard seconds.isFinite, seconds >= 0.001, seconds <= 86_400 else {
             throw LockboxError.invalidArgument("a refresh lease must last from 1 ms to 1 day, not \(duration)")
         }

@@ -119,8 +119,7 @@ do {
             return TokenSet(accessToken: SecretBytes(utf8: "fresh-\(getpid())"), refreshToken: current.refreshToken,
                             expiresAt: Date().addingTimeInterval(3600))
         }
-        let waited = ContinuousClock.now - started
-        let milliseconds = Int(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int((ContinuousClock.now - started).seconds * 1000)
         print("token \(token.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) waited \(milliseconds)")
     default:
         fail("unknown mode \(arguments[1])")

@@ -91,8 +91,9 @@ public final class BlockingExecutor: Sendable {
         _ bytes: UInt64, _ work: @escaping @Sendable () throws -> Result
     ) async throws -> Result {
         try Task.checkCancellation()
-        let job = Job()
         let budget = hashMemoryBudget
+        // Admitted memory of a job cancelled before a worker took it goes back unused.
+        let job = Job(skipped: { budget.release(bytes) })
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
                 let prepared = job.prepare(
@@ -101,8 +102,7 @@ public final class BlockingExecutor: Sendable {
                         budget.release(bytes)
                         continuation.resume(with: result)
                     },
-                    cancel: { continuation.resume(throwing: CancellationError()) },
-                    skipped: { budget.release(bytes) })
+                    cancel: { continuation.resume(throwing: CancellationError()) })
                 if prepared { budget.whenAdmitted(bytes) { [queue] in queue.push(job) } }
             }
         } onCancel: {
@@ -135,15 +135,17 @@ private final class Job: Sendable {
     }
 
     private let phase = Locked<Phase>(.created)
-    /// What a worker that dequeues the job after it was cancelled does instead of running it.
-    private let onSkip = Locked<(@Sendable () -> Void)?>(nil)
+    /// What the worker that dequeues the job after it was cancelled does instead of running it
+    /// (a job is queued, and so dequeued, once).
+    private let skipped: (@Sendable () -> Void)?
+
+    init(skipped: (@Sendable () -> Void)? = nil) {
+        self.skipped = skipped
+    }
 
     /// Records what to run and how to cancel; returns `false` (having cancelled) if the task
     /// was cancelled before the job reached the queue.
-    func prepare(
-        run: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void, skipped: (@Sendable () -> Void)? = nil
-    ) -> Bool {
-        onSkip.withLock { $0 = skipped }
+    func prepare(run: @escaping @Sendable () -> Void, cancel: @escaping @Sendable () -> Void) -> Bool {
         let cancelledAlready = phase.withLock { phase -> Bool in
             if case .cancelledBeforeQueueing = phase { return true }
             phase = .queued(run: run, cancel: cancel)
@@ -181,10 +183,7 @@ private final class Job: Sendable {
 
     /// Called by the worker that dequeued the job when ``take()`` found it cancelled.
     func skip() {
-        onSkip.withLock { skipped in
-            defer { skipped = nil }
-            return skipped
-        }?()
+        skipped?()
     }
 
     var isWaiting: Bool {

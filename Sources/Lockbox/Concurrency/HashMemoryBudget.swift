@@ -178,7 +178,6 @@ public final class HashMemoryBudget: Sendable {
         return HashMemoryReservation(budget: self, bytes: bytes)
     }
 
-    /// Gives `bytes` back and admits the waiters that now fit, oldest first.
     /// Calls `start` once `bytes` are admitted: at once if they fit now, otherwise on the thread
     /// that releases enough, in the queue's order. The holder gives them back with ``release(_:)``.
     /// Unlike ``reserve(_:)``, nothing waits here: a job to run, not a task to resume, is queued,
@@ -193,6 +192,7 @@ public final class HashMemoryBudget: Sendable {
         if now { start() }
     }
 
+    /// Gives `bytes` back and admits the waiters that now fit, oldest first.
     func release(_ bytes: UInt64) {
         state.withLock { state in
             state.inUse -= bytes

@@ -28,8 +28,6 @@ public final class TokenStore: Sendable {
     let lock: ItemLock
     /// How long a refresh lease in a ``RefreshLeasing`` store lasts.
     let refreshLease: Duration
-    /// How long a refresh waits for another process's or host's refresh.
-    let lockTimeout: Duration
     private let inflight = Locked<[ItemKey: Task<TokenSet, any Error>]>([:])
     private let observers = Locked<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
 
@@ -82,7 +80,6 @@ public final class TokenStore: Sendable {
     ) {
         self.access = access
         self.refreshLease = refreshLease
-        self.lockTimeout = lockTimeout
         self.logger = logger
         self.metrics = LockboxMetrics(factory: metricsFactory)
         self.leeway = leeway
@@ -246,17 +243,13 @@ public final class TokenStore: Sendable {
             return try await refreshLeased(key, rejected: rejected, refresh: refresh, in: leasing)
         }
         // Another process may have refreshed while we waited: use its tokens.
-        guard let current = try await route.store.get(key).map({ try TokenSet.decode($0, key: key) }) else {
-            throw LockboxError.sessionExpired(service: key.service, account: key.account)
-        }
-        if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return (current, false) }
+        let current = try await currentTokens(key, in: route.store)
+        if usable(current, rejected: rejected) { return (current, false) }
         let fresh: TokenSet
         do {
             fresh = try await refresh(current)
         } catch TokenRefreshError.rejected {
-            try await route.store.delete(key)
-            emit(.signedOut(key))
-            throw LockboxError.sessionExpired(service: key.service, account: key.account)
+            try await signOut(key, in: route.store)
         }
         try await write(fresh, key, via: route)
         emit(.refreshed(key))
@@ -275,51 +268,62 @@ public final class TokenStore: Sendable {
         while true {
             // Another host may have refreshed meanwhile: use its tokens.
             let current = try await currentTokens(key, in: leasing)
-            if current.isValid(at: now(), leeway: leeway) && current.accessToken != rejected { return (current, false) }
+            if usable(current, rejected: rejected) { return (current, false) }
             if let lease = try await leasing.acquireRefreshLease(key, for: refreshLease) {
-                // Read again under the lease: a holder may have stored its tokens and let go
-                // between the read above and the lease.
-                let latest: TokenSet
+                // Everything under the lease ends it on a way out: a fenced delete, harmless if
+                // the completion already did (or another host took the lease over).
                 do {
-                    latest = try await currentTokens(key, in: leasing)
-                } catch {
-                    try? await leasing.releaseRefreshLease(lease)
-                    throw error
-                }
-                if latest.isValid(at: now(), leeway: leeway) && latest.accessToken != rejected {
-                    try? await leasing.releaseRefreshLease(lease)
-                    return (latest, false)
-                }
-                let fresh: TokenSet
-                do {
-                    fresh = try await refresh(latest)
+                    // Read again under the lease: a holder may have stored its tokens and let
+                    // go between the read above and the lease.
+                    let latest = try await currentTokens(key, in: leasing)
+                    if usable(latest, rejected: rejected) {
+                        try? await leasing.releaseRefreshLease(lease)
+                        return (latest, false)
+                    }
+                    let fresh = try await refresh(latest)
+                    let stored = try await metrics.storeCall(access.typeName, "set") {
+                        try await leasing.completeRefresh(lease, storing: try fresh.encoded(), for: key, options: Self.options(for: key))
+                    }
+                    if stored {
+                        emit(.refreshed(key))
+                        return (fresh, true)
+                    }
                 } catch TokenRefreshError.rejected {
-                    try await leasing.delete(key)
-                    try? await leasing.releaseRefreshLease(lease)
-                    emit(.signedOut(key))
-                    throw LockboxError.sessionExpired(service: key.service, account: key.account)
+                    do {
+                        try await signOut(key, in: leasing)
+                    } catch {
+                        try? await leasing.releaseRefreshLease(lease)
+                        throw error
+                    }
                 } catch {
                     try? await leasing.releaseRefreshLease(lease)
                     throw error
-                }
-                let stored = try await metrics.storeCall(access.typeName, "set") {
-                    try await leasing.completeRefresh(lease, storing: try fresh.encoded(), for: key, options: Self.options(for: key))
-                }
-                if stored {
-                    emit(.refreshed(key))
-                    return (fresh, true)
                 }
                 // The lease ran out during the call and another host took it over: its tokens,
                 // not these, are the item's. Read them (or wait for them) on the next turn.
                 logger.warning("token refresh outlived its lease; another host's refresh is kept",
                                metadata: [LogKey.service: .string(key.service), LogKey.account: .string(key.account)])
             }
-            if clock.now - start >= lockTimeout {
+            if clock.now - start >= lock.timeout {
                 throw LockboxError.vaultBusy(path: "refresh lease of '\(key.account)' on '\(key.service)'",
                                              waitedSeconds: (clock.now - start).seconds)
             }
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// Whether stored tokens can be handed out as they are: valid, and not the ones the caller saw
+    /// rejected.
+    private func usable(_ tokens: TokenSet, rejected: SecretBytes?) -> Bool {
+        tokens.isValid(at: now(), leeway: leeway) && tokens.accessToken != rejected
+    }
+
+    /// The refresh token was rejected: the tokens are cleared, observers told, and the caller gets
+    /// `sessionExpired`.
+    private func signOut(_ key: ItemKey, in store: any AsyncSecretStore) async throws -> Never {
+        try await store.delete(key)
+        emit(.signedOut(key))
+        throw LockboxError.sessionExpired(service: key.service, account: key.account)
     }
 
     /// The stored tokens of `key`; `sessionExpired` if there are none.

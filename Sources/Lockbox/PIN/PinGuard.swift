@@ -426,7 +426,7 @@ public final class PinGuard: Sendable {
     }
 
     /// Throws the refusal the stored record gives a try now, read without the profile's lock (a
-    /// record is one item, read atomically); returns the memory a verification will hash with.
+    /// record is one item, read atomically).
     /// A verification in progress elsewhere may have counted its try already: then this refuses
     /// as that count says, which is the order the two tries are counted in.
     private func refuseIfLockedOut(_ profile: PinProfile, via route: StoreRoute) async throws {
@@ -454,8 +454,7 @@ public final class PinGuard: Sendable {
         // Desktop: count the try durably before comparing, so a kill from here on still counts it.
         if countedBeforeComparing { try await save(counted, for: profile, via: route) }
 
-        let storedHash = record.hash
-        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes, via: route) { [hasher] in hasher.verify(storedHash, pin) }
+        let matches = try await compare(pin, with: record.hash, via: route)
         if matches {
             let hadFailures = record.failures > 0 || record.lastAttempt != nil
             record.failures = 0
@@ -510,9 +509,7 @@ public final class PinGuard: Sendable {
             throw LockboxError.pinLockedOut(profile: profile.description, retryAt: until,
                                             seconds: max(0, until.timeIntervalSince(decision.decidedAt)))
         }
-        let storedHash = record.hash
-        let matches = try await withHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes,
-                                               via: route) { [hasher] in hasher.verify(storedHash, pin) }
+        let matches = try await compare(pin, with: record.hash, via: route)
         if matches {
             try await ledger.recordPinSuccess(profile.attemptKey)
             return
@@ -531,23 +528,22 @@ public final class PinGuard: Sendable {
                                     retryAt: delay > 0 ? decision.decidedAt.addingTimeInterval(delay) : nil)
     }
 
+    /// Whether `pin` matches a stored PHC hash, compared holding the hash's memory (its own cost,
+    /// or the current parameters' if the string does not say) while it runs.
+    private func compare(_ pin: SecretBytes, with storedHash: String, via route: StoreRoute) async throws -> Bool {
+        try await route.computeHoldingHashMemory(Self.memoryBytes(ofHash: storedHash) ?? hashParameters.memoryLimitBytes) { [hasher] in
+            hasher.verify(storedHash, pin)
+        }
+    }
+
     private func hash(_ pin: SecretBytes, via route: StoreRoute) async throws -> String {
-        let hash = try await withHashMemory(hashParameters.memoryLimitBytes, via: route) { [hasher, hashParameters] in
+        let hash = try await route.computeHoldingHashMemory(hashParameters.memoryLimitBytes) { [hasher, hashParameters] in
             hasher.hash(pin, hashParameters)
         }
         guard let hash else {
             throw LockboxError.invalidArgument("Argon2id could not hash the PIN with \(hashParameters) (not enough memory?)")
         }
         return hash
-    }
-
-    /// Runs a hash (on the executor for the async API, inline for the blocking one) holding its
-    /// memory in the executor's budget for just as long as it runs
-    /// (``StoreRoute/computeHoldingHashMemory(_:_:)``).
-    private func withHashMemory<T: Sendable>(
-        _ bytes: UInt64, via route: StoreRoute, _ body: @escaping @Sendable () -> T
-    ) async throws -> T {
-        try await route.computeHoldingHashMemory(bytes, body)
     }
 
     /// The memory cost of a PHC string (`$argon2id$v=19$m=KIB,t=…`), in bytes.
