@@ -87,6 +87,40 @@ extension PostgresStoreTests {
         #expect(try cluster.psql("SELECT count(*) FROM lockbox.refresh_leases") == "0\n")
     }
 
+    @Test func aRejectedRefreshUnderTheLeaseSignsOutAndALiveLeaseIsWaitedForUpToTheTimeout() async throws {
+        guard let cluster = try Cluster.current("refresh rejected, lease held") else { return }
+        let store = try await makeStore(cluster)
+        defer { Task { await store.shutdown() } }
+        try await storeExpiredTokens(store)
+        // Another host holds a live lease: this host waits for its tokens, then gives up (vaultBusy).
+        let key = ItemKey(service: service, account: account)
+        let other = try #require(try await store.acquireRefreshLease(key, for: .seconds(30)))
+        let calls = Locked(0)
+        let patient = TokenStore(store: store, lockTimeout: .milliseconds(300))
+        do {
+            _ = try await patient.validAccessToken(service: service, account: account) { current in
+                calls.withLock { $0 += 1 }
+                return current
+            }
+            Issue.record("expected vaultBusy")
+        } catch LockboxError.vaultBusy(_, let waited) {
+            #expect(waited >= 0.3)
+        }
+        #expect(calls.withLock { $0 } == 0, "no endpoint call while another host holds the lease")
+        try await store.releaseRefreshLease(other)
+        // The endpoint rejects the refresh token: the tokens are cleared and the lease ended.
+        do {
+            _ = try await TokenStore(store: store).validAccessToken(service: service, account: account) { _ in
+                throw TokenRefreshError.rejected("invalid_grant")
+            }
+            Issue.record("expected sessionExpired")
+        } catch LockboxError.sessionExpired(let gotService, let gotAccount) {
+            #expect(gotService == service && gotAccount == account)
+        }
+        #expect(try await store.get(key) == nil)
+        #expect(try cluster.psql("SELECT count(*) FROM lockbox.refresh_leases") == "0\n")
+    }
+
     @Test func aLeaseTakenOverAfterItExpiredStoresNothing() async throws {
         guard let cluster = try Cluster.current("fenced refresh") else { return }
         let store = try await makeStore(cluster)
