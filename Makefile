@@ -1,6 +1,6 @@
 # Shortcuts for the scripts in scripts/ (each script says what it does at its top).
 # `make test` is what CI runs (.ci/run); `make demo` is the README's first command.
-.PHONY: demo test examples build release release-path install docs docs-check bench bench-peers bench-cli fuzz selftest
+.PHONY: demo test examples build release release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
 
 demo:
 	scripts/demo.sh
@@ -44,6 +44,14 @@ install: release
 	install -D -m 0644 completions/lockbox.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockbox"
 	install -D -m 0644 completions/_lockbox "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lockbox"
 	install -D -m 0644 completions/lockbox.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lockbox.fish"
+
+# lockbox-postgres beside lockbox: `lockbox --store postgres …` and `lockbox migrate --from/--to
+# postgres` hand over to it (it links SwiftNIO and postgres-nio, which lockbox does not; its
+# release build takes several minutes more).
+POSTGRES_RELEASE_BUILD = swift build -c release --static-swift-stdlib $(PACKED_RELOCATIONS) --product lockbox-postgres --scratch-path .build-release
+install-postgres: install
+	$(POSTGRES_RELEASE_BUILD)
+	install -D -m 0755 "$$($(POSTGRES_RELEASE_BUILD) --show-bin-path)/lockbox-postgres" "$(DESTDIR)$(PREFIX)/bin/lockbox-postgres"
 
 # All five app flows (and TokenKeeper) on a file vault, then on a private gnome-keyring.
 examples: build

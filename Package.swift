@@ -33,8 +33,12 @@ let package = Package(
         // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
         .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
-        .executable(name: "lockbox", targets: ["lockbox"]),
+        // The command-line tool: Sources/LockboxMain runs the commands of the `lockbox` module.
+        .executable(name: "lockbox", targets: ["LockboxMain"]),
     ] + (sanitizerBuild ? [] : [
+        // `lockbox` for the PostgreSQL store: the same commands with `--store postgres` (which
+        // `lockbox` hands to it, so `lockbox` itself links no SwiftNIO).
+        .executable(name: "lockbox-postgres", targets: ["LockboxPostgresCLI"]),
         // The fleet store: one vault in PostgreSQL for many hosts, over postgres-nio. Only apps
         // that depend on this product build SwiftNIO.
         .library(name: "LockboxPostgres", targets: ["LockboxPostgres"]),
@@ -149,7 +153,11 @@ let package = Package(
             name: "LockboxSwiftConfiguration",
             dependencies: ["Lockbox", .product(name: "Configuration", package: "swift-configuration")]
         ),
-        .executableTarget(
+        // The commands of the `lockbox` tool, as a module that its two executables run: `lockbox`
+        // (LockboxMain) and `lockbox-postgres` (LockboxPostgresCLI, which adds the PostgreSQL store).
+        // The module keeps the name `lockbox` so that its symbols, which scripts/lockbox.order lays
+        // out, and the tests' `@testable import lockbox` stay as they were.
+        .target(
             name: "lockbox",
             dependencies: [
                 "Lockbox",
@@ -161,6 +169,7 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        .executableTarget(name: "LockboxMain", dependencies: ["lockbox"]),
         .executableTarget(
             name: "LockboxBenchmarks",
             dependencies: [
@@ -213,6 +222,9 @@ let package = Package(
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 // The CLI's error table (exit codes and advice), read by the tests.
                 "lockbox",
+                // The `lockbox` executable the CLI tests run; a dependency so building the test
+                // product alone (scripts/sanitizers.sh) builds it too.
+                "LockboxMain",
                 // Started by a Secret Service test; a dependency so that building the test
                 // product alone (scripts/sanitizers.sh) builds it too.
                 "KeyringProbe",
@@ -228,6 +240,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
+        ),
+        .executableTarget(
+            name: "LockboxPostgresCLI",
+            dependencies: ["lockbox", "Lockbox", "LockboxPostgres", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
         // (inside scripts/postgres-session.sh); they fail instead of skipping when
@@ -250,6 +266,8 @@ let package = Package(
                 "LockboxPostgresLoad",
                 // Started by the cross-host tests; a dependency so building the tests builds it.
                 "LockboxPostgresWorker",
+                // The command-line tests run both: `lockbox --store postgres` hands over to `lockbox-postgres`.
+                "LockboxMain", "LockboxPostgresCLI",
             ]
         ),
         // Load for the PostgreSQL store in separate processes: the failover test's writers and

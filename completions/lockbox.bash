@@ -188,13 +188,17 @@ _lockbox_init() {
     repeating_flags=()
     non_repeating_flags=(--with-passphrase --tpm --tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --format --tpm-pcrs --tpm-new-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --format --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -238,13 +242,17 @@ _lockbox_set() {
     repeating_flags=()
     non_repeating_flags=(--raw --allow-empty --protected --version -h --help)
     repeating_options=(--attribute)
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -280,13 +288,17 @@ _lockbox_get() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -313,13 +325,17 @@ _lockbox_delete() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -346,13 +362,17 @@ _lockbox_list() {
     repeating_flags=()
     non_repeating_flags=(--json --json-lines --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -382,13 +402,17 @@ _lockbox_wipe() {
     repeating_flags=()
     non_repeating_flags=(--all --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -418,13 +442,17 @@ _lockbox_passwd() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -461,13 +489,17 @@ _lockbox_rotate-key() {
     repeating_flags=()
     non_repeating_flags=(--drop-unmatched-slots --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -494,13 +526,17 @@ _lockbox_convert() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -550,13 +586,17 @@ _lockbox_slot_list() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -583,13 +623,17 @@ _lockbox_slot_add-passphrase() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -623,13 +667,17 @@ _lockbox_slot_add-key-file() {
     repeating_flags=()
     non_repeating_flags=(--generate --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -664,13 +712,17 @@ _lockbox_slot_add-tpm() {
     repeating_flags=()
     non_repeating_flags=(--tpm-pin --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --tpm-pcrs --tpm-new-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -703,13 +755,17 @@ _lockbox_slot_remove() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -759,13 +815,17 @@ _lockbox_pin_set() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=(--wipe-item)
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --lockout-delays --wipe-after --disable-after)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --lockout-delays --wipe-after --disable-after)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -808,13 +868,17 @@ _lockbox_pin_verify() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -845,13 +909,17 @@ _lockbox_pin_change() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -882,13 +950,17 @@ _lockbox_pin_remove() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -919,13 +991,17 @@ _lockbox_pin_status() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -956,13 +1032,17 @@ _lockbox_pin_reset() {
     repeating_flags=()
     non_repeating_flags=(--alphanumeric --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --by)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --hash-cost --by)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1014,13 +1094,17 @@ _lockbox_unlock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --for --pin)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --for --pin)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1053,13 +1137,17 @@ _lockbox_lock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1086,13 +1174,17 @@ _lockbox_status() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1142,13 +1234,17 @@ _lockbox_token_set() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --subject)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --subject)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1178,13 +1274,17 @@ _lockbox_token_get() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1220,13 +1320,17 @@ _lockbox_token_status() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1253,13 +1357,17 @@ _lockbox_token_clear() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1286,13 +1394,17 @@ _lockbox_device-id() {
     repeating_flags=()
     non_repeating_flags=(--reset --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1322,13 +1434,17 @@ _lockbox_signout() {
     repeating_flags=()
     non_repeating_flags=(--keep-device-id --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1355,13 +1471,17 @@ _lockbox_migrate() {
     repeating_flags=()
     non_repeating_flags=(--all --move --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --from --to --service --on-conflict)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1382,11 +1502,11 @@ _lockbox_migrate() {
         return
         ;;
     '--from')
-        __lockbox_add_completions -W 'secret-service'$'\n''file'
+        __lockbox_add_completions -W 'file'$'\n''secret-service'$'\n''postgres'
         return
         ;;
     '--to')
-        __lockbox_add_completions -W 'secret-service'$'\n''file'
+        __lockbox_add_completions -W 'file'$'\n''secret-service'$'\n''postgres'
         return
         ;;
     '--service')
@@ -1403,13 +1523,17 @@ _lockbox_export() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1450,13 +1574,17 @@ _lockbox_import() {
     repeating_flags=()
     non_repeating_flags=(--json-lines --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1498,13 +1626,17 @@ _lockbox_doctor() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')
@@ -1547,13 +1679,17 @@ _lockbox_git-credential() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--store --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--store')
-        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
         return
         ;;
     '--profile')

@@ -49,7 +49,7 @@ ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.")
 # LOCKBOX_* ones must all be read somewhere in Sources/, and every variable read there must be here.
 ENVIRONMENT = [
     ("LOCKBOX_STORE",
-     "The store when `--store` is not given: `auto`, `secret-service` or `file`. Any other value "
+     "The store when `--store` is not given: `auto`, `secret-service`, `file` or `postgres`. Any other value "
      "is a usage error (exit 64)."),
     ("LOCKBOX_BACKEND",
      "The old name of `LOCKBOX_STORE`, read when that is not set (as `--backend`, not shown in help, "
@@ -62,6 +62,13 @@ ENVIRONMENT = [
     ("LOCKBOX_KEY_FILE",
      "The path of the key file when `--key-file` is not given (a path, never the key itself). "
      "Setting it selects the file store."),
+    ("LOCKBOX_POSTGRES_URL_FILE",
+     "With the `postgres` store, when `--postgres-url-file` is not given: the file (a regular file, mode "
+     "0600) whose first line is the database URL."),
+    ("LOCKBOX_POSTGRES_URL",
+     "With the `postgres` store, when no URL file is named: the database URL itself, "
+     "`postgresql://USER:PASSWORD@HOST:PORT/DATABASE` (several `HOST:PORT` for failover). It holds the "
+     "database password: prefer the file, which other users' processes cannot read in `/proc`."),
     ("LOCKBOX_LOG",
      "`debug` turns on the trace that `--verbose` gives: what lockbox decides and does (store "
      "choice, paths, credential kinds, timings) on standard error; never secrets or argument values."),
@@ -562,7 +569,8 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     for name, meaning in ENVIRONMENT:
         add(f"| `{name}` | {meaning} |")
     add("")
-    add("An option always wins over its variable. No variable ever carries a secret.")
+    add("An option always wins over its variable. No variable carries a secret of the vault; "
+        "only `LOCKBOX_POSTGRES_URL` may carry the database's password, when you put it there.")
     add("")
 
     add("## Files")
@@ -798,7 +806,8 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
         add(f"\\fB{roff_escape(name)}\\fR")
         add(roff_inline(meaning))
     add(".PP")
-    add(roff_inline("An option always wins over its variable. No variable ever carries a secret."))
+    add(roff_inline("An option always wins over its variable. No variable carries a secret of the vault; "
+        "only `LOCKBOX_POSTGRES_URL` may carry the database's password, when you put it there."))
 
     add(".SH FILES")
     for path, what in FILES:

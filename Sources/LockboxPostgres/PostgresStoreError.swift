@@ -7,7 +7,7 @@ import Lockbox
 ///
 /// No case carries a password, a query's parameters or a server message (which can quote row
 /// values): only the server's address without password, the operation, and SQLSTATE codes.
-public enum PostgresStoreError: Error, Equatable, CustomStringConvertible {
+public enum PostgresStoreError: LockboxCodedError, Equatable {
     /// The operation did not finish within the store's time limit: the database could not be
     /// reached, refused every connection, or did not answer. Nothing is known to be written.
     case unavailable(server: String, operation: String, waitedSeconds: Double)
@@ -31,6 +31,28 @@ public enum PostgresStoreError: Error, Equatable, CustomStringConvertible {
             return "PostgreSQL at \(server) refused \(operation) (SQLSTATE \(sqlState))"
         case let .schemaTooNew(server, found, supported):
             return "the Lockbox schema at \(server) is version \(found); this Lockbox knows up to \(supported): upgrade Lockbox"
+        }
+    }
+
+    /// A stable code per case (`lockbox` exits 27 for each): `postgres-unavailable`,
+    /// `postgres-connection-lost`, `postgres-refused`, `postgres-schema-too-new`.
+    public var code: LockboxError.Code {
+        switch self {
+        case .unavailable: LockboxError.Code(rawValue: "postgres-unavailable")
+        case .connectionLost: LockboxError.Code(rawValue: "postgres-connection-lost")
+        case .serverRefused: LockboxError.Code(rawValue: "postgres-refused")
+        case .schemaTooNew: LockboxError.Code(rawValue: "postgres-schema-too-new")
+        }
+    }
+
+    /// Unreachable and lost connections are ``Lockbox/LockboxError/Category/noStorageAccess``
+    /// (try again later); a refusal is a ``Lockbox/LockboxError/Category/platformFailure``; a schema
+    /// too new is ``Lockbox/LockboxError/Category/badData``, like a vault format too new.
+    public var category: LockboxError.Category {
+        switch self {
+        case .unavailable, .connectionLost: .noStorageAccess
+        case .serverRefused: .platformFailure
+        case .schemaTooNew: .badData
         }
     }
 }

@@ -37,7 +37,7 @@ struct Doctor: ParsableCommand {
     func run() throws {
         var checks: [Check] = []
         let settingsPath = vaultOptions.settingsPath
-        let request = try vaultOptions.requestedStore()
+        let request = try vaultOptions.requestedSelection()
 
         // The Secret Service, part by part.
         let environment = CommandEnvironment.values

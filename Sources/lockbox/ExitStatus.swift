@@ -52,6 +52,20 @@ extension LockboxError.Code {
     /// A token refresh failed transiently (the CLI's refresher).
     static let refreshFailed = LockboxError.Code(rawValue: "refresh-failed")
 
+    /// `lockbox-postgres` is missing beside `lockbox` (the CLI's).
+    static let postgresProgramMissing = LockboxError.Code(rawValue: "postgres-program-missing")
+    /// LockboxPostgres's `PostgresStoreError` codes, the same texts (LockboxPostgresTests checks
+    /// them against the library's): the database unreachable or not answering in time, the
+    /// connection lost mid-operation, an operation refused (a SQLSTATE), a schema newer than this Lockbox.
+    static let postgresUnavailable = LockboxError.Code(rawValue: "postgres-unavailable")
+    static let postgresConnectionLost = LockboxError.Code(rawValue: "postgres-connection-lost")
+    static let postgresRefused = LockboxError.Code(rawValue: "postgres-refused")
+    static let postgresSchemaTooNew = LockboxError.Code(rawValue: "postgres-schema-too-new")
+    /// The PostgreSQL store's codes (exit 27).
+    static let postgres: [LockboxError.Code] = [
+        .postgresProgramMissing, .postgresUnavailable, .postgresConnectionLost, .postgresRefused, .postgresSchemaTooNew,
+    ]
+
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
     static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed]
 }
@@ -81,6 +95,7 @@ enum ExitStatus: Int32, CaseIterable {
     case secretServiceFailed = 24
     case undecodableItem = 25
     case recordedStoreUnavailable = 26
+    case postgresFailed = 27
     case wrongPin = 30
     case pinLockedOut = 31
     case pinDisabled = 32
@@ -135,6 +150,7 @@ extension ExitStatus {
         case .secretServiceFailed: return "Secret Service failed (e.g. provider went away)"
         case .undecodableItem: return "item cannot be decoded"
         case .recordedStoreUnavailable: return "the recorded store is unavailable"
+        case .postgresFailed: return "PostgreSQL store unreachable or failing"
         case .wrongPin: return "wrong PIN"
         case .pinLockedOut: return "PIN locked out"
         case .pinDisabled: return "PIN disabled"
@@ -236,6 +252,15 @@ enum ErrorTable {
         .recordedStoreUnavailable: Entry(exit: .recordedStoreUnavailable) { _ in
             "Make that store available, or name a store explicitly with --store."
         },
+        .postgresProgramMissing: Entry(exit: .postgresFailed),
+        .postgresUnavailable: Entry(exit: .postgresFailed) { _ in
+            "Check the URL in LOCKBOX_POSTGRES_URL or the --postgres-url-file file, and that the server accepts connections."
+        },
+        .postgresConnectionLost: Entry(exit: .postgresFailed) { _ in "Run the command again: it connects anew." },
+        .postgresRefused: Entry(exit: .postgresFailed) { _ in
+            "The SQLSTATE says why (28P01: wrong password, 42501: no privilege, 25006: a read-only standby)."
+        },
+        .postgresSchemaTooNew: Entry(exit: .postgresFailed),
         .pinRejected: Entry(exit: .pinRejected),
         .wrongPin: Entry(exit: .wrongPin),
         .pinLockedOut: Entry(exit: .pinLockedOut),

@@ -6,7 +6,13 @@ import Foundation
 import Lockbox
 import SystemPackage
 
-@main
+/// The entry point of both executables: `lockbox` (Sources/LockboxMain) and `lockbox-postgres`
+/// (Sources/LockboxPostgresCLI, which sets ``PostgresCommands/support`` first).
+package enum LockboxTool {
+    /// Runs the command line of this process and exits with its status.
+    package static func main() { LockboxCommand.main() }
+}
+
 struct LockboxCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lockbox",
@@ -54,6 +60,7 @@ struct LockboxCommand: ParsableCommand {
             var command = try parseCommand(hoistingGlobalOptions(arguments))
             Trace.log("command: \(commandPath(of: command)) (\(arguments.count) arguments; their values are not logged)")
             try command.run()
+            PostgresCommands.support.withLock { $0 }?.closeAll()
             exitIfStandardOutputFailed()
             Trace.log("done: exit 0")
         } catch let error as Errno where error == .brokenPipe {
@@ -200,7 +207,8 @@ struct LockboxCommand: ParsableCommand {
 
     /// Options every subcommand takes, which people also write before the subcommand
     /// (`lockbox --store file get S A`; `--backend` is the old name of `--store`).
-    static let globalOptions: Set<String> = ["--store", "--backend", "--profile", "--vault", "--key-file", "--passphrase-fd"]
+    static let globalOptions: Set<String> = ["--store", "--backend", "--profile", "--vault", "--key-file", "--passphrase-fd",
+                                             "--postgres-url-file"]
 
     /// Moves global options written before the subcommand to the end of the arguments (before
     /// a `--`, if any), where the subcommand's own parser reads them.

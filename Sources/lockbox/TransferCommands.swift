@@ -59,20 +59,31 @@ private func printConflicts(_ report: TransferReport) {
 struct Migrate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
-        abstract: "Copy items between the file vault and the Secret Service, verifying each copy.",
+        abstract: "Copy items between the file vault, the Secret Service and PostgreSQL, verifying each copy.",
         discussion: """
             Copies (in memory, never through a temporary file), reads each copy back, and removes the \
             source only with --move. Safe to re-run after an interruption: items already copied are \
-            recognised. The file vault is unlocked as usual (--vault, --key-file, --passphrase-fd, or a window).
+            recognised. The file vault is unlocked as usual (--vault, --key-file, --passphrase-fd, or a window); \
+            a vault in PostgreSQL (--postgres-url-file or LOCKBOX_POSTGRES_URL; create it first with \
+            `lockbox --store postgres init`) opens with the same key file or passphrase.
             """)
     @OptionGroup var vaultOptions: VaultOptions
-    @Option(help: ArgumentHelp("Where the items are now: file or secret-service.", valueName: "store")) var from: StoreKind
-    @Option(help: ArgumentHelp("Where they go: file or secret-service.", valueName: "store")) var to: StoreKind
+    @Option(help: ArgumentHelp("Where the items are now: file, secret-service or postgres.", valueName: "store")) var from: MigrationStore
+    @Option(help: ArgumentHelp("Where they go: file, secret-service or postgres.", valueName: "store")) var to: MigrationStore
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Every Lockbox item (required when no --service is given).") var all = false
     @Flag(help: "Remove each source item once its copy is verified.") var move = false
     @Option(help: ArgumentHelp("When the destination has a different item at the same address: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
     @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth, removedFromSource).") var json = false
+
+    /// A store `migrate` copies from or to.
+    enum MigrationStore: String, ExpressibleByArgument, CaseIterable, CustomStringConvertible {
+        case file
+        case secretService = "secret-service"
+        case postgres
+
+        var description: String { rawValue }
+    }
 
     func validate() throws {
         if from == to { throw ValidationError("--from and --to name the same store") }
@@ -80,17 +91,25 @@ struct Migrate: ParsableCommand {
     }
 
     func run() throws {
-        let file = try vaultOptions.openFileStore()
-        let keyring = try SecretServiceStore()
-        let (source, destination): (any SecretStore, any SecretStore) = from == .file ? (file, keyring) : (keyring, file)
+        // First, before anything reads a descriptor: in `lockbox`, PostgreSQL hands over to `lockbox-postgres`.
+        if from == .postgres || to == .postgres { _ = try PostgresCommands.provider() }
+        let source = try open(from)
+        let destination = try open(to)
         let report = try Transfer.run(from: source, to: destination, service: service, onConflict: onConflict, move: move,
                                       progress: progressPrinter(label: "migrating"))
         try printReport(report, json: json)
         Console.status("Migrated \(from) → \(to): \(summary(report)).")
     }
+
+    private func open(_ store: MigrationStore) throws -> any SecretStore {
+        switch store {
+        case .file: try vaultOptions.openFileStore()
+        case .secretService: try SecretServiceStore()
+        case .postgres: try vaultOptions.openPostgresStore().store.blocking()
+        }
+    }
 }
 
-extension StoreKind: ExpressibleByArgument {}
 
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -35,9 +35,15 @@ struct Init: ParsableCommand {
     }
 
     func run() throws {
+        let postgres = try vaultOptions.requestedStore() == .postgres
+        if postgres && tpm {
+            throw LockboxError.invalidArgument("a vault in PostgreSQL is shared by many hosts; a TPM slot would open it on one: leave out --tpm")
+        }
+        // In `lockbox`, this hands over to `lockbox-postgres` before a key file is made.
+        let support = postgres ? try PostgresCommands.provider() : nil
         let path = vaultOptions.vaultPath
         // Before a key file is generated: say what is at the path, not only that something is.
-        try EncryptedFileStore.checkCanCreate(at: path)
+        if !postgres { try EncryptedFileStore.checkCanCreate(at: path) }
         // The TPM slot first: no TPM fails before a key file is made or a passphrase asked.
         var credentials: [VaultCredential] = tpm ? [.sealed(try tpmSlot.sealer())] : []
         if let generateKeyFile {
@@ -52,6 +58,14 @@ struct Init: ParsableCommand {
             credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")))
         } else if credentials.allSatisfy({ if case .sealed = $0 { true } else { false } }) || withPassphrase {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
+        }
+        if let support {
+            let connection = try vaultOptions.postgresConnection()
+            _ = try support.create(connection, credentials: credentials, kdf: kdf.parameters)
+            let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
+            let server = try support.server(connection)
+            Console.status("Created a vault in PostgreSQL at \(server) with key slot(s): \(slots).")
+            return
         }
         let slotKinds: [EncryptedFileStore.KeySlotInfo]
         if format == 2 {

@@ -5,20 +5,36 @@ import LockboxWindows
 import LockboxSecretService
 import SystemPackage
 
-/// `--store`: a store, or `auto` (the library's ``StoreRequest``).
-extension StoreRequest: ExpressibleByArgument {}
+/// `--store`: a store of the library's ``StoreRequest`` (or `auto`), or `postgres`, the
+/// PostgreSQL store, which `lockbox-postgres` opens (``PostgresCommands``).
+enum StoreArgument: String, ExpressibleByArgument, CaseIterable, CustomStringConvertible {
+    case auto
+    case secretService = "secret-service"
+    case file
+    case postgres
+
+    /// The library's request for this store; `nil` for `postgres`, which the resolver does not choose.
+    var request: StoreRequest? { StoreRequest(rawValue: rawValue) }
+
+    var description: String { rawValue }
+}
 
 /// The options every command that opens a store shares: which store, where the file vault is
 /// and how to unlock it.
 struct VaultOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, or file. Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file.",
+        "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.",
         valueName: "store"))
-    var store: StoreRequest?
+    var store: StoreArgument?
 
     /// `--backend`: the old name of `--store`, still accepted (scripts use it) but not shown.
     @Option(name: .customLong("backend"), help: .hidden)
-    var backendAlias: StoreRequest?
+    var backendAlias: StoreArgument?
+
+    @Option(name: .customLong("postgres-url-file"), help: ArgumentHelp(
+        "With --store postgres: the file (mode 0600) whose first line is the database URL, postgresql://USER:PASSWORD@HOST:PORT/DATABASE. Default: $LOCKBOX_POSTGRES_URL_FILE, else the URL in $LOCKBOX_POSTGRES_URL. Never the URL itself: it holds a password.",
+        valueName: "path"), completion: .file())
+    var postgresURLFile: String?
 
     @Option(name: .long, help: ArgumentHelp(
         "The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.",
@@ -66,7 +82,7 @@ struct VaultOptions: ParsableArguments {
 
     /// The credentials given: key file and/or passphrase from a descriptor; with neither, a
     /// no-echo prompt on the terminal.
-    func unlockCredentials() throws -> [VaultCredential] {
+    func unlockCredentials(prompt: String? = nil) throws -> [VaultCredential] {
         var credentials: [VaultCredential] = []
         if let keyFilePath {
             Trace.log("credential: key file \(keyFilePath.string)")
@@ -74,14 +90,14 @@ struct VaultOptions: ParsableArguments {
         }
         if let passphraseFd {
             Trace.log("credential: passphrase from file descriptor \(passphraseFd)")
-            credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: passphraseFd, what: "passphrase")))
+            credentials.append(.passphrase(try Self.passphrase(fromDescriptor: passphraseFd)))
         }
         if credentials.isEmpty, let tpm = try tpmCredential() {
             return [tpm]
         }
         if credentials.isEmpty {
             Trace.log("credential: none given; asking on the terminal")
-            guard let typed = try Terminal.readHidden(prompt: "Passphrase for \(vaultPath.string): ") else {
+            guard let typed = try Terminal.readHidden(prompt: prompt ?? "Passphrase for \(vaultPath.string): ") else {
                 throw LockboxError.reauthenticationRequired(
                     "the vault is locked: no window is open, no key file (--key-file, LOCKBOX_KEY_FILE) or --passphrase-fd was given, and there is no terminal to ask on")
             }
@@ -91,6 +107,17 @@ struct VaultOptions: ParsableArguments {
     }
 
     private var environment: [String: String] { CommandEnvironment.values }
+
+    /// Passphrases read from descriptors, by descriptor: a command that opens two vaults
+    /// (`migrate --from file --to postgres`) reads the descriptor once and offers it to both.
+    private static let passphrasesRead = Locked<[Int32: SecretBytes]>([:])
+
+    private static func passphrase(fromDescriptor fd: Int32) throws -> SecretBytes {
+        if let read = passphrasesRead.withLock({ $0[fd] }) { return read }
+        let passphrase = try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")
+        passphrasesRead.withLock { $0[fd] = passphrase }
+        return passphrase
+    }
 
     var profileName: String { profile ?? environment["LOCKBOX_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default" }
 
@@ -110,24 +137,62 @@ struct VaultOptions: ParsableArguments {
 
     /// The store asked for: --store (or its old name --backend), then $LOCKBOX_STORE (or its old
     /// name $LOCKBOX_BACKEND), then `file` if a vault or key is named, else `auto`.
-    func requestedStore() throws -> StoreRequest {
+    func requestedStore() throws -> StoreArgument {
         if let chosen = store ?? backendAlias { return chosen }
         for (name, value) in [("LOCKBOX_STORE", environment["LOCKBOX_STORE"]), ("LOCKBOX_BACKEND", environment["LOCKBOX_BACKEND"])] {
             guard let fromEnvironment = value, !fromEnvironment.isEmpty else { continue }
-            guard let parsed = StoreRequest(rawValue: fromEnvironment) else {
-                throw LockboxError.invalidArgument("\(name) is '\(fromEnvironment)'; use auto, secret-service or file")
+            guard let parsed = StoreArgument(rawValue: fromEnvironment) else {
+                throw LockboxError.invalidArgument("\(name) is '\(fromEnvironment)'; use auto, secret-service, file or postgres")
             }
             return parsed
         }
         return namesFileVault ? .file : .auto
     }
 
+    /// The store request for ``StoreSelection``: every store but PostgreSQL, which commands that
+    /// work on it open with ``openStore()`` before asking the resolver.
+    func requestedSelection() throws -> StoreRequest {
+        let requested = try requestedStore()
+        guard let request = requested.request else {
+            throw LockboxError.invalidArgument(
+                "this command works on the file vault or the Secret Service, not on the PostgreSQL store; "
+                    + "with PostgreSQL use get, set, delete, list, wipe, init, migrate, pin, token, device-id or sign-out")
+        }
+        return request
+    }
+
+    /// Where the PostgreSQL URL comes from: --postgres-url-file, then $LOCKBOX_POSTGRES_URL_FILE,
+    /// then $LOCKBOX_POSTGRES_URL (the URL itself).
+    func postgresConnection() throws -> PostgresConnectionSource {
+        if let postgresURLFile { return .file(FilePath(postgresURLFile)) }
+        if let file = environment["LOCKBOX_POSTGRES_URL_FILE"], !file.isEmpty { return .file(FilePath(file)) }
+        guard let url = environment["LOCKBOX_POSTGRES_URL"], !url.isEmpty else {
+            throw LockboxError.invalidArgument(
+                "the PostgreSQL store needs the database URL: --postgres-url-file PATH, LOCKBOX_POSTGRES_URL_FILE or LOCKBOX_POSTGRES_URL")
+        }
+        return .environment(name: "LOCKBOX_POSTGRES_URL")
+    }
+
+    /// Opens the vault in PostgreSQL with the credentials given (a key file, a passphrase on a
+    /// descriptor or asked on the terminal). In `lockbox`, hands the command over to `lockbox-postgres`.
+    func openPostgresStore() throws -> (store: any AsyncSecretStore, fresh: Bool) {
+        let support = try PostgresCommands.provider()
+        let connection = try postgresConnection()
+        let server = try support.server(connection)
+        Trace.log("store: PostgreSQL at \(server)")
+        let credentials = try unlockCredentials(prompt: "Passphrase for the vault in PostgreSQL: ")
+        let store = try support.open(connection, credentials: credentials)
+        let byPassphrase = credentials.contains { if case .passphrase = $0 { true } else { false } }
+        return (store, byPassphrase)
+    }
+
     /// Opens the store this invocation should use, and records the choice for the profile the
     /// first time one is made. With `auto` and a recorded store that is unavailable, it fails
     /// loudly rather than switch to another, empty store.
     func openStore() throws -> any SecretStore {
+        if try requestedStore() == .postgres { return try openPostgresStore().store.blocking() }
         // No freshness needed: no session-window look-up for the Secret Service.
-        try openResolvedStore(needsFreshness: false).store
+        return try openResolvedStore(needsFreshness: false).store
     }
 
     /// A vault over the store this invocation uses, able to read protected items when this
@@ -140,7 +205,7 @@ struct VaultOptions: ParsableArguments {
 
     /// The store selection these options describe: the library's one resolver.
     func selection() throws -> StoreSelection {
-        StoreSelection(request: try requestedStore(), profile: profileName, settingsPath: settingsPath,
+        StoreSelection(request: try requestedSelection(), profile: profileName, settingsPath: settingsPath,
                        vaultPath: vaultPath, secretService: LibsecretProvider())
     }
 
@@ -155,6 +220,10 @@ struct VaultOptions: ParsableArguments {
 
     /// The store, and whether this invocation counts as freshly authenticated.
     func openStoreDetailed() throws -> (store: any SecretStore, fresh: Bool) {
+        if try requestedStore() == .postgres {
+            let opened = try openPostgresStore()
+            return (opened.store.blocking(), opened.fresh)
+        }
         let opened = try openResolvedStore()
         return (opened.store, opened.fresh)
     }

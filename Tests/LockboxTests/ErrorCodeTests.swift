@@ -98,7 +98,8 @@ struct ErrorCodeTests {
     @Test("the CLI's one table maps every code to its exit code, the numbers scripts already use")
     func tableCoversEveryCode() {
         for code in LockboxError.Code.all + TPMError.codes { #expect(ErrorTable.entries[code] != nil, "\(code) has no exit code") }
-        #expect(ErrorTable.entries.count == LockboxError.Code.all.count + TPMError.codes.count + LockboxError.Code.cli.count,
+        #expect(ErrorTable.entries.count == LockboxError.Code.all.count + TPMError.codes.count + LockboxError.Code.cli.count
+                + LockboxError.Code.postgres.count,
                 "a row for an unknown code")
         let cliErrors: [any LockboxCodedError] = [CLIError.noInput("m"), CLIError.noTerminal("PIN"), CLIError.mismatch("PIN"),
                                                   CLIError.notConfirmed("m"), RefreshFailed(detail: "d")]
@@ -109,6 +110,7 @@ struct ErrorCodeTests {
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,
             .keySlotRefused: 12, .noSessionBus: 20, .secretServiceUnavailable: 21, .keyringLocked: 22,
             .secretServiceTimeout: 23, .secretServiceFailed: 24, .undecodableItem: 25, .recordedStoreUnavailable: 26,
+            .postgresProgramMissing: 27, .postgresUnavailable: 27, .postgresConnectionLost: 27, .postgresRefused: 27, .postgresSchemaTooNew: 27,
             .wrongPin: 30, .pinLockedOut: 31, .pinDisabled: 32, .pinNotSet: 33, .pinRejected: 34, .pinWiped: 35, .pinStoreUnprotected: 36,
             .reauthenticationRequired: 40, .kernelKeyringUnavailable: 41, .sessionExpired: 50, .noTokens: 52,
             .invalidArgument: 64, .ioFailure: 74,

@@ -19,9 +19,16 @@ package struct StoreAccess: Sendable {
     /// Where the async API offloads blocking work.
     package let executor: BlockingExecutor
 
-    /// Access to a blocking store.
+    /// Access to a blocking store. A ``BlockingSecretStore`` is unwrapped: its async store is
+    /// used as such, so what that store adopts (``PinAttemptLedger``, ``RefreshLeasing``,
+    /// ``FirstWriteWinsStore``) serves the Lockbox type too, and the async API awaits it rather
+    /// than blocking an executor thread on it.
     package init(_ store: any SecretStore, executor: BlockingExecutor) {
-        given = .blocking(store)
+        if let bridged = store as? BlockingSecretStore {
+            given = .async(bridged.store)
+        } else {
+            given = .blocking(store)
+        }
         self.executor = executor
     }
 

@@ -1,0 +1,3 @@
+import lockbox
+
+LockboxTool.main()

@@ -1,0 +1,57 @@
+import Foundation
+import Lockbox
+import LockboxPostgres
+import SystemPackage
+import lockbox
+
+/// `lockbox-postgres`: the `lockbox` commands with the PostgreSQL store (`--store postgres`,
+/// `migrate --from/--to postgres`). `lockbox` hands such command lines over to this program, so
+/// users type `lockbox` either way; only this program links SwiftNIO and postgres-nio.
+struct PostgresSupport: PostgresCommandSupport {
+    /// The stores opened by this command, closed by ``closeAll()``.
+    private let opened = Locked<[PostgresStore]>([])
+
+    /// A command makes a handful of queries one after another: a small pool.
+    private static let maximumConnections = 2
+
+    func open(_ connection: PostgresConnectionSource, credentials: [VaultCredential]) throws -> any AsyncSecretStore {
+        let url = try Self.url(connection)
+        return remember(try CallingThread.run {
+            try await PostgresStore.open(url, credentials: credentials, maximumConnections: Self.maximumConnections)
+        })
+    }
+
+    func create(_ connection: PostgresConnectionSource, credentials: [VaultCredential], kdf: KDFParameters) throws -> any AsyncSecretStore {
+        let url = try Self.url(connection)
+        return remember(try CallingThread.run {
+            try await PostgresStore.create(url, credentials: credentials, kdf: kdf, maximumConnections: Self.maximumConnections)
+        })
+    }
+
+    func migrateSchema(_ connection: PostgresConnectionSource) throws -> Int {
+        let url = try Self.url(connection)
+        return try CallingThread.run { try await PostgresStore.migrate(url) }
+    }
+
+    func server(_ connection: PostgresConnectionSource) throws -> String { try Self.url(connection).description }
+
+    func closeAll() {
+        let stores = opened.withLock { stores in defer { stores = [] }; return stores }
+        for store in stores { try? CallingThread.run { await store.shutdown() } }
+    }
+
+    private func remember(_ store: PostgresStore) -> PostgresStore {
+        opened.withLock { $0.append(store) }
+        return store
+    }
+
+    private static func url(_ connection: PostgresConnectionSource) throws -> PostgresConnectionURL {
+        switch connection {
+        case .file(let path): try PostgresConnectionURL.read(fromFile: path)
+        case .environment(let name): try PostgresConnectionURL.read(fromEnvironment: name)
+        }
+    }
+}
+
+PostgresCommands.support.withLock { $0 = PostgresSupport() }
+LockboxTool.main()
