@@ -8,10 +8,11 @@ set -euo pipefail
 # Secret Service on a private session bus, faketime (the PIN lockout tests set one process's wall
 # clock ahead), swtpm + tpm2-tools for a software TPM, strace (which counts the vault reads
 # of `lockbox get`), and dbus-monitor + GNU time for scripts/bench-cli.sh's D-Bus counts and peak RSS, and
-# PostgreSQL (the server binaries scripts/postgres-session.sh runs for the LockboxPostgres tests).
+# PostgreSQL (the server binaries scripts/postgres-session.sh runs for the LockboxPostgres tests)
+# and iproute2 (`ip netns`: the cross-host tests' hosts in their own network namespaces).
 packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev libsqlite3-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql iproute2)
 fi
 # With --test, PyNaCl for python3 too: the suite runs the independent decryptor
 # (scripts/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run a command against a throwaway PostgreSQL primary and its synchronous standby.
 #
-# Usage: scripts/postgres-session.sh [--no-standby] -- COMMAND [ARGS...]
+# Usage: scripts/postgres-session.sh [--no-standby] [--hosts N] -- COMMAND [ARGS...]
 #
 # initdb's a cluster in a fresh folder under /tmp (as the unprivileged `postgres` user when run
 # as root: PostgreSQL refuses to run as root), listening on a free loopback port and a Unix
@@ -32,6 +32,13 @@
 #       CTL psql NODE SQL            run SQL as the superuser in the vault's database; prints
 #                                    unaligned rows
 #       CTL dump NODE                pg_dump of the vault's database (plain SQL), as a backup has it
+# With --hosts N (root, where the kernel allows network namespaces), N network namespaces, one
+# per "host" of the cross-host tests, each joined to this machine by its own veth pair with a
+# private /30 and nothing else (its own loopback; no route anywhere but the primary's address on
+# that link). The primary also listens on each link's address. COMMAND then sees:
+#   LOCKBOX_TEST_POSTGRES_NETNS           the namespaces' names, space-separated (for `ip netns exec`)
+#   LOCKBOX_TEST_POSTGRES_HOST_URL_FILES  for each, a URL file of the primary at its link's address
+# Where namespaces cannot be made, the script says so on standard error and leaves both unset.
 # Both servers are stopped and the folder removed on every exit path; the script exits with
 # COMMAND's status. Requires Debian's postgresql (apt-get install postgresql) and python3.
 set -euo pipefail
@@ -42,16 +49,20 @@ die() {
 }
 
 standby=1
+hosts=0
 while (($#)); do
     case "$1" in
         --no-standby) standby=0; shift ;;
+        --hosts)
+            [[ ${2:-} =~ ^[1-9][0-9]?$ ]] || die "--hosts takes 1 to 99"
+            hosts=$2; shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         --) shift; break ;;
         -*) die "unknown option: $1 (see --help)" ;;
         *) break ;;
     esac
 done
-(($#)) || die "no command given (usage: $0 [--no-standby] -- COMMAND [ARGS...])"
+(($#)) || die "no command given (usage: $0 [--no-standby] [--hosts N] -- COMMAND [ARGS...])"
 
 # Debian keeps the server binaries out of PATH, one folder per major version; take the newest.
 pg_bin=''
@@ -74,11 +85,13 @@ fi
 
 tmp=''
 command_pid=''
+namespaces=()
 # shellcheck disable=SC2317 # only reached through the EXIT trap
 cleanup() {
     local rc=$?
     set +e
     if [[ -n $command_pid ]]; then kill -TERM "$command_pid" 2>/dev/null; wait "$command_pid" 2>/dev/null; fi
+    for namespace in "${namespaces[@]}"; do ip netns delete "$namespace" 2>/dev/null; done
     if [[ -n $tmp && -d $tmp ]]; then
         for node in standby primary failover-standby failover-primary; do
             [[ -f $tmp/$node/postmaster.pid ]] || continue
@@ -140,8 +153,10 @@ start_pair() { # prefix
         { cat "$tmp/server/$primary-initdb.log" >&2; die "initdb failed"; }
     # Loopback only; the socket lives in our folder, not /var/run/postgresql. Durability settings are
     # PostgreSQL's defaults, stated so a reader of the tests sees them.
+    local listen='127.0.0.1'
+    [[ -n $1 ]] || listen+=$host_listen
     cat >>"$tmp/$primary/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
+listen_addresses = '$listen'
 port = $port
 unix_socket_directories = '$tmp/server'
 fsync = on
@@ -152,6 +167,7 @@ wal_keep_size = 64MB
 log_destination = 'stderr'
 logging_collector = off
 EOF
+    [[ -n $1 || -z $host_listen ]] || echo "host lockbox lockbox $host_network scram-sha-256" >>"$tmp/$primary/pg_hba.conf"
     start_node "$primary"
     # The application's role and database. The password goes in through psql's stdin, never argv
     # (it is URL-safe base64: nothing to quote).
@@ -185,9 +201,47 @@ EOF
     [[ $(psql_node "$primary" "SELECT sync_state FROM pg_stat_replication") == sync ]] || die "$standby_node did not become synchronous"
 }
 
+# The hosts' namespaces, before the primary starts (it listens on their links' addresses). The
+# second octet comes from our PID, so two sessions on one machine use different networks.
+host_listen=''
+host_network=''
+host_addresses=()
+if ((hosts)); then
+    octet=$((100 + $$ % 100))
+    host_network="10.$octet.0.0/16"
+    if ! ip netns add "lockbox-$$-probe" 2>"$tmp/server/netns.err"; then
+        echo "postgres-session: no network namespaces here ($(head -n 1 "$tmp/server/netns.err")): the $hosts hosts run as plain processes" >&2
+    else
+        ip netns delete "lockbox-$$-probe"
+        for i in $(seq "$hosts"); do
+            namespace="lockbox-$$-$i"
+            ip netns add "$namespace"
+            namespaces+=("$namespace")
+            ip link add "lb$$h$i" type veth peer name "lb$$n$i"
+            ip link set "lb$$n$i" netns "$namespace"
+            ip addr add "10.$octet.$i.1/30" dev "lb$$h$i"
+            ip link set "lb$$h$i" up
+            ip -n "$namespace" link set lo up
+            ip -n "$namespace" addr add "10.$octet.$i.2/30" dev "lb$$n$i"
+            ip -n "$namespace" link set "lb$$n$i" up
+            host_listen+=",10.$octet.$i.1"
+            host_addresses+=("10.$octet.$i.1")
+        done
+    fi
+fi
+
 start_pair ''
 primary_port=$(cat "$tmp/server/primary.port")
 url_file "$tmp/client/primary.url" "127.0.0.1:$primary_port"
+if ((${#namespaces[@]})); then
+    host_urls=()
+    for i in $(seq "${#namespaces[@]}"); do
+        url_file "$tmp/client/host-$i.url" "${host_addresses[$((i - 1))]}:$primary_port"
+        host_urls+=("$tmp/client/host-$i.url")
+    done
+    export LOCKBOX_TEST_POSTGRES_NETNS="${namespaces[*]}"
+    export LOCKBOX_TEST_POSTGRES_HOST_URL_FILES="${host_urls[*]}"
+fi
 export LOCKBOX_TEST_POSTGRES_URL_FILE="$tmp/client/primary.url"
 export LOCKBOX_TEST_POSTGRES_PRIMARY_PORT="$primary_port"
 if ((standby)); then

@@ -13,11 +13,49 @@ import Glibc
 /// The worker executable beside the test product.
 let worker = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/LockboxPostgresWorker")
 
-/// Starts a worker with `arguments`; the vault passphrase and `pin` go to its stdin.
-func startWorker(_ arguments: [String], pin: String) throws -> (Process, Pipe) {
+/// The hosts of the cross-host tests, when scripts/postgres-session.sh made them (`--hosts N`):
+/// a network namespace each, whose only way out is a veth link to the primary, and the URL file
+/// of the primary at that link's address. Empty where namespaces could not be made; the tests
+/// then run their workers as plain processes, and fail if LOCKBOX_REQUIRE_NETNS=1 (scripts/test.sh
+/// sets it where it could make one).
+struct NetworkHosts {
+    let namespaces: [String]
+    let urlFiles: [String]
+
+    static let current: NetworkHosts = {
+        let environment = ProcessInfo.processInfo.environment
+        let namespaces = (environment["LOCKBOX_TEST_POSTGRES_NETNS"] ?? "").split(separator: " ").map(String.init)
+        let urlFiles = (environment["LOCKBOX_TEST_POSTGRES_HOST_URL_FILES"] ?? "").split(separator: " ").map(String.init)
+        return NetworkHosts(namespaces: namespaces.count == urlFiles.count ? namespaces : [], urlFiles: urlFiles)
+    }()
+
+    /// Records a failure when namespaces are required and there are not `count`.
+    static func require(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard current.namespaces.count < count else { return }
+        if ProcessInfo.processInfo.environment["LOCKBOX_REQUIRE_NETNS"] == "1" {
+            Issue.record("LOCKBOX_REQUIRE_NETNS=1: \(count) hosts need \(count) network namespaces, the session made \(current.namespaces.count)",
+                         sourceLocation: sourceLocation)
+        } else {
+            FileHandle.standardError.write(Data("NOTE: hosts as plain processes, not in network namespaces (run scripts/postgres-session.sh --hosts \(count) as root)\n".utf8))
+        }
+    }
+}
+
+/// Starts a worker with `arguments`; the vault passphrase and `pin` go to its stdin. With
+/// `host`, in that host's network namespace (when there is one), its URL file (the second
+/// argument) replaced by the host's: the worker reaches the primary over its own link.
+func startWorker(_ arguments: [String], pin: String, host: Int? = nil) throws -> (Process, Pipe) {
     let process = Process()
-    process.executableURL = worker
-    process.arguments = arguments
+    let hosts = NetworkHosts.current
+    if let host, host < hosts.namespaces.count, arguments.count > 1 {
+        var arguments = arguments
+        arguments[1] = hosts.urlFiles[host]
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["ip", "netns", "exec", hosts.namespaces[host], worker.path] + arguments
+    } else {
+        process.executableURL = worker
+        process.arguments = arguments
+    }
     let input = Pipe(), output = Pipe()
     process.standardInput = input
     process.standardOutput = output
@@ -37,7 +75,51 @@ func finish(_ worker: (Process, Pipe), sourceLocation: SourceLocation = #_source
 
 private let profile = PinProfile(service: "fleet.example", name: "ops")
 
+/// Runs `command` in network namespace `namespace`; its exit status and standard output.
+private func inNamespace(_ namespace: String, _ command: [String]) throws -> (Int32, String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["ip", "netns", "exec", namespace] + command
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// A TCP connection attempt from inside a namespace: prints "ok", or "failed ERRNO".
+private let connectProbe = """
+    import socket, sys
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), 2).close(); print("ok")
+    except OSError as error:
+        print("failed", error.errno)
+    """
+
 extension PostgresStoreTests {
+    @Test func eachHostsNamespaceReachesThePrimaryOverItsOwnLinkAndNothingElse() throws {
+        guard let cluster = try Cluster.current("hosts in network namespaces") else { return }
+        NetworkHosts.require(8)
+        let hosts = NetworkHosts.current
+        for (index, namespace) in hosts.namespaces.enumerated() {
+            let link = try PostgresConnectionURL.read(fromFile: FilePath(hosts.urlFiles[index]))
+            let port = String(cluster.url.port)
+            // Its interfaces: its own loopback and one link.
+            let (status, addresses) = try inNamespace(namespace, ["ip", "-o", "-4", "addr", "show"])
+            #expect(status == 0 && addresses.split(separator: "\n").count == 2, "\(namespace): \(addresses)")
+            #expect(try inNamespace(namespace, ["python3", "-c", connectProbe, link.host, port]).1 == "ok\n", "the primary over the link")
+            #expect(try inNamespace(namespace, ["python3", "-c", connectProbe, "127.0.0.1", port]).1.hasPrefix("failed"),
+                    "the machine's loopback, where the primary also listens, is not this host's")
+            for other in hosts.urlFiles.indices where other != index {
+                let otherLink = try PostgresConnectionURL.read(fromFile: FilePath(hosts.urlFiles[other]))
+                #expect(try inNamespace(namespace, ["python3", "-c", connectProbe, otherLink.host, port]).1.hasPrefix("failed"),
+                        "\(namespace) has no route to another host's link")
+            }
+        }
+    }
+
     /// Sets the profile's PIN "5073" under `lockout` with a cheap hash.
     private func setPin(_ store: PostgresStore, lockout: LockoutPolicy) async throws {
         let guard_ = PinGuard(store: store, preset: PinPreset(hashParameters: cheapKDF, failureRecording: .afterComparing))
@@ -55,8 +137,9 @@ extension PostgresStoreTests {
         defer { Task { await store.shutdown() } }
         // No delays, disabled after 10: every guess up to the 10th is evaluated, none after.
         try await setPin(store, lockout: LockoutPolicy(delays: [0], disableAfter: 10))
-        let workers = try (0..<8).map { _ in
-            try startWorker(["pin-guesses", cluster.urlFile.string, profile.service, profile.name, "3", "0"], pin: "1111")
+        NetworkHosts.require(8)
+        let workers = try (0..<8).map { host in
+            try startWorker(["pin-guesses", cluster.urlFile.string, profile.service, profile.name, "3", "0"], pin: "1111", host: host)
         }
         let lines = workers.flatMap { finish($0) }
         #expect(lines.count == 24)
@@ -80,8 +163,9 @@ extension PostgresStoreTests {
         defer { Task { await store.shutdown() } }
         // 4 free tries, then an hour.
         try await setPin(store, lockout: LockoutPolicy(delays: [0, 0, 0, 3600]))
-        let workers = try (0..<8).map { _ in
-            try startWorker(["pin-guesses", cluster.urlFile.string, profile.service, profile.name, "2", "0"], pin: "1111")
+        NetworkHosts.require(8)
+        let workers = try (0..<8).map { host in
+            try startWorker(["pin-guesses", cluster.urlFile.string, profile.service, profile.name, "2", "0"], pin: "1111", host: host)
         }
         let lines = workers.flatMap { finish($0) }
         #expect(lines.filter { $0.hasPrefix("wrong ") }.count == 4)
@@ -113,7 +197,7 @@ extension PostgresStoreTests {
         let store = try await makeStore(cluster)
         defer { Task { await store.shutdown() } }
         try await setPin(store, lockout: .default)
-        let hanging = try startWorker(["pin-hang", cluster.urlFile.string, profile.service, profile.name], pin: "5073")
+        let hanging = try startWorker(["pin-hang", cluster.urlFile.string, profile.service, profile.name], pin: "5073", host: 7)
         // The guess is counted before the hash begins; wait for the count, then kill the host.
         var counts: [Int] = []
         for _ in 0..<200 where counts.isEmpty {
@@ -126,7 +210,7 @@ extension PostgresStoreTests {
         hanging.0.waitUntilExit()
         #expect(hanging.0.terminationReason == .uncaughtSignal)
         // The next wrong guess is the second failure: the dead host's guess stayed counted.
-        let next = try startWorker(["pin-guesses", cluster.urlFile.string, profile.service, profile.name, "1", "0"], pin: "1111")
+        let next = try startWorker(["pin-guesses", cluster.urlFile.string, profile.service, profile.name, "1", "0"], pin: "1111", host: 0)
         #expect(finish(next) == ["wrong 2"])
     }
 
@@ -136,8 +220,9 @@ extension PostgresStoreTests {
         defer { Task { await store.shutdown() } }
         // All eight ask at the same moment, once their stores are open.
         let startAt = String(Date().timeIntervalSince1970 + 3)
-        let workers = try (0..<8).map { _ in
-            try startWorker(["device-id", cluster.urlFile.string, "fleet.example", "device-id", startAt], pin: "-")
+        NetworkHosts.require(8)
+        let workers = try (0..<8).map { host in
+            try startWorker(["device-id", cluster.urlFile.string, "fleet.example", "device-id", startAt], pin: "-", host: host)
         }
         let ids = workers.flatMap { finish($0) }
         #expect(ids.count == 8)

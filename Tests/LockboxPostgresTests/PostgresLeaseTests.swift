@@ -46,8 +46,9 @@ extension PostgresStoreTests {
         let endpoint = EndpointLog()
         defer { try? FileManager.default.removeItem(atPath: endpoint.path) }
         let startAt = String(Date().timeIntervalSince1970 + 3)
-        let workers = try (0..<8).map { _ in
-            try startWorker(["refresh", cluster.urlFile.string, service, account, startAt, endpoint.path, "0", "30000"], pin: "-")
+        NetworkHosts.require(8)
+        let workers = try (0..<8).map { host in
+            try startWorker(["refresh", cluster.urlFile.string, service, account, startAt, endpoint.path, "0", "30000"], pin: "-", host: host)
         }
         let got = answers(workers.flatMap { finish($0) })
         #expect(got.count == 8)
@@ -57,7 +58,8 @@ extension PostgresStoreTests {
         #expect(text(try await TokenStore(store: store).load(service: service, account: account)?.accessToken) == "fresh-\(caller)")
         #expect(try cluster.psql("SELECT count(*) FROM lockbox.refresh_leases") == "0\n", "the lease ended with the write")
         let waits = got.map(\.waited).sorted()
-        print("refresh across 8 hosts: 1 endpoint call; waits (ms) \(waits)")
+        let isolation = NetworkHosts.current.namespaces.count >= 8 ? "each in its own network namespace" : "plain processes"
+        print("refresh across 8 hosts (\(isolation)): 1 endpoint call; waits (ms) \(waits)")
     }
 
     @Test func aRefresherThatDiesLeavesItsLeaseToExpireAndAnotherHostRefreshes() async throws {
@@ -68,7 +70,7 @@ extension PostgresStoreTests {
         let endpoint = EndpointLog()
         defer { try? FileManager.default.removeItem(atPath: endpoint.path) }
         let now = String(Date().timeIntervalSince1970)
-        let hanging = try startWorker(["refresh", cluster.urlFile.string, service, account, now, endpoint.path, "1", "2000"], pin: "-")
+        let hanging = try startWorker(["refresh", cluster.urlFile.string, service, account, now, endpoint.path, "1", "2000"], pin: "-", host: 7)
         for _ in 0..<400 where endpoint.calls.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
         #expect(endpoint.calls == [String(hanging.0.processIdentifier)], "the first host holds the lease and is calling the endpoint")
         kill(hanging.0.processIdentifier, SIGKILL)
@@ -76,8 +78,8 @@ extension PostgresStoreTests {
         #expect(hanging.0.terminationReason == .uncaughtSignal)
         #expect(text(try await store.get(ItemKey(service: service, account: account))).map { $0.contains("stale") } == true,
                 "nothing half-written: the old tokens are still whole")
-        let workers = try (0..<3).map { _ in
-            try startWorker(["refresh", cluster.urlFile.string, service, account, now, endpoint.path, "0", "2000"], pin: "-")
+        let workers = try (0..<3).map { host in
+            try startWorker(["refresh", cluster.urlFile.string, service, account, now, endpoint.path, "0", "2000"], pin: "-", host: host)
         }
         let got = answers(workers.flatMap { finish($0) })
         #expect(got.count == 3)
