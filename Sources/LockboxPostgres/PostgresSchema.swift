@@ -99,6 +99,53 @@ enum PostgresSchema {
             )
             """,
         ],
+        // 4: begin_pin_attempt again, with one change: a count row deleted by another host (a
+        // right PIN, a reset) between this guess's INSERT … DO NOTHING and its SELECT … FOR UPDATE
+        // left the SELECT with no row, the guess uncounted and a NULL count returned (the caller
+        // failed). Now it inserts and locks again until it holds a row. Migration 2 stays as
+        // released (migrations are never edited), so the whole function is restated here.
+        [
+            """
+            CREATE OR REPLACE FUNCTION lockbox.begin_pin_attempt(
+                attempt_address bytea, delays float8[], disable_after integer,
+                OUT evaluate boolean, OUT counted integer, OUT decided_at timestamptz, OUT locked_until timestamptz
+            ) LANGUAGE plpgsql AS $body$
+            DECLARE
+                previous integer;
+                last timestamptz;
+                delay float8;
+            BEGIN
+                LOOP
+                    INSERT INTO lockbox.pin_attempts AS a (address, failures, last_attempt) VALUES (attempt_address, 0, NULL)
+                        ON CONFLICT (address) DO NOTHING;
+                    SELECT a.failures, a.last_attempt INTO previous, last
+                        FROM lockbox.pin_attempts a WHERE a.address = attempt_address FOR UPDATE;
+                    EXIT WHEN FOUND;
+                END LOOP;
+                -- Read after the row lock: time spent waiting behind another host's guess counts.
+                decided_at := clock_timestamp();
+                IF previous >= disable_after THEN
+                    evaluate := false; counted := previous; locked_until := NULL;
+                    RETURN;
+                END IF;
+                IF previous > 0 AND last IS NOT NULL THEN
+                    IF last > decided_at THEN
+                        -- The database's clock went back: the delay restarts from now.
+                        UPDATE lockbox.pin_attempts a SET last_attempt = decided_at WHERE a.address = attempt_address;
+                        last := decided_at;
+                    END IF;
+                    delay := delays[least(previous, cardinality(delays))];
+                    IF last + delay * interval '1 second' > decided_at THEN
+                        evaluate := false; counted := previous; locked_until := last + delay * interval '1 second';
+                        RETURN;
+                    END IF;
+                END IF;
+                UPDATE lockbox.pin_attempts a SET failures = previous + 1, last_attempt = decided_at WHERE a.address = attempt_address;
+                evaluate := true; counted := previous + 1; locked_until := NULL;
+            END
+            $body$
+            """,
+        ],
     ]
 
     /// Creates the schema and applies every migration the database lacks. Throws

@@ -236,4 +236,55 @@ extension PostgresStoreTests {
         #expect(text(try await store.setIfAbsent(secret("second"), for: key, options: ItemOptions())) == "first")
         #expect(text(try await store.get(key)) == "first")
     }
+
+    @Test func eightHostsChangingOnePinAtOnceLeaveOneChangeAndNoneUndone() async throws {
+        guard let cluster = try Cluster.current("8 PIN changes") else { return }
+        let store = try await makeStore(cluster)
+        defer { Task { await store.shutdown() } }
+        try await setPin(store, lockout: LockoutPolicy(delays: [0], disableAfter: 50))
+        let startAt = String(Date().timeIntervalSince1970 + 3)
+        NetworkHosts.require(8)
+        let newPins = (0..<8).map { "39\($0)7\($0)" }
+        let workers = try (0..<8).map { host in
+            try startWorker(["pin-change", cluster.urlFile.string, profile.service, profile.name, startAt], pin: "5073\n\(newPins[host])",
+                            host: host)
+        }
+        let lines = workers.map { finish($0) }
+        let winners = lines.indices.filter { lines[$0] == ["changed"] }
+        // One change reported done; each other host then found the old PIN wrong, as it would
+        // one after the other on one host (without the conditional write: several "changed").
+        #expect(winners.count == 1, "\(lines)")
+        #expect(lines.allSatisfy { $0 == ["changed"] || $0.first?.hasPrefix("wrong ") == true }, "\(lines)")
+        let guard_ = PinGuard(store: store, preset: PinPreset(hashParameters: cheapKDF, failureRecording: .afterComparing))
+        if let winner = winners.first {
+            try await guard_.verify(profile, pin: secret(newPins[winner]))
+            for loser in lines.indices where loser != winner {
+                await #expect(throws: LockboxError.self) { try await guard_.verify(profile, pin: secret(newPins[loser])) }
+            }
+        }
+        // Reset leaves the PIN record alone (the counts are in the ledger).
+        let fingerprint = try await guard_.fingerprint(profile)
+        try await guard_.reset(profile)
+        #expect(try await guard_.fingerprint(profile) == fingerprint)
+        #expect(try storedCounts(cluster) == [], "the count row deleted")
+
+        // Two hosts setting a PIN for a profile that has none: the first write wins, the other is told.
+        let fresh = PinProfile(service: "fleet.example", name: "new")
+        let other = try await PostgresStore.open(cluster.url, credentials: [.key(Self.key)])
+        defer { Task { await other.shutdown() } }
+        let folders = try (0..<2).map { index -> FilePath in
+            let folder = FilePath(NSTemporaryDirectory()).appending("lockbox-host-\(index)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(atPath: folder.string, withIntermediateDirectories: true)
+            return folder
+        }
+        defer { for folder in folders { try? FileManager.default.removeItem(atPath: folder.string) } }
+        let guards = zip([store, other], folders).map { host, folder in
+            PinGuard(store: host, preset: PinPreset(hashParameters: cheapKDF, failureRecording: .afterComparing), lockDirectory: folder)
+        }
+        async let first: Bool = (try? await guards[0].set(fresh, pin: secret("4825"))) != nil
+        async let second: Bool = (try? await guards[1].set(fresh, pin: secret("7391"))) != nil
+        let outcomes = await [first, second]
+        #expect(outcomes.filter { $0 }.count == 1, "one set succeeds: \(outcomes)")
+        try await guards[0].verify(fresh, pin: secret(outcomes[0] ? "4825" : "7391"))
+    }
 }

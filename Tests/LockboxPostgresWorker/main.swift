@@ -23,6 +23,10 @@ import SystemPackage
 //       it never answers (the test kills it). The refresh lease lasts LEASE_MS. Prints
 //       "token TOKEN waited MILLISECONDS".
 //
+//   LockboxPostgresWorker pin-change URL_FILE SERVICE PROFILE START_AT
+//       waits until START_AT, then changes the PIN from the one on stdin's second line to the one
+//       on its third; prints "changed", "wrong FAILURES", "locked" or "error CODE".
+//
 // stdin: the vault's passphrase on the first line, the PIN to try on the second (never argv).
 
 /// The system's clocks moved `offset` seconds ahead.
@@ -99,6 +103,22 @@ do {
         if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
         let id = try DeviceIdentity(store: store, lockDirectory: lockDirectory).deviceID(service: arguments[3], account: arguments[4])
         print(id.uuidString)
+    case "pin-change":
+        guard arguments.count == 6, let startAt = Double(arguments[5]), input.count >= 3 else { fail("bad START_AT, or no new PIN on stdin") }
+        let guard_ = PinGuard(store: store, preset: PinPreset(hashParameters: cheap, failureRecording: .afterComparing),
+                              lockDirectory: lockDirectory)
+        let wait = startAt - Date().timeIntervalSince1970
+        if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+        do {
+            try guard_.change(profile, from: pin, to: SecretBytes(utf8: String(input[2])))
+            print("changed")
+        } catch LockboxError.wrongPin(_, let failures, _) {
+            print("wrong \(failures)")
+        } catch LockboxError.pinLockedOut {
+            print("locked")
+        } catch let error as LockboxError {
+            print("error \(error.code)")
+        }
     case "refresh":
         guard arguments.count == 9, let startAt = Double(arguments[5]), let leaseMilliseconds = Int(arguments[8]) else {
             fail("bad START_AT or LEASE_MS")

@@ -260,6 +260,13 @@ public final class PinGuard: Sendable {
             let record = PinRecord(hash: try await hash(pin, via: route), lockout: lockout, wipeItems: wipeItems)
             // A new PIN starts with no failures, whatever a wiped or removed one left behind.
             if let ledger = route.store as? any PinAttemptLedger { try await ledger.recordPinSuccess(profile.attemptKey) }
+            if let conditional = conditionalStore(route) {
+                // Another host may have set one since the check above: the first write wins.
+                guard try await conditional.set(try encoded(record), for: profile.itemKey, options: recordOptions(profile), ifCurrent: nil) else {
+                    throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
+                }
+                return
+            }
             try await save(record, for: profile, via: route)
         }
     }
@@ -299,6 +306,9 @@ public final class PinGuard: Sendable {
         try requireProtectedStore()
         try policy.check(newPin)
         try await withProfileLock(profile) {
+            if let conditional = conditionalStore(route), let ledger = route.store as? any PinAttemptLedger {
+                return try await changeAcrossHosts(profile, from: oldPin, to: newPin, in: conditional, ledger: ledger, via: route)
+            }
             let ledger = route.store as? any PinAttemptLedger
             if let ledger {
                 try await verifyCounted(profile, pin: oldPin, by: ledger, via: route)
@@ -313,6 +323,39 @@ public final class PinGuard: Sendable {
         }
     }
 
+    /// `change` on a store hosts share: the old PIN is checked against the record as read, and
+    /// the new record is written only if that record is still there. If another host changed,
+    /// reset or removed the PIN in between, the change starts over against what it wrote (where
+    /// the old PIN then fails as a counted wrong try, as it would one after the other on one host),
+    /// so two changes never both report success with one of them undone.
+    private func changeAcrossHosts(
+        _ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes,
+        in store: any ConditionalWriteStore, ledger: any PinAttemptLedger, via route: StoreRoute
+    ) async throws {
+        var newHash: String?
+        for _ in 0..<Self.conditionalWriteTries {
+            guard let before = try await route.store.get(profile.itemKey) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            try await verifyCounted(profile, pin: oldPin, by: ledger, via: route)
+            var record = try decoded(before, profile)
+            if newHash == nil { newHash = try await hash(newPin, via: route) }
+            record.hash = newHash ?? record.hash
+            record.failures = 0
+            record.lastAttempt = nil
+            if try await store.set(try encoded(record), for: profile.itemKey, options: recordOptions(profile), ifCurrent: before) { return }
+        }
+        throw LockboxError.vaultBusy(path: "the PIN of '\(profile)'", waitedSeconds: 0)
+    }
+
+    /// How many times a conditional write starts over after another host's write came first.
+    static let conditionalWriteTries = 8
+
+    /// The store as a ``ConditionalWriteStore``, when it adopts that and ``PinAttemptLedger``
+    /// (whose counts live outside the record, so a verify leaves the record as it was).
+    private func conditionalStore(_ route: StoreRoute) -> (any ConditionalWriteStore)? {
+        guard route.store is any PinAttemptLedger else { return nil }
+        return route.store as? any ConditionalWriteStore
+    }
+
     func remove(_ profile: PinProfile, via route: StoreRoute) async throws -> Bool {
         try await withProfileLock(profile) {
             let removed = try await route.store.delete(profile.itemKey)
@@ -325,6 +368,12 @@ public final class PinGuard: Sendable {
         try requireProtectedStore()
         try await withProfileLock(profile) {
             guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            if let ledger = route.store as? any PinAttemptLedger {
+                // The counts live in the ledger: the record is left as it is, so a change another
+                // host makes meanwhile is not written over.
+                try await ledger.recordPinSuccess(profile.attemptKey)
+                return
+            }
             record.failures = 0
             record.lastAttempt = nil
             record.disabled = false
@@ -559,6 +608,11 @@ public final class PinGuard: Sendable {
 
     private func load(_ profile: PinProfile, via route: StoreRoute) async throws -> PinRecord? {
         guard let bytes = try await route.store.get(profile.itemKey) else { return nil }
+        return try decoded(bytes, profile)
+    }
+
+    /// The PIN record stored as `bytes`, checked.
+    private func decoded(_ bytes: SecretBytes, _ profile: PinProfile) throws -> PinRecord {
         let record: PinRecord
         do {
             record = try bytes.withUnsafeBytes { try JSONDecoder().decode(PinRecord.self, from: Data($0)) }
@@ -579,9 +633,13 @@ public final class PinGuard: Sendable {
     }
 
     private func save(_ record: PinRecord, for profile: PinProfile, via route: StoreRoute) async throws {
-        let data = try JSONEncoder().encode(record)
-        try await route.store.set(SecretBytes(copying: data), for: profile.itemKey,
-                      options: ItemOptions(kind: .pinHash, label: "Lockbox PIN for '\(profile.name)' on '\(profile.service)'"))
+        try await route.store.set(try encoded(record), for: profile.itemKey, options: recordOptions(profile))
+    }
+
+    private func encoded(_ record: PinRecord) throws -> SecretBytes { SecretBytes(copying: try JSONEncoder().encode(record)) }
+
+    private func recordOptions(_ profile: PinProfile) -> ItemOptions {
+        ItemOptions(kind: .pinHash, label: "Lockbox PIN for '\(profile.name)' on '\(profile.service)'")
     }
 
     /// Serialises everything about one profile across threads and tasks of this process and the
