@@ -48,7 +48,9 @@ install: release
 # lockbox-postgres beside lockbox: `lockbox --store postgres …` and `lockbox migrate --from/--to
 # postgres` hand over to it (it links SwiftNIO and postgres-nio, which lockbox does not; its
 # release build takes several minutes more).
-POSTGRES_RELEASE_BUILD = swift build -c release --static-swift-stdlib $(PACKED_RELOCATIONS) --product lockbox-postgres --scratch-path .build-release
+# The same flags as lockbox's build (lld, which reads the packed-relocations option, and the same
+# code layout), so the two products share one scratch folder without rebuilding each other.
+POSTGRES_RELEASE_BUILD = swift build -c release --static-swift-stdlib $(CODE_LAYOUT) $(PACKED_RELOCATIONS) --product lockbox-postgres --scratch-path .build-release
 install-postgres: install
 	$(POSTGRES_RELEASE_BUILD)
 	install -D -m 0755 "$$($(POSTGRES_RELEASE_BUILD) --show-bin-path)/lockbox-postgres" "$(DESTDIR)$(PREFIX)/bin/lockbox-postgres"
