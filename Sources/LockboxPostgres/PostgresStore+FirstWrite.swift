@@ -15,15 +15,11 @@ extension PostgresStore: FirstWriteWinsStore {
             try await store.writing { connection, records in
                 let address = records.address(key)
                 let addressBytes = ByteBuffer(bytes: address)
-                let metadata = ItemMetadata(
-                    key: key, kind: options.kind, label: options.resolvedLabel(for: key),
-                    created: time, modified: time, attributes: options.attributes, access: options.access)
-                let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: secret), address: address)
-                let sealedSecret = records.sealSecret(secret, address: address, metadata: sealedMetadata)
+                let columns = store.sealed(secret, for: key, options: options, created: time, modified: time, address: address, records)
                 var inserted = false
                 for try await _ in try await connection.query("""
                     INSERT INTO lockbox.items (address, metadata, secret)
-                    VALUES (\(addressBytes), \(ByteBuffer(bytes: sealedMetadata)), \(ByteBuffer(bytes: sealedSecret)))
+                    VALUES (\(addressBytes), \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)))
                     ON CONFLICT (address) DO NOTHING RETURNING true
                     """, logger: store.logger).decode(Bool.self) { inserted = true }
                 if inserted { return nil }

@@ -343,6 +343,19 @@ public final class PostgresStore: AsyncSecretStore {
         }
     }
 
+    /// The sealed metadata and secret columns of `secret` stored under `key` with `options`
+    /// (`address` is `key`'s keyed address under `records`).
+    func sealed(
+        _ secret: SecretBytes, for key: ItemKey, options: ItemOptions, created: Date, modified: Date,
+        address: [UInt8], _ records: VaultRecords
+    ) -> (metadata: [UInt8], secret: [UInt8]) {
+        let metadata = ItemMetadata(
+            key: key, kind: options.kind, label: options.resolvedLabel(for: key),
+            created: created, modified: modified, attributes: options.attributes, access: options.access)
+        let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: secret), address: address)
+        return (sealedMetadata, records.sealSecret(secret, address: address, metadata: sealedMetadata))
+    }
+
     /// The item under `key`, its secret opened only when `withSecret`: one statement, which reads
     /// the key check and the row in one snapshot.
     private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
@@ -418,14 +431,12 @@ public final class PostgresStore: AsyncSecretStore {
         for try await row in try await client.query(
             "SELECT v.key_check, i.metadata FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(addressBytes)", logger: logger
         ).decode((ByteBuffer?, ByteBuffer?).self) { found = row }
-        guard let keyCheck = found?.0, Sodium.constantTimeEqual(Array(keyCheck.readableBytesView), records.keyCheck) else { return false }
+        // A missing vault row or another data key: the transaction sorts it out.
+        guard (try? checkKey(found?.0, records)) != nil else { return false }
         let existing = found?.1
         let created = try existing.map { try opened(records, address: address, metadata: $0, secret: nil).metadata.created }
-        let metadata = ItemMetadata(
-            key: key, kind: options.kind, label: options.resolvedLabel(for: key),
-            created: created ?? time, modified: time, attributes: options.attributes, access: options.access)
-        let sealedMetadata = ByteBuffer(bytes: records.sealMetadata(VaultEntry(metadata: metadata, secret: secret), address: address))
-        let sealedSecret = ByteBuffer(bytes: records.sealSecret(secret, address: address, metadata: Array(sealedMetadata.readableBytesView)))
+        let columns = sealed(secret, for: key, options: options, created: created ?? time, modified: time, address: address, records)
+        let sealedMetadata = ByteBuffer(bytes: columns.metadata), sealedSecret = ByteBuffer(bytes: columns.secret)
         let checked = ByteBuffer(bytes: records.keyCheck)
         let query: PostgresQuery
         if let existing {
@@ -471,14 +482,11 @@ public final class PostgresStore: AsyncSecretStore {
                 "SELECT metadata FROM lockbox.items WHERE address = \(addressBytes) FOR UPDATE", logger: logger
             ).decode(ByteBuffer.self) { existing = column }
             let created = try existing.map { try opened(records, address: address, metadata: $0, secret: nil).metadata.created }
-            let metadata = ItemMetadata(
-                key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
-                created: created ?? time, modified: time, attributes: write.options.attributes, access: write.options.access)
-            let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
-            let sealedSecret = records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
+            let columns = sealed(write.secret, for: write.key, options: write.options, created: created ?? time, modified: time,
+                                 address: address, records)
             try await connection.query("""
                 INSERT INTO lockbox.items (address, metadata, secret)
-                VALUES (\(addressBytes), \(ByteBuffer(bytes: sealedMetadata)), \(ByteBuffer(bytes: sealedSecret)))
+                VALUES (\(addressBytes), \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)))
                 ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
                 """, logger: logger)
         }

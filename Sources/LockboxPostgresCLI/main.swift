@@ -14,35 +14,30 @@ struct PostgresSupport: PostgresCommandSupport {
     /// A command makes a handful of queries one after another: a small pool.
     private static let maximumConnections = 2
 
-    func open(_ connection: PostgresConnectionSource, credentials: [VaultCredential]) throws -> any AsyncSecretStore {
+    func open(_ connection: PostgresConnectionSource, credentials: [VaultCredential]) throws -> (store: any AsyncSecretStore, server: String) {
         let url = try Self.url(connection)
         return remember(try CallingThread.run {
             try await PostgresStore.open(url, credentials: credentials, maximumConnections: Self.maximumConnections)
         })
     }
 
-    func create(_ connection: PostgresConnectionSource, credentials: [VaultCredential], kdf: KDFParameters) throws -> any AsyncSecretStore {
+    func create(
+        _ connection: PostgresConnectionSource, credentials: [VaultCredential], kdf: KDFParameters
+    ) throws -> (store: any AsyncSecretStore, server: String) {
         let url = try Self.url(connection)
         return remember(try CallingThread.run {
             try await PostgresStore.create(url, credentials: credentials, kdf: kdf, maximumConnections: Self.maximumConnections)
         })
     }
 
-    func migrateSchema(_ connection: PostgresConnectionSource) throws -> Int {
-        let url = try Self.url(connection)
-        return try CallingThread.run { try await PostgresStore.migrate(url) }
-    }
-
-    func server(_ connection: PostgresConnectionSource) throws -> String { try Self.url(connection).description }
-
     func closeAll() {
         let stores = opened.withLock { stores in defer { stores = [] }; return stores }
         for store in stores { try? CallingThread.run { await store.shutdown() } }
     }
 
-    private func remember(_ store: PostgresStore) -> PostgresStore {
+    private func remember(_ store: PostgresStore) -> (store: any AsyncSecretStore, server: String) {
         opened.withLock { $0.append(store) }
-        return store
+        return (store, store.server)
     }
 
     private static func url(_ connection: PostgresConnectionSource) throws -> PostgresConnectionURL {

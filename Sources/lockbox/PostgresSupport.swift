@@ -11,14 +11,13 @@ import SystemPackage
 /// so that `lockbox` links no SwiftNIO and starts as fast as before (issue 18).
 package protocol PostgresCommandSupport: Sendable {
     /// Opens the vault in the database `connection` names with the first credential that opens
-    /// one of its key slots.
-    func open(_ connection: PostgresConnectionSource, credentials: [VaultCredential]) throws -> any AsyncSecretStore
-    /// Creates the schema if needed and a new, empty vault in it, one key slot per credential.
-    func create(_ connection: PostgresConnectionSource, credentials: [VaultCredential], kdf: KDFParameters) throws -> any AsyncSecretStore
-    /// Applies the schema migrations the database lacks; returns the schema version.
-    func migrateSchema(_ connection: PostgresConnectionSource) throws -> Int
-    /// The server (hosts and database, never a password), for messages.
-    func server(_ connection: PostgresConnectionSource) throws -> String
+    /// one of its key slots; with the server (hosts and database, never a password), for messages.
+    func open(_ connection: PostgresConnectionSource, credentials: [VaultCredential]) throws -> (store: any AsyncSecretStore, server: String)
+    /// Creates the schema if needed and a new, empty vault in it, one key slot per credential;
+    /// with the server, as ``open(_:credentials:)``.
+    func create(
+        _ connection: PostgresConnectionSource, credentials: [VaultCredential], kdf: KDFParameters
+    ) throws -> (store: any AsyncSecretStore, server: String)
     /// Closes the connections of every store opened, once the command is done.
     func closeAll()
 }

@@ -60,11 +60,9 @@ struct Init: ParsableCommand {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
         }
         if let support {
-            let connection = try vaultOptions.postgresConnection()
-            _ = try support.create(connection, credentials: credentials, kdf: kdf.parameters)
+            let created = try support.create(try vaultOptions.postgresConnection(), credentials: credentials, kdf: kdf.parameters)
             let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
-            let server = try support.server(connection)
-            Console.status("Created a vault in PostgreSQL at \(server) with key slot(s): \(slots).")
+            Console.status("Created a vault in PostgreSQL at \(created.server) with key slot(s): \(slots).")
             return
         }
         let slotKinds: [EncryptedFileStore.KeySlotInfo]

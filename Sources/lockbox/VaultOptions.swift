@@ -178,12 +178,16 @@ struct VaultOptions: ParsableArguments {
     func openPostgresStore() throws -> (store: any AsyncSecretStore, fresh: Bool) {
         let support = try PostgresCommands.provider()
         let connection = try postgresConnection()
-        let server = try support.server(connection)
-        Trace.log("store: PostgreSQL at \(server)")
         let credentials = try unlockCredentials(prompt: "Passphrase for the vault in PostgreSQL: ")
-        let store = try support.open(connection, credentials: credentials)
-        let byPassphrase = credentials.contains { if case .passphrase = $0 { true } else { false } }
-        return (store, byPassphrase)
+        let opened = try support.open(connection, credentials: credentials)
+        Trace.log("store: PostgreSQL at \(opened.server)")
+        return (opened.store, Self.includesPassphrase(credentials))
+    }
+
+    /// Whether a passphrase is among `credentials` (a vault opened with one counts as freshly
+    /// authenticated when its passphrase slot opened it).
+    static func includesPassphrase(_ credentials: [VaultCredential]) -> Bool {
+        credentials.contains { if case .passphrase = $0 { true } else { false } }
     }
 
     /// Opens the store this invocation should use, and records the choice for the profile the
@@ -281,7 +285,7 @@ struct VaultOptions: ParsableArguments {
         let slots = try opened.store.keySlots()
         Self.traceOpened(slots)
         let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
-        let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
+        let byPassphrase = passphraseOpened && Self.includesPassphrase(credentials)
         return (opened.store, byPassphrase)
     }
 
@@ -329,7 +333,7 @@ struct VaultOptions: ParsableArguments {
         let slots = try store.keySlots()
         Self.traceOpened(slots)
         let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
-        let byPassphrase = passphraseOpened && credentials.contains { if case .passphrase = $0 { true } else { false } }
+        let byPassphrase = passphraseOpened && Self.includesPassphrase(credentials)
         return (store, byPassphrase)
     }
 }

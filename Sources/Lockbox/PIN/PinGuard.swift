@@ -255,7 +255,7 @@ public final class PinGuard: Sendable {
         try policy.check(pin)
         try await withProfileLock(profile) {
             if try await load(profile, via: route) != nil {
-                throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
+                throw Self.alreadySet(profile)
             }
             let record = PinRecord(hash: try await hash(pin, via: route), lockout: lockout, wipeItems: wipeItems)
             // A new PIN starts with no failures, whatever a wiped or removed one left behind.
@@ -263,7 +263,7 @@ public final class PinGuard: Sendable {
             if let conditional = conditionalStore(route) {
                 // Another host may have set one since the check above: the first write wins.
                 guard try await conditional.set(try encoded(record), for: profile.itemKey, options: recordOptions(profile), ifCurrent: nil) else {
-                    throw LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
+                    throw Self.alreadySet(profile)
                 }
                 return
             }
@@ -344,6 +344,11 @@ public final class PinGuard: Sendable {
             if try await store.set(try encoded(record), for: profile.itemKey, options: recordOptions(profile), ifCurrent: before) { return }
         }
         throw LockboxError.vaultBusy(path: "the PIN of '\(profile)'", waitedSeconds: 0)
+    }
+
+    /// `set` on a profile that has a PIN.
+    private static func alreadySet(_ profile: PinProfile) -> LockboxError {
+        LockboxError.invalidArgument("a PIN is already set for '\(profile)'; change it with the old PIN, or remove it first")
     }
 
     /// How many times a conditional write starts over after another host's write came first.
