@@ -204,6 +204,32 @@ extension PostgresStoreTests {
         #expect(missing.status == 27 && missing.stderr.contains("error[postgres-program-missing]"), "\(missing.stderr)")
     }
 
+    @Test func badConnectionInputIsAClearErrorWithItsOwnExitCode() throws {
+        let folder = try workFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder.string) }
+        let key = ["LOCKBOX_KEY_FILE": folder.appending("k").string]
+        func run(_ arguments: [String], _ environment: [String: String]) throws -> Run {
+            try lockbox(["--store", "postgres"] + arguments, in: folder, environment: key.merging(environment) { _, new in new })
+        }
+        let noURL = try run(["list"], [:])
+        #expect(noURL.status == 64 && noURL.stderr.contains("needs the database URL"), "\(noURL.stderr)")
+        let missing = try run(["list", "--postgres-url-file", folder.appending("nope").string], [:])
+        #expect(missing.status == 64 && missing.stderr.contains("no PostgreSQL URL file"), "\(missing.stderr)")
+        let readable = folder.appending("readable.url")
+        try "postgresql://u:pw-zz@127.0.0.1:5432/db\n".write(toFile: readable.string, atomically: true, encoding: .utf8)
+        chmod(readable.string, 0o644)
+        let open = try run(["list", "--postgres-url-file", readable.string], [:])
+        #expect(open.status == 8 && !open.stderr.contains("pw-zz"), "a URL file others can read is refused: \(open.stderr)")
+        let directory = try run(["list"], ["LOCKBOX_POSTGRES_URL_FILE": folder.string])
+        #expect(directory.status == 64 && directory.stderr.contains("not a regular file"), "\(directory.stderr)")
+        let badPort = try run(["list"], ["LOCKBOX_POSTGRES_URL": "postgresql://u:pw-zz@127.0.0.1:99999/db"])
+        #expect(badPort.status == 64 && !badPort.stderr.contains("pw-zz"), "\(badPort.stderr)")
+        let tpm = try run(["init", "--tpm"], ["LOCKBOX_POSTGRES_URL_FILE": readable.string])
+        #expect(tpm.status == 64 && tpm.stderr.contains("TPM slot"), "\(tpm.stderr)")
+        let unknown = try lockbox(["list"], in: folder, environment: ["LOCKBOX_STORE": "postgresql"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("file or postgres"), "\(unknown.stderr)")
+    }
+
     @Test func theCommandLineKnowsTheStoresErrorCodes() {
         let errors: [PostgresStoreError] = [
             .unavailable(server: "s", operation: "o", waitedSeconds: 1), .connectionLost(server: "s", operation: "o"),
