@@ -406,57 +406,14 @@ public final class PostgresStore: AsyncSecretStore {
         try await run("reading an item") { store in try await store.read(key, withSecret: true) }
     }
 
-    /// Stores `secret` under `key`, committed before this returns: two statements when no other
-    /// write to the item comes between them (``setInTwoStatements(_:for:options:at:)``), else one
-    /// transaction as ``set(_:)-([ItemWrite])`` takes.
+    /// Stores `secret` under `key` (one transaction, committed before this returns).
+    ///
+    /// Not two autocommit statements (a read, then a conditional write): tried, and the
+    /// failover test caught an acknowledged write missing from the promoted standby — the rows a
+    /// `RETURNING` sends can arrive before the implicit commit has reached the synchronous standby.
+    /// A transaction's write is acknowledged by its `COMMIT`.
     public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) async throws {
-        try ItemLimits.validate(key, options: options, secretCount: secret.count)
-        let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
-        let wrote = try await run("writing an item") { store in try await store.setInTwoStatements(secret, for: key, options: options, at: time) }
-        if !wrote { try await set([ItemWrite(secret, for: key, options: options)]) }
-    }
-
-    /// One write in two round trips and no explicit transaction (five with one: BEGIN, the vault
-    /// row, the item's row, the upsert, COMMIT): the item's sealed metadata is read with the
-    /// vault's key check (for its creation time), then one statement writes only if the vault row,
-    /// locked `FOR SHARE` in the same statement, still has this handle's key check and the item is
-    /// still what was read (the same sealed metadata, or still absent). Another writer in between,
-    /// a data-key rotation or a missing vault row: nothing is written and this returns `false`;
-    /// the caller then takes the transaction, which handles each of them.
-    func setInTwoStatements(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions, at time: Date) async throws -> Bool {
-        let records = self.records
-        let address = records.address(key)
-        let addressBytes = ByteBuffer(bytes: address)
-        var found: (ByteBuffer?, ByteBuffer?)?
-        for try await row in try await client.query(
-            "SELECT v.key_check, i.metadata FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(addressBytes)", logger: logger
-        ).decode((ByteBuffer?, ByteBuffer?).self) { found = row }
-        // A missing vault row or another data key: the transaction sorts it out.
-        guard (try? checkKey(found?.0, records)) != nil else { return false }
-        let existing = found?.1
-        let created = try existing.map { try opened(records, address: address, metadata: $0, secret: nil).metadata.created }
-        let columns = sealed(secret, for: key, options: options, created: created ?? time, modified: time, address: address, records)
-        let sealedMetadata = ByteBuffer(bytes: columns.metadata), sealedSecret = ByteBuffer(bytes: columns.secret)
-        let checked = ByteBuffer(bytes: records.keyCheck)
-        let query: PostgresQuery
-        if let existing {
-            query = """
-                WITH v AS (SELECT 1 FROM lockbox.vault WHERE key_check = \(checked) FOR SHARE)
-                UPDATE lockbox.items SET metadata = \(sealedMetadata), secret = \(sealedSecret)
-                WHERE address = \(addressBytes) AND metadata = \(existing) AND EXISTS (SELECT 1 FROM v)
-                RETURNING true
-                """
-        } else {
-            query = """
-                WITH v AS (SELECT 1 FROM lockbox.vault WHERE key_check = \(checked) FOR SHARE)
-                INSERT INTO lockbox.items (address, metadata, secret) SELECT \(addressBytes), \(sealedMetadata), \(sealedSecret) FROM v
-                ON CONFLICT (address) DO NOTHING
-                RETURNING true
-                """
-        }
-        var wrote = false
-        for try await _ in try await client.query(query, logger: logger).decode(Bool.self) { wrote = true }
-        return wrote
+        try await set([ItemWrite(secret, for: key, options: options)])
     }
 
     /// Stores every write in one transaction: all or none. Later writes to the same key win.
