@@ -15,6 +15,29 @@ static inline int lockbox_prctl_get_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0UL, 0UL, 0UL, 0UL);
 }
 
+// Names the calling thread (what `ps -L`, `top -H` and /proc/PID/task/TID/comm show; the kernel
+// keeps 15 bytes).
+static inline int lockbox_prctl_set_thread_name(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
+}
+
+// pipe2 and posix_spawn_file_actions_addclosefrom_np (glibc 2.34) are declared only under
+// _GNU_SOURCE, which Glibc's Swift module is not built with.
+#include <fcntl.h>
+#include <spawn.h>
+extern int pipe2(int fds[2], int flags);
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+
+// A pipe whose two ends close on exec.
+static inline int lockbox_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC);
+}
+
+// Has the spawned program start with no descriptor from `from` up (what Foundation's Process did).
+static inline int lockbox_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
+
 // The calling thread's kernel ID (what setpriority(PRIO_PROCESS, …) takes to change one thread's
 // nice value); syscall is variadic too.
 static inline long lockbox_gettid(void) {

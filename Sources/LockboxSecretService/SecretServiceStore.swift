@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Lockbox
 
 /// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), through libsecret.

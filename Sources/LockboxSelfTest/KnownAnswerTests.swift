@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import SystemPackage
 import Lockbox
 
@@ -63,10 +66,15 @@ public enum KnownAnswerTests {
     public static func files(inDirectory directory: FilePath) throws -> [KnownAnswerVectorFile] {
         let names: [String]
         do {
+            // Opened first for the system's own reason (no such folder, not a folder, no
+            // permission) in the message.
+            try FileDescriptor.open(directory, .readOnly, options: [.directory, .closeOnExec]).close()
             names = try FileManager.default.contentsOfDirectory(atPath: directory.string)
                 .filter { $0.hasSuffix(".json") }.sorted()
+        } catch let error as Errno {
+            throw LockboxError.invalidArgument("cannot read the vector folder \(directory.string): \(error)")
         } catch {
-            throw LockboxError.invalidArgument("cannot read the vector folder \(directory.string): \(error.localizedDescription)")
+            throw LockboxError.invalidArgument("cannot read the vector folder \(directory.string)")
         }
         guard !names.isEmpty else {
             throw LockboxError.invalidArgument("no *.json vector files in \(directory.string)")
@@ -856,9 +864,10 @@ private final class ScratchFolder {
     let path: FilePath
 
     init() throws {
-        var template = Array((NSTemporaryDirectory() + "/lockbox-selftest-XXXXXX").utf8CString)
+        let temporary = FileManager.default.temporaryDirectory.path
+        var template = Array((temporary + "/lockbox-selftest-XXXXXX").utf8CString)
         guard let created = mkdtemp(&template) else {
-            throw LockboxError.io(operation: "creating a temporary folder", path: NSTemporaryDirectory(), errno: Errno(rawValue: errno))
+            throw LockboxError.io(operation: "creating a temporary folder", path: temporary, errno: Errno(rawValue: errno))
         }
         path = FilePath(String(cString: created))
     }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Lockbox
 
 /// Builds vault file bytes (format 1) and vault rows (format 2) from fixed inputs — vault ID, generation, data key, salts, nonces,

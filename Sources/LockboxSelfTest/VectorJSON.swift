@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Lockbox
 
 /// A JSON value, decoded exactly: integers stay integers (no trip through `Double`), so a vector

@@ -1,5 +1,5 @@
 import CTSS2
-import Foundation
+import FoundationEssentials
 import Lockbox
 
 /// One ESAPI context on one TPM, reached through a TCTI chosen at run time: thin, typed wrappers

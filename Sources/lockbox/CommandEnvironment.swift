@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The process's environment, read once: `ProcessInfo.processInfo.environment` builds a new
 /// dictionary from every variable on each use (about 0.35 M instructions here), and a file-vault

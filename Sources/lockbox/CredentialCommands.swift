@@ -1,5 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Lockbox
 import SystemPackage
 
@@ -70,12 +75,16 @@ struct GetToken: ParsableCommand {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if json {
-            var object: [String: Any] = ["access_token": set.accessToken.stringValue() ?? "", "token_type": set.tokenType]
-            if let refresh = set.refreshToken?.stringValue() { object["refresh_token"] = refresh }
-            if let expires = set.expiresAt { object["expires_at"] = expires.formatted(.iso8601) }
-            if let scope = set.scope { object["scope"] = scope }
-            if let subject = set.subject { object["subject"] = subject }
-            print(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self))
+            struct Tokens: Encodable {
+                var access_token: String, token_type: String, refresh_token: String?, expires_at: Date?, scope: String?, subject: String?
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            encoder.dateEncodingStrategy = .iso8601
+            let tokens = Tokens(access_token: set.accessToken.stringValue() ?? "", token_type: set.tokenType,
+                                refresh_token: set.refreshToken?.stringValue(), expires_at: set.expiresAt, scope: set.scope,
+                                subject: set.subject)
+            print(String(decoding: try encoder.encode(tokens), as: UTF8.self))
             return
         }
         guard let token = field == .access ? set.accessToken : set.refreshToken else {
@@ -87,25 +96,18 @@ struct GetToken: ParsableCommand {
 
     /// Runs the refresher with the refresh token on its standard input; parses its output.
     static func runRefresher(_ command: String, _ current: TokenSet) throws -> TokenSet {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        if let refresh = current.refreshToken {
-            // A refresher that exits without reading is its own failure, reported below.
-            try? refresh.withUnsafeBytes { try input.fileHandleForWriting.write(contentsOf: Data($0)) }
+        let (output, status) = try runShell(command) { input in
+            // A refresher that exits without reading is its own failure, reported below (SIGPIPE
+            // is ignored: the write fails with EPIPE).
+            if let refresh = current.refreshToken { _ = try? refresh.withUnsafeBytes { try input.writeAll($0) } }
         }
-        try? input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], object["error"] as? String == "invalid_grant" {
+        let data = Data(output)
+        if (try? JSONDecoder().decode(TokenSet.OAuthResponse.self, from: data))?.error == "invalid_grant" {
             throw TokenRefreshError.rejected("the refresher answered invalid_grant")
         }
-        guard process.terminationStatus == 0 else {
-            throw RefreshFailed(detail: "the refresh command exited with status \(process.terminationStatus)")
+        guard status == 0 else {
+            throw RefreshFailed(detail: status > 0 ? "the refresh command exited with status \(status)"
+                                                    : "the refresh command was killed by signal \(-status)")
         }
         do {
             return try TokenSet(oauthResponse: data, previous: current)
@@ -198,6 +200,57 @@ struct SignOutCommand: ParsableCommand {
     }
 }
 
+/// Runs `/bin/sh -c command` with this process's environment and standard error, a pipe on its
+/// standard input (which `feed` writes to before it is closed) and one on its standard output
+/// (read to its end); no other descriptor of ours reaches it, and its signals start at their
+/// defaults (lockbox ignores SIGPIPE). Returns the output and the exit status, or minus the signal
+/// that ended the command.
+func runShell(_ command: String, feed: (FileDescriptor) throws -> Void) throws -> (output: [UInt8], status: Int32) {
+    var inputPipe: [Int32] = [-1, -1], outputPipe: [Int32] = [-1, -1]
+    guard lockbox_pipe_cloexec(&inputPipe) == 0 else { throw Errno(rawValue: errno) }
+    guard lockbox_pipe_cloexec(&outputPipe) == 0 else {
+        close(inputPipe[0]); close(inputPipe[1])
+        throw Errno(rawValue: errno)
+    }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, inputPipe[0], STDIN_FILENO)
+    posix_spawn_file_actions_adddup2(&actions, outputPipe[1], STDOUT_FILENO)
+    lockbox_spawn_close_from(&actions, 3)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var all = sigset_t(), none = sigset_t()
+    sigfillset(&all)
+    sigemptyset(&none)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+    let words: [String] = ["/bin/sh", "-c", command]
+    let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+    defer { arguments.forEach { free($0) } }
+    var child: pid_t = 0
+    let spawned = posix_spawn(&child, "/bin/sh", &actions, &attributes, arguments, environ)
+    close(inputPipe[0])
+    close(outputPipe[1])
+    let input = FileDescriptor(rawValue: inputPipe[1]), output = FileDescriptor(rawValue: outputPipe[0])
+    guard spawned == 0 else {
+        try? input.close()
+        try? output.close()
+        throw Errno(rawValue: spawned)
+    }
+    try? feed(input)
+    try? input.close()
+    let data = (try? output.readToEnd(limit: 1 << 20)) ?? []
+    try? output.close()
+    var status: Int32 = 0
+    while waitpid(child, &status, 0) == -1 && errno == EINTR {}
+    // WIFEXITED / WEXITSTATUS / WTERMSIG, which are macros.
+    let exited = status & 0x7F == 0
+    return (data, exited ? (status >> 8) & 0xFF : -(status & 0x7F))
+}
+
 /// Runs async work from a synchronous command and waits for it.
 func blockingAwait<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
     let box = ResultBox<T>()
@@ -211,11 +264,10 @@ func blockingAwait<T: Sendable>(_ work: @escaping @Sendable () async throws -> T
 }
 
 private final class ResultBox<T: Sendable>: @unchecked Sendable {
-    private var result: Result<T, any Error>?
-    private let lock = NSLock()
-    func set(_ value: Result<T, any Error>) { lock.withLock { result = value } }
+    private let result = Locked<Result<T, any Error>?>(nil)
+    func set(_ value: Result<T, any Error>) { result.withLock { $0 = value } }
     func get() throws -> T {
-        guard let result = lock.withLock({ result }) else { throw LockboxError.invalidArgument("no result") }
+        guard let result = result.withLock({ $0 }) else { throw LockboxError.invalidArgument("no result") }
         return try result.get()
     }
 }

@@ -1,5 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Lockbox
 import SystemPackage
 
@@ -120,7 +123,7 @@ struct ListItems: ParsableCommand {
         }
         let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
-            let padded = (0..<4).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
+            let padded = (0..<4).map { row[$0] + String(repeating: " ", count: max(0, widths[$0] - row[$0].count)) }
             print((padded + [row[4]]).joined(separator: "  "))
         }
     }
@@ -225,6 +228,26 @@ enum Console {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
+    /// `value` with `places` digits after the point, rounded half away from zero (`%.Nf` for the
+    /// figures the CLI prints: finite, below 2^53 after scaling).
+    static func decimal(_ value: Double, places: Int) -> String {
+        guard value.isFinite else { return "\(value)" }
+        var scale: Double = 1
+        for _ in 0..<places { scale *= 10 }
+        let scaled = (abs(value) * scale).rounded()
+        guard scaled < 9_007_199_254_740_992 else { return "\(value)" }
+        let units = UInt64(scaled), divisor = UInt64(scale)
+        let whole = "\(value < 0 && units > 0 ? "-" : "")\(units / divisor)"
+        guard places > 0 else { return whole }
+        let fraction = String(units % divisor)
+        return whole + "." + String(repeating: "0", count: places - fraction.count) + fraction
+    }
+
+    /// `text` with spaces before it up to `width` characters (`%Nd`).
+    static func rightAligned(_ text: String, width: Int) -> String {
+        String(repeating: " ", count: max(0, width - text.count)) + text
     }
 
     /// Writes to standard error as is (no newline added).

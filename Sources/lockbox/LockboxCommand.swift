@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Lockbox
 import SystemPackage
 
@@ -154,7 +154,7 @@ struct LockboxCommand: ParsableCommand {
         for value in values.filter({ !$0.isEmpty }).sorted(by: { $0.count > $1.count }) {
             let quoted = "'\(value)'"
             if result.contains(quoted) {
-                result = result.replacingOccurrences(of: quoted, with: "'<not shown>'")
+                result = result.replacing(quoted, with: "'<not shown>'")
                 redacted = true
             }
         }

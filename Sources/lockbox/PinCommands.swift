@@ -1,5 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Lockbox
 import SystemPackage
 
@@ -79,7 +82,7 @@ struct SetPin: ParsableCommand {
         if lockoutDelays != nil || wipeAfter != nil || disableAfter != LockoutPolicy.hardLimit {
             let delays = try lockoutDelays.map { text in
                 try text.split(separator: ",").map { part -> Double in
-                    guard let value = Double(part.trimmingCharacters(in: .whitespaces)) else {
+                    guard let value = Double(part.trimmingWhiteSpace()) else {
                         throw ValidationError("--lockout-delays takes seconds separated by commas, e.g. 0,0,0,0,60,300")
                     }
                     return value
@@ -139,12 +142,12 @@ struct PinStatusCommand: ParsableCommand {
     func run() throws {
         let status = try options.guardian(checkingStore: false).status(options.profile)
         if json {
-            var object: [String: Any] = ["failures": status.failures, "disabled": status.disabled, "delays": status.lockout.delays,
-                                         "disableAfter": status.lockout.disableAfter]
-            if let until = status.lockedUntil { object["lockedUntil"] = until.formatted(.iso8601) }
-            if let wipe = status.lockout.wipeAfter { object["wipeAfter"] = wipe }
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
-            print(String(decoding: data, as: UTF8.self))
+            struct Report: Encodable {
+                var failures: Int, disabled: Bool, delays: [Double], disableAfter: Int, lockedUntil: Date?, wipeAfter: Int?
+            }
+            try Console.printJSON(Report(failures: status.failures, disabled: status.disabled, delays: status.lockout.delays,
+                                         disableAfter: status.lockout.disableAfter, lockedUntil: status.lockedUntil,
+                                         wipeAfter: status.lockout.wipeAfter))
             return
         }
         print("failures  \(status.failures)")
@@ -208,9 +211,11 @@ struct Calibrate: ParsableCommand {
         let results = try PinHashCalibration.measure(target: target, memoryMiB: memory)
         print("passes  memory   seconds")
         for row in results.rows {
-            print(String(format: "%6d  %4d MiB  %.3f", row.parameters.opsLimit, row.parameters.memoryLimitBytes >> 20, row.seconds))
+            print(Console.rightAligned("\(row.parameters.opsLimit)", width: 6) + "  "
+                  + Console.rightAligned("\(row.parameters.memoryLimitBytes >> 20)", width: 4) + " MiB  "
+                  + Console.decimal(row.seconds, places: 3))
         }
-        print("Suggested: \(results.suggested) (about \(String(format: "%.2f", results.suggestedSeconds)) s per verification).")
+        print("Suggested: \(results.suggested) (about \(Console.decimal(results.suggestedSeconds, places: 2)) s per verification).")
         print("Lockbox's default is \(PinGuard.defaultHashParameters).")
     }
 }

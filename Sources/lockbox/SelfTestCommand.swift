@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Lockbox
 import LockboxSelfTest
 import SystemPackage
@@ -40,7 +40,7 @@ struct SelfTest: ParsableCommand {
         let results = KnownAnswerTests.run(files) { result in
             guard printLine else { return }
             let verdict = result.passed ? "PASS" : "FAIL"
-            let time = String(format: "%.2f s", result.seconds)
+            let time = Console.decimal(result.seconds, places: 2) + " s"
             Self.write("\(verdict)  \(result.file)  \(result.vector)  [\(result.expectation), \(time)]\n")
             if !result.passed { Self.write("      \(result.detail)\n") }
         }
@@ -53,7 +53,7 @@ struct SelfTest: ParsableCommand {
                                 libsodium: LibraryVersions.sodium, seconds: seconds, results: results)
             Self.write(String(decoding: try encoder.encode(report), as: UTF8.self) + "\n")
         } else {
-            Self.write("selftest: \(results.count - failed) passed, \(failed) failed, from \(files.count) files (\(source)); libsodium \(LibraryVersions.sodium); \(String(format: "%.1f", seconds)) s\n")
+            Self.write("selftest: \(results.count - failed) passed, \(failed) failed, from \(files.count) files (\(source)); libsodium \(LibraryVersions.sodium); \(Console.decimal(seconds, places: 1)) s\n")
         }
         if failed > 0 || results.isEmpty { throw ExitCode(1) }
     }

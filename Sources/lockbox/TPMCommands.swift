@@ -1,5 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Lockbox
 import LockboxTPM
 import SystemPackage
@@ -24,7 +27,7 @@ struct TPMSlotOptions: ParsableArguments {
         guard let pcrs, !pcrs.isEmpty else { return .none }
         var indices: [Int] = []
         for part in pcrs.split(separator: ",", omittingEmptySubsequences: false) {
-            guard let index = Int(part.trimmingCharacters(in: .whitespaces)) else {
+            guard let index = Int(part.trimmingWhiteSpace()) else {
                 throw LockboxError.invalidArgument("--tpm-pcrs takes PCR numbers separated by commas, e.g. 7 or 0,7")
             }
             indices.append(index)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// `--verbose` (anywhere on the command line) or `LOCKBOX_LOG=debug`: what `lockbox` decides and
@@ -35,7 +35,7 @@ enum Trace {
         guard enabled else { return }
         let elapsed = ContinuousClock.now - start
         let milliseconds = max(0, Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
-        var line = "lockbox: [debug] " + String(format: "%8.2f ms  ", milliseconds) + message() + "\n"
+        var line = "lockbox: [debug] " + Console.rightAligned(Console.decimal(milliseconds, places: 2), width: 8) + " ms  " + message() + "\n"
         line.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
     }
 }

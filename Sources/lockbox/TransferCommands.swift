@@ -1,5 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Lockbox
 import LockboxSecretService
 import SystemPackage
@@ -267,23 +270,36 @@ private struct JSONLinesInput {
         if !pending.isEmpty { try Self.item(line: pending, number: number + 1).map(body) }
     }
 
+    /// The fields of one line. One of another type than a string reads as absent; of the optional
+    /// ones, `notText` names the first that is there and not a string (`null` included).
+    private struct ImportLine: Decodable {
+        var service, account, secretBase64, kind, label: String?
+        var notText: String?
+
+        private enum Key: String, CodingKey { case service, account, secret_b64, kind, label }
+
+        init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: Key.self)
+            func text(_ key: Key) -> String? { try? object.decode(String.self, forKey: key) }
+            (service, account, secretBase64, kind, label) = (text(.service), text(.account), text(.secret_b64), text(.kind), text(.label))
+            notText = [Key.kind, .label].first { object.contains($0) && text($0) == nil }?.rawValue
+        }
+    }
+
     /// The item of one line; `nil` for a blank line.
     private static func item(line: [UInt8], number: Int) throws -> ItemWrite? {
         if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { return nil }
         func bad(_ why: String) -> LockboxError { .invalidArgument("line \(number) of the JSON lines: \(why)") }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { throw bad("not a JSON object") }
-        guard let service = object["service"] as? String, let account = object["account"] as? String else {
+        guard let object = try? JSONDecoder().decode(ImportLine.self, from: Data(line)) else { throw bad("not a JSON object") }
+        guard let service = object.service, let account = object.account else {
             throw bad("\"service\" and \"account\" must be strings")
         }
-        guard let encoded = object["secret_b64"] as? String, var secret = Data(base64Encoded: encoded) else {
+        guard let encoded = object.secretBase64, var secret = Data(base64Encoded: encoded) else {
             throw bad("\"secret_b64\" must be a base64 string")
         }
         defer { secret.resetBytes(in: 0..<secret.count) }
-        for field in ["kind", "label"] where object[field] != nil && !(object[field] is String) {
-            throw bad("\"\(field)\" must be a string")
-        }
-        let options = ItemOptions(kind: ItemKind(rawValue: (object["kind"] as? String) ?? ItemKind.generic.rawValue),
-                                  label: object["label"] as? String)
+        if let field = object.notText { throw bad("\"\(field)\" must be a string") }
+        let options = ItemOptions(kind: ItemKind(rawValue: object.kind ?? ItemKind.generic.rawValue), label: object.label)
         let write = ItemWrite(SecretBytes(copying: secret), for: ItemKey(service: service, account: account), options: options)
         do {
             try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count)

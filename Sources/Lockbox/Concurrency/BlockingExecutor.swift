@@ -1,5 +1,8 @@
 import CLinux
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The threads Lockbox runs its blocking work on — Argon2id hashes, `fsync`, file locks and
 /// libsecret calls — so that the async API never blocks a thread of Swift's cooperative pool.
@@ -224,12 +227,13 @@ private final class JobQueue: Sendable {
         }
         state.signalAll()
         if startThread {
-            let thread = Thread { [self] in
+            let started = startDetachedThread(name: "lockbox-blocking") { [self] in
                 lowerPriority()
                 work()
             }
-            thread.name = "lockbox-blocking"
-            thread.start()
+            // Refused (the process's thread limit): uncount it, so the next push tries again; the
+            // threads already running take the job meanwhile.
+            if !started { state.withLock { $0.threads -= 1 } }
         }
     }
 

@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+import FoundationEssentials
 
 /// A cap on the memory and on the number of cores that concurrent Argon2id hashes may use at
 /// once; the hashes beyond it wait their turn, first come first served.
@@ -69,7 +69,7 @@ public final class HashMemoryBudget: Sendable {
     public static var defaultBytes: UInt64 {
         var available = ProcessInfo.processInfo.physicalMemory
         if let text = try? String(contentsOfFile: "/sys/fs/cgroup/memory.max", encoding: .utf8),
-           let limit = UInt64(text.trimmingCharacters(in: .whitespacesAndNewlines))
+           let limit = UInt64(text.trimmingWhiteSpace())
         {
             available = min(available, limit)
         }

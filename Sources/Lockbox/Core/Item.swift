@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The address of an item: which service it belongs to and which account within that service.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// Everything that can go wrong in Lockbox, each case naming what happened, with its details.

@@ -1,5 +1,5 @@
 import CoreMetrics
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// A keychain-like vault: secrets addressed by (service, account) over any ``SecretStore`` or

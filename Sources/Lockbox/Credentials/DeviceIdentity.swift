@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// A stable random identifier per service (a device ID, a guest or anonymous profile ID):

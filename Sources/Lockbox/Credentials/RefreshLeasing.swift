@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A store that hands out a refresh lease per item, so that of all the hosts sharing it that find
 /// the same expired tokens, one calls the token endpoint: ``TokenStore`` uses it, when its store

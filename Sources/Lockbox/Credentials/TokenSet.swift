@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An OAuth-style session: access token, refresh token, expiry, type, scope and subject, kept
 /// as one item so they are always written together.
@@ -40,16 +40,16 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
     /// - Throws: ``TokenRefreshError/rejected(_:)`` for `invalid_grant`;
     ///   ``LockboxError/invalidArgument(_:)`` for anything else that is not a usable token response.
     ///
-    /// Copies: the tokens pass through `JSONSerialization` as `String`s in ordinary memory that
+    /// Copies: the tokens pass through `JSONDecoder` as `String`s in ordinary memory that
     /// Lockbox cannot wipe (as does `data`, the caller's); only the resulting ``accessToken`` and
     /// ``refreshToken`` are guarded. The same holds whenever a token set is saved or loaded
     /// (``TokenStore/save(_:service:account:)``, ``TokenStore/load(service:account:)``), whose JSON
     /// record is built and parsed with Foundation. SECURITY.md lists these copies.
     public init(oauthResponse data: Data, now: Date = Date(), subject: String? = nil, previous: TokenSet? = nil) throws {
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        guard let object = try? JSONDecoder().decode(OAuthResponse.self, from: data) else {
             throw LockboxError.invalidArgument("the token response is not a JSON object")
         }
-        if let error = object["error"] as? String {
+        if let error = object.error {
             if error == "invalid_grant" { throw TokenRefreshError.rejected("the server answered invalid_grant") }
             // Only something shaped like an OAuth error code (RFC 6749 §5.2 and the registry:
             // lower-case words joined by underscores, e.g. invalid_client, slow_down) is repeated
@@ -59,15 +59,14 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
             throw LockboxError.invalidArgument(
                 isErrorCode ? "the token response is an error: \(error)" : "the token response is an error (with an unrecognised error code)")
         }
-        guard let access = object["access_token"] as? String, !access.isEmpty else {
+        guard let access = object.accessToken, !access.isEmpty else {
             throw LockboxError.invalidArgument("the token response has no access_token")
         }
-        guard let type = object["token_type"] as? String, !type.isEmpty else {
+        guard let type = object.tokenType, !type.isEmpty else {
             throw LockboxError.invalidArgument("the token response has no token_type")
         }
         var expiresAt: Date?
-        if let expiresIn = object["expires_in"], !(expiresIn is NSNull) {
-            let seconds = (expiresIn as? NSNumber)?.doubleValue ?? (expiresIn as? String).flatMap(Double.init)
+        if case .present(let seconds) = object.expiresIn {
             // At most 100 years: a larger value (1e19) is not a lifetime but garbage, and would be
             // stored as a date Foundation cannot represent.
             guard let seconds, (0...100 * 365 * 86_400).contains(seconds) else {
@@ -75,9 +74,40 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
             }
             expiresAt = now.addingTimeInterval(seconds)
         }
-        let refresh = (object["refresh_token"] as? String).map { SecretBytes(utf8: $0) } ?? previous?.refreshToken
+        let refresh = object.refreshToken.map { SecretBytes(utf8: $0) } ?? previous?.refreshToken
         self.init(accessToken: SecretBytes(utf8: access), refreshToken: refresh, tokenType: type, expiresAt: expiresAt,
-                  scope: (object["scope"] as? String) ?? previous?.scope, subject: subject ?? previous?.subject)
+                  scope: object.scope ?? previous?.scope, subject: subject ?? previous?.subject)
+    }
+
+    /// The fields of a token response (RFC 6749 §5.1, §5.2) Lockbox reads. A field of another
+    /// type than expected counts as absent, except `expires_in`, which is a number, a string of
+    /// one, or `null`; anything else there is ``ExpiresIn/present(_:)`` with `nil`, refused.
+    package struct OAuthResponse: Decodable {
+        package enum ExpiresIn { case absent, present(Double?) }
+        package var error: String?
+        package var accessToken: String?
+        package var tokenType: String?
+        package var refreshToken: String?
+        package var scope: String?
+        package var expiresIn = ExpiresIn.absent
+
+        private enum Key: String, CodingKey {
+            case error, access_token, token_type, refresh_token, scope, expires_in
+        }
+
+        package init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: Key.self)
+            func text(_ key: Key) -> String? { (try? object.decodeIfPresent(String.self, forKey: key)) ?? nil }
+            error = text(.error)
+            accessToken = text(.access_token)
+            tokenType = text(.token_type)
+            refreshToken = text(.refresh_token)
+            scope = text(.scope)
+            if object.contains(.expires_in), !((try? object.decodeNil(forKey: .expires_in)) ?? false) {
+                let number = try? object.decode(Double.self, forKey: .expires_in)
+                expiresIn = .present(number ?? text(.expires_in).flatMap(Double.init))
+            }
+        }
     }
 
     /// Whether the access token is still good at `date`, `leeway` before its expiry.

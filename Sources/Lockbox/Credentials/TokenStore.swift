@@ -1,5 +1,6 @@
 import CoreMetrics
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Logging
 import SystemPackage
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What to do when the destination already holds a different item at the same address.
 public enum ConflictPolicy: String, Sendable, CaseIterable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A store that counts PIN attempts itself, so that a lockout holds across every host that shares
 /// it: ``PinGuard`` uses it, when its store adopts this protocol, instead of the per-profile

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 
 /// A moment as the PIN lockout sees it: wall-clock time plus the boot it happened in and the
 /// time since that boot. A lockout ends only when every clock Lockbox trusts agrees it has
@@ -59,7 +59,7 @@ public struct SystemPinClock: PinClock {
     /// Reads the boot ID and this process's time-namespace offset once.
     public init() {
         let raw = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)) ?? ""
-        bootID = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        bootID = raw.trimmingWhiteSpace()
         let offsets = (try? String(contentsOfFile: "/proc/self/timens_offsets", encoding: .utf8)) ?? ""
         bootTimeOffset = Self.bootTimeOffset(inTimeNamespaceOffsets: offsets)
     }

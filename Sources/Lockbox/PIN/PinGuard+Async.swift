@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The async variants: each runs the operation's one implementation over the store as awaited
 /// (an ``AsyncSecretStore`` directly, a blocking ``SecretStore`` offloaded to

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 /// Measures Argon2id on this machine to choose PIN hash parameters for a target time.
 public enum PinHashCalibration {

@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// Which version of a file a path points at: if any of these change, the file was replaced.

@@ -59,7 +59,7 @@ extension FileDescriptor {
     ///
     /// `expectedSize` (from `fstat`) sizes the buffer up front, so a file that does not change
     /// while it is read is read straight into place; one that grows is still read to its end.
-    func readToEnd(limit: Int, expectedSize: Int = 0) throws -> [UInt8] {
+    package func readToEnd(limit: Int, expectedSize: Int = 0) throws -> [UInt8] {
         var result = [UInt8](repeating: 0, count: max(0, min(expectedSize, limit)) + 1)
         var filled = 0
         while true {

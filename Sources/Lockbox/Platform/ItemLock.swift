@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import SystemPackage
 
 /// A cross-process lock per item: `flock` on a file named after the item's address in a folder

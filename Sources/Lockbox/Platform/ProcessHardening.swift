@@ -2,7 +2,8 @@
 import Glibc
 #endif
 import CLinux
-import Foundation
+import FoundationEssentials
+import SystemPackage
 
 /// Process-wide protections for programs that hold secrets in memory.
 public enum ProcessHardening {
@@ -61,10 +62,11 @@ public enum ProcessHardening {
 
     /// Every mapping of this process, in address order (empty if /proc/self/smaps is unreadable).
     static func mappings() -> [Mapping] {
-        guard let handle = FileHandle(forReadingAtPath: "/proc/self/smaps") else { return [] }
-        defer { try? handle.close() }
         // /proc files report size 0: read to the end rather than by size.
-        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        guard let file = try? FileDescriptor.open("/proc/self/smaps", .readOnly, options: .closeOnExec) else { return [] }
+        defer { try? file.close() }
+        guard let bytes = try? file.readToEnd(limit: 64 << 20) else { return [] }
+        let text = String(decoding: bytes, as: UTF8.self)
         var out: [Mapping] = []
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Something that can say whether a fresh authentication is in force — a ``ReauthGate`` in a
 /// process, or a window shared through the kernel keyring. ``Vault`` asks it before it returns

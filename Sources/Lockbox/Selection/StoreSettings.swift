@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// The stores a profile can keep its credentials in.

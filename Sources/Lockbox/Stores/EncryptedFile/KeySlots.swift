@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The slot that opened a vault handle and its key-encryption key, remembered so a change by
 /// another process that keeps the slot (an added item, an added slot, a rotated data key) does

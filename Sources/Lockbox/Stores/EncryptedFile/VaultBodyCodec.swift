@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// The format-1 body: every item, encoded (``VaultPayload``) and sealed with XChaCha20-Poly1305

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// The vault file on disk: where it really is, reading it once (refusing what is not a regular

@@ -1,5 +1,5 @@
 import CSodium
-import Foundation
+import FoundationEssentials
 
 // The on-disk layout of a vault, version 1. docs/FORMAT.md is the normative description; keep
 // the two in step. All integers are little-endian.

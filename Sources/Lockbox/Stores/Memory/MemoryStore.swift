@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A store that keeps items in process memory only: for your own unit tests, like swift-log's
 /// in-memory log handler. Nothing is written anywhere; everything is gone when it is released.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The sealed rows of vault format 2 (docs/FORMAT.md, "Format 2"): the keys derived from the
 /// data key, item addresses, and the metadata and secret of an item, each sealed on its own.
@@ -42,8 +42,9 @@ package struct VaultRecords {
     package func address(_ key: ItemKey) -> [UInt8] {
         var writer = ByteWriter()
         for name in [key.service, key.account] {
-            // ASCII is already NFC; Foundation's normalisation costs microseconds per name.
-            let bytes = name.utf8.allSatisfy { $0 < 0x80 } ? Array(name.utf8) : Array(name.precomposedStringWithCanonicalMapping.utf8)
+            // ASCII is already NFC; the standard library's normalisation (the one its string
+            // comparison uses) costs microseconds per name.
+            let bytes = name.utf8.allSatisfy { $0 < 0x80 } ? Array(name.utf8) : name._nfcCodeUnits
             writer.append(UInt16(clamping: bytes.count))
             writer.append(bytes)
         }
