@@ -14,7 +14,8 @@
 #   initializers   the libraries' and the binary's constructors (_dl_init)
 #   main           our program (main: the Swift runtime's lazy set-up, argument parsing, the
 #                  command's run, exit), with these parts of it shown apart:
-#     parse        swift-argument-parser parsing the command line (parseAsRoot)
+#     parse        parsing the command line: LockboxCommand.parseDirectly (get/set/delete with vault
+#                  options only), then swift-argument-parser (parseAsRoot) for anything else
 #     run          the command's run(): opening the store, then the operation itself
 #     open store   of run: resolving the store (settings file) and opening it (unlock; for the
 #                  Secret Service, loading libsecret with dlopen and connecting to the bus)
@@ -57,8 +58,9 @@ callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk '
     /PROGRAM TOTALS/ { total = count($1) }
     / [^ ]*:_dl_start \[/ && !dl { dl = count($1) }
     / [^ ]*:_dl_init \[/ && !init { init = count($1) }
-    / [^ ]*:(main|lockbox_main) \[/ && !main { main = count($1) }
+    / [^ ]*:(main|lockbox_main|LockboxMain_main) \[/ && !main { main = count($1) }
     / [^ ]*:[^ ]*parseAsRoot[^ ]* \[/ && !parse { parse = count($1) }
+    / [^ ]*:[^ ]*LockboxCommandV13parseDirectly[^ ]* \[/ && !direct { direct = count($1) }
     / [^ ]*:\$s7lockbox[^ ]*V3runyyKF \[/ && !run { run = count($1) }
     / [^ ]*:[^ ]*VaultOptionsV17openResolvedStore[^ ]* \[/ && !open { open = count($1) }
     / [^ ]*:exit \[/ && !ex { ex = count($1) }
@@ -67,7 +69,7 @@ callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk '
         printf "  %-15s %12.1f M\n", "load+relocate", dl / 1e6
         printf "  %-15s %12.1f M\n", "initializers", init / 1e6
         printf "  %-15s %12.1f M   (with the exit below and any library loaded later with dlopen)\n", "main", main / 1e6
-        printf "  %-15s %12.1f M   (of main: swift-argument-parser parsing the command line)\n", "  parse", parse / 1e6
+        printf "  %-15s %12.1f M   (of main: parsing the command line: lockbox'"'"'s direct parse, then swift-argument-parser'"'"'s if needed)\n", "  parse", (parse + direct) / 1e6
         printf "  %-15s %12.1f M   (of main: the command'"'"'s run)\n", "  run", run / 1e6
         printf "  %-15s %12.1f M   (of run: resolving and opening the store)\n", "    open store", open / 1e6
         printf "  %-15s %12.1f M   (of run: the operation, e.g. the D-Bus calls)\n", "    operation", (run - open) / 1e6

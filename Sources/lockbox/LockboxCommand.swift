@@ -93,7 +93,95 @@ struct LockboxCommand: ParsableCommand {
     /// only inspects the parsed values, so running it twice changes nothing. `ParseFastPathTests`
     /// compares both ways over a table of command lines.
     static func parseCommand(_ arguments: [String]) throws -> any ParsableCommand {
-        try parseOnItsOwn(arguments) ?? parseAsRoot(arguments)
+        try parseDirectly(arguments) ?? parseOnItsOwn(arguments) ?? parseAsRoot(arguments)
+    }
+
+    /// The options of ``VaultOptions`` that ``parseDirectly(_:)`` reads, each taking one value.
+    static let directOptions: Set<String> = ["--store", "--backend", "--postgres-url-file", "--profile", "--vault", "--key-file",
+                                             "--passphrase-fd", "--tpm-pin-fd"]
+
+    /// `get`, `set` and `delete` with a service, an account and ``VaultOptions`` alone (the way
+    /// scripts, prompts and the benchmarks call them), parsed without swift-argument-parser: its
+    /// parse of even one command reflects over the command's properties and instantiates each
+    /// property wrapper's generic type, and every first conformance check on the way scans all of
+    /// the binary's 4,566 conformance records (8.9 M instructions, half of a file-vault `get`;
+    /// issue 18). `nil`, for ``parseOnItsOwn(_:)`` and then the root to parse, whenever the
+    /// command line is anything else: another command or option, an option given twice, a value
+    /// missing, empty, starting with `-` or not one the option takes, an empty argument, `--`, not two
+    /// positional arguments, or a failed `validate()`. What it returns is what the parser would:
+    /// every property set (`ParseFastPathTests` compares the two over its table).
+    static func parseDirectly(_ arguments: [String]) -> (any ParsableCommand)? {
+        guard let name = arguments.first, name == "get" || name == "set" || name == "delete" else { return nil }
+        var values: [String: String] = [:]
+        var positionals: [String] = []
+        var index = 1
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            guard !argument.isEmpty else { return nil }
+            guard argument.hasPrefix("-") else {
+                positionals.append(argument)
+                continue
+            }
+            var option = argument, value: String?
+            if let equals = argument.firstIndex(of: "=") {
+                option = String(argument[..<equals])
+                value = String(argument[argument.index(after: equals)...])
+                // swift-argument-parser reads `--vault=` as `--vault` with the next argument.
+                guard value != "" else { return nil }
+            }
+            guard directOptions.contains(option), values[option] == nil else { return nil }
+            if value == nil {
+                guard index < arguments.count, !arguments[index].hasPrefix("-") else { return nil }
+                value = arguments[index]
+                index += 1
+            }
+            values[option] = value
+        }
+        guard positionals.count == 2 else { return nil }
+        var options = VaultOptions()
+        func storeArgument(_ option: String) -> StoreArgument?? {
+            guard let text = values[option] else { return .some(nil) }
+            return StoreArgument(rawValue: text).map { .some($0) }
+        }
+        func descriptor(_ option: String) -> Int32?? {
+            guard let text = values[option] else { return .some(nil) }
+            return Int32(text).map { .some($0) }
+        }
+        guard let store = storeArgument("--store"), let backendAlias = storeArgument("--backend"),
+              let passphraseFd = descriptor("--passphrase-fd"), let tpmPinFd = descriptor("--tpm-pin-fd")
+        else { return nil }
+        options.store = store
+        options.backendAlias = backendAlias
+        options.postgresURLFile = values["--postgres-url-file"]
+        options.profile = values["--profile"]
+        options.vault = values["--vault"]
+        options.keyFile = values["--key-file"]
+        options.passphraseFd = passphraseFd
+        options.tpmPinFd = tpmPinFd
+        var command: any ParsableCommand
+        switch name {
+        case "get":
+            var get = GetItem()
+            (get.vaultOptions, get.service, get.account) = (options, positionals[0], positionals[1])
+            command = get
+        case "delete":
+            var delete = DeleteItem()
+            (delete.vaultOptions, delete.service, delete.account) = (options, positionals[0], positionals[1])
+            command = delete
+        default:
+            var set = SetItem()
+            (set.vaultOptions, set.service, set.account) = (options, positionals[0], positionals[1])
+            (set.kind, set.label, set.attributes, set.raw, set.allowEmpty, set.protected) = ("generic", nil, [], false, false, false)
+            command = set
+        }
+        do {
+            try options.validate()
+            try command.validate()
+        } catch {
+            return nil
+        }
+        return command
     }
 
     /// The command of ``parsedOnTheirOwn`` that `arguments` name, parsed by its own definition;

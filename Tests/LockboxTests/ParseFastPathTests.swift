@@ -24,6 +24,19 @@ struct ParseFastPathTests {
         ["set", "S", "A", "--kind", "token", "--label", "L", "--attribute", "a=b", "--attribute", "c=", "--raw", "--protected"],
         ["set", "--allow-empty", "S", "A"],
         ["delete", "S", "A"],
+        ["delete", "--store", "secret-service", "S", "A"],
+        ["set", "S", "A", "--vault", "/tmp/v", "--passphrase-fd", "3"],
+        ["get", "S", "A", "--tpm-pin-fd", "4", "--profile=p"],
+        ["get", "--store", "postgres", "--postgres-url-file", "/tmp/u", "S", "A"],
+        ["get", "--vault=", "S", "A"],
+        ["get", "--passphrase-fd", "+3", "S", "A"],
+        ["get", "--vault=-x", "S", "A"],
+        ["get", "--store", "file", "--store", "file", "S", "A"],
+        ["get", "", "A"],
+        ["get", "--passphrase-fd", "99999999999", "S", "A"],
+        ["get", "--vault", "-x", "S", "A"],
+        ["get", "S", "A", "--store"],
+        ["get", "--store", "file", "--backend", "file", "S", "A"],
         ["list"],
         ["list", "--service", "S", "--json"],
         ["list", "--json-lines"],
@@ -98,6 +111,29 @@ struct ParseFastPathTests {
             rootParsedAHotCommand = LockboxCommand.parsedOnTheirOwn.contains { String(reflecting: $0) == type }
         }
         #expect((LockboxCommand.parseOnItsOwn(arguments) != nil) == rootParsedAHotCommand, "lockbox \(commandLine.joined(separator: " "))")
+        // What the direct parse accepts, the root parses to the same command (checked above,
+        // since parseCommand tries it first); it accepts nothing the root refuses.
+        if LockboxCommand.parseDirectly(arguments) != nil {
+            #expect(rootParsedAHotCommand, "lockbox \(commandLine.joined(separator: " "))")
+        }
+    }
+
+    /// The command lines the direct parse takes (all of them successes of the root, above).
+    static let parsedDirectly: Set<[String]> = [
+        ["get", "S", "A"], ["get", "S", "A", "--store", "file"], ["get", "--vault", "/tmp/v.lockbox", "--key-file", "/tmp/k", "S", "A"],
+        ["get", "--profile", "work", "--passphrase-fd", "3", "S", "A"], ["get", "--store=secret-service", "S", "A"],
+        ["get", "--backend", "file", "S", "A"], ["set", "S", "A"], ["delete", "S", "A"],
+        ["delete", "--store", "secret-service", "S", "A"], ["set", "S", "A", "--vault", "/tmp/v", "--passphrase-fd", "3"],
+        ["get", "S", "A", "--tpm-pin-fd", "4", "--profile=p"], ["get", "--store", "postgres", "--postgres-url-file", "/tmp/u", "S", "A"],
+        ["get", "--passphrase-fd", "+3", "S", "A"], ["get", "--vault=-x", "S", "A"],
+        ["get", "--store", "file", "--backend", "file", "S", "A"], ["--store", "file", "get", "S", "A"],
+    ]
+
+    @Test("get, set and delete with only a service, an account and vault options skip swift-argument-parser; nothing else does",
+          arguments: commandLines)
+    func directParse(commandLine: [String]) {
+        let direct = LockboxCommand.parseDirectly(LockboxCommand.hoistingGlobalOptions(commandLine))
+        #expect((direct != nil) == Self.parsedDirectly.contains(commandLine), "lockbox \(commandLine.joined(separator: " "))")
     }
 
     @Test("every hot command declares the configuration that skips the completion-script check")
