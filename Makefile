@@ -1,6 +1,6 @@
 # Shortcuts for the scripts in scripts/ (each script says what it does at its top).
 # `make test` is what CI runs (.ci/run); `make demo` is the README's first command.
-.PHONY: demo test examples build release release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
+.PHONY: demo test examples build release static-libstdc++ release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
 
 demo:
 	scripts/demo.sh
@@ -13,7 +13,7 @@ build:
 	swift build
 
 # The lockbox users run (the figures in docs/PERFORMANCE.md are for this build): release, with
-# the Swift runtime and Foundation linked statically, which halved start-up (dynamic linking of
+# the Swift runtime and FoundationEssentials linked statically, which halved start-up (dynamic linking of
 # the shared Swift libraries cost 13 M instructions per run), in its own scratch folder so it
 # does not rebuild the debug or dynamic release builds.
 # Linked with the toolchain's lld and packed relative relocations (DT_RELR) where the C library
@@ -24,15 +24,28 @@ build:
 # everyday commands run), which lld places first: the code a command runs then fills fewer pages,
 # instead of faulting in 64 KiB around each function across the binary's 17 MB of code (peak RSS
 # of a file-vault `get` 17.8 -> 14.6 MiB, `--version` 10.6 -> 8.7 MiB; docs/PERFORMANCE.md, issue
-# 18). The static runtime and Foundation come with a section per function, which lld can move;
+# 18). The static runtime and FoundationEssentials come with a section per function, which lld can move;
 # compiling Lockbox's own modules that way too (-function-sections) was measured and not kept
 # (15.2 against 15.0 MiB: their code still lands in shared sections).
 PACKED_RELOCATIONS := $(shell printf '2.36\n%s\n' "$$(getconf GNU_LIBC_VERSION 2>/dev/null | cut -d' ' -f2)" | sort -V -C 2>/dev/null \
 	&& echo "-Xlinker -z -Xlinker pack-relative-relocs")
 CODE_LAYOUT := -Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/scripts/lockbox.order -Xlinker --no-warn-symbol-ordering
-RELEASE_BUILD = swift build -c release --static-swift-stdlib $(CODE_LAYOUT) $(PACKED_RELOCATIONS) --product lockbox --scratch-path .build-release
-release:
+# libstdc++ linked statically too (the static Swift runtime is its only user; GCC's runtime library
+# exception allows it): the toolchain's link line names -lstdc++ itself, so a folder holding only
+# libstdc++.a is searched first (-L), and only the parts the runtime calls are linked. The loader
+# then neither maps libstdc++.so nor resolves its ~4,300 symbol relocations: `--version` 4.1 ->
+# 2.3 M instructions, peak RSS of a file-vault `get` 12.3 -> 10.8 MiB (docs/PERFORMANCE.md, issue
+# 18). Where there is no libstdc++.a (libstdc++-NN-dev), it stays a shared library.
+LIBSTDCXX_ARCHIVE := $(shell clang -print-file-name=libstdc++.a 2>/dev/null)
+STATIC_CXX_DIR := $(CURDIR)/.build-release/static-libstdc++
+STATIC_CXX := $(if $(filter /%,$(LIBSTDCXX_ARCHIVE)),-Xswiftc -L$(STATIC_CXX_DIR))
+RELEASE_BUILD = swift build -c release --static-swift-stdlib $(CODE_LAYOUT) $(PACKED_RELOCATIONS) $(STATIC_CXX) --product lockbox --scratch-path .build-release
+release: static-libstdc++
 	$(RELEASE_BUILD)
+
+static-libstdc++:
+	@if [ -n "$(STATIC_CXX)" ]; then mkdir -p "$(STATIC_CXX_DIR)" && ln -sfn "$(LIBSTDCXX_ARCHIVE)" "$(STATIC_CXX_DIR)/libstdc++.a"; \
+	else echo "make: no libstdc++.a (apt-get install libstdc++-12-dev): linking libstdc++ as a shared library" >&2; fi
 
 release-path:
 	@echo "$$($(RELEASE_BUILD) --show-bin-path | sed "s|^$$(pwd)/||")/lockbox"
@@ -50,7 +63,7 @@ install: release
 # release build takes several minutes more).
 # The same flags as lockbox's build (lld, which reads the packed-relocations option, and the same
 # code layout), so the two products share one scratch folder without rebuilding each other.
-POSTGRES_RELEASE_BUILD = swift build -c release --static-swift-stdlib $(CODE_LAYOUT) $(PACKED_RELOCATIONS) --product lockbox-postgres --scratch-path .build-release
+POSTGRES_RELEASE_BUILD = swift build -c release --static-swift-stdlib $(CODE_LAYOUT) $(PACKED_RELOCATIONS) $(STATIC_CXX) --product lockbox-postgres --scratch-path .build-release
 install-postgres: install
 	$(POSTGRES_RELEASE_BUILD)
 	install -D -m 0755 "$$($(POSTGRES_RELEASE_BUILD) --show-bin-path)/lockbox-postgres" "$(DESTDIR)$(PREFIX)/bin/lockbox-postgres"
