@@ -100,19 +100,24 @@ struct LockboxCommand: ParsableCommand {
     static let directOptions: Set<String> = ["--store", "--backend", "--postgres-url-file", "--profile", "--vault", "--key-file",
                                              "--passphrase-fd", "--tpm-pin-fd"]
 
-    /// `get`, `set` and `delete` with a service, an account and ``VaultOptions`` alone (the way
-    /// scripts, prompts and the benchmarks call them), parsed without swift-argument-parser: its
+    /// `get`, `set` and `delete` with a service, an account and ``VaultOptions`` alone, and `list`
+    /// with those options, `--service` and `--json` or `--json-lines` (the way scripts, prompts
+    /// and the benchmarks call them), parsed without swift-argument-parser: its
     /// parse of even one command reflects over the command's properties and instantiates each
     /// property wrapper's generic type, and every first conformance check on the way scans all of
     /// the binary's 4,566 conformance records (8.9 M instructions, half of a file-vault `get`;
     /// issue 18). `nil`, for ``parseOnItsOwn(_:)`` and then the root to parse, whenever the
     /// command line is anything else: another command or option, an option given twice, a value
     /// missing, empty, starting with `-` or not one the option takes, an empty argument, `--`, not two
-    /// positional arguments, or a failed `validate()`. What it returns is what the parser would:
+    /// positional arguments (`list`: any), or a failed `validate()`. What it returns is what the parser would:
     /// every property set (`ParseFastPathTests` compares the two over its table).
     static func parseDirectly(_ arguments: [String]) -> (any ParsableCommand)? {
-        guard let name = arguments.first, name == "get" || name == "set" || name == "delete" else { return nil }
+        guard let name = arguments.first, ["get", "set", "delete", "list"].contains(name) else { return nil }
+        // `list` also takes --service and its two output flags, and no positional argument.
+        let valueOptions = name == "list" ? directOptions.union(["--service"]) : directOptions
+        let flagOptions: Set<String> = name == "list" ? ["--json", "--json-lines"] : []
         var values: [String: String] = [:]
+        var flags: Set<String> = []
         var positionals: [String] = []
         var index = 1
         while index < arguments.count {
@@ -123,6 +128,10 @@ struct LockboxCommand: ParsableCommand {
                 positionals.append(argument)
                 continue
             }
+            if flagOptions.contains(argument) {
+                guard flags.insert(argument).inserted else { return nil }
+                continue
+            }
             var option = argument, value: String?
             if let equals = argument.firstIndex(of: "=") {
                 option = String(argument[..<equals])
@@ -130,7 +139,7 @@ struct LockboxCommand: ParsableCommand {
                 // swift-argument-parser reads `--vault=` as `--vault` with the next argument.
                 guard value != "" else { return nil }
             }
-            guard directOptions.contains(option), values[option] == nil else { return nil }
+            guard valueOptions.contains(option), values[option] == nil else { return nil }
             if value == nil {
                 guard index < arguments.count, !arguments[index].hasPrefix("-") else { return nil }
                 value = arguments[index]
@@ -138,7 +147,7 @@ struct LockboxCommand: ParsableCommand {
             }
             values[option] = value
         }
-        guard positionals.count == 2 else { return nil }
+        guard positionals.count == (name == "list" ? 0 : 2) else { return nil }
         var options = VaultOptions()
         func storeArgument(_ option: String) -> StoreArgument?? {
             guard let text = values[option] else { return .some(nil) }
@@ -169,6 +178,11 @@ struct LockboxCommand: ParsableCommand {
             var delete = DeleteItem()
             (delete.vaultOptions, delete.service, delete.account) = (options, positionals[0], positionals[1])
             command = delete
+        case "list":
+            var list = ListItems()
+            (list.vaultOptions, list.service) = (options, values["--service"])
+            (list.json, list.jsonLines) = (flags.contains("--json"), flags.contains("--json-lines"))
+            command = list
         default:
             var set = SetItem()
             (set.vaultOptions, set.service, set.account) = (options, positionals[0], positionals[1])

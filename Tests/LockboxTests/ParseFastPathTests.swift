@@ -40,6 +40,10 @@ struct ParseFastPathTests {
         ["list"],
         ["list", "--service", "S", "--json"],
         ["list", "--json-lines"],
+        ["list", "--service=S", "--store", "file"],
+        ["list", "--json", "--json"],
+        ["list", "--json=yes"],
+        ["list", "--service"],
         ["git-credential", "get"],
         ["git-credential", "store", "--key-file", "/tmp/k"],
         ["git-credential", "unknown-operation"],
@@ -127,9 +131,11 @@ struct ParseFastPathTests {
         ["get", "S", "A", "--tpm-pin-fd", "4", "--profile=p"], ["get", "--store", "postgres", "--postgres-url-file", "/tmp/u", "S", "A"],
         ["get", "--passphrase-fd", "+3", "S", "A"], ["get", "--vault=-x", "S", "A"],
         ["get", "--store", "file", "--backend", "file", "S", "A"], ["--store", "file", "get", "S", "A"],
+        ["list"], ["list", "--service", "S", "--json"], ["list", "--json-lines"], ["list", "--service=S", "--store", "file"],
+        ["--vault=/tmp/v", "--key-file", "/tmp/k", "list"],
     ]
 
-    @Test("get, set and delete with only a service, an account and vault options skip swift-argument-parser; nothing else does",
+    @Test("get, set and delete with only a service, an account and vault options, and list with those and its own, skip swift-argument-parser; nothing else does",
           arguments: commandLines)
     func directParse(commandLine: [String]) {
         let direct = LockboxCommand.parseDirectly(LockboxCommand.hoistingGlobalOptions(commandLine))
