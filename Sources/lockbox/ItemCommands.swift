@@ -123,7 +123,7 @@ struct ListItems: ParsableCommand {
         }
         let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
-            let padded = (0..<4).map { row[$0] + String(repeating: " ", count: max(0, widths[$0] - row[$0].count)) }
+            let padded = (0..<4).map { Console.leftAligned(row[$0], width: widths[$0]) }
             print((padded + [row[4]]).joined(separator: "  "))
         }
     }
@@ -243,6 +243,11 @@ enum Console {
         guard places > 0 else { return whole }
         let fraction = String(units % divisor)
         return whole + "." + String(repeating: "0", count: places - fraction.count) + fraction
+    }
+
+    /// `text` with spaces after it up to `width` characters (`%-Ns`).
+    static func leftAligned(_ text: String, width: Int) -> String {
+        text + String(repeating: " ", count: max(0, width - text.count))
     }
 
     /// `text` with spaces before it up to `width` characters (`%Nd`).

@@ -96,9 +96,9 @@ struct LockboxCommand: ParsableCommand {
         try parseDirectly(arguments) ?? parseOnItsOwn(arguments) ?? parseAsRoot(arguments)
     }
 
-    /// The options of ``VaultOptions`` that ``parseDirectly(_:)`` reads, each taking one value.
-    static let directOptions: Set<String> = ["--store", "--backend", "--postgres-url-file", "--profile", "--vault", "--key-file",
-                                             "--passphrase-fd", "--tpm-pin-fd"]
+    /// The options of ``VaultOptions`` that ``parseDirectly(_:)`` reads, each taking one value:
+    /// the global ones and `--tpm-pin-fd`.
+    static let directOptions = globalOptions.union(["--tpm-pin-fd"])
 
     /// `get`, `set` and `delete` with a service, an account and ``VaultOptions`` alone, and `list`
     /// with those options, `--service` and `--json` or `--json-lines` (the way scripts, prompts
@@ -108,9 +108,10 @@ struct LockboxCommand: ParsableCommand {
     /// the binary's 4,566 conformance records (8.9 M instructions, half of a file-vault `get`;
     /// issue 18). `nil`, for ``parseOnItsOwn(_:)`` and then the root to parse, whenever the
     /// command line is anything else: another command or option, an option given twice, a value
-    /// missing, empty, starting with `-` or not one the option takes, an empty argument, `--`, not two
-    /// positional arguments (`list`: any), or a failed `validate()`. What it returns is what the parser would:
-    /// every property set (`ParseFastPathTests` compares the two over its table).
+    /// missing, empty, starting with `-` or not one the option takes, an empty argument, `--`,
+    /// positional arguments other than a service and an account (for `list`, any at all), or a
+    /// failed `validate()`. What it returns is what the parser would: every property set
+    /// (`ParseFastPathTests` compares the two over its table).
     static func parseDirectly(_ arguments: [String]) -> (any ParsableCommand)? {
         guard let name = arguments.first, ["get", "set", "delete", "list"].contains(name) else { return nil }
         // `list` also takes --service and its two output flags, and no positional argument.

@@ -280,9 +280,9 @@ private struct JSONLinesInput {
 
         init(from decoder: any Decoder) throws {
             let object = try decoder.container(keyedBy: Key.self)
-            func text(_ key: Key) -> String? { try? object.decode(String.self, forKey: key) }
-            (service, account, secretBase64, kind, label) = (text(.service), text(.account), text(.secret_b64), text(.kind), text(.label))
-            notText = [Key.kind, .label].first { object.contains($0) && text($0) == nil }?.rawValue
+            (service, account, secretBase64, kind, label) = (object.text(at: .service), object.text(at: .account),
+                                                            object.text(at: .secret_b64), object.text(at: .kind), object.text(at: .label))
+            notText = [Key.kind, .label].first { object.contains($0) && object.text(at: $0) == nil }?.rawValue
         }
     }
 

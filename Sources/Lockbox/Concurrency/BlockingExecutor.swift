@@ -231,8 +231,9 @@ private final class JobQueue: Sendable {
                 lowerPriority()
                 work()
             }
-            // Refused (the process's thread limit): uncount it, so the next push tries again; the
-            // threads already running take the job meanwhile.
+            // Refused (the process's thread limit): uncount it, so the next push tries again. The
+            // threads already running take the job meanwhile; with none running, it waits for
+            // that next push.
             if !started { state.withLock { $0.threads -= 1 } }
         }
     }

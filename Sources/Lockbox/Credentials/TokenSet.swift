@@ -97,15 +97,14 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
 
         package init(from decoder: any Decoder) throws {
             let object = try decoder.container(keyedBy: Key.self)
-            func text(_ key: Key) -> String? { (try? object.decodeIfPresent(String.self, forKey: key)) ?? nil }
-            error = text(.error)
-            accessToken = text(.access_token)
-            tokenType = text(.token_type)
-            refreshToken = text(.refresh_token)
-            scope = text(.scope)
+            error = object.text(at: .error)
+            accessToken = object.text(at: .access_token)
+            tokenType = object.text(at: .token_type)
+            refreshToken = object.text(at: .refresh_token)
+            scope = object.text(at: .scope)
             if object.contains(.expires_in), !((try? object.decodeNil(forKey: .expires_in)) ?? false) {
                 let number = try? object.decode(Double.self, forKey: .expires_in)
-                expiresIn = .present(number ?? text(.expires_in).flatMap(Double.init))
+                expiresIn = .present(number ?? object.text(at: .expires_in).flatMap(Double.init))
             }
         }
     }

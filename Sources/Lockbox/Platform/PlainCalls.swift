@@ -37,6 +37,14 @@ func startDetachedThread(name: String, _ body: @escaping @Sendable () -> Void) -
     return true
 }
 
+extension KeyedDecodingContainer {
+    /// The string at `key`; `nil` when the key is absent or holds anything else (a number,
+    /// `null`, an object), as `object[key] as? String` read a `JSONSerialization` object.
+    package func text(at key: Key) -> String? {
+        try? decode(String.self, forKey: key)
+    }
+}
+
 extension StringProtocol {
     /// The text without the white space (Unicode's `White_Space`: spaces, tabs, line ends)
     /// at either end, as Foundation's `trimmingCharacters(in: .whitespacesAndNewlines)`.
