@@ -192,6 +192,22 @@ struct CredentialTests {
         #expect(!status.stdoutString.contains("at-new") && !status.stdoutString.contains("rt-new"), "never a token")
     }
 
+    @Test("a refresher that fails, or is killed by a signal, is exit 51 with its status or signal; the tokens are kept")
+    func failingRefresher() throws {
+        let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,
+                   "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": folder.file("run").string]
+        try FileManager.default.createDirectory(atPath: folder.file("run").string, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        #expect(try runLockbox(["token", "set", "api", "bob"], stdin: oauth("at-0", expiresIn: 0, refresh: "rt-0"), environment: env).status == 0)
+        for (command, detail) in [("cat >/dev/null; exit 4", "exited with status 4"), ("kill -9 $$", "was killed by signal 9")] {
+            let result = try runLockbox(["token", "get", "api", "bob", "--refresh-with", command], environment: env)
+            #expect(result.status == 51 && result.stderr.contains("lockbox: error[refresh-failed]: "), "\(command): \(result.stderr)")
+            #expect(result.stderr.contains("the refresh command \(detail)") && !result.stderr.contains("rt-0"), "\(result.stderr)")
+        }
+        let kept = try runLockbox(["token", "status", "api", "bob", "--json"], environment: env)
+        #expect(kept.status == 0 && kept.jsonObject?["refreshToken"] as? Bool == true, "\(kept.stdoutString)")
+    }
+
     @Test("8 processes asking for a device ID for the first time all get the same one")
     func deviceIDRace() async throws {
         let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,

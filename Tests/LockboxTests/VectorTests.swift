@@ -144,6 +144,18 @@ struct VectorTests {
         #expect(!failed.isEmpty && failed.allSatisfy { $0["file"] as? String == name }, "\(result.stdoutString)")
     }
 
+    @Test("selftest --vectors on a missing folder or a regular file is a usage error (64) that says why")
+    func unreadableFolderIsRefused() throws {
+        let folder = try TemporaryFolder()
+        let file = folder.file("not-a-folder.json")
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: file.string))
+        for (path, reason) in [(folder.file("missing").string, "No such file or directory"), (file.string, "Not a directory")] {
+            let result = try runLockbox(["selftest", "--vectors", path])
+            #expect(result.status == 64 && result.errorCode == .invalidArgument, "\(result.stderr)")
+            #expect(result.stderr.contains("cannot read the vector folder \(path): \(reason)"), "\(result.stderr)")
+        }
+    }
+
     @Test("selftest --vectors with no vector files is a usage error (64)")
     func emptyFolderIsRefused() throws {
         let folder = try TemporaryFolder()
