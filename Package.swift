@@ -113,7 +113,7 @@ let package = Package(
         ),
         .target(
             name: "LockboxSecretService",
-            dependencies: ["Lockbox", "CLibSecret"]
+            dependencies: ["Lockbox", "CLibSecret", "CSodium"]
         ),
         .target(
             name: "LockboxWindows",
@@ -162,6 +162,8 @@ let package = Package(
             dependencies: [
                 "Lockbox",
                 "LockboxSecretService",
+                // The session arithmetic's C functions, checked against published vectors.
+                "CLibSecret",
                 "LockboxWindows",
                 "LockboxSelfTest",
                 "LockboxTPM",

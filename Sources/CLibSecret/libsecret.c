@@ -10,25 +10,57 @@
 
 LockboxLibsecretTable lockbox_libsecret_table;
 
+static pthread_once_t glib_once = PTHREAD_ONCE_INIT;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static char glib_error[512];
 static char load_error[512];
+static char gio_path[4096];
 static char loaded_path[4096];
 
+static void load_glib(void) {
+    // The run-time name of GIO's ABI (libglib2.0-0), not the -dev symlink. RTLD_NODELETE: GLib's
+    // type system cannot be unloaded.
+    void *handle = dlopen("libgio-2.0.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (handle == NULL) {
+        const char *why = dlerror();
+        snprintf(glib_error, sizeof glib_error, "%s", why ? why : "dlopen failed");
+        return;
+    }
+    // dlsym on GIO's handle also searches the libraries it depends on (GObject, GLib). The
+    // pointers are written before glib_loaded, and pthread_once orders both before any reader.
+#define LOCKBOX_GLIB_LOOKUP(ret, name, params, args) \
+    *(void **)(&lockbox_libsecret_table.name) = dlsym(handle, #name); \
+    if (lockbox_libsecret_table.name == NULL) { \
+        snprintf(glib_error, sizeof glib_error, "libgio-2.0.so.0 or its GLib has no %s", #name); \
+        return; \
+    }
+    LOCKBOX_GLIB_FUNCTIONS(LOCKBOX_GLIB_LOOKUP)
+#undef LOCKBOX_GLIB_LOOKUP
+    Dl_info info;
+    if (dladdr(*(void **)(&lockbox_libsecret_table.g_bus_get_sync), &info) != 0 && info.dli_fname != NULL) {
+        snprintf(gio_path, sizeof gio_path, "%s", info.dli_fname);
+    }
+    lockbox_libsecret_table.glib_loaded = 1;
+}
+
+int lockbox_glib_load(char *error, size_t error_size) {
+    pthread_once(&glib_once, load_glib);
+    if (lockbox_libsecret_table.glib_loaded) return 1;
+    if (error != NULL && error_size > 0) snprintf(error, error_size, "%s", glib_error);
+    return 0;
+}
+
 static void load(void) {
-    // The run-time name of libsecret's ABI (the libsecret-1-0 package), not the -dev symlink.
-    // RTLD_NODELETE: GLib's type system cannot be unloaded.
+    if (!lockbox_glib_load(load_error, sizeof load_error)) return;
     void *handle = dlopen("libsecret-1.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle == NULL) {
         const char *why = dlerror();
         snprintf(load_error, sizeof load_error, "%s", why ? why : "dlopen failed");
         return;
     }
-    LockboxLibsecretTable table;
-    memset(&table, 0, sizeof table);
-    // dlsym on libsecret's handle also searches the libraries it depends on (GLib, GObject, GIO).
 #define LOCKBOX_LIBSECRET_LOOKUP(ret, name, params, args) \
-    *(void **)(&table.name) = dlsym(handle, #name); \
-    if (table.name == NULL) { \
+    *(void **)(&lockbox_libsecret_table.name) = dlsym(handle, #name); \
+    if (lockbox_libsecret_table.name == NULL) { \
         snprintf(load_error, sizeof load_error, "libsecret-1.so.0 or its GLib has no %s", #name); \
         return; \
     }
@@ -36,11 +68,10 @@ static void load(void) {
     LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(LOCKBOX_LIBSECRET_LOOKUP)
 #undef LOCKBOX_LIBSECRET_LOOKUP
     Dl_info info;
-    if (dladdr(*(void **)(&table.secret_service_get_sync), &info) != 0 && info.dli_fname != NULL) {
+    if (dladdr(*(void **)(&lockbox_libsecret_table.secret_service_get_sync), &info) != 0 && info.dli_fname != NULL) {
         snprintf(loaded_path, sizeof loaded_path, "%s", info.dli_fname);
     }
-    table.loaded = 1;
-    lockbox_libsecret_table = table;
+    lockbox_libsecret_table.loaded = 1;
 }
 
 int lockbox_libsecret_load(char *error, size_t error_size) {
@@ -48,6 +79,10 @@ int lockbox_libsecret_load(char *error, size_t error_size) {
     if (lockbox_libsecret_table.loaded) return 1;
     if (error != NULL && error_size > 0) snprintf(error, error_size, "%s", load_error);
     return 0;
+}
+
+const char *lockbox_gio_path(void) {
+    return lockbox_libsecret_table.glib_loaded && gio_path[0] != '\0' ? gio_path : NULL;
 }
 
 const char *lockbox_libsecret_path(void) {
@@ -127,6 +162,6 @@ SecretService *lockbox_secret_service_open(GCancellable *cancellable, GError **e
 }
 
 void lockbox_libsecret_not_loaded(const char *name) {
-    fprintf(stderr, "Lockbox: %s called before libsecret was loaded (lockbox_libsecret_load)\n", name);
+    fprintf(stderr, "Lockbox: %s called before its library was loaded (lockbox_glib_load, lockbox_libsecret_load)\n", name);
     abort();
 }

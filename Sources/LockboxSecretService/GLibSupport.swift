@@ -108,6 +108,14 @@ enum GVariantReader {
         return g_variant_get_string(value, nil).map { String(cString: $0) }
     }
 
+    /// An `ay` byte array.
+    static func bytes(_ value: OpaquePointer) -> [UInt8]? {
+        guard typeString(value) == "ay" else { return nil }
+        var count: gsize = 0
+        guard let start = g_variant_get_fixed_array(value, &count, 1) else { return count == 0 ? [] : nil }
+        return Array(UnsafeRawBufferPointer(start: start, count: Int(count)))
+    }
+
     static func uint64(_ value: OpaquePointer) -> UInt64? {
         typeString(value) == "t" ? UInt64(g_variant_get_uint64(value)) : nil
     }

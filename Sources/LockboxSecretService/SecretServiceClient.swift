@@ -1,19 +1,35 @@
 import CLibSecret
 import Lockbox
 
+/// Which code makes the encrypted session a secret crosses the bus in.
+package enum SecretServiceSessions: Sendable {
+    /// Lockbox's own (``SessionCrypto``): no libsecret or libgcrypt loaded. The default where the
+    /// processor has AES instructions; a provider that refuses the algorithm gets libsecret's.
+    case lockbox
+    /// libsecret's (loaded on the first secret): processors without AES instructions, and tests
+    /// that check the two agree.
+    case libsecret
+
+    /// ``lockbox`` where ``SessionCrypto/isAvailable``, else ``libsecret``.
+    package static var automatic: SecretServiceSessions { SessionCrypto.isAvailable ? .lockbox : .libsecret }
+}
+
 /// The raw Secret Service client under ``SecretServiceStore``: the session-bus connection and one
 /// method per Secret Service call, with no knowledge of Lockbox's items.
 ///
-/// Calls where no secret crosses the bus (`SearchItems`, an item's properties, `Item.Delete`, the
-/// collection's `Locked` property) are plain D-Bus calls on the shared session-bus connection, to
-/// the provider's well-known name: no libsecret proxy, no bus match rules, no encrypted session.
-/// Only reading a secret (`GetSecrets`) and creating an item (`CreateItem`) go through libsecret,
-/// whose `SecretService` is made on first need (a lean proxy: no property or signal set-up) and
-/// negotiates the encrypted session (`OpenSession`) then. So `delete` and `list` make no session at all (issue 18; the call counts
-/// are in docs/PERFORMANCE.md).
+/// Every call is a plain D-Bus call on the shared session-bus connection (GIO's GDBus), to the
+/// provider's well-known name: no libsecret proxy, no bus match rules. Calls where no secret
+/// crosses the bus (`SearchItems`, an item's properties, `Item.Delete`, the collection's `Locked`
+/// property) have no session at all; reading a secret (`Item.GetSecret`) and creating an item
+/// (`CreateItem`) use an encrypted session opened on the connection's first secret (`OpenSession`,
+/// ``SessionCrypto``). So `delete` and `list` make no session, and no command loads libsecret or
+/// libgcrypt (issue 18; the call counts and instructions are in docs/PERFORMANCE.md). With
+/// ``SecretServiceSessions/libsecret`` those two calls go through libsecret instead, whose
+/// `SecretService` is made on first need (a lean proxy: no property or signal set-up).
 ///
 /// Every call of one ``run(_:_:)`` shares a ``Deadline`` and the client's lock; a failure that
-/// means the provider went away drops the connection, so the next call reconnects.
+/// means the provider went away drops the connection (and its session), so the next call
+/// reconnects.
 final class SecretServiceClient: @unchecked Sendable {
     static let busName = "org.freedesktop.secrets"
     static let servicePath = "/org/freedesktop/secrets"
@@ -27,26 +43,44 @@ final class SecretServiceClient: @unchecked Sendable {
     /// How many times this client has connected (1 while the connection holds).
     var connectionCount: Int { connectionsMade.withLock { $0 } }
 
-    /// The session bus and, once a secret crossed it, libsecret's service proxy with its session.
+    /// Who makes the encrypted session.
+    let sessions: SecretServiceSessions
+
+    /// An encrypted session Lockbox opened: its object path and AES key.
+    struct Session {
+        let path: String
+        let key: SecretBytes
+    }
+
+    /// The session bus and, once a secret crossed it, the encrypted session: Lockbox's own, or
+    /// libsecret's service proxy with libsecret's.
     final class Connection: @unchecked Sendable {
         let bus: OpaquePointer
+        var sessions: SecretServiceSessions
+        var session: Session?
         var service: OpaquePointer?
-        init(bus: OpaquePointer) { self.bus = bus }
+        init(bus: OpaquePointer, sessions: SecretServiceSessions) {
+            self.bus = bus
+            self.sessions = sessions
+        }
         deinit {
             if let service { g_object_unref(UnsafeMutableRawPointer(service)) }
             g_object_unref(UnsafeMutableRawPointer(bus))
         }
     }
 
-    /// Loads libsecret and connects to the session bus. Throws ``LockboxError/noSessionBus(detail:)``
-    /// without a bus, and ``LockboxError/secretServiceUnavailable(detail:)`` without libsecret.
+    /// Loads GIO and connects to the session bus. Throws ``LockboxError/noSessionBus(detail:)``
+    /// without a bus, and ``LockboxError/secretServiceUnavailable(detail:)`` without GIO (or,
+    /// with libsecret's sessions, without libsecret).
     /// Whether a provider owns the Secret Service's name is not asked here: the first call to it
     /// starts one installed for D-Bus activation, or fails with
     /// ``LockboxError/secretServiceUnavailable(detail:)`` (`ServiceUnknown`), which is as clear as
     /// a `GetNameOwner` of our own, one round trip fewer on every command (issue 18).
-    init(timeout: Double) throws {
+    init(timeout: Double, sessions: SecretServiceSessions = .automatic) throws {
         self.timeout = timeout
-        try Self.loadLibsecret()
+        self.sessions = sessions
+        try Self.loadGLib()
+        if sessions == .libsecret { try Self.loadLibsecret() }
         try run("connecting") { _ in }
     }
 
@@ -59,7 +93,7 @@ final class SecretServiceClient: @unchecked Sendable {
                 if handle == nil {
                     let bus = try withGError { error in g_bus_get_sync(G_BUS_TYPE_SESSION, deadline.cancellable, error) }
                     guard let bus else { throw LockboxError.noSessionBus(detail: "GIO returned no session bus connection") }
-                    handle = Connection(bus: bus)
+                    handle = Connection(bus: bus, sessions: sessions)
                     connectionsMade.withLock { $0 += 1 }
                 }
                 guard let current = handle else { throw LockboxError.secretServiceUnavailable(detail: "no connection") }
@@ -137,9 +171,7 @@ final class SecretServiceClient: @unchecked Sendable {
             guard let prompt = g_variant_get_child_value(reply, 0) else { return }
             defer { g_variant_unref(prompt) }
             guard let promptPath = GVariantReader.string(prompt), promptPath != "/" else { return }
-            if let dismissed = try? call(promptPath, "org.freedesktop.Secret.Prompt", "Dismiss", [], replyType: "()") {
-                g_variant_unref(dismissed)
-            }
+            dismiss(promptPath)
             throw LockboxError.secretServiceFailed(
                 operation: "deleting an item",
                 detail: "the provider asked to confirm the deletion with a prompt, which Lockbox never shows; allow deleting "
@@ -179,10 +211,118 @@ final class SecretServiceClient: @unchecked Sendable {
             return g_variant_get_boolean(inner) != 0
         }
 
-        /// The secret of the item at `path` (`Service.GetSecrets`, through libsecret; the first
-        /// secret of a connection also costs the proxy's set-up and `OpenSession`), or `nil` when
-        /// the provider returned none.
+        /// The secret of the item at `path`: `Item.GetSecret` in the connection's session (the
+        /// first secret of a connection also costs `OpenSession`). With libsecret's sessions,
+        /// `Service.GetSecrets` through libsecret, `nil` when it returned none.
         func secret(at path: String) throws -> SecretBytes? {
+            guard let session = try lockboxSession() else { return try libsecretSecret(at: path) }
+            let reply = try call(path, "org.freedesktop.Secret.Item", "GetSecret", [g_variant_new_object_path(session.path)],
+                                 replyType: "((oayays))")
+            defer { g_variant_unref(reply) }
+            guard let secret = g_variant_get_child_value(reply, 0) else { return nil }
+            defer { g_variant_unref(secret) }
+            func field(_ index: Int) -> [UInt8]? {
+                guard let value = g_variant_get_child_value(secret, gsize(index)) else { return nil }
+                defer { g_variant_unref(value) }
+                return GVariantReader.bytes(value)
+            }
+            guard let iv = field(1), let ciphertext = field(2) else { return nil }
+            return try SessionCrypto.decrypt(iv: iv, ciphertext: ciphertext, key: session.key)
+        }
+
+        /// Creates an item in the collection `alias`, replacing one with exactly these attributes
+        /// (`Collection.CreateItem`, the secret encrypted for the session); returns the new item's
+        /// path. A provider that wants a prompt for it (the collection locked since the caller
+        /// checked) gets the prompt dismissed, and the call fails as
+        /// ``LockboxError/keyringLocked(collection:)``: Lockbox never shows a prompt.
+        func createItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes, contentType: String) throws -> String {
+            guard let session = try lockboxSession() else {
+                return try libsecretCreateItem(alias: alias, label: label, attributes: attributes, secret: secret, contentType: contentType)
+            }
+            let (iv, ciphertext) = try SessionCrypto.encrypt(secret, key: session.key)
+            let entryType = g_variant_type_new("{sv}")
+            defer { g_variant_type_free(entryType) }
+            var entries: [OpaquePointer?] = [
+                g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Label"),
+                                         g_variant_new_variant(g_variant_new_string(label))),
+                g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Attributes"),
+                                         g_variant_new_variant(stringDictionary(attributes))),
+            ]
+            let properties = g_variant_new_array(entryType, &entries, gsize(entries.count))
+            var fields: [OpaquePointer?] = [g_variant_new_object_path(session.path), byteArray(iv), byteArray(ciphertext),
+                                            g_variant_new_string(contentType)]
+            let value = g_variant_new_tuple(&fields, gsize(fields.count))
+            let reply = try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.Secret.Collection", "CreateItem",
+                                 [properties, value, g_variant_new_boolean(1)], replyType: "(oo)")
+            defer { g_variant_unref(reply) }
+            func path(_ index: Int) -> String {
+                guard let value = g_variant_get_child_value(reply, gsize(index)) else { return "/" }
+                defer { g_variant_unref(value) }
+                return GVariantReader.string(value) ?? "/"
+            }
+            let item = path(0), prompt = path(1)
+            if item == "/" {
+                if prompt != "/" { dismiss(prompt) }
+                throw LockboxError.keyringLocked(collection: alias)
+            }
+            return item
+        }
+
+        /// The connection's encrypted session, opened on first need (`OpenSession`), or `nil` when
+        /// this connection uses libsecret's. A provider that does not support the algorithm
+        /// (`NotSupported`) moves the connection to libsecret's sessions, which libsecret then
+        /// negotiates as it would for any client.
+        private func lockboxSession() throws -> Session? {
+            if connection.sessions == .libsecret { return nil }
+            if let session = connection.session { return session }
+            // A shared value with a leading zero byte is discarded (SessionCrypto): one in 256
+            // exchanges, so four in a row is one in 2^32.
+            for _ in 0..<4 {
+                let pair = SessionCrypto.makeKeyPair()
+                let reply: OpaquePointer
+                do {
+                    reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "OpenSession",
+                                     [g_variant_new_string(SessionCrypto.algorithm), g_variant_new_variant(byteArray(pair.publicValue))],
+                                     replyType: "(vo)")
+                } catch let error as GLibError where error.remoteName == "org.freedesktop.DBus.Error.NotSupported" {
+                    try SecretServiceClient.loadLibsecret()
+                    connection.sessions = .libsecret
+                    return nil
+                }
+                defer { g_variant_unref(reply) }
+                let boxed = g_variant_get_child_value(reply, 0), pathValue = g_variant_get_child_value(reply, 1)
+                defer {
+                    if let boxed { g_variant_unref(boxed) }
+                    if let pathValue { g_variant_unref(pathValue) }
+                }
+                let output = boxed.flatMap { g_variant_get_variant($0) }
+                defer { if let output { g_variant_unref(output) } }
+                guard let output, let providerValue = GVariantReader.bytes(output), let path = pathValue.flatMap(GVariantReader.string),
+                      path != "/"
+                else {
+                    throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: "an unexpected reply")
+                }
+                if let key = try SessionCrypto.sessionKey(exponent: pair.exponent, providerValue: providerValue) {
+                    let session = Session(path: path, key: key)
+                    connection.session = session
+                    return session
+                }
+                if let closed = try? call(path, "org.freedesktop.Secret.Session", "Close", [], replyType: "()") { g_variant_unref(closed) }
+            }
+            throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: "no usable key in four exchanges")
+        }
+
+        /// Dismisses the prompt at `path` (one call; a failure is ignored: the prompt is not shown
+        /// either way).
+        private func dismiss(_ prompt: String) {
+            if let dismissed = try? call(prompt, "org.freedesktop.Secret.Prompt", "Dismiss", [], replyType: "()") {
+                g_variant_unref(dismissed)
+            }
+        }
+
+        /// The secret of the item at `path` through libsecret (`Service.GetSecrets` in libsecret's
+        /// session), or `nil` when the provider returned none.
+        private func libsecretSecret(at path: String) throws -> SecretBytes? {
             let service = try secretService()
             let fetched = try withGError { error in
                 secret_service_get_secret_for_dbus_path_sync(service, path, deadline.cancellable, error)
@@ -196,10 +336,10 @@ final class SecretServiceClient: @unchecked Sendable {
             }
         }
 
-        /// Creates an item in the collection `alias`, replacing one with exactly these attributes
-        /// (`Collection.CreateItem` through libsecret, which encrypts the secret for the session);
-        /// returns the new item's path.
-        func createItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes, contentType: String) throws -> String {
+        /// ``createItem(alias:label:attributes:secret:contentType:)`` through libsecret, which
+        /// encrypts the secret for its session.
+        private func libsecretCreateItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes,
+                                         contentType: String) throws -> String {
             let service = try secretService()
             let properties = GVariantTable([
                 "org.freedesktop.Secret.Item.Label": g_variant_new_string(label),
@@ -228,6 +368,7 @@ final class SecretServiceClient: @unchecked Sendable {
         /// `secret_service_get_sync`'s costs seven (issue 18).
         private func secretService() throws -> OpaquePointer {
             if let service = connection.service { return service }
+            try SecretServiceClient.loadLibsecret()
             let service = try withGError { error in lockbox_secret_service_open(deadline.cancellable, error) }
             guard let service else { throw LockboxError.secretServiceUnavailable(detail: "libsecret returned no service") }
             connection.service = service
@@ -254,6 +395,13 @@ final class SecretServiceClient: @unchecked Sendable {
         private static let servicePath = SecretServiceClient.servicePath
         private static let busName = SecretServiceClient.busName
 
+        /// A D-Bus `ay` (floating).
+        private func byteArray(_ bytes: [UInt8]) -> OpaquePointer? {
+            let byteType = g_variant_type_new("y")
+            defer { g_variant_type_free(byteType) }
+            return bytes.withUnsafeBytes { g_variant_new_fixed_array(byteType, $0.baseAddress, gsize($0.count), 1) }
+        }
+
         /// A D-Bus `a{ss}` (floating).
         private func stringDictionary(_ values: [String: String]) -> OpaquePointer? {
             let entryType = g_variant_type_new("{ss}")
@@ -270,13 +418,23 @@ final class SecretServiceClient: @unchecked Sendable {
         }
     }
 
-    /// Loads libsecret (once per process; see CLibSecret.h): a system without it has no Secret
-    /// Service client, which is reported as the Secret Service being unavailable.
-    private static func loadLibsecret() throws {
+    /// Loads libsecret (once per process; see CLibSecret.h), for its sessions: a system without
+    /// it is reported as the Secret Service being unavailable.
+    fileprivate static func loadLibsecret() throws {
         var message = [CChar](repeating: 0, count: 512)
         if lockbox_libsecret_load(&message, message.count) == 0 {
             let detail = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw LockboxError.secretServiceUnavailable(detail: "libsecret could not be loaded: \(detail)")
+        }
+    }
+
+    /// Loads GIO (once per process; see CLibSecret.h): a system without it has no D-Bus client,
+    /// which is reported as the Secret Service being unavailable.
+    private static func loadGLib() throws {
+        var message = [CChar](repeating: 0, count: 512)
+        if lockbox_glib_load(&message, message.count) == 0 {
+            let detail = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw LockboxError.secretServiceUnavailable(detail: "GIO (libgio-2.0) could not be loaded: \(detail)")
         }
     }
 

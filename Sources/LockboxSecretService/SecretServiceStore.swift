@@ -57,6 +57,12 @@ public final class SecretServiceStore: SecretStore {
         client = try SecretServiceClient(timeout: timeout)
     }
 
+    /// A store whose encrypted sessions are made by `sessions` (tests: both must read what the
+    /// other wrote).
+    package init(timeout: Double = 5, sessions: SecretServiceSessions) throws {
+        client = try SecretServiceClient(timeout: timeout, sessions: sessions)
+    }
+
     // MARK: SecretStore
 
     public func get(_ key: ItemKey) throws -> SecretBytes? {

@@ -47,13 +47,21 @@ struct LoadedLibrariesTests {
         }
     }
 
-    /// The control: the same reading sees libsecret when the Secret Service is used, so the test
-    /// above could fail.
-    @Test("a Secret Service get loads libsecret", .enabled(if: keyringAvailable))
-    func secretServiceGetLoadsLibsecret() throws {
-        let result = try loadedLibraries(["--backend", "secret-service", "get", "loaded-libraries-probe", "nobody"],
-                                         environment: keyringEnvironment)
-        #expect(result.status == 2, "an absent item is exit 2 (not found)")
-        #expect(result.libraries.contains { $0.contains("libsecret-1") }, "libsecret was not seen loading: \(result.libraries)")
+    /// The control: the same reading sees GIO when the Secret Service is used, so the test above
+    /// could fail; and a secret crossing the bus in both directions loads neither libsecret nor
+    /// libgcrypt, because Lockbox makes the encrypted session itself (SessionCrypto.swift).
+    @Test("a Secret Service set and get load GIO, and neither libsecret nor libgcrypt", .enabled(if: keyringAvailable))
+    func secretServiceLoadsGIOOnly() throws {
+        let arguments = ["--backend", "secret-service"]
+        let set = try loadedLibraries(arguments + ["set", "loaded-libraries-probe", "somebody"], stdin: Data("probe-secret".utf8),
+                                      environment: keyringEnvironment)
+        let get = try loadedLibraries(arguments + ["get", "loaded-libraries-probe", "somebody"], environment: keyringEnvironment)
+        #expect(set.status == 0 && get.status == 0)
+        for result in [set, get] {
+            #expect(result.libraries.contains { $0.contains("libgio-2.0") }, "GIO was not seen loading: \(result.libraries)")
+            #expect(!result.libraries.contains { $0.contains("libsecret-1") || $0.contains("libgcrypt") },
+                    "libsecret or libgcrypt loaded: \(result.libraries)")
+        }
+        #expect(try runLockbox(arguments + ["delete", "loaded-libraries-probe", "somebody"], environment: keyringEnvironment).status == 0)
     }
 }

@@ -4,13 +4,16 @@
    at run time with dlopen (libsecret.c) instead of linked:
    - a build needs no libsecret/GLib headers and no pkg-config, whose GLib flags carry -pthread,
      which SwiftPM refuses ("prohibited flag(s): -pthread") with a warning on every build;
-   - a program linking Lockbox's Secret Service store loads libsecret, GLib, GObject and GIO only
-     when it first connects to the Secret Service (lockbox on a file vault never loads them).
+   - a program linking Lockbox's Secret Service store loads GIO, GObject and GLib only when it
+     first connects to the Secret Service (lockbox on a file vault never loads them), and
+     libsecret (with libgcrypt) only if it needs libsecret's session: Lockbox makes the encrypted
+     session itself (CSessionCrypto.h, SessionCrypto.swift) where the processor allows.
    Each prototype is copied from the library's header (libsecret >= 0.18, GLib >= 2.26: the
    D-Bus-path functions of secret-paths.h, labelled "subject to change", are unchanged since
    2014); struct layouts are the public ones (GError, GHashTableIter), and every other type is
    opaque. The inline functions keep the C names, so Swift calls them as it would the real API.
-   Call lockbox_libsecret_load() before any of them; an unloaded call aborts with a message. */
+   Call lockbox_glib_load() before a GLib function and lockbox_libsecret_load() before a libsecret
+   one; an unloaded call aborts with a message. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,18 +64,10 @@ typedef enum { G_BUS_TYPE_SESSION = 2 } GBusType;
 typedef enum { SECRET_ITEM_CREATE_NONE = 0, SECRET_ITEM_CREATE_REPLACE = 1 << 1 } SecretItemCreateFlags;
 typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
 
-/* X(return type, name, (parameters), (arguments)): the one list the table, the loader and the
-   inline functions are made from. */
-#define LOCKBOX_LIBSECRET_FUNCTIONS(X) \
-    X(SecretService *, secret_service_get_sync, (SecretServiceFlags flags, GCancellable *cancellable, GError **error), (flags, cancellable, error)) \
-    X(SecretValue *, secret_service_get_secret_for_dbus_path_sync, (SecretService *self, const gchar *item_path, GCancellable *cancellable, GError **error), (self, item_path, cancellable, error)) \
-    X(SecretValue *, secret_service_lookup_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, GError **error), (service, schema, attributes, cancellable, error)) \
-    X(gboolean, secret_service_search_for_dbus_paths_sync, (SecretService *self, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, gchar ***unlocked, gchar ***locked, GError **error), (self, schema, attributes, cancellable, unlocked, locked, error)) \
-    X(gchar *, secret_service_create_item_dbus_path_sync, (SecretService *self, const gchar *collection_path, GHashTable *properties, SecretValue *value, SecretItemCreateFlags flags, GCancellable *cancellable, GError **error), (self, collection_path, properties, value, flags, cancellable, error)) \
-    X(gboolean, secret_service_store_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, const gchar *collection, const gchar *label, SecretValue *value, GCancellable *cancellable, GError **error), (service, schema, attributes, collection, label, value, cancellable, error)) \
-    X(const gchar *, secret_value_get, (SecretValue *value, gsize *length), (value, length)) \
-    X(SecretValue *, secret_value_new, (const gchar *secret, gssize length, const gchar *content_type), (secret, length, content_type)) \
-    X(void, secret_value_unref, (gpointer value), (value)) \
+/* X(return type, name, (parameters), (arguments)): the lists the table, the loaders and the
+   inline functions are made from. GLib and GIO (libgio-2.0.so.0 and what it links), loaded for
+   every Secret Service use: */
+#define LOCKBOX_GLIB_FUNCTIONS(X) \
     X(GCancellable *, g_cancellable_new, (void), ()) \
     X(void, g_cancellable_cancel, (GCancellable *cancellable), (cancellable)) \
     X(gboolean, g_cancellable_is_cancelled, (GCancellable *cancellable), (cancellable)) \
@@ -111,7 +106,25 @@ typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
     X(GVariant *, g_variant_new_tuple, (GVariant *const *children, gsize n_children), (children, n_children)) \
     X(void, g_variant_unref, (GVariant *value), (value)) \
     X(GVariantType *, g_variant_type_new, (const gchar *type_string), (type_string)) \
-    X(void, g_variant_type_free, (GVariantType *type), (type))
+    X(void, g_variant_type_free, (GVariantType *type), (type)) \
+    X(GVariant *, g_variant_new_fixed_array, (const GVariantType *element_type, gconstpointer elements, gsize n_elements, gsize element_size), (element_type, elements, n_elements, element_size)) \
+    X(gconstpointer, g_variant_get_fixed_array, (GVariant *value, gsize *n_elements, gsize element_size), (value, n_elements, element_size)) \
+    X(GVariant *, g_variant_new_object_path, (const gchar *object_path), (object_path)) \
+    X(GVariant *, g_variant_new_variant, (GVariant *value), (value)) \
+    X(GVariant *, g_variant_new_boolean, (gboolean value), (value))
+
+/* libsecret itself, loaded only when it carries a secret: the processor lacks the AES
+   instructions of CSessionCrypto.h, or the provider refuses Lockbox's own session. */
+#define LOCKBOX_LIBSECRET_FUNCTIONS(X) \
+    X(SecretService *, secret_service_get_sync, (SecretServiceFlags flags, GCancellable *cancellable, GError **error), (flags, cancellable, error)) \
+    X(SecretValue *, secret_service_get_secret_for_dbus_path_sync, (SecretService *self, const gchar *item_path, GCancellable *cancellable, GError **error), (self, item_path, cancellable, error)) \
+    X(SecretValue *, secret_service_lookup_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, GError **error), (service, schema, attributes, cancellable, error)) \
+    X(gboolean, secret_service_search_for_dbus_paths_sync, (SecretService *self, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, gchar ***unlocked, gchar ***locked, GError **error), (self, schema, attributes, cancellable, unlocked, locked, error)) \
+    X(gchar *, secret_service_create_item_dbus_path_sync, (SecretService *self, const gchar *collection_path, GHashTable *properties, SecretValue *value, SecretItemCreateFlags flags, GCancellable *cancellable, GError **error), (self, collection_path, properties, value, flags, cancellable, error)) \
+    X(gboolean, secret_service_store_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, const gchar *collection, const gchar *label, SecretValue *value, GCancellable *cancellable, GError **error), (service, schema, attributes, collection, label, value, cancellable, error)) \
+    X(const gchar *, secret_value_get, (SecretValue *value, gsize *length), (value, length)) \
+    X(SecretValue *, secret_value_new, (const gchar *secret, gssize length, const gchar *content_type), (secret, length, content_type)) \
+    X(void, secret_value_unref, (gpointer value), (value))
 
 /* Loaded for lockbox_secret_service_open (libsecret.c), not called from Swift. */
 typedef size_t GType;
@@ -133,20 +146,30 @@ typedef void (*GInstanceInitFunc)(void *instance, gpointer g_class);
     X(gchar *, g_dbus_proxy_get_name_owner, (GDBusProxy *proxy), (proxy)) \
     X(GError *, g_dbus_error_new_for_dbus_error, (const gchar *dbus_error_name, const gchar *dbus_error_message), (dbus_error_name, dbus_error_message))
 
-/* The loaded functions (filled by lockbox_libsecret_load). */
+/* The loaded functions (filled by lockbox_glib_load and lockbox_libsecret_load). */
 #define LOCKBOX_LIBSECRET_FIELD(ret, name, params, args) ret (*name) params;
 typedef struct {
+    int glib_loaded;
     int loaded;
+    LOCKBOX_GLIB_FUNCTIONS(LOCKBOX_LIBSECRET_FIELD)
     LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LIBSECRET_FIELD)
     LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(LOCKBOX_LIBSECRET_FIELD)
 } LockboxLibsecretTable;
 #undef LOCKBOX_LIBSECRET_FIELD
 extern LockboxLibsecretTable lockbox_libsecret_table;
 
-/* Loads libsecret-1.so.0 (and, through it, GLib, GObject and GIO) and looks up every function,
+/* Loads GIO (libgio-2.0.so.0, and through it GObject and GLib) and looks up the GLib functions,
    once per process (later calls return the first result). Returns 1 on success; else 0, with
    what failed (dlerror's message) in `error`. Thread-safe. */
+int lockbox_glib_load(char *error, size_t error_size);
+
+/* Loads GIO as lockbox_glib_load does, then libsecret-1.so.0, and looks up libsecret's functions;
+   once per process, same results and errors. */
 int lockbox_libsecret_load(char *error, size_t error_size);
+
+/* The file the loaded GIO came from (e.g. /usr/lib/x86_64-linux-gnu/libgio-2.0.so.0), or NULL
+   before a successful load. */
+const char *lockbox_gio_path(void);
 
 /* The file the loaded libsecret came from (e.g. /usr/lib/x86_64-linux-gnu/libsecret-1.so.0), or
    NULL before a successful load. */
@@ -166,15 +189,24 @@ const char *lockbox_libsecret_path(void);
    caller owns the reference (it is not libsecret's cached default proxy). */
 SecretService *lockbox_secret_service_open(GCancellable *cancellable, GError **error);
 
-/* Aborts with a message naming `name`: a function was called before lockbox_libsecret_load(). */
+/* Aborts with a message naming `name`: a function was called before its library was loaded. */
 void lockbox_libsecret_not_loaded(const char *name) __attribute__((noreturn));
 
+#define LOCKBOX_GLIB_INLINE(ret, name, params, args) \
+    static inline ret name params { \
+        if (!lockbox_libsecret_table.glib_loaded) lockbox_libsecret_not_loaded(#name); \
+        return lockbox_libsecret_table.name args; \
+    }
 #define LOCKBOX_LIBSECRET_INLINE(ret, name, params, args) \
     static inline ret name params { \
         if (!lockbox_libsecret_table.loaded) lockbox_libsecret_not_loaded(#name); \
         return lockbox_libsecret_table.name args; \
     }
+LOCKBOX_GLIB_FUNCTIONS(LOCKBOX_GLIB_INLINE)
 LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LIBSECRET_INLINE)
+#undef LOCKBOX_GLIB_INLINE
 #undef LOCKBOX_LIBSECRET_INLINE
+
+#include "CSessionCrypto.h"
 
 #endif
