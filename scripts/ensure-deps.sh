@@ -9,10 +9,11 @@ set -euo pipefail
 # clock ahead), swtpm + tpm2-tools for a software TPM, strace (which counts the vault reads
 # of `lockbox get`), and dbus-monitor + GNU time for scripts/bench-cli.sh's D-Bus counts and peak RSS, and
 # PostgreSQL (the server binaries scripts/postgres-session.sh runs for the LockboxPostgres tests)
-# and iproute2 (`ip netns`: the cross-host tests' hosts in their own network namespaces).
+# and iproute2 (`ip netns`: the cross-host tests' hosts in their own network namespaces), and
+# valgrind (scripts/check-constant-time.sh: the session crypto's compiled code).
 packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev libsqlite3-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
-    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql iproute2)
+    packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql iproute2 valgrind)
 fi
 # With --test, PyNaCl for python3 too: the suite runs the independent decryptor
 # (scripts/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh).

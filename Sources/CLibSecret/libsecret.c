@@ -40,7 +40,7 @@ static void load_glib(void) {
     if (dladdr(*(void **)(&lockbox_libsecret_table.g_bus_get_sync), &info) != 0 && info.dli_fname != NULL) {
         snprintf(gio_path, sizeof gio_path, "%s", info.dli_fname);
     }
-    lockbox_libsecret_table.glib_loaded = 1;
+    __atomic_store_n(&lockbox_libsecret_table.glib_loaded, 1, __ATOMIC_RELEASE);
 }
 
 int lockbox_glib_load(char *error, size_t error_size) {
@@ -71,7 +71,7 @@ static void load(void) {
     if (dladdr(*(void **)(&lockbox_libsecret_table.secret_service_get_sync), &info) != 0 && info.dli_fname != NULL) {
         snprintf(loaded_path, sizeof loaded_path, "%s", info.dli_fname);
     }
-    lockbox_libsecret_table.loaded = 1;
+    __atomic_store_n(&lockbox_libsecret_table.loaded, 1, __ATOMIC_RELEASE);
 }
 
 int lockbox_libsecret_load(char *error, size_t error_size) {
@@ -81,12 +81,14 @@ int lockbox_libsecret_load(char *error, size_t error_size) {
     return 0;
 }
 
+// The flags are read with acquire ordering (their stores release): these may be called from any
+// thread, with or without a load in progress elsewhere.
 const char *lockbox_gio_path(void) {
-    return lockbox_libsecret_table.glib_loaded && gio_path[0] != '\0' ? gio_path : NULL;
+    return __atomic_load_n(&lockbox_libsecret_table.glib_loaded, __ATOMIC_ACQUIRE) && gio_path[0] != '\0' ? gio_path : NULL;
 }
 
 const char *lockbox_libsecret_path(void) {
-    return lockbox_libsecret_table.loaded && loaded_path[0] != '\0' ? loaded_path : NULL;
+    return __atomic_load_n(&lockbox_libsecret_table.loaded, __ATOMIC_ACQUIRE) && loaded_path[0] != '\0' ? loaded_path : NULL;
 }
 
 // The start of GObjectClass (gobject/gobject.h; unchanged since GLib 2.0): the class

@@ -100,7 +100,15 @@ final class SecretServiceClient: @unchecked Sendable {
                 return try body(Calls(connection: current, deadline: deadline, timeout: timeout))
             } catch let error as GLibError {
                 let mapped = Self.map(error, operation: operation, deadline: deadline)
-                if case .keyringLocked = mapped {} else { handle = nil }
+                switch mapped {
+                case .keyringLocked: break
+                case .secretServiceTimeout: handle = nil  // a provider that stopped answering would not answer Close either
+                default:
+                    // The provider keeps a session until its client's bus connection closes, and
+                    // GIO's shared connection outlives this one: close it.
+                    if let current = handle { Calls(connection: current, deadline: deadline, timeout: timeout).closeSession() }
+                    handle = nil
+                }
                 throw mapped
             }
         }
@@ -215,9 +223,11 @@ final class SecretServiceClient: @unchecked Sendable {
         /// first secret of a connection also costs `OpenSession`). With libsecret's sessions,
         /// `Service.GetSecrets` through libsecret, `nil` when it returned none.
         func secret(at path: String) throws -> SecretBytes? {
-            guard let session = try lockboxSession() else { return try libsecretSecret(at: path) }
-            let reply = try call(path, "org.freedesktop.Secret.Item", "GetSecret", [g_variant_new_object_path(session.path)],
-                                 replyType: "((oayays))")
+            guard try lockboxSession() != nil else { return try libsecretSecret(at: path) }
+            let (reply, session) = try inSession { session in
+                (try call(path, "org.freedesktop.Secret.Item", "GetSecret", [g_variant_new_object_path(session.path)],
+                          replyType: "((oayays))"), session)
+            }
             defer { g_variant_unref(reply) }
             guard let secret = g_variant_get_child_value(reply, 0) else { return nil }
             defer { g_variant_unref(secret) }
@@ -230,30 +240,45 @@ final class SecretServiceClient: @unchecked Sendable {
             return try SessionCrypto.decrypt(iv: iv, ciphertext: ciphertext, key: session.key)
         }
 
+        /// Closes the connection's session, if Lockbox opened one, before the connection is
+        /// dropped: best effort, one call bounded by a short timeout, nothing reported.
+        func closeSession() {
+            guard let session = connection.session else { return }
+            connection.session = nil
+            let parameters = g_variant_new_tuple(nil, 0)
+            var error: UnsafeMutablePointer<GError>?
+            let reply = g_dbus_connection_call_sync(connection.bus, Self.busName, session.path, "org.freedesktop.Secret.Session", "Close",
+                                                    parameters, nil, G_DBUS_CALL_FLAGS_NONE, Int32(min(timeout, 0.5) * 1000), nil, &error)
+            if let reply { g_variant_unref(reply) }
+            if let error { g_error_free(error) }
+        }
+
         /// Creates an item in the collection `alias`, replacing one with exactly these attributes
         /// (`Collection.CreateItem`, the secret encrypted for the session); returns the new item's
         /// path. A provider that wants a prompt for it (the collection locked since the caller
         /// checked) gets the prompt dismissed, and the call fails as
         /// ``LockboxError/keyringLocked(collection:)``: Lockbox never shows a prompt.
         func createItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes, contentType: String) throws -> String {
-            guard let session = try lockboxSession() else {
+            guard try lockboxSession() != nil else {
                 return try libsecretCreateItem(alias: alias, label: label, attributes: attributes, secret: secret, contentType: contentType)
             }
-            let (iv, ciphertext) = try SessionCrypto.encrypt(secret, key: session.key)
-            let entryType = g_variant_type_new("{sv}")
-            defer { g_variant_type_free(entryType) }
-            var entries: [OpaquePointer?] = [
-                g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Label"),
-                                         g_variant_new_variant(g_variant_new_string(label))),
-                g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Attributes"),
-                                         g_variant_new_variant(stringDictionary(attributes))),
-            ]
-            let properties = g_variant_new_array(entryType, &entries, gsize(entries.count))
-            var fields: [OpaquePointer?] = [g_variant_new_object_path(session.path), byteArray(iv), byteArray(ciphertext),
-                                            g_variant_new_string(contentType)]
-            let value = g_variant_new_tuple(&fields, gsize(fields.count))
-            let reply = try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.Secret.Collection", "CreateItem",
-                                 [properties, value, g_variant_new_boolean(1)], replyType: "(oo)")
+            let reply = try inSession { session in
+                let (iv, ciphertext) = try SessionCrypto.encrypt(secret, key: session.key)
+                let entryType = g_variant_type_new("{sv}")
+                defer { g_variant_type_free(entryType) }
+                var entries: [OpaquePointer?] = [
+                    g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Label"),
+                                             g_variant_new_variant(g_variant_new_string(label))),
+                    g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Attributes"),
+                                             g_variant_new_variant(stringDictionary(attributes))),
+                ]
+                let properties = g_variant_new_array(entryType, &entries, gsize(entries.count))
+                var fields: [OpaquePointer?] = [g_variant_new_object_path(session.path), byteArray(iv), byteArray(ciphertext),
+                                                g_variant_new_string(contentType)]
+                let value = g_variant_new_tuple(&fields, gsize(fields.count))
+                return try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.Secret.Collection", "CreateItem",
+                                [properties, value, g_variant_new_boolean(1)], replyType: "(oo)")
+            }
             defer { g_variant_unref(reply) }
             func path(_ index: Int) -> String {
                 guard let value = g_variant_get_child_value(reply, gsize(index)) else { return "/" }
@@ -262,10 +287,29 @@ final class SecretServiceClient: @unchecked Sendable {
             }
             let item = path(0), prompt = path(1)
             if item == "/" {
-                if prompt != "/" { dismiss(prompt) }
+                guard prompt != "/" else {
+                    throw LockboxError.secretServiceFailed(operation: "storing an item", detail: "the provider returned neither an item nor a prompt")
+                }
+                dismiss(prompt)
                 throw LockboxError.keyringLocked(collection: alias)
             }
             return item
+        }
+
+        /// Runs `body` with the connection's session; if the provider no longer knows that
+        /// session (`NoSession`: it restarted, or closed it), opens a new one and runs `body`
+        /// once more.
+        private func inSession<T>(_ body: (Session) throws -> T) throws -> T {
+            guard let session = try lockboxSession() else {
+                throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: "no session")
+            }
+            do {
+                return try body(session)
+            } catch let error as GLibError where error.remoteName == "org.freedesktop.Secret.Error.NoSession" {
+                connection.session = nil
+                guard let fresh = try lockboxSession() else { throw error }
+                return try body(fresh)
+            }
         }
 
         /// The connection's encrypted session, opened on first need (`OpenSession`), or `nil` when

@@ -7,16 +7,19 @@ import Lockbox
 /// Lockbox rather than libsecret (issue 18: libsecret's exchange, through libgcrypt, was three
 /// quarters of the instructions of a lookup).
 ///
-/// - The exchange: Diffie-Hellman in RFC 2409's 1024-bit MODP group with generator 2. The private
-///   exponent is 256 random bits, not libsecret's 1024: the group's prime is safe (p = 2q + 1,
-///   q prime), so a short exponent leaves only the discrete-logarithm attacks on the whole group,
-///   and 256 bits is over twice the group's strength (about 80 bits), the size RFC 3526 section 8
-///   and NIST SP 800-56A ask for. The provider's public value must lie in 2 ... p-2.
+/// - The exchange: Diffie-Hellman in RFC 2409's 1024-bit MODP group with generator 2, fixed by the
+///   protocol: a group of about 80 bits' strength, whose one prime is the obvious target of a
+///   precomputation (the 2015 "Logjam" paper), so the session guards secrets against processes
+///   that watch the bus, not against a recording and large resources; nothing in the Secret
+///   Service authenticates the provider. The private exponent is 256 random bits, not libsecret's
+///   1023: the prime is safe (p = 2q + 1, q prime; 2 generates the subgroup of order q), so a short
+///   exponent leaves only the attacks on the whole group, and 256 bits is well over twice the
+///   group's strength. The provider's public value must lie in 2 ... p-2.
 /// - The key: HKDF-SHA-256 (RFC 5869) of the shared value, no salt, no info, 16 bytes. The shared
-///   value is the prime's length, big-endian; libsecret and gnome-keyring before 2026 dropped its
-///   leading zero bytes instead (once in 256 exchanges), so a shared value that starts with a zero
-///   byte is never used: the client closes that session and opens another, and both conventions
-///   agree on every key Lockbox uses.
+///   value is the prime's length, big-endian, as libsecret and gnome-keyring (since 2017) use it;
+///   some providers strip its leading zero bytes instead (KeePassXC's older libgcrypt session), so
+///   a shared value that starts with a zero byte is never used: the client closes that session
+///   and opens another (one exchange in 256), and both conventions agree on every key Lockbox uses.
 /// - The secret: AES-128-CBC with a random IV per secret and PKCS#7 padding.
 ///
 /// The exponent, the shared value, the key and every plaintext buffer are ``SecretBytes``

@@ -54,6 +54,33 @@ func pinStep(_ step: String) -> Never {
     }
 }
 
+// `KeyringProbe restart-read`: stores and reads an item (which opens the encrypted session),
+// prints "ready", waits for a line on standard input (the test restarts gnome-keyring meanwhile),
+// then reads it again on the same store: the provider no longer knows the session
+// (org.freedesktop.Secret.Error.NoSession), so the client must open another and the read succeed
+// on the same connection. Checked by SecretServiceFailureTests.sessionSurvivesProviderRestart.
+if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "restart-read" {
+    restartReadStep()
+}
+
+func restartReadStep() -> Never {
+    do {
+        let store = try SecretServiceStore(timeout: 5)
+        let vault = Vault(store: store)
+        try vault.set("survives-restart", service: "probe", account: "restart")
+        guard try vault.string(service: "probe", account: "restart") == "survives-restart" else { fail("first read differs") }
+        print("ready")
+        fflush(nil)
+        _ = readLine()
+        let again = try vault.string(service: "probe", account: "restart")
+        print("second read: \(again == "survives-restart" ? "same secret" : "different"), connections: \(store.connectionCount)")
+        exit(0)
+    } catch {
+        print("second read failed: \(error)")
+        exit(1)
+    }
+}
+
 // `KeyringProbe lean-proxy`: makes the lean SecretService proxy (lockbox_secret_service_open) on
 // the session bus and prints what happened: "lean-proxy: made" with a provider; with none, the
 // D-Bus error name it failed with (it must be NameHasNoOwner, which the store maps to

@@ -7,13 +7,19 @@
    in Swift (SessionCrypto.swift) with libsodium's HMAC.
 
    Lockbox does this itself rather than through libsecret so that a command that reads or writes
-   one secret does not load libsecret and libgcrypt, whose exchange (full 1024-bit exponents,
+   one secret does not load libsecret and libgcrypt, whose exchange (1023-bit exponents,
    libgcrypt's generic multi-precision code and its random pool) was 23.8 M of the 31.6 M
    instructions of `secret-tool lookup` (issue 18; docs/PERFORMANCE.md). Numbers are
-   big-endian byte strings, as on the bus. Every function here runs in time independent of the
-   private exponent and of the key and data (Montgomery multiplication with a masked final
-   subtraction, a fixed 4-bit window with a masked table read; AES through the processor's AES
-   instructions, no tables). Intermediate values are wiped before returning. */
+   big-endian byte strings, as on the bus.
+
+   Side channels: no branch and no memory address depends on the private exponent, the key or the
+   data (Montgomery multiplication with a masked final subtraction, a fixed 4-bit window read by
+   touching every table entry, AES through the processor's AES instructions, no tables); the masks
+   go through an optimisation barrier, and scripts/check-constant-time.sh checks the compiled code
+   with valgrind at -O1, -O2, -O3 and -Os (the one allowed report: the zero-exponent check, which
+   tells only whether the exponent is zero). Wiping: the named intermediate arrays are wiped before
+   returning; copies the compiler keeps in registers or spills below the stack pointer are not
+   (C offers no way to reach them), and are overwritten by later calls. */
 #include <stddef.h>
 #include <stdint.h>
 
