@@ -1,8 +1,9 @@
-// Loads libsecret with dlopen and fills lockbox_libsecret_table (see include/CLibSecret.h for why).
-#define _GNU_SOURCE  // dladdr
+// Loads GIO and libsecret with dlopen and fills lockbox_libsecret_table (see include/CLibSecret.h for why).
+#define _GNU_SOURCE  // dlinfo
 #include "CLibSecret.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,13 @@ static char glib_error[512];
 static char load_error[512];
 static char gio_path[4096];
 static char loaded_path[4096];
+
+// The file a handle was loaded from, for `lockbox doctor`: the loader's own record (dlinfo), not
+// dladdr, which scans the library's symbol table (0.2 M instructions for GIO, on every command).
+static void record_path(void *handle, char *path, size_t size) {
+    struct link_map *map = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL) snprintf(path, size, "%s", map->l_name);
+}
 
 static void load_glib(void) {
     // The run-time name of GIO's ABI (libglib2.0-0), not the -dev symlink. RTLD_NODELETE: GLib's
@@ -36,10 +44,7 @@ static void load_glib(void) {
     }
     LOCKBOX_GLIB_FUNCTIONS(LOCKBOX_GLIB_LOOKUP)
 #undef LOCKBOX_GLIB_LOOKUP
-    Dl_info info;
-    if (dladdr(*(void **)(&lockbox_libsecret_table.g_bus_get_sync), &info) != 0 && info.dli_fname != NULL) {
-        snprintf(gio_path, sizeof gio_path, "%s", info.dli_fname);
-    }
+    record_path(handle, gio_path, sizeof gio_path);
     __atomic_store_n(&lockbox_libsecret_table.glib_loaded, 1, __ATOMIC_RELEASE);
 }
 
@@ -67,10 +72,7 @@ static void load(void) {
     LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LIBSECRET_LOOKUP)
     LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(LOCKBOX_LIBSECRET_LOOKUP)
 #undef LOCKBOX_LIBSECRET_LOOKUP
-    Dl_info info;
-    if (dladdr(*(void **)(&lockbox_libsecret_table.secret_service_get_sync), &info) != 0 && info.dli_fname != NULL) {
-        snprintf(loaded_path, sizeof loaded_path, "%s", info.dli_fname);
-    }
+    record_path(handle, loaded_path, sizeof loaded_path);
     __atomic_store_n(&lockbox_libsecret_table.loaded, 1, __ATOMIC_RELEASE);
 }
 
