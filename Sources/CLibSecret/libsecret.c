@@ -25,25 +25,39 @@ static void record_path(void *handle, char *path, size_t size) {
     if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL) snprintf(path, size, "%s", map->l_name);
 }
 
-static void load_glib(void) {
-    // The run-time name of GIO's ABI (libglib2.0-0), not the -dev symlink. RTLD_NODELETE: GLib's
-    // type system cannot be unloaded.
-    void *handle = dlopen("libgio-2.0.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+// Opens `library` (RTLD_NODELETE: GLib's type system cannot be unloaded); NULL with dlerror's
+// message in `error` on failure.
+static void *open_library(const char *library, char *error, size_t error_size) {
+    void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle == NULL) {
         const char *why = dlerror();
-        snprintf(glib_error, sizeof glib_error, "%s", why ? why : "dlopen failed");
-        return;
+        snprintf(error, error_size, "%s", why ? why : "dlopen failed");
     }
-    // dlsym on GIO's handle also searches the libraries it depends on (GObject, GLib). The
-    // pointers are written before glib_loaded, and pthread_once orders both before any reader.
-#define LOCKBOX_GLIB_LOOKUP(ret, name, params, args) \
-    *(void **)(&lockbox_libsecret_table.name) = dlsym(handle, #name); \
-    if (lockbox_libsecret_table.name == NULL) { \
-        snprintf(glib_error, sizeof glib_error, "libgio-2.0.so.0 or its GLib has no %s", #name); \
-        return; \
-    }
-    LOCKBOX_GLIB_FUNCTIONS(LOCKBOX_GLIB_LOOKUP)
-#undef LOCKBOX_GLIB_LOOKUP
+    return handle;
+}
+
+// Looks `name` up in `handle` (and the libraries it depends on) into `*slot`; 0 with a message
+// naming `library` and the function in `error` if it is missing.
+static int look_up(void *handle, const char *name, void **slot, const char *library, char *error, size_t error_size) {
+    *slot = dlsym(handle, name);
+    if (*slot == NULL) snprintf(error, error_size, "%s or its GLib has no %s", library, name);
+    return *slot != NULL;
+}
+
+// For the X lists of CLibSecret.h, inside a loader with `handle`, `library`, `error` and
+// `error_size` in scope. The pointers are written before the loader's flag, and pthread_once
+// orders both before any reader.
+#define LOCKBOX_LOOK_UP(ret, name, params, args) \
+    if (!look_up(handle, #name, (void **)&lockbox_libsecret_table.name, library, error, error_size)) return;
+
+static void load_glib(void) {
+    // The run-time name of GIO's ABI (libglib2.0-0), not the -dev symlink.
+    const char *library = "libgio-2.0.so.0";
+    char *error = glib_error;
+    size_t error_size = sizeof glib_error;
+    void *handle = open_library(library, error, error_size);
+    if (handle == NULL) return;
+    LOCKBOX_GLIB_FUNCTIONS(LOCKBOX_LOOK_UP)
     record_path(handle, gio_path, sizeof gio_path);
     __atomic_store_n(&lockbox_libsecret_table.glib_loaded, 1, __ATOMIC_RELEASE);
 }
@@ -57,24 +71,17 @@ int lockbox_glib_load(char *error, size_t error_size) {
 
 static void load(void) {
     if (!lockbox_glib_load(load_error, sizeof load_error)) return;
-    void *handle = dlopen("libsecret-1.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (handle == NULL) {
-        const char *why = dlerror();
-        snprintf(load_error, sizeof load_error, "%s", why ? why : "dlopen failed");
-        return;
-    }
-#define LOCKBOX_LIBSECRET_LOOKUP(ret, name, params, args) \
-    *(void **)(&lockbox_libsecret_table.name) = dlsym(handle, #name); \
-    if (lockbox_libsecret_table.name == NULL) { \
-        snprintf(load_error, sizeof load_error, "libsecret-1.so.0 or its GLib has no %s", #name); \
-        return; \
-    }
-    LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LIBSECRET_LOOKUP)
-    LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(LOCKBOX_LIBSECRET_LOOKUP)
-#undef LOCKBOX_LIBSECRET_LOOKUP
+    const char *library = "libsecret-1.so.0";
+    char *error = load_error;
+    size_t error_size = sizeof load_error;
+    void *handle = open_library(library, error, error_size);
+    if (handle == NULL) return;
+    LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LOOK_UP)
+    LOCKBOX_LIBSECRET_PRIVATE_FUNCTIONS(LOCKBOX_LOOK_UP)
     record_path(handle, loaded_path, sizeof loaded_path);
     __atomic_store_n(&lockbox_libsecret_table.loaded, 1, __ATOMIC_RELEASE);
 }
+#undef LOCKBOX_LOOK_UP
 
 int lockbox_libsecret_load(char *error, size_t error_size) {
     pthread_once(&load_once, load);
