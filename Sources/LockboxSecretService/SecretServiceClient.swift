@@ -223,8 +223,8 @@ final class SecretServiceClient: @unchecked Sendable {
         /// first secret of a connection also costs `OpenSession`). With libsecret's sessions,
         /// `Service.GetSecrets` through libsecret, `nil` when it returned none.
         func secret(at path: String) throws -> SecretBytes? {
-            guard try lockboxSession() != nil else { return try libsecretSecret(at: path) }
-            let (reply, session) = try inSession { session in
+            guard let opened = try lockboxSession() else { return try libsecretSecret(at: path) }
+            let (reply, session) = try inSession(opened) { session in
                 (try call(path, "org.freedesktop.Secret.Item", "GetSecret", [g_variant_new_object_path(session.path)],
                           replyType: "((oayays))"), session)
             }
@@ -259,10 +259,10 @@ final class SecretServiceClient: @unchecked Sendable {
         /// checked) gets the prompt dismissed, and the call fails as
         /// ``LockboxError/keyringLocked(collection:)``: Lockbox never shows a prompt.
         func createItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes, contentType: String) throws -> String {
-            guard try lockboxSession() != nil else {
+            guard let opened = try lockboxSession() else {
                 return try libsecretCreateItem(alias: alias, label: label, attributes: attributes, secret: secret, contentType: contentType)
             }
-            let reply = try inSession { session in
+            let reply = try inSession(opened) { session in
                 let (iv, ciphertext) = try SessionCrypto.encrypt(secret, key: session.key)
                 let entryType = g_variant_type_new("{sv}")
                 defer { g_variant_type_free(entryType) }
@@ -296,13 +296,9 @@ final class SecretServiceClient: @unchecked Sendable {
             return item
         }
 
-        /// Runs `body` with the connection's session; if the provider no longer knows that
-        /// session (`NoSession`: it restarted, or closed it), opens a new one and runs `body`
-        /// once more.
-        private func inSession<T>(_ body: (Session) throws -> T) throws -> T {
-            guard let session = try lockboxSession() else {
-                throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: "no session")
-            }
+        /// Runs `body` with `session`, the connection's; if the provider no longer knows it
+        /// (`NoSession`: it restarted, or closed it), opens a new one and runs `body` once more.
+        private func inSession<T>(_ session: Session, _ body: (Session) throws -> T) throws -> T {
             do {
                 return try body(session)
             } catch let error as GLibError where error.remoteName == "org.freedesktop.Secret.Error.NoSession" {

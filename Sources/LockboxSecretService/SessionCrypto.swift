@@ -102,9 +102,7 @@ package enum SessionCrypto {
     /// `secret` encrypted for the session: a random IV and the AES-128-CBC ciphertext of the
     /// PKCS#7-padded secret.
     package static func encrypt(_ secret: SecretBytes, key: SecretBytes) throws -> (iv: [UInt8], ciphertext: [UInt8]) {
-        var iv = [UInt8](repeating: 0, count: 16)
-        Sodium.ensureInitialized()
-        randombytes_buf(&iv, iv.count)
+        let iv = Sodium.randomBytes(16)
         let padding = 16 - secret.count % 16
         let padded = SecretBytes(count: secret.count + padding) { out in
             secret.withUnsafeBytes { bytes in

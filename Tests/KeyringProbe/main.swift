@@ -14,6 +14,16 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
+/// A store on the session bus with `value` stored under service "probe" and `account`, and read
+/// back through it (the probe fails if it differs).
+func storedAndReadBack(_ value: String, account: String, timeout: Double) throws -> (SecretServiceStore, Vault) {
+    let store = try SecretServiceStore(timeout: timeout)
+    let vault = Vault(store: store)
+    try vault.set(value, service: "probe", account: account)
+    guard try vault.string(service: "probe", account: account) == value else { fail("read back differs") }
+    return (store, vault)
+}
+
 // `KeyringProbe pin set|verify-wrong-then-hang|failures`: the steps of the test "a PIN failure
 // counted in gnome-keyring survives killing the verifier and restarting the daemon"
 // (SecretServiceFailureTests.pinFailureSurvivesKillAndRestart), on a PIN record kept in the
@@ -65,10 +75,7 @@ if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "restart-read" 
 
 func restartReadStep() -> Never {
     do {
-        let store = try SecretServiceStore(timeout: 5)
-        let vault = Vault(store: store)
-        try vault.set("survives-restart", service: "probe", account: "restart")
-        guard try vault.string(service: "probe", account: "restart") == "survives-restart" else { fail("first read differs") }
+        let (store, vault) = try storedAndReadBack("survives-restart", account: "restart", timeout: 5)
         print("ready")
         fflush(nil)
         _ = readLine()
@@ -115,10 +122,7 @@ guard let pidText = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING_PI
     fail("LOCKBOX_TEST_KEYRING_PID is not set; run me inside scripts/keyring-session.sh")
 }
 do {
-    let store = try SecretServiceStore(timeout: 3)
-    let vault = Vault(store: store)
-    try vault.set("before", service: "probe", account: "a")
-    guard try vault.string(service: "probe", account: "a") == "before" else { fail("read back differs") }
+    let (_, vault) = try storedAndReadBack("before", account: "a", timeout: 3)
     print("connected: stored and read an item")
 
     // SIGKILL: a daemon that merely releases its bus name (as gnome-keyring does on SIGTERM)

@@ -21,7 +21,7 @@ struct SessionCryptoTests {
     }
 
     static func hex(_ secret: SecretBytes) -> String {
-        secret.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() }
+        secret.withUnsafeBytes { Array($0).hexString }
     }
 
     // Computed with Python's pow() over RFC 2409's second Oakley group (generator 2), and its
