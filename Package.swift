@@ -139,7 +139,8 @@ let package = Package(
         // scripts/fuzz.sh only.
         .target(
             name: "LockboxFuzzing",
-            dependencies: ["Lockbox", "LockboxWindows", "LockboxSelfTest", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["Lockbox", "LockboxWindows", "LockboxSelfTest", "LockboxSecretService",
+                           .product(name: "SystemPackage", package: "swift-system")]
         ),
         .executableTarget(
             name: "LockboxFuzzer",

@@ -4,7 +4,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET]
 #   SECONDS  how long each target runs (default 60)
-#   TARGET   one of: vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record
+#   TARGET   one of: vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record dbus-message
 #            (default: all of them, one after the other)
 #
 # Each target starts from its seed corpus, Fuzz/corpus/TARGET (see Fuzz/make-seeds.py), and keeps
@@ -19,7 +19,7 @@ repo=$(pwd)
 
 seconds=${1:-60}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: SECONDS must be a whole number, not '$seconds'" >&2; exit 64; }
-all=(vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record)
+all=(vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record dbus-message)
 if [[ -n ${2:-} ]]; then
     [[ " ${all[*]} " == *" $2 "* ]] || { echo "fuzz: unknown target '$2' (one of: ${all[*]})" >&2; exit 64; }
     targets=("$2")

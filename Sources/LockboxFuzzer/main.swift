@@ -19,6 +19,7 @@ let targets: [String: @Sendable (UnsafeRawBufferPointer) -> Void] = [
     "key-file": FuzzingEntryPoints.keyFile,
     "token-response": FuzzingEntryPoints.tokenResponse,
     "token-record": FuzzingEntryPoints.tokenRecord,
+    "dbus-message": FuzzingEntryPoints.dbusMessage,
 ]
 
 func fail(_ message: String) -> Never {
