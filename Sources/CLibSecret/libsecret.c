@@ -1,4 +1,5 @@
-// Loads GIO and libsecret with dlopen and fills lockbox_libsecret_table (see include/CLibSecret.h for why).
+// Loads GIO and libsecret with dlopen, for libsecret's fallback session only, and fills
+// lockbox_libsecret_table (see include/CLibSecret.h for why).
 #define _GNU_SOURCE  // dlinfo
 #include "CLibSecret.h"
 
@@ -15,7 +16,6 @@ static pthread_once_t glib_once = PTHREAD_ONCE_INIT;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char glib_error[512];
 static char load_error[512];
-static char gio_path[4096];
 static char loaded_path[4096];
 
 // The file a handle was loaded from, for `lockbox doctor`: the loader's own record (dlinfo), not
@@ -58,7 +58,6 @@ static void load_glib(void) {
     void *handle = open_library(library, error, error_size);
     if (handle == NULL) return;
     LOCKBOX_GLIB_FUNCTIONS(LOCKBOX_LOOK_UP)
-    record_path(handle, gio_path, sizeof gio_path);
     __atomic_store_n(&lockbox_libsecret_table.glib_loaded, 1, __ATOMIC_RELEASE);
 }
 
@@ -90,12 +89,8 @@ int lockbox_libsecret_load(char *error, size_t error_size) {
     return 0;
 }
 
-// The flags are read with acquire ordering (their stores release): these may be called from any
+// The flag is read with acquire ordering (its store releases): this may be called from any
 // thread, with or without a load in progress elsewhere.
-const char *lockbox_gio_path(void) {
-    return __atomic_load_n(&lockbox_libsecret_table.glib_loaded, __ATOMIC_ACQUIRE) && gio_path[0] != '\0' ? gio_path : NULL;
-}
-
 const char *lockbox_libsecret_path(void) {
     return __atomic_load_n(&lockbox_libsecret_table.loaded, __ATOMIC_ACQUIRE) && loaded_path[0] != '\0' ? loaded_path : NULL;
 }

@@ -1,9 +1,13 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CLibSecret
 import Dispatch
 import Lockbox
 
-// Small, typed helpers for the GLib types libsecret speaks: errors, string hash tables, lists and
-// cancellables. Nothing here leaks into Lockbox's public API.
+// Small, typed helpers for the GLib types libsecret speaks (errors, properties tables,
+// cancellables), used only on libsecret's fallback path, and the Deadline every call has.
+// Nothing here leaks into Lockbox's public API.
 
 /// A `GError` copied into Swift, with the D-Bus error name when the error came over the bus.
 struct GLibError: Error, CustomStringConvertible {
@@ -39,120 +43,61 @@ func withGError<T>(_ body: (UnsafeMutablePointer<UnsafeMutablePointer<GError>?>)
     return result
 }
 
-/// A `GHashTable` of strings to strings, owned by Swift (unref'd on release).
-final class GStringTable {
-    let table: OpaquePointer
+/// When one ``SecretServiceClient/run(_:_:)`` must be over: every D-Bus wait of Lockbox's own
+/// client is bounded by it (`poll`), and libsecret's calls get a `GCancellable` cancelled at it,
+/// so no call can hang on a prompt nobody can answer or a provider that stopped answering.
+package final class Deadline: @unchecked Sendable {
+    package let seconds: Double
+    /// `CLOCK_MONOTONIC` nanoseconds at which it passes.
+    private let end: UInt64
+    // Made on first use, only on libsecret's paths (GIO is loaded then); g_cancellable_cancel is
+    // thread-safe, and the pointer is only unref'd in deinit.
+    private var made: OpaquePointer?
 
-    init(_ values: [String: String]) {
-        table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)
-        for (key, value) in values {
-            g_hash_table_insert(table, g_strdup(key), g_strdup(value))
-        }
-    }
-
-    deinit { g_hash_table_unref(table) }
-
-    /// Reads a table of strings; does not take ownership.
-    static func read(_ table: OpaquePointer) -> [String: String] {
-        var result: [String: String] = [:]
-        var iterator = GHashTableIter()
-        g_hash_table_iter_init(&iterator, table)
-        var key: gpointer?
-        var value: gpointer?
-        while g_hash_table_iter_next(&iterator, &key, &value) != 0 {
-            guard let key, let value else { continue }
-            result[String(cString: key.assumingMemoryBound(to: CChar.self))] =
-                String(cString: value.assumingMemoryBound(to: CChar.self))
-        }
-        return result
-    }
-}
-
-/// A `GCancellable` that cancels itself after `seconds`: every libsecret call gets one, so no
-/// call can hang on a prompt nobody can answer or a provider that stopped answering.
-final class Deadline: @unchecked Sendable {
-    // g_cancellable_cancel is thread-safe; the pointer is only unref'd in deinit.
-    let cancellable: OpaquePointer
-    let seconds: Double
-
-    init(seconds: Double) {
+    package init(seconds: Double) {
         self.seconds = seconds
-        cancellable = g_cancellable_new()
+        let span = seconds.isFinite && seconds > 0 ? min(seconds, 1e9) : 0
+        end = Self.now() &+ UInt64(span * 1e9)
+    }
+
+    package var expired: Bool { Self.now() >= end }
+
+    /// Milliseconds until it passes, rounded up (0 once it has), at most `Int32.max`.
+    package var remainingMilliseconds: Int32 {
+        let now = Self.now()
+        guard now < end else { return 0 }
+        return Int32(min((end - now + 999_999) / 1_000_000, UInt64(Int32.max)))
+    }
+
+    /// A `GCancellable` cancelled when the deadline passes, for libsecret's calls. GLib must be
+    /// loaded.
+    var cancellable: OpaquePointer {
+        if let made { return made }
+        guard let cancellable = g_cancellable_new() else { fatalError("g_cancellable_new returned NULL") }
+        made = cancellable
+        let left = Double(remainingMilliseconds) / 1000
         // The timer holds a strong reference, so the cancellable outlives any late firing.
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
-            g_cancellable_cancel(cancellable)
+        DispatchQueue.global().asyncAfter(deadline: .now() + left) { [self] in
+            if let made { g_cancellable_cancel(made) }
         }
+        return cancellable
     }
 
-    var expired: Bool { g_cancellable_is_cancelled(cancellable) != 0 }
+    deinit { if let made { g_object_unref(UnsafeMutableRawPointer(made)) } }
 
-    deinit { g_object_unref(UnsafeMutableRawPointer(cancellable)) }
+    private static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
 }
 
-/// The strings of a NULL-terminated `gchar **` (not freed).
-func stringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
-    guard let array else { return [] }
-    var result: [String] = []
-    var index = 0
-    while let element = array[index] {
-        result.append(String(cString: element))
-        index += 1
+/// A `GVariant` `a{ss}` (floating), for libsecret's calls.
+func gVariantStringDictionary(_ values: [String: String]) -> OpaquePointer? {
+    let entryType = g_variant_type_new("{ss}")
+    defer { g_variant_type_free(entryType) }
+    var entries: [OpaquePointer?] = values.sorted { $0.key < $1.key }.map {
+        g_variant_new_dict_entry(g_variant_new_string($0.key), g_variant_new_string($0.value))
     }
-    return result
-}
-
-/// One D-Bus value, read by its type signature; anything of another type reads as `nil`.
-enum GVariantReader {
-    static func string(_ value: OpaquePointer) -> String? {
-        guard typeString(value) == "s" || typeString(value) == "o" else { return nil }
-        return g_variant_get_string(value, nil).map { String(cString: $0) }
-    }
-
-    /// An `ay` byte array.
-    static func bytes(_ value: OpaquePointer) -> [UInt8]? {
-        guard typeString(value) == "ay" else { return nil }
-        var count: gsize = 0
-        guard let start = g_variant_get_fixed_array(value, &count, 1) else { return count == 0 ? [] : nil }
-        return Array(UnsafeRawBufferPointer(start: start, count: Int(count)))
-    }
-
-    static func uint64(_ value: OpaquePointer) -> UInt64? {
-        typeString(value) == "t" ? UInt64(g_variant_get_uint64(value)) : nil
-    }
-
-    static func bool(_ value: OpaquePointer) -> Bool? {
-        typeString(value) == "b" ? g_variant_get_boolean(value) != 0 : nil
-    }
-
-    /// An `a{ss}` dictionary.
-    static func stringDictionary(_ value: OpaquePointer) -> [String: String]? {
-        guard typeString(value) == "a{ss}" else { return nil }
-        var result: [String: String] = [:]
-        for index in 0..<g_variant_n_children(value) {
-            guard let entry = g_variant_get_child_value(value, index) else { continue }
-            defer { g_variant_unref(entry) }
-            guard let key = g_variant_get_child_value(entry, 0), let item = g_variant_get_child_value(entry, 1) else { continue }
-            defer { g_variant_unref(key); g_variant_unref(item) }
-            if let name = string(key), let text = string(item) { result[name] = text }
-        }
-        return result
-    }
-
-    /// Calls `body` with each entry of an `a{sv}` dictionary: its name and its unboxed value.
-    static func forEachProperty(_ value: OpaquePointer, _ body: (String, OpaquePointer) -> Void) {
-        guard typeString(value) == "a{sv}" else { return }
-        for index in 0..<g_variant_n_children(value) {
-            guard let entry = g_variant_get_child_value(value, index) else { continue }
-            defer { g_variant_unref(entry) }
-            guard let key = g_variant_get_child_value(entry, 0), let boxed = g_variant_get_child_value(entry, 1) else { continue }
-            defer { g_variant_unref(key); g_variant_unref(boxed) }
-            guard let name = string(key), let inner = g_variant_get_variant(boxed) else { continue }
-            defer { g_variant_unref(inner) }
-            body(name, inner)
-        }
-    }
-
-    static func typeString(_ value: OpaquePointer) -> String {
-        g_variant_get_type_string(value).map { String(cString: $0) } ?? ""
-    }
+    return g_variant_new_array(entryType, &entries, gsize(entries.count))
 }

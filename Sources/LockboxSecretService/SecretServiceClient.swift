@@ -17,15 +17,17 @@ package enum SecretServiceSessions: Sendable {
 /// The raw Secret Service client under ``SecretServiceStore``: the session-bus connection and one
 /// method per Secret Service call, with no knowledge of Lockbox's items.
 ///
-/// Every call is a plain D-Bus call on the shared session-bus connection (GIO's GDBus), to the
-/// provider's well-known name: no libsecret proxy, no bus match rules. Calls where no secret
+/// Every call is a plain D-Bus call on a session-bus connection of Lockbox's own
+/// (``DBusConnection``: a Unix socket, no GIO), to the provider's well-known name: no libsecret
+/// proxy, no bus match rules. Calls where no secret
 /// crosses the bus (`SearchItems`, an item's properties, `Item.Delete`, the collection's `Locked`
 /// property) have no session at all; reading a secret (`Item.GetSecret`) and creating an item
 /// (`CreateItem`) use an encrypted session opened on the connection's first secret (`OpenSession`,
-/// ``SessionCrypto``). So `delete` and `list` make no session, and no command loads libsecret or
-/// libgcrypt (issue 18; the call counts and instructions are in docs/PERFORMANCE.md). With
-/// ``SecretServiceSessions/libsecret`` those two calls go through libsecret instead, whose
-/// `SecretService` is made on first need (a lean proxy: no property or signal set-up).
+/// ``SessionCrypto``). So `delete` and `list` make no session, and no command loads GIO,
+/// libsecret or libgcrypt (issue 18; the call counts and instructions are in
+/// docs/PERFORMANCE.md). With ``SecretServiceSessions/libsecret`` those two calls go through
+/// libsecret instead (on GIO's own bus connection), whose `SecretService` is made on first need
+/// (a lean proxy: no property or signal set-up).
 ///
 /// Every call of one ``run(_:_:)`` shares a ``Deadline`` and the client's lock; a failure that
 /// means the provider went away drops the connection (and its session), so the next call
@@ -55,23 +57,22 @@ final class SecretServiceClient: @unchecked Sendable {
     /// The session bus and, once a secret crossed it, the encrypted session: Lockbox's own, or
     /// libsecret's service proxy with libsecret's.
     final class Connection: @unchecked Sendable {
-        let bus: OpaquePointer
+        let bus: DBusConnection
         var sessions: SecretServiceSessions
         var session: Session?
         var service: OpaquePointer?
-        init(bus: OpaquePointer, sessions: SecretServiceSessions) {
+        init(bus: DBusConnection, sessions: SecretServiceSessions) {
             self.bus = bus
             self.sessions = sessions
         }
         deinit {
             if let service { g_object_unref(UnsafeMutableRawPointer(service)) }
-            g_object_unref(UnsafeMutableRawPointer(bus))
         }
     }
 
-    /// Loads GIO and connects to the session bus. Throws ``LockboxError/noSessionBus(detail:)``
-    /// without a bus, and ``LockboxError/secretServiceUnavailable(detail:)`` without GIO (or,
-    /// with libsecret's sessions, without libsecret).
+    /// Connects to the session bus. Throws ``LockboxError/noSessionBus(detail:)`` without a bus,
+    /// and, with libsecret's sessions, ``LockboxError/secretServiceUnavailable(detail:)`` without
+    /// libsecret.
     /// Whether a provider owns the Secret Service's name is not asked here: the first call to it
     /// starts one installed for D-Bus activation, or fails with
     /// ``LockboxError/secretServiceUnavailable(detail:)`` (`ServiceUnknown`), which is as clear as
@@ -79,39 +80,45 @@ final class SecretServiceClient: @unchecked Sendable {
     init(timeout: Double, sessions: SecretServiceSessions = .automatic) throws {
         self.timeout = timeout
         self.sessions = sessions
-        try Self.loadGLib()
         if sessions == .libsecret { try Self.loadLibsecret() }
         try run("connecting") { _ in }
     }
 
-    /// Runs `body` with the connection and a fresh deadline, serialised, and turns every GLib
-    /// failure into a typed ``LockboxError``.
+    /// Runs `body` with the connection and a fresh deadline, serialised, and turns every D-Bus
+    /// (or libsecret) failure into a typed ``LockboxError``.
     func run<T>(_ operation: String, _ body: (Calls) throws -> T) throws -> T {
         try connection.withLock { (handle: inout Connection?) throws -> T in
             let deadline = Deadline(seconds: timeout)
             do {
                 if handle == nil {
-                    let bus = try withGError { error in g_bus_get_sync(G_BUS_TYPE_SESSION, deadline.cancellable, error) }
-                    guard let bus else { throw LockboxError.noSessionBus(detail: "GIO returned no session bus connection") }
-                    handle = Connection(bus: bus, sessions: sessions)
+                    handle = Connection(bus: try DBusConnection(deadline: deadline), sessions: sessions)
                     connectionsMade.withLock { $0 += 1 }
                 }
                 guard let current = handle else { throw LockboxError.secretServiceUnavailable(detail: "no connection") }
                 return try body(Calls(connection: current, deadline: deadline, timeout: timeout))
+            } catch let error as DBusConnectionError {
+                try drop(&handle, Self.map(error, operation: operation, deadline: deadline), deadline: deadline)
             } catch let error as GLibError {
-                let mapped = Self.map(error, operation: operation, deadline: deadline)
+                try drop(&handle, Self.map(error, operation: operation, deadline: deadline), deadline: deadline)
+            }
+        }
+    }
+
+    /// Throws `mapped`, first dropping the connection (closing its session) unless the failure
+    /// leaves it usable: the next call reconnects.
+    private func drop(_ handle: inout Connection?, _ mapped: LockboxError, deadline: Deadline) throws -> Never {
                 switch mapped {
                 case .keyringLocked: break
                 case .secretServiceTimeout: handle = nil  // a provider that stopped answering would not answer Close either
                 default:
-                    // The provider keeps a session until its client's bus connection closes, and
-                    // GIO's shared connection outlives this one: close it.
+                    // The provider keeps a session until its client's bus connection closes:
+                    // close it at once (a connection that failed may well refuse this too). That
+                    // call has its own half second, so a failed run may end up to 0.5 s past
+                    // its timeout; never after a timeout, which drops the connection unasked.
                     if let current = handle { Calls(connection: current, deadline: deadline, timeout: timeout).closeSession() }
                     handle = nil
                 }
                 throw mapped
-            }
-        }
     }
 
     /// An item's D-Bus properties, as one `Properties.GetAll` returns them.
@@ -134,36 +141,24 @@ final class SecretServiceClient: @unchecked Sendable {
         /// Item paths whose attributes include `attributes` (no schema is matched):
         /// `Service.SearchItems`. Never unlocks (that would prompt).
         func searchItems(_ attributes: [String: String]) throws -> (unlocked: [String], locked: [String]) {
-            let reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "SearchItems", [stringDictionary(attributes)],
-                                 replyType: "(aoao)")
-            defer { g_variant_unref(reply) }
-            func paths(_ index: Int) -> [String] {
-                guard let array = g_variant_get_child_value(reply, gsize(index)) else { return [] }
-                defer { g_variant_unref(array) }
-                return (0..<g_variant_n_children(array)).compactMap { child in
-                    guard let path = g_variant_get_child_value(array, child) else { return nil }
-                    defer { g_variant_unref(path) }
-                    return GVariantReader.string(path)
-                }
-            }
+            let reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "SearchItems", [.stringDictionary(attributes)],
+                                 replyType: "aoao")
+            func paths(_ index: Int) -> [String] { reply[index].elements?.compactMap(\.text) ?? [] }
             return (paths(0), paths(1))
         }
 
         /// The properties of the item at `path`: `Properties.GetAll`.
         func itemProperties(_ path: String) throws -> ItemProperties {
-            let reply = try call(path, "org.freedesktop.DBus.Properties", "GetAll", [g_variant_new_string("org.freedesktop.Secret.Item")],
-                                 replyType: "(a{sv})")
-            defer { g_variant_unref(reply) }
+            let reply = try call(path, "org.freedesktop.DBus.Properties", "GetAll", [.string("org.freedesktop.Secret.Item")],
+                                 replyType: "a{sv}")
             var properties = ItemProperties(path: path)
-            guard let dictionary = g_variant_get_child_value(reply, 0) else { return properties }
-            defer { g_variant_unref(dictionary) }
-            GVariantReader.forEachProperty(dictionary) { name, value in
-                switch name {
-                case "Attributes": properties.attributes = GVariantReader.stringDictionary(value)
-                case "Label": properties.label = GVariantReader.string(value) ?? ""
-                case "Created": properties.created = GVariantReader.uint64(value) ?? 0
-                case "Modified": properties.modified = GVariantReader.uint64(value) ?? 0
-                case "Locked": properties.locked = GVariantReader.bool(value) ?? false
+            for (name, value) in reply[0].properties ?? [] {
+                switch (name, value) {
+                case ("Attributes", _): properties.attributes = value.stringDictionary
+                case ("Label", .string(let label)): properties.label = label
+                case ("Created", .uint64(let seconds)): properties.created = seconds
+                case ("Modified", .uint64(let seconds)): properties.modified = seconds
+                case ("Locked", .boolean(let locked)): properties.locked = locked
                 default: break
                 }
             }
@@ -174,11 +169,8 @@ final class SecretServiceClient: @unchecked Sendable {
         /// provider wants the deletion confirmed (KeePassXC can be set to), the prompt is
         /// dismissed (one more call) and the deletion reported as refused, with what to do.
         func deleteItem(_ path: String) throws {
-            let reply = try call(path, "org.freedesktop.Secret.Item", "Delete", [], replyType: "(o)")
-            defer { g_variant_unref(reply) }
-            guard let prompt = g_variant_get_child_value(reply, 0) else { return }
-            defer { g_variant_unref(prompt) }
-            guard let promptPath = GVariantReader.string(prompt), promptPath != "/" else { return }
+            let reply = try call(path, "org.freedesktop.Secret.Item", "Delete", [], replyType: "o")
+            guard let promptPath = reply[0].text, promptPath != "/" else { return }
             dismiss(promptPath)
             throw LockboxError.secretServiceFailed(
                 operation: "deleting an item",
@@ -190,33 +182,24 @@ final class SecretServiceClient: @unchecked Sendable {
         /// collection's `Locked` property through its alias path, one call; a provider that does
         /// not serve alias paths is asked `ReadAlias` first.
         func isLocked(alias: String) throws -> Bool {
-            let interface = [g_variant_new_string("org.freedesktop.Secret.Collection"), g_variant_new_string("Locked")]
-            let reply: OpaquePointer
+            let property: [DBusValue] = [.string("org.freedesktop.Secret.Collection"), .string("Locked")]
+            let reply: [DBusValue]
             do {
-                reply = try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.DBus.Properties", "Get", interface, replyType: "(v)")
-            } catch let error as GLibError where !error.isCancelled && !deadline.expired && !Self.meansNoProvider(error) {
-                let aliasReply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "ReadAlias", [g_variant_new_string(alias)],
-                                          replyType: "(o)")
-                defer { g_variant_unref(aliasReply) }
-                let pathValue = g_variant_get_child_value(aliasReply, 0)
-                defer { if let pathValue { g_variant_unref(pathValue) } }
-                let path = pathValue.flatMap(GVariantReader.string) ?? "/"
+                reply = try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.DBus.Properties", "Get", property, replyType: "v")
+            } catch let error as DBusConnectionError where Self.meansTheCallFailed(error) {
+                let aliasReply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "ReadAlias", [.string(alias)], replyType: "o")
+                let path = aliasReply[0].text ?? "/"
                 guard path != "/" else {
                     throw LockboxError.secretServiceFailed(
                         operation: "finding the default collection",
                         detail: "the provider has no '\(alias)' collection; create one (e.g. in Passwords and Keys)")
                 }
-                reply = try call(path, "org.freedesktop.DBus.Properties", "Get",
-                                 [g_variant_new_string("org.freedesktop.Secret.Collection"), g_variant_new_string("Locked")], replyType: "(v)")
+                reply = try call(path, "org.freedesktop.DBus.Properties", "Get", property, replyType: "v")
             }
-            defer { g_variant_unref(reply) }
-            let boxed = g_variant_get_child_value(reply, 0)
-            defer { if let boxed { g_variant_unref(boxed) } }
-            guard let boxed, let inner = g_variant_get_variant(boxed) else {
-                throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "an unexpected reply")
+            guard case .variant(.boolean(let locked)) = reply[0] else {
+                throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "a Locked property that is not a boolean")
             }
-            defer { g_variant_unref(inner) }
-            return g_variant_get_boolean(inner) != 0
+            return locked
         }
 
         /// The secret of the item at `path`: `Item.GetSecret` in the connection's session (the
@@ -225,18 +208,11 @@ final class SecretServiceClient: @unchecked Sendable {
         func secret(at path: String) throws -> SecretBytes? {
             guard let opened = try lockboxSession() else { return try libsecretSecret(at: path) }
             let (reply, session) = try inSession(opened) { session in
-                (try call(path, "org.freedesktop.Secret.Item", "GetSecret", [g_variant_new_object_path(session.path)],
-                          replyType: "((oayays))"), session)
+                (try call(path, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(session.path)], replyType: "(oayays)"), session)
             }
-            defer { g_variant_unref(reply) }
-            guard let secret = g_variant_get_child_value(reply, 0) else { return nil }
-            defer { g_variant_unref(secret) }
-            func field(_ index: Int) -> [UInt8]? {
-                guard let value = g_variant_get_child_value(secret, gsize(index)) else { return nil }
-                defer { g_variant_unref(value) }
-                return GVariantReader.bytes(value)
-            }
-            guard let iv = field(1), let ciphertext = field(2) else { return nil }
+            guard case .structure(let fields) = reply[0], fields.count == 4, case .bytes(let iv) = fields[1],
+                  case .bytes(let ciphertext) = fields[2]
+            else { return nil }
             return try SessionCrypto.decrypt(iv: iv, ciphertext: ciphertext, key: session.key)
         }
 
@@ -245,12 +221,8 @@ final class SecretServiceClient: @unchecked Sendable {
         func closeSession() {
             guard let session = connection.session else { return }
             connection.session = nil
-            let parameters = g_variant_new_tuple(nil, 0)
-            var error: UnsafeMutablePointer<GError>?
-            let reply = g_dbus_connection_call_sync(connection.bus, Self.busName, session.path, "org.freedesktop.Secret.Session", "Close",
-                                                    parameters, nil, G_DBUS_CALL_FLAGS_NONE, Int32(min(timeout, 0.5) * 1000), nil, &error)
-            if let reply { g_variant_unref(reply) }
-            if let error { g_error_free(error) }
+            _ = try? connection.bus.call(destination: Self.busName, path: session.path, interface: "org.freedesktop.Secret.Session",
+                                         member: "Close", body: [], replySignature: "", deadline: Deadline(seconds: min(timeout, 0.5)))
         }
 
         /// Creates an item in the collection `alias`, replacing one with exactly these attributes
@@ -264,28 +236,15 @@ final class SecretServiceClient: @unchecked Sendable {
             }
             let reply = try inSession(opened) { session in
                 let (iv, ciphertext) = try SessionCrypto.encrypt(secret, key: session.key)
-                let entryType = g_variant_type_new("{sv}")
-                defer { g_variant_type_free(entryType) }
-                var entries: [OpaquePointer?] = [
-                    g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Label"),
-                                             g_variant_new_variant(g_variant_new_string(label))),
-                    g_variant_new_dict_entry(g_variant_new_string("org.freedesktop.Secret.Item.Attributes"),
-                                             g_variant_new_variant(stringDictionary(attributes))),
-                ]
-                let properties = g_variant_new_array(entryType, &entries, gsize(entries.count))
-                var fields: [OpaquePointer?] = [g_variant_new_object_path(session.path), byteArray(iv), byteArray(ciphertext),
-                                                g_variant_new_string(contentType)]
-                let value = g_variant_new_tuple(&fields, gsize(fields.count))
+                let properties = DBusValue.array(.dictEntry(.string, .variant), [
+                    .dictEntry(.string("org.freedesktop.Secret.Item.Label"), .variant(.string(label))),
+                    .dictEntry(.string("org.freedesktop.Secret.Item.Attributes"), .variant(.stringDictionary(attributes))),
+                ])
+                let value = DBusValue.structure([.objectPath(session.path), .bytes(iv), .bytes(ciphertext), .string(contentType)])
                 return try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.Secret.Collection", "CreateItem",
-                                [properties, value, g_variant_new_boolean(1)], replyType: "(oo)")
+                                [properties, value, .boolean(true)], replyType: "oo")
             }
-            defer { g_variant_unref(reply) }
-            func path(_ index: Int) -> String {
-                guard let value = g_variant_get_child_value(reply, gsize(index)) else { return "/" }
-                defer { g_variant_unref(value) }
-                return GVariantReader.string(value) ?? "/"
-            }
-            let item = path(0), prompt = path(1)
+            let item = reply[0].text ?? "/", prompt = reply[1].text ?? "/"
             if item == "/" {
                 guard prompt != "/" else {
                     throw LockboxError.secretServiceFailed(operation: "storing an item", detail: "the provider returned neither an item nor a prompt")
@@ -301,7 +260,7 @@ final class SecretServiceClient: @unchecked Sendable {
         private func inSession<T>(_ session: Session, _ body: (Session) throws -> T) throws -> T {
             do {
                 return try body(session)
-            } catch let error as GLibError where error.remoteName == "org.freedesktop.Secret.Error.NoSession" {
+            } catch let error as DBusConnectionError where error.remoteName == "org.freedesktop.Secret.Error.NoSession" {
                 connection.session = nil
                 guard let fresh = try lockboxSession() else { throw error }
                 return try body(fresh)
@@ -319,27 +278,16 @@ final class SecretServiceClient: @unchecked Sendable {
             // exchanges, so four in a row is one in 2^32.
             for _ in 0..<4 {
                 let pair = SessionCrypto.makeKeyPair()
-                let reply: OpaquePointer
+                let reply: [DBusValue]
                 do {
                     reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "OpenSession",
-                                     [g_variant_new_string(SessionCrypto.algorithm), g_variant_new_variant(byteArray(pair.publicValue))],
-                                     replyType: "(vo)")
-                } catch let error as GLibError where error.remoteName == "org.freedesktop.DBus.Error.NotSupported" {
+                                     [.string(SessionCrypto.algorithm), .variant(.bytes(pair.publicValue))], replyType: "vo")
+                } catch let error as DBusConnectionError where error.remoteName == "org.freedesktop.DBus.Error.NotSupported" {
                     try SecretServiceClient.loadLibsecret()
                     connection.sessions = .libsecret
                     return nil
                 }
-                defer { g_variant_unref(reply) }
-                let boxed = g_variant_get_child_value(reply, 0), pathValue = g_variant_get_child_value(reply, 1)
-                defer {
-                    if let boxed { g_variant_unref(boxed) }
-                    if let pathValue { g_variant_unref(pathValue) }
-                }
-                let output = boxed.flatMap { g_variant_get_variant($0) }
-                defer { if let output { g_variant_unref(output) } }
-                guard let output, let providerValue = GVariantReader.bytes(output), let path = pathValue.flatMap(GVariantReader.string),
-                      path != "/"
-                else {
+                guard case .variant(.bytes(let providerValue)) = reply[0], let path = reply[1].text, path != "/" else {
                     throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: "an unexpected reply")
                 }
                 if let key = try SessionCrypto.sessionKey(exponent: pair.exponent, providerValue: providerValue) {
@@ -347,7 +295,7 @@ final class SecretServiceClient: @unchecked Sendable {
                     connection.session = session
                     return session
                 }
-                if let closed = try? call(path, "org.freedesktop.Secret.Session", "Close", [], replyType: "()") { g_variant_unref(closed) }
+                _ = try? call(path, "org.freedesktop.Secret.Session", "Close", [], replyType: "")
             }
             throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: "no usable key in four exchanges")
         }
@@ -355,9 +303,7 @@ final class SecretServiceClient: @unchecked Sendable {
         /// Dismisses the prompt at `path` (one call; a failure is ignored: the prompt is not shown
         /// either way).
         private func dismiss(_ prompt: String) {
-            if let dismissed = try? call(prompt, "org.freedesktop.Secret.Prompt", "Dismiss", [], replyType: "()") {
-                g_variant_unref(dismissed)
-            }
+            _ = try? call(prompt, "org.freedesktop.Secret.Prompt", "Dismiss", [], replyType: "")
         }
 
         /// The secret of the item at `path` through libsecret (`Service.GetSecrets` in libsecret's
@@ -383,7 +329,7 @@ final class SecretServiceClient: @unchecked Sendable {
             let service = try secretService()
             let properties = GVariantTable([
                 "org.freedesktop.Secret.Item.Label": g_variant_new_string(label),
-                "org.freedesktop.Secret.Item.Attributes": stringDictionary(attributes),
+                "org.freedesktop.Secret.Item.Attributes": gVariantStringDictionary(attributes),
             ])
             // secret_value_new copies the bytes into libsecret's own locked, wiped memory.
             let value = secret.withUnsafeBytes { bytes in
@@ -415,46 +361,25 @@ final class SecretServiceClient: @unchecked Sendable {
             return service
         }
 
-        /// One plain D-Bus method call to the provider; `arguments` are (floating) values the
-        /// call consumes. The caller unrefs the reply. GDBus checks the reply against
-        /// `replyType` and fails the call otherwise, so a reply of another shape is an error
-        /// here, never a crash in the reading code.
-        private func call(_ path: String, _ interface: String, _ method: String, _ arguments: [OpaquePointer?], replyType: String) throws -> OpaquePointer {
-            var arguments = arguments
-            let parameters = g_variant_new_tuple(&arguments, gsize(arguments.count))
-            let expected = g_variant_type_new(replyType)
-            defer { g_variant_type_free(expected) }
-            let reply = try withGError { error in
-                g_dbus_connection_call_sync(connection.bus, Self.busName, path, interface, method, parameters, expected,
-                                            G_DBUS_CALL_FLAGS_NONE, Int32(timeout * 1000), deadline.cancellable, error)
-            }
-            guard let reply else { throw LockboxError.secretServiceFailed(operation: "\(interface).\(method)", detail: "no answer") }
-            return reply
+        /// One plain D-Bus method call to the provider, returning the reply's values, which have the
+        /// types `replyType` spells (a reply of another shape fails the call, so the reading code
+        /// may index the values `replyType` promises).
+        private func call(_ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue], replyType: String) throws -> [DBusValue] {
+            try connection.bus.call(destination: Self.busName, path: path, interface: interface, member: method, body: arguments,
+                                    replySignature: replyType, deadline: deadline)
         }
 
         private static let servicePath = SecretServiceClient.servicePath
         private static let busName = SecretServiceClient.busName
 
-        /// A D-Bus `ay` (floating).
-        private func byteArray(_ bytes: [UInt8]) -> OpaquePointer? {
-            let byteType = g_variant_type_new("y")
-            defer { g_variant_type_free(byteType) }
-            return bytes.withUnsafeBytes { g_variant_new_fixed_array(byteType, $0.baseAddress, gsize($0.count), 1) }
-        }
-
-        /// A D-Bus `a{ss}` (floating).
-        private func stringDictionary(_ values: [String: String]) -> OpaquePointer? {
-            let entryType = g_variant_type_new("{ss}")
-            defer { g_variant_type_free(entryType) }
-            var entries: [OpaquePointer?] = values.sorted { $0.key < $1.key }.map {
-                g_variant_new_dict_entry(g_variant_new_string($0.key), g_variant_new_string($0.value))
+        /// A failure of the call itself, which another call may avoid: not a missing provider,
+        /// a timeout or a broken connection.
+        private static func meansTheCallFailed(_ error: DBusConnectionError) -> Bool {
+            switch error {
+            case .remote(let name, _): !meansNoProvider(name)
+            case .unexpectedReply: true
+            case .noBus, .timedOut, .closed, .malformed: false
             }
-            return g_variant_new_array(entryType, &entries, gsize(entries.count))
-        }
-
-        /// A failure that says nobody owns the provider's name.
-        private static func meansNoProvider(_ error: GLibError) -> Bool {
-            ["org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner"].contains(error.remoteName ?? "")
         }
     }
 
@@ -468,13 +393,20 @@ final class SecretServiceClient: @unchecked Sendable {
         }
     }
 
-    /// Loads GIO (once per process; see CLibSecret.h): a system without it has no D-Bus client,
-    /// which is reported as the Secret Service being unavailable.
-    private static func loadGLib() throws {
-        var message = [CChar](repeating: 0, count: 512)
-        if lockbox_glib_load(&message, message.count) == 0 {
-            let detail = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw LockboxError.secretServiceUnavailable(detail: "GIO (libgio-2.0) could not be loaded: \(detail)")
+    /// A D-Bus error name that says nobody owns the provider's name.
+    static func meansNoProvider(_ name: String) -> Bool {
+        name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
+    }
+
+    private static func map(_ error: DBusConnectionError, operation: String, deadline: Deadline) -> LockboxError {
+        switch error {
+        case .noBus(let detail): return .noSessionBus(detail: detail)
+        case .timedOut: return .secretServiceTimeout(operation: operation, seconds: deadline.seconds)
+        case .remote(let name, let message):
+            if meansNoProvider(name) { return .secretServiceUnavailable(detail: message.isEmpty ? name : message) }
+            if name == "org.freedesktop.Secret.Error.IsLocked" { return .keyringLocked(collection: "default") }
+            return .secretServiceFailed(operation: operation, detail: message.isEmpty ? name : "\(message) (\(name))")
+        case .closed, .malformed, .unexpectedReply: return .secretServiceFailed(operation: operation, detail: error.description)
         }
     }
 

@@ -1,8 +1,9 @@
 import FoundationEssentials
 import Lockbox
 
-/// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), over D-Bus with GIO, in
-/// an encrypted session Lockbox makes itself (libsecret's where the processor lacks AES-NI).
+/// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), over a D-Bus connection
+/// and in an encrypted session that Lockbox makes itself (libsecret's where the processor lacks
+/// AES-NI or the provider refuses Lockbox's).
 ///
 /// Items go into the default collection with the attributes other tools use — `service` and
 /// `username` (the account) — so `secret-tool lookup service S username A` finds what Lockbox

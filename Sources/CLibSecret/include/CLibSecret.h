@@ -4,13 +4,13 @@
    at run time with dlopen (libsecret.c) instead of linked:
    - a build needs no libsecret/GLib headers and no pkg-config, whose GLib flags carry -pthread,
      which SwiftPM refuses ("prohibited flag(s): -pthread") with a warning on every build;
-   - a program linking Lockbox's Secret Service store loads GIO, GObject and GLib only when it
-     first connects to the Secret Service (lockbox on a file vault never loads them), and
-     libsecret (with libgcrypt) only if it needs libsecret's session: Lockbox makes the encrypted
-     session itself (CSessionCrypto.h, SessionCrypto.swift) where the processor allows.
+   - a program linking Lockbox's Secret Service store loads none of them unless it needs
+     libsecret's session: Lockbox speaks D-Bus itself (DBusConnection.swift) and makes the
+     encrypted session itself (CSessionCrypto.h, SessionCrypto.swift) where the processor allows.
+     Only then are libsecret, GIO, GObject, GLib and libgcrypt loaded.
    Each prototype is copied from the library's header (libsecret >= 0.18, GLib >= 2.26: the
    D-Bus-path functions of secret-paths.h, labelled "subject to change", are unchanged since
-   2014); struct layouts are the public ones (GError, GHashTableIter), and every other type is
+   2014); the one struct layout is the public GError, and every other type is
    opaque. The inline functions keep the C names, so Swift calls them as it would the real API.
    Call lockbox_glib_load() before a GLib function and lockbox_libsecret_load() before a libsecret
    one; an unloaded call aborts with a message. */
@@ -34,15 +34,6 @@ typedef struct _GError {
     gchar *message;
 } GError;
 
-typedef struct _GHashTableIter {
-    gpointer dummy1;
-    gpointer dummy2;
-    gpointer dummy3;
-    int dummy4;
-    gboolean dummy5;
-    gpointer dummy6;
-} GHashTableIter;
-
 typedef struct _GHashTable GHashTable;
 typedef struct _GVariant GVariant;
 typedef struct _GVariantType GVariantType;
@@ -59,69 +50,45 @@ typedef void (*GDestroyNotify)(gpointer data);
 
 typedef enum { SECRET_SERVICE_NONE = 0, SECRET_SERVICE_OPEN_SESSION = 1 << 1, SECRET_SERVICE_LOAD_COLLECTIONS = 1 << 2 } SecretServiceFlags;
 typedef enum { SECRET_ERROR_PROTOCOL = 1, SECRET_ERROR_IS_LOCKED = 2, SECRET_ERROR_NO_SUCH_OBJECT = 3, SECRET_ERROR_ALREADY_EXISTS = 4 } SecretError;
-typedef enum { G_DBUS_CALL_FLAGS_NONE = 0 } GDBusCallFlags;
 typedef enum { G_BUS_TYPE_SESSION = 2 } GBusType;
 typedef enum { SECRET_ITEM_CREATE_NONE = 0, SECRET_ITEM_CREATE_REPLACE = 1 << 1 } SecretItemCreateFlags;
 typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
 
 /* X(return type, name, (parameters), (arguments)): the lists the table, the loaders and the
-   inline functions are made from. GLib and GIO (libgio-2.0.so.0 and what it links), loaded for
-   every Secret Service use: */
+   inline functions are made from. GLib and GIO (libgio-2.0.so.0 and what it links), loaded with
+   libsecret (and by the tests' KeyringProbe): */
 #define LOCKBOX_GLIB_FUNCTIONS(X) \
     X(GCancellable *, g_cancellable_new, (void), ()) \
     X(void, g_cancellable_cancel, (GCancellable *cancellable), (cancellable)) \
-    X(gboolean, g_cancellable_is_cancelled, (GCancellable *cancellable), (cancellable)) \
     X(GDBusConnection *, g_bus_get_sync, (GBusType bus_type, GCancellable *cancellable, GError **error), (bus_type, cancellable, error)) \
-    X(GVariant *, g_dbus_connection_call_sync, (GDBusConnection *connection, const gchar *bus_name, const gchar *object_path, const gchar *interface_name, const gchar *method_name, GVariant *parameters, const GVariantType *reply_type, GDBusCallFlags flags, gint timeout_msec, GCancellable *cancellable, GError **error), (connection, bus_name, object_path, interface_name, method_name, parameters, reply_type, flags, timeout_msec, cancellable, error)) \
     X(gchar *, g_dbus_error_get_remote_error, (const GError *error), (error)) \
     X(gboolean, g_dbus_error_is_remote_error, (const GError *error), (error)) \
     X(gboolean, g_dbus_error_strip_remote_error, (GError *error), (error)) \
-    X(GDBusConnection *, g_dbus_proxy_get_connection, (GDBusProxy *proxy), (proxy)) \
-    X(const gchar *, g_dbus_proxy_get_name, (GDBusProxy *proxy), (proxy)) \
     X(void, g_error_free, (GError *error), (error)) \
     X(void, g_free, (gpointer mem), (mem)) \
     X(gchar *, g_strdup, (const gchar *str), (str)) \
-    X(void, g_strfreev, (gchar **str_array), (str_array)) \
     X(const gchar *, g_quark_to_string, (GQuark quark), (quark)) \
     X(guint, g_str_hash, (gconstpointer v), (v)) \
     X(gboolean, g_str_equal, (gconstpointer v1, gconstpointer v2), (v1, v2)) \
     X(GHashTable *, g_hash_table_new_full, (GHashFunc hash_func, GEqualFunc key_equal_func, GDestroyNotify key_destroy_func, GDestroyNotify value_destroy_func), (hash_func, key_equal_func, key_destroy_func, value_destroy_func)) \
     X(gboolean, g_hash_table_insert, (GHashTable *hash_table, gpointer key, gpointer value), (hash_table, key, value)) \
     X(void, g_hash_table_unref, (GHashTable *hash_table), (hash_table)) \
-    X(void, g_hash_table_iter_init, (GHashTableIter *iter, GHashTable *hash_table), (iter, hash_table)) \
-    X(gboolean, g_hash_table_iter_next, (GHashTableIter *iter, gpointer *key, gpointer *value), (iter, key, value)) \
     X(void, g_object_unref, (gpointer object), (object)) \
-    X(gboolean, g_variant_get_boolean, (GVariant *value), (value)) \
-    X(guint64, g_variant_get_uint64, (GVariant *value), (value)) \
-    X(GVariant *, g_variant_get_child_value, (GVariant *value, gsize index_), (value, index_)) \
-    X(const gchar *, g_variant_get_string, (GVariant *value, gsize *length), (value, length)) \
-    X(const gchar *, g_variant_get_type_string, (GVariant *value), (value)) \
-    X(GVariant *, g_variant_get_variant, (GVariant *value), (value)) \
-    X(gsize, g_variant_n_children, (GVariant *value), (value)) \
     X(GVariant *, g_variant_new_string, (const gchar *string), (string)) \
-    X(GVariant *, g_variant_new_uint32, (uint32_t value), (value)) \
     X(GVariant *, g_variant_new_array, (const GVariantType *child_type, GVariant *const *children, gsize n_children), (child_type, children, n_children)) \
     X(GVariant *, g_variant_new_dict_entry, (GVariant *key, GVariant *value), (key, value)) \
     X(GVariant *, g_variant_ref_sink, (GVariant *value), (value)) \
-    X(GVariant *, g_variant_new_tuple, (GVariant *const *children, gsize n_children), (children, n_children)) \
     X(void, g_variant_unref, (GVariant *value), (value)) \
     X(GVariantType *, g_variant_type_new, (const gchar *type_string), (type_string)) \
-    X(void, g_variant_type_free, (GVariantType *type), (type)) \
-    X(GVariant *, g_variant_new_fixed_array, (const GVariantType *element_type, gconstpointer elements, gsize n_elements, gsize element_size), (element_type, elements, n_elements, element_size)) \
-    X(gconstpointer, g_variant_get_fixed_array, (GVariant *value, gsize *n_elements, gsize element_size), (value, n_elements, element_size)) \
-    X(GVariant *, g_variant_new_object_path, (const gchar *object_path), (object_path)) \
-    X(GVariant *, g_variant_new_variant, (GVariant *value), (value)) \
-    X(GVariant *, g_variant_new_boolean, (gboolean value), (value))
+    X(void, g_variant_type_free, (GVariantType *type), (type))
 
 /* libsecret itself, loaded only when it carries a secret: the processor lacks the AES
    instructions of CSessionCrypto.h, or the provider refuses Lockbox's own session. */
 #define LOCKBOX_LIBSECRET_FUNCTIONS(X) \
     X(SecretService *, secret_service_get_sync, (SecretServiceFlags flags, GCancellable *cancellable, GError **error), (flags, cancellable, error)) \
-    X(SecretValue *, secret_service_get_secret_for_dbus_path_sync, (SecretService *self, const gchar *item_path, GCancellable *cancellable, GError **error), (self, item_path, cancellable, error)) \
     X(SecretValue *, secret_service_lookup_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, GError **error), (service, schema, attributes, cancellable, error)) \
-    X(gboolean, secret_service_search_for_dbus_paths_sync, (SecretService *self, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, gchar ***unlocked, gchar ***locked, GError **error), (self, schema, attributes, cancellable, unlocked, locked, error)) \
+    X(SecretValue *, secret_service_get_secret_for_dbus_path_sync, (SecretService *self, const gchar *item_path, GCancellable *cancellable, GError **error), (self, item_path, cancellable, error)) \
     X(gchar *, secret_service_create_item_dbus_path_sync, (SecretService *self, const gchar *collection_path, GHashTable *properties, SecretValue *value, SecretItemCreateFlags flags, GCancellable *cancellable, GError **error), (self, collection_path, properties, value, flags, cancellable, error)) \
-    X(gboolean, secret_service_store_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, const gchar *collection, const gchar *label, SecretValue *value, GCancellable *cancellable, GError **error), (service, schema, attributes, collection, label, value, cancellable, error)) \
     X(const gchar *, secret_value_get, (SecretValue *value, gsize *length), (value, length)) \
     X(SecretValue *, secret_value_new, (const gchar *secret, gssize length, const gchar *content_type), (secret, length, content_type)) \
     X(void, secret_value_unref, (gpointer value), (value))
@@ -166,10 +133,6 @@ int lockbox_glib_load(char *error, size_t error_size);
 /* Loads GIO as lockbox_glib_load does, then libsecret-1.so.0, and looks up libsecret's functions;
    once per process, same results and errors. */
 int lockbox_libsecret_load(char *error, size_t error_size);
-
-/* The file the loaded GIO came from (e.g. /usr/lib/x86_64-linux-gnu/libgio-2.0.so.0), or NULL
-   before a successful load. */
-const char *lockbox_gio_path(void);
 
 /* The file the loaded libsecret came from (e.g. /usr/lib/x86_64-linux-gnu/libsecret-1.so.0), or
    NULL before a successful load. */
