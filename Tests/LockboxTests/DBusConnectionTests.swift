@@ -236,14 +236,18 @@ final class FakeBus: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard bound == 0, listen(listener, 4) == 0 else { throw POSIXError(.EADDRINUSE) }
+        // The thread owns the listening socket and closes it itself once accept fails (after
+        // stop's shutdown): were stop to close it, its number could be reused by another test's
+        // socket before this thread's next accept, which would then serve that test's client.
         let descriptor = listener
         Thread.detachNewThread {
             while true {
                 let client = accept(descriptor, nil, nil)
-                guard client >= 0 else { return }
+                guard client >= 0 else { break }
                 handle(client)
                 close(client)
             }
+            close(descriptor)
         }
     }
 
@@ -282,7 +286,6 @@ final class FakeBus: @unchecked Sendable {
 
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
         unlink(path)
     }
 }
