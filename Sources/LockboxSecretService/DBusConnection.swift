@@ -55,8 +55,12 @@ package final class DBusConnection {
     /// The name the bus gave this connection (`Hello`'s reply).
     package private(set) var uniqueName = ""
 
-    /// Connects, authenticates and says `Hello`, all before `deadline`.
-    package init(deadline: Deadline, environment: (String) -> String? = { getenv($0).map { String(cString: $0) } }) throws(DBusConnectionError) {
+    /// The process environment, where the session bus's address is read by default.
+    package static let processEnvironment: @Sendable (String) -> String? = { getenv($0).map { String(cString: $0) } }
+
+    /// Connects, authenticates and says `Hello`, all before `deadline`; the address comes from
+    /// `environment`.
+    package init(deadline: Deadline, environment: (String) -> String? = DBusConnection.processEnvironment) throws(DBusConnectionError) {
         let targets = try Self.targets(environment: environment)
         var failures: [String] = []
         var connected: Int32 = -1

@@ -48,6 +48,9 @@ final class SecretServiceClient: @unchecked Sendable {
     /// Who makes the encrypted session.
     let sessions: SecretServiceSessions
 
+    /// Where the session bus's address is read: the process environment, or a test's.
+    let environment: @Sendable (String) -> String?
+
     /// An encrypted session Lockbox opened: its object path and AES key.
     struct Session {
         let path: String
@@ -77,9 +80,11 @@ final class SecretServiceClient: @unchecked Sendable {
     /// starts one installed for D-Bus activation, or fails with
     /// ``LockboxError/secretServiceUnavailable(detail:)`` (`ServiceUnknown`), which is as clear as
     /// a `GetNameOwner` of our own, one round trip fewer on every command (issue 18).
-    init(timeout: Double, sessions: SecretServiceSessions = .automatic) throws {
+    init(timeout: Double, sessions: SecretServiceSessions = .automatic,
+         environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment) throws {
         self.timeout = timeout
         self.sessions = sessions
+        self.environment = environment
         if sessions == .libsecret { try Self.loadLibsecret() }
         try run("connecting") { _ in }
     }
@@ -91,7 +96,7 @@ final class SecretServiceClient: @unchecked Sendable {
             let deadline = Deadline(seconds: timeout)
             do {
                 if handle == nil {
-                    handle = Connection(bus: try DBusConnection(deadline: deadline), sessions: sessions)
+                    handle = Connection(bus: try DBusConnection(deadline: deadline, environment: environment), sessions: sessions)
                     connectionsMade.withLock { $0 += 1 }
                 }
                 guard let current = handle else { throw LockboxError.secretServiceUnavailable(detail: "no connection") }

@@ -60,9 +60,10 @@ public final class SecretServiceStore: SecretStore {
     }
 
     /// A store whose encrypted sessions are made by `sessions` (tests: both must read what the
-    /// other wrote).
-    package init(timeout: Double = 5, sessions: SecretServiceSessions) throws {
-        client = try SecretServiceClient(timeout: timeout, sessions: sessions)
+    /// other wrote), on the session bus `environment` names (tests: a fake provider's).
+    package init(timeout: Double = 5, sessions: SecretServiceSessions = .automatic,
+                 environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment) throws {
+        client = try SecretServiceClient(timeout: timeout, sessions: sessions, environment: environment)
     }
 
     // MARK: SecretStore
