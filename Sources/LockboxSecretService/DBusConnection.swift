@@ -198,20 +198,11 @@ package final class DBusConnection {
                 bytes.append(byte)
                 continue
             }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+            guard let high = iterator.next()?.hexDigitValue, let low = iterator.next()?.hexDigitValue else { return nil }
             bytes.append(high << 4 | low)
         }
         guard !bytes.contains(0) else { return nil }
         return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     private static func connect(_ descriptor: Int32, to target: Target) -> Bool {
@@ -246,11 +237,7 @@ package final class DBusConnection {
     /// socket's peer credentials), then `BEGIN`.
     private func authenticate(deadline: Deadline) throws(DBusConnectionError) {
         let uid = String(getuid())
-        let hexUID = uid.utf8.map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
-        }.joined()
-        try send([0] + Array("AUTH EXTERNAL \(hexUID)\r\n".utf8), deadline: deadline)
+        try send([0] + Array("AUTH EXTERNAL \(Array(uid.utf8).hexString)\r\n".utf8), deadline: deadline)
         let line = try readLine(deadline: deadline)
         guard line.hasPrefix("OK ") else {
             if line.hasPrefix("REJECTED") {

@@ -115,21 +115,12 @@ public enum KeyFile {
             struct NotHex: Error {}
             return try? SecretBytes(count: keyBytes) { out in
                 for index in 0..<keyBytes {
-                    guard let high = hexValue(bytes[2 * index]), let low = hexValue(bytes[2 * index + 1]) else {
+                    guard let high = bytes[2 * index].hexDigitValue, let low = bytes[2 * index + 1].hexDigitValue else {
                         throw NotHex()
                     }
                     out[index] = high << 4 | low
                 }
             }
-        }
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
         }
     }
 }
