@@ -82,13 +82,12 @@ struct DBusConnectionTests {
         let folder = try TemporaryFolder()
         let path = folder.file("bus").string
         let server = try FakeBus(path: path) { client in
-            var byte: UInt8 = 0
-            while read(client, &byte, 1) == 1 {}  // reads, never answers
+            FakeBus.drain(client)  // reads, never answers
         }
         defer { server.stop() }
         let started = Date()
         #expect(throws: DBusConnectionError.self) {
-            try DBusConnection(deadline: Deadline(seconds: 0.3)) { ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(path)"][$0] }
+            try DBusConnection(deadline: Deadline(seconds: 0.3), environment: FakeBus.environment(path))
         }
         let elapsed = Date().timeIntervalSince(started)
         #expect(elapsed >= 0.25 && elapsed < 3, "\(elapsed) s")
@@ -111,7 +110,7 @@ struct DBusConnectionTests {
         }
         defer { server.stop() }
         do throws(DBusConnectionError) {
-            _ = try DBusConnection(deadline: Deadline(seconds: 5)) { ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(path)"][$0] }
+            _ = try DBusConnection(deadline: Deadline(seconds: 5), environment: FakeBus.environment(path))
             Issue.record("connected to a bus that answered '\(answer)'")
         } catch {
             switch (expected, error) {
@@ -142,11 +141,10 @@ struct DBusConnectionTests {
                                            member: "NameAcquired", body: [.string(":1.5")]).encoded()) ?? []
             let hello = (try? DBusMessage(kind: .methodReturn, serial: 95, replySerial: 1, body: [.string(":1.5")]).encoded()) ?? []
             for message in [unknownType, otherSerial, large, signal, hello] { FakeBus.write(client, message) }
-            var byte: UInt8 = 0
-            while read(client, &byte, 1) == 1 {}
+            FakeBus.drain(client)
         }
         defer { server.stop() }
-        let connection = try DBusConnection(deadline: Deadline(seconds: 10)) { ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(path)"][$0] }
+        let connection = try DBusConnection(deadline: Deadline(seconds: 10), environment: FakeBus.environment(path))
         #expect(connection.uniqueName == ":1.5")
     }
 
@@ -159,12 +157,11 @@ struct DBusConnectionTests {
             var reply = (try? DBusMessage(kind: .methodReturn, serial: 2, replySerial: 1, body: [.string("ok")]).encoded()) ?? []
             reply[reply.count - 2] = 0xFF
             FakeBus.write(client, reply)
-            var byte: UInt8 = 0
-            while read(client, &byte, 1) == 1 {}
+            FakeBus.drain(client)
         }
         defer { server.stop() }
         do throws(DBusConnectionError) {
-            _ = try DBusConnection(deadline: Deadline(seconds: 5)) { ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(path)"][$0] }
+            _ = try DBusConnection(deadline: Deadline(seconds: 5), environment: FakeBus.environment(path))
             Issue.record("a damaged reply was taken")
         } catch .malformed {
         } catch {
@@ -177,15 +174,9 @@ struct DBusConnectionTests {
     func fullListenQueue() throws {
         let folder = try TemporaryFolder()
         let path = folder.file("bus").string
-        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = try FakeBus.listeningSocket(path: path, backlog: 0)
         defer { close(listener) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        #expect(bound == 0 && listen(listener, 0) == 0)
+        var address = FakeBus.socketAddress(path)
         // Fill the queue: non-blocking connects until one is refused for want of room.
         var fillers: [Int32] = []
         defer { fillers.forEach { close($0) } }
@@ -199,7 +190,7 @@ struct DBusConnectionTests {
         }
         let started = Date()
         #expect(throws: DBusConnectionError.self) {
-            try DBusConnection(deadline: Deadline(seconds: 0.3)) { ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(path)"][$0] }
+            try DBusConnection(deadline: Deadline(seconds: 0.3), environment: FakeBus.environment(path))
         }
         let elapsed = Date().timeIntervalSince(started)
         #expect(elapsed >= 0.25 && elapsed < 3, "\(elapsed) s")
@@ -210,7 +201,7 @@ struct DBusConnectionTests {
         let folder = try TemporaryFolder()
         let path = folder.file("none").string
         do throws(DBusConnectionError) {
-            _ = try DBusConnection(deadline: Deadline(seconds: 1)) { ["DBUS_SESSION_BUS_ADDRESS": "unix:path=\(path)"][$0] }
+            _ = try DBusConnection(deadline: Deadline(seconds: 1), environment: FakeBus.environment(path))
             Issue.record("connected to nothing")
         } catch .noBus(let detail) {
             #expect(detail.contains(path))
@@ -228,14 +219,7 @@ final class FakeBus: @unchecked Sendable {
 
     init(path: String, handle: @escaping @Sendable (Int32) -> Void) throws {
         self.path = path
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0, listen(listener, 4) == 0 else { throw POSIXError(.EADDRINUSE) }
+        listener = try Self.listeningSocket(path: path, backlog: 4)
         // The thread owns the listening socket and closes it itself once accept fails (after
         // stop's shutdown): were stop to close it, its number could be reused by another test's
         // socket before this thread's next accept, which would then serve that test's client.
@@ -249,6 +233,39 @@ final class FakeBus: @unchecked Sendable {
             }
             close(descriptor)
         }
+    }
+
+    /// `sockaddr_un` for the socket file `path`.
+    static func socketAddress(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+        return address
+    }
+
+    /// A Unix stream socket bound to `path` and listening with `backlog`.
+    static func listeningSocket(path: String, backlog: Int32) throws -> Int32 {
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = socketAddress(path)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(listener, backlog) == 0 else {
+            close(listener)
+            throw POSIXError(.EADDRINUSE)
+        }
+        return listener
+    }
+
+    /// An environment whose `DBUS_SESSION_BUS_ADDRESS` is the socket at `path`, and nothing else.
+    static func environment(_ path: String) -> @Sendable (String) -> String? {
+        { $0 == "DBUS_SESSION_BUS_ADDRESS" ? "unix:path=\(path)" : nil }
+    }
+
+    /// Reads from `client` until it hangs up, answering nothing.
+    static func drain(_ client: Int32) {
+        var byte: UInt8 = 0
+        while read(client, &byte, 1) == 1 {}
     }
 
     /// The server's side of authentication and Hello: reads the NUL and AUTH line, answers OK,

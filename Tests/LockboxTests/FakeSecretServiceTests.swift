@@ -132,8 +132,7 @@ final class FakeSecretService: @unchecked Sendable {
     /// provider about 256 exponentiations each, which a loaded or sanitized debug build does
     /// slowly, and no test here waits for it to pass.
     func store() throws -> SecretServiceStore {
-        let address = "unix:path=" + folder.file("bus").string
-        return try SecretServiceStore(timeout: 120, sessions: .lockbox) { $0 == "DBUS_SESSION_BUS_ADDRESS" ? address : nil }
+        try SecretServiceStore(timeout: 120, sessions: .lockbox, environment: FakeBus.environment(folder.file("bus").string))
     }
 
     private func serve(_ client: Int32) {
