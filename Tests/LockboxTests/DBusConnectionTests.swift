@@ -170,6 +170,28 @@ struct DBusConnectionTests {
         #expect(DBusConnection.printable("a\u{1B}[31mred\u{7}") == "a\u{FFFD}[31mred\u{FFFD}")
     }
 
+    @Test("a reply over the 32 MiB Lockbox accepts fails the call as malformed, before it is read")
+    func oversizedReply() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("bus").string
+        let server = try FakeBus(path: path) { client in
+            guard FakeBus.handshake(client) else { return }
+            let reply = (try? DBusMessage(kind: .methodReturn, serial: 2, replySerial: 1, body: [.bytes([UInt8](repeating: 1, count: 33 << 20))])
+                .encoded()) ?? []
+            FakeBus.write(client, reply)
+            FakeBus.drain(client)
+        }
+        defer { server.stop() }
+        do throws(DBusConnectionError) {
+            _ = try DBusConnection(deadline: Deadline(seconds: 30), environment: FakeBus.environment(path))
+            Issue.record("a 33 MiB reply was taken")
+        } catch .malformed(let error) {
+            #expect(error.reason.contains("over the"), "\(error)")
+        } catch {
+            Issue.record("wrong error \(error)")
+        }
+    }
+
     @Test("a bus whose listen queue is full fails at the deadline, not later")
     func fullListenQueue() throws {
         let folder = try TemporaryFolder()
@@ -292,10 +314,12 @@ final class FakeBus: @unchecked Sendable {
         }
     }
 
+    /// Writes `bytes` to `client`, stopping if it hung up (no SIGPIPE: a client that refuses a
+    /// message closes before reading it all).
     static func write(_ client: Int32, _ bytes: [UInt8]) {
         var sent = 0
         while sent < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(client, $0.baseAddress.map { $0 + sent }, bytes.count - sent) }
+            let count = bytes.withUnsafeBytes { send(client, $0.baseAddress.map { $0 + sent }, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
             guard count > 0 else { return }
             sent += count
         }
