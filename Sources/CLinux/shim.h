@@ -54,4 +54,22 @@ static inline int lockbox_affinity_cpu_count(void) {
     for (long i = 0; i < bytes / (long)sizeof(unsigned long); i++) count += __builtin_popcountl(mask[i]);
     return count;
 }
+// The ID of the mount a file is on, through statx(2)'s STATX_MNT_ID (Linux 5.8); 0 where the
+// kernel does not say. A file whose mount differs from its folder's is a mount point itself (a
+// single file bind-mounted). Of the open file `fd`, and of the file at `path`.
+#include <linux/stat.h>
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+static inline unsigned long long lockbox_statx_mount_id(int dirfd, const char *name, int flags) {
+    struct statx status;
+    if (syscall(SYS_statx, dirfd, name, flags, STATX_MNT_ID, &status) != 0) return 0;
+    return (status.stx_mask & STATX_MNT_ID) ? status.stx_mnt_id : 0;
+}
+static inline unsigned long long lockbox_mount_id_of_descriptor(int fd) {
+    return lockbox_statx_mount_id(fd, "", AT_EMPTY_PATH);
+}
+static inline unsigned long long lockbox_mount_id_of_path(const char *path) {
+    return lockbox_statx_mount_id(AT_FDCWD, path, 0);
+}
 #endif

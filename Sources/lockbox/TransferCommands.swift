@@ -180,7 +180,7 @@ struct Import: ParsableCommand {
         // `export` writes a backup in the vault's format: a format-1 file or a format-2 database.
         let backupPath = FilePath(file)
         let backup: any SecretStore = SQLiteVaultStore.sqliteHeader(backupPath).isVault
-            ? try SQLiteVaultStore.open(at: backupPath, credentials: [.passphrase(passphrase)])
+            ? try SQLiteVaultStore.open(at: backupPath, credentials: [.passphrase(passphrase)], readOnly: true)
             : try EncryptedFileStore.open(at: backupPath, credential: .passphrase(passphrase))
         let store = try vaultOptions.openStore()
         let report = try Transfer.run(from: backup, to: store, onConflict: onConflict, progress: progressPrinter(label: "importing"))

@@ -1,4 +1,8 @@
+import CLinux
 import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import SystemPackage
 
 /// The vault file on disk: where it really is, reading it once (refusing what is not a regular
@@ -135,6 +139,7 @@ package enum VaultFile {
                             path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
                     }
                     try checkOwnership(status, path: path)
+                    try checkSingleName(fd, status, path: path)
                     handedOver = true
                     return .format2(OpenedDatabaseFile(path: path, descriptor: fd, readWrite: readWrite))
                 }
@@ -161,6 +166,39 @@ package enum VaultFile {
             throw LockboxError.vaultNotFound(path: path.string)
         } catch {
             throw LockboxError.io(operation: "opening the vault", path: path.string, errno: error.asErrno)
+        }
+    }
+
+    /// Refuses a format-2 vault that has a second name. SQLite keeps a database's write-ahead log
+    /// and its index beside the name it is opened by (`NAME-wal`, `NAME-shm`), and two names of
+    /// one file have two of each: writes made through one name are then lost, or damage the
+    /// database, when it is opened through the other. Two cases give a file a second name that
+    /// shares no folder with the first: a hard link, and the file bind-mounted on its own (`docker
+    /// run -v FILE:FILE`, systemd's `BindPaths=`). A folder bind-mounted keeps one folder, so one
+    /// log: that is how a vault is shared with a container.
+    ///
+    /// A vault being created is linked into place and its temporary name removed just after
+    /// (``SQLiteVaultStore``'s `place`): a second name seen for a moment is waited out.
+    static func checkSingleName(_ fd: FileDescriptor, _ status: Stat, path: FilePath) throws {
+        var links = status.linkCount
+        var waits = 0
+        while links > 1, waits < 10 {
+            usleep(10_000)
+            waits += 1
+            links = (try? fd.stat().linkCount) ?? links
+        }
+        guard links <= 1 else {
+            throw LockboxError.insecurePermissions(
+                path: path.string,
+                detail: "the vault file has \(links) names (hard links). SQLite keeps the vault's write-ahead log beside the name it is opened by, so writes through one name would be lost or damage the vault through another. Keep one name (remove the other links), and make copies with `cp` or `lockbox export`, never `cp -l` or `cp -al`.")
+        }
+        let folder = path.removingLastComponent()
+        let ownMount = lockbox_mount_id_of_descriptor(fd.rawValue)
+        let folderMount = lockbox_mount_id_of_path(folder.isEmpty ? "." : folder.string)
+        guard ownMount == 0 || folderMount == 0 || ownMount == folderMount else {
+            throw LockboxError.insecurePermissions(
+                path: path.string,
+                detail: "the vault file is mounted on its own (a single file bind-mounted, as `docker run -v FILE:FILE` or systemd's BindPaths= do). SQLite keeps the vault's write-ahead log beside it, where the other name cannot see it, so writes could be lost or damage the vault. Mount the vault's folder instead.")
         }
     }
 

@@ -16,14 +16,22 @@ import SystemPackage
 /// - `secure_delete=ON`: deleted and overwritten rows are zeroed in the file;
 /// - `busy_timeout`: a writer waits this long for another process's write lock, then fails with
 ///   ``LockboxError/vaultBusy(path:waitedSeconds:)``;
-/// - `trusted_schema=OFF` and `cell_size_check=ON`: a damaged or hostile file is refused rather
-///   than trusted, and corruption is detected earlier; `mmap_size=0` keeps reads as `read`
+/// - defensive mode, triggers and views disabled, `trusted_schema=OFF`, no extension loading:
+///   nothing stored in the file runs (a trigger planted in a vault never fires, a view is never
+///   expanded), and the file's schema cannot be rewritten through the connection;
+/// - a length limit (``maximumValueBytes``): no string, BLOB or row larger than the format
+///   allows is ever loaded into memory; a larger one is a damaged vault;
+/// - `cell_size_check=ON`: corruption is detected earlier; `mmap_size=0` keeps reads as `read`
 ///   calls, so a file truncated underneath gives an error, not a SIGBUS.
 ///
 /// Not thread-safe: the owner serialises calls (SQLite's own locking serialises processes).
 package final class SQLiteConnection {
     /// The database file.
     package let path: FilePath
+    /// The longest string, BLOB or row the connection loads: a 16 MiB secret sealed, next to the
+    /// largest metadata an item can have (``ItemLimits``), with room to spare. Anything longer
+    /// is not a row Lockbox wrote, and reading it fails as a damaged vault before it is loaded.
+    package static let maximumValueBytes = 20 << 20
     private let busyTimeout: Duration
     private var handle: OpaquePointer?
     /// Statements prepared once and reused (``withStatement(_:_:)``), by their SQL.
@@ -38,17 +46,36 @@ package final class SQLiteConnection {
         try self.init(path: path, create: create, busyTimeout: busyTimeout, file: nil)
     }
 
-    /// Opens the database Lockbox already opened and checked as `file`, through its descriptor
-    /// (``SQLiteFileAdoption``): the file is not opened a second time.
-    package convenience init(file: OpenedDatabaseFile, busyTimeout: Duration) throws {
-        try self.init(path: file.path, create: false, busyTimeout: busyTimeout, file: file)
+    /// Opens the database at `path` read-only (``ReadOnlyAccess``).
+    package convenience init(path: FilePath, readOnly: ReadOnlyAccess, busyTimeout: Duration) throws {
+        try self.init(path: path, create: false, busyTimeout: busyTimeout, file: nil, readOnly: readOnly)
     }
 
-    private init(path: FilePath, create: Bool, busyTimeout: Duration, file: OpenedDatabaseFile?) throws {
+    /// Opens the database Lockbox already opened and checked as `file`, through its descriptor
+    /// (``SQLiteFileAdoption``): the file is not opened a second time. With `readOnly`, the
+    /// connection never writes to the database or beside it (``ReadOnlyAccess``).
+    package convenience init(file: OpenedDatabaseFile, busyTimeout: Duration, readOnly: ReadOnlyAccess? = nil) throws {
+        try self.init(path: file.path, create: false, busyTimeout: busyTimeout, file: file, readOnly: readOnly)
+    }
+
+    /// How a read-only connection reads a database in WAL mode, whose readers normally share an
+    /// index (`-shm`) they create beside it — which a read-only or full file system does not allow.
+    package enum ReadOnlyAccess {
+        /// The `-shm` beside the database exists: it is used read-only, with the log (`-wal`), so
+        /// writes another process committed to the log are read too.
+        case sharedIndex
+        /// No `-shm` and an empty or absent log: the database file alone holds every committed
+        /// write, and is read as immutable (SQLite's `immutable=1`: no locks, no side files).
+        case immutable
+    }
+
+    private init(path: FilePath, create: Bool, busyTimeout: Duration, file: OpenedDatabaseFile?, readOnly: ReadOnlyAccess? = nil) throws {
         self.path = path
         self.busyTimeout = busyTimeout
-        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
+        var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
+        flags |= readOnly == nil ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
         if create { flags |= SQLITE_OPEN_CREATE }
+        let name = readOnly.map { Self.uri(path, immutable: $0 == .immutable) } ?? path.string
         var db: OpaquePointer?
         var offer: UInt64?
         var descriptor: FileDescriptor?
@@ -61,7 +88,7 @@ package final class SQLiteConnection {
             offer = SQLiteFileAdoption.offer(descriptor, path: path, readWrite: file.readWrite)
             if offer == nil { DatabaseFileDescriptors.close(descriptor, readWrite: file.readWrite) }
         }
-        let status = sqlite3_open_v2(path.string, &db, flags, nil)
+        let status = sqlite3_open_v2(name, &db, flags, nil)
         if let offer { SQLiteFileAdoption.withdraw(offer) }
         handle = db
         if countedFile == nil, status == SQLITE_OK, let id = DatabaseFileDescriptors.FileID(path: path) {
@@ -80,8 +107,10 @@ package final class SQLiteConnection {
         }
         let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         sqlite3_busy_timeout(db, Int32(clamping: milliseconds))
-        // Before anything reads the schema: a hostile file's schema must not run code.
-        try execute("PRAGMA trusted_schema=OFF; PRAGMA cell_size_check=ON; PRAGMA mmap_size=0; PRAGMA secure_delete=ON;")
+        // Before anything reads the schema: nothing a hostile file holds may run.
+        let distrust = lockbox_sqlite_distrust_file(db, Int32(Self.maximumValueBytes))
+        guard distrust == SQLITE_OK else { throw failure(distrust, operation: "configuring the connection to the vault") }
+        try execute("PRAGMA cell_size_check=ON; PRAGMA mmap_size=0; PRAGMA secure_delete=ON;")
     }
 
     deinit {
@@ -90,6 +119,22 @@ package final class SQLiteConnection {
         // Closing the last connection checkpoints the log into the database and removes it.
         sqlite3_close_v2(handle)
         if let countedFile { DatabaseFileDescriptors.connectionClosed(countedFile) }
+    }
+
+    /// The `file:` URI SQLite opens `path` by, read-only (every byte but letters, digits and
+    /// `/-._~` percent-encoded, so no character of the path reads as a URI's query or fragment).
+    private static func uri(_ path: FilePath, immutable: Bool) -> String {
+        var text = "file:"
+        for byte in path.string.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                text += "%" + [byte].hexString
+            }
+        }
+        return text + (immutable ? "?mode=ro&immutable=1" : "?mode=ro")
     }
 
     /// Switches the database to WAL with durable commits; returns nothing but throws if SQLite
@@ -202,6 +247,8 @@ package final class SQLiteConnection {
             return .vaultBusy(path: path.string, waitedSeconds: Double(busyTimeout.components.seconds))
         case SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_FORMAT:
             return .corruptVault(path: path.string, reason: "the database is damaged (SQLite: \(message))")
+        case SQLITE_TOOBIG:
+            return .corruptVault(path: path.string, reason: "a value in the database is larger than the format allows")
         case SQLITE_CANTOPEN:
             return .io(operation: operation, path: path.string, errno: Errno(rawValue: systemErrno != 0 ? systemErrno : ENOENT))
         case SQLITE_FULL:

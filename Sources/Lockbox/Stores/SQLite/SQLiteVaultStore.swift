@@ -32,10 +32,19 @@ public final class SQLiteVaultStore: SecretStore {
         var unlocker: SlotUnlocker?
     }
 
-    private init(path: FilePath, now: @escaping @Sendable () -> Date, state: consuming State) {
+    /// Why this handle is read-only — the vault's file system is read-only or full, or it was
+    /// opened read-only — or `nil`: every write then fails with
+    /// ``LockboxError/io(operation:path:errno:)`` naming it.
+    package let readOnlyCause: ReadOnlyCause?
+
+    /// Why a handle is read-only: the `errno` its writes fail with, and the reason in words.
+    package typealias ReadOnlyCause = (errno: Errno, reason: String)
+
+    private init(path: FilePath, now: @escaping @Sendable () -> Date, state: consuming State, readOnlyCause: ReadOnlyCause? = nil) {
         self.path = path
         self.now = now
         self.state = Locked(state)
+        self.readOnlyCause = readOnlyCause
     }
 
     static let schema = """
@@ -178,12 +187,18 @@ public final class SQLiteVaultStore: SecretStore {
 
     /// Opens the format-2 vault at `path` with the first credential that opens one of its key
     /// slots (key files first, then passphrases).
+    ///
+    /// A vault on a read-only or full file system is opened read-only: reads work, writes fail
+    /// with ``LockboxError/io(operation:path:errno:)`` naming the cause. With `readOnly`, the
+    /// vault is opened read-only wherever it is, and nothing in or beside its file is changed
+    /// (a backup being imported, a snapshot).
     public static func open(
-        at path: FilePath, credentials: [VaultCredential], busyTimeout: Duration = .seconds(10),
+        at path: FilePath, credentials: [VaultCredential], readOnly: Bool = false, busyTimeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> SQLiteVaultStore {
         guard !credentials.isEmpty else { throw noCredential }
-        return try open(at: path, windowKey: { _ in nil }, credentials: { credentials }, busyTimeout: busyTimeout, now: now).store
+        return try open(at: path, windowKey: { _ in nil }, credentials: { credentials }, readOnly: readOnly,
+                        busyTimeout: busyTimeout, now: now).store
     }
 
     private static var noCredential: LockboxError {
@@ -198,21 +213,17 @@ public final class SQLiteVaultStore: SecretStore {
     /// opened and checked here.
     package static func open(
         at path: FilePath, windowKey: ([UInt8]) -> (dataKey: SecretBytes, fingerprint: String)?,
-        credentials: () throws -> [VaultCredential], probed: OpenedDatabaseFile? = nil, busyTimeout: Duration = .seconds(10),
-        now: @escaping @Sendable () -> Date = { Date() }
+        credentials: () throws -> [VaultCredential], probed: OpenedDatabaseFile? = nil, readOnly: Bool = false,
+        busyTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> (store: SQLiteVaultStore, throughWindow: Bool) {
         let file = try probed ?? VaultFile.openDatabase(resolved: VaultFile.resolvedPath(path))
         let path = file.path
-        try checkSidecars(path)
-        let connection = try SQLiteConnection(file: file, busyTimeout: busyTimeout)
-        try checkIdentity(connection, path: path)
-        try connection.useWriteAheadLog()
-        let (vaultID, keyCheck, slots) = try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
+        let (connection, readOnlyCause, (vaultID, keyCheck, slots)) = try connect(file, busyTimeout: busyTimeout, readOnly: readOnly)
         if let window = windowKey(vaultID), KeySlots.fingerprint(slots.map(\.slot), vaultID: vaultID) == window.fingerprint {
             let records = VaultRecords(vaultID: vaultID, dataKey: window.dataKey)
             if Sodium.constantTimeEqual(records.keyCheck, keyCheck) {
                 let state = State(connection: connection, records: records, dataKey: window.dataKey, unlocker: nil)
-                return (SQLiteVaultStore(path: path, now: now, state: state), true)
+                return (SQLiteVaultStore(path: path, now: now, state: state, readOnlyCause: readOnlyCause), true)
             }
         }
         let credentials = try credentials()
@@ -222,7 +233,83 @@ public final class SQLiteVaultStore: SecretStore {
         guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
         }
-        return (SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker)), false)
+        let state = State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker)
+        return (SQLiteVaultStore(path: path, now: now, state: state, readOnlyCause: readOnlyCause), false)
+    }
+
+    typealias VaultRow = (vaultID: [UInt8], keyCheck: [UInt8], slots: [SlotRow])
+
+    /// A connection to the vault in `file`, checked (identity, then schema) before its vault row is
+    /// read, and why it is read-only, if it is. A vault SQLite cannot open for writing because its
+    /// file system is read-only or full (a WAL database's readers need an index beside it, which
+    /// cannot be made there) is opened read-only instead (``connectReadOnly(_:busyTimeout:cause:)``),
+    /// as it is with `readOnly`.
+    private static func connect(_ file: OpenedDatabaseFile, busyTimeout: Duration, readOnly: Bool)
+        throws -> (connection: SQLiteConnection, readOnlyCause: ReadOnlyCause?, row: VaultRow)
+    {
+        let path = file.path
+        try checkSidecars(path)
+        if readOnly {
+            let cause: ReadOnlyCause = (.readOnlyFileSystem, "it was opened read-only")
+            let (connection, row) = try connectReadOnly(file, busyTimeout: busyTimeout, cause: cause)
+            return (connection, cause, row)
+        }
+        do {
+            let connection = try SQLiteConnection(file: file, busyTimeout: busyTimeout)
+            try checkIdentity(connection, path: path)
+            try connection.useWriteAheadLog()
+            let row = try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
+            return (connection, nil, row)
+        } catch let error as LockboxError {
+            guard case .io = error, let cause = unwritableMedium(path) else { throw error }
+            // The same checks as the first open, on a descriptor of its own.
+            let again = try VaultFile.openDatabase(resolved: path)
+            let (connection, row) = try connectReadOnly(again, busyTimeout: busyTimeout, cause: cause)
+            return (connection, cause, row)
+        }
+    }
+
+    /// A read-only connection to the vault in `file`, checked, and its vault row. With the log's
+    /// index (`-shm`) beside the vault it is read through the index and the log; without them it is
+    /// read as an immutable file. A log with writes in it but no index is refused: reading the
+    /// file alone would miss those writes.
+    private static func connectReadOnly(_ file: OpenedDatabaseFile, busyTimeout: Duration, cause: ReadOnlyCause) throws -> (SQLiteConnection, VaultRow) {
+        let path = file.path
+        let access = try readOnlyAccess(path, cause: cause)
+        let connection = try SQLiteConnection(file: file, busyTimeout: busyTimeout, readOnly: access)
+        try checkIdentity(connection, path: path)
+        let row = try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
+        return (connection, row)
+    }
+
+    /// How to read the vault at `path` without writing: as an immutable file when its log is
+    /// empty or absent (the file then holds every committed write; an index left beside it is not
+    /// needed); through the log and its index when the log holds writes and the index exists.
+    /// A log with writes but no index is refused: reading the file alone would miss them.
+    static func readOnlyAccess(_ path: FilePath, cause: ReadOnlyCause) throws -> SQLiteConnection.ReadOnlyAccess {
+        let (log, index) = (sidecarPaths(path)[0], sidecarPaths(path)[1])
+        guard let size = try? log.stat(followTargetSymlink: false).size, size > 0 else { return .immutable }
+        guard (try? index.stat(followTargetSymlink: false)) != nil else {
+            throw LockboxError.io(
+                operation: "reading the vault: its write-ahead log (\(log.string)) holds writes not yet in the vault file, and the log's index cannot be made (\(cause.reason)); open the vault once where its folder is writable",
+                path: path.string, errno: cause.errno)
+        }
+        return .sharedIndex
+    }
+
+    /// Why nothing can be written beside the vault at `path`: its file system is read-only
+    /// (`EROFS`), full (`ENOSPC`), or its folder is not writable for us (`EACCES`); `nil` if none
+    /// of these holds.
+    private static func unwritableMedium(_ path: FilePath) -> ReadOnlyCause? {
+        let folder = path.removingLastComponent()
+        let name = folder.isEmpty ? "." : folder.string
+        var status = statvfs()
+        if statvfs(name, &status) == 0 {
+            if status.f_flag & UInt(ST_RDONLY) != 0 { return (.readOnlyFileSystem, "its file system is read-only") }
+            if status.f_bavail == 0 { return (.noSpace, "its file system is full") }
+        }
+        if access(name, W_OK) != 0 { return (.permissionDenied, "its folder is not writable") }
+        return nil
     }
 
     /// The vault ID of the format-2 vault at `path`, read without a credential (a session
@@ -237,12 +324,9 @@ public final class SQLiteVaultStore: SecretStore {
         try vaultRow(at: path).2.map(\.slot)
     }
 
-    private static func vaultRow(at path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
+    private static func vaultRow(at path: FilePath) throws -> VaultRow {
         let file = try VaultFile.openDatabase(resolved: VaultFile.resolvedPath(path))
-        try checkSidecars(file.path)
-        let connection = try SQLiteConnection(file: file, busyTimeout: .seconds(10))
-        try checkIdentity(connection, path: file.path)
-        return try connection.transaction(writing: false) { try readVaultRow(connection, path: file.path) }
+        return try connect(file, busyTimeout: .seconds(10), readOnly: false).row
     }
 
     /// The vault's ID, its key slots' fingerprint and the data key, for a session window (kernel
@@ -305,6 +389,9 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
+    /// Refuses a database that is not a format-2 vault: its `application_id`, its `user_version`,
+    /// then its schema, which must be exactly the documented one (``checkSchema(_:path:)``),
+    /// before any row is read.
     static func checkIdentity(_ connection: SQLiteConnection, path: FilePath) throws {
         guard try connection.queryInteger("PRAGMA application_id") == applicationID else {
             throw LockboxError.corruptVault(path: path.string, reason: "a SQLite database that is not a Lockbox vault")
@@ -313,6 +400,63 @@ public final class SQLiteVaultStore: SecretStore {
         guard version == Int64(VaultRecords.formatVersion) else {
             throw LockboxError.unsupportedFormatVersion(path: path.string, found: Int(clamping: version), supported: Int(VaultRecords.formatVersion))
         }
+        try checkSchema(connection, path: path)
+    }
+
+    /// Refuses a vault whose schema is not exactly ``schema``: the same three tables, each with
+    /// the same columns (name, declared type, NOT NULL, default, primary key, hidden) and the same
+    /// `WITHOUT ROWID` and `STRICT` flags, and no other object — no index, trigger or view (which
+    /// the connection would not run anyway), no virtual table. A vault is data, never code.
+    static func checkSchema(_ connection: SQLiteConnection, path: FilePath) throws {
+        let found: [String]
+        do {
+            found = try describeSchema(connection)
+        } catch let error as LockboxError where error.code != .corruptVault {
+            // A schema SQLite can read but these queries cannot describe (a column of a table
+            // that is not there, say) is not the documented one.
+            throw LockboxError.corruptVault(path: path.string, reason: "the database's schema is not a format-2 vault's")
+        }
+        guard found == expectedSchema else {
+            throw LockboxError.corruptVault(
+                path: path.string, reason: "the database's schema is not a format-2 vault's (it has objects or columns the format does not define)")
+        }
+    }
+
+    /// ``schema`` as ``describeSchema(_:)`` describes it, from an in-memory database made with it.
+    private static let expectedSchema: [String] = {
+        do {
+            let connection = try SQLiteConnection(path: FilePath(":memory:"), create: true, busyTimeout: .zero)
+            try connection.execute(schema)
+            return try describeSchema(connection)
+        } catch {
+            // Only a libsqlite3 that cannot make three tables in memory gets here; every vault is
+            // then refused as corrupt, which is safe.
+            return ["unavailable: \(error)"]
+        }
+    }()
+
+    /// One line per object of the schema and per column of each table, in a fixed order.
+    private static func describeSchema(_ connection: SQLiteConnection) throws -> [String] {
+        var lines: [String] = []
+        var tables: [String] = []
+        let objects = try connection.prepare("SELECT type, name, tbl_name FROM sqlite_schema ORDER BY type, name")
+        while try objects.step() {
+            let (type, name, table) = (objects.text(0) ?? "", objects.text(1) ?? "", objects.text(2) ?? "")
+            lines.append("\(type) \(name) on \(table)")
+            if type == "table" { tables.append(name) }
+        }
+        for table in tables {
+            let flags = try connection.prepare("SELECT type, wr, strict FROM pragma_table_list(?)")
+            try flags.bind(1, text: table)
+            while try flags.step() { lines.append("\(table): \(flags.text(0) ?? "") wr=\(flags.integer(1)) strict=\(flags.integer(2))") }
+            let columns = try connection.prepare(#"SELECT name, type, "notnull", dflt_value, pk, hidden FROM pragma_table_xinfo(?)"#)
+            try columns.bind(1, text: table)
+            while try columns.step() {
+                lines.append("\(table).\(columns.text(0) ?? "") \(columns.text(1) ?? "") notnull=\(columns.integer(2)) "
+                    + "default=\(columns.text(3) ?? "none") pk=\(columns.integer(4)) hidden=\(columns.integer(5))")
+            }
+        }
+        return lines
     }
 
     static func syncFile(_ path: FilePath) throws {
@@ -327,7 +471,7 @@ public final class SQLiteVaultStore: SecretStore {
     typealias SlotRow = (id: Int64, slot: KeySlot)
 
     /// The vault row and the key slots, in slot order.
-    static func readVaultRow(_ connection: SQLiteConnection, path: FilePath) throws -> ([UInt8], [UInt8], [SlotRow]) {
+    static func readVaultRow(_ connection: SQLiteConnection, path: FilePath) throws -> VaultRow {
         let row = try connection.prepare("SELECT format_version, vault_id, key_check FROM vault WHERE singleton = 1")
         guard try row.step(), row.integer(0) == Int64(VaultRecords.formatVersion) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing or names another format version")
@@ -373,7 +517,11 @@ public final class SQLiteVaultStore: SecretStore {
     /// Runs `body` in one SQLite transaction on state whose keys match the vault's data key now
     /// (another process may have rotated it: the slot that opened this handle still opens it).
     private func withTransaction<T>(writing: Bool, _ body: (inout State) throws -> T) throws -> T {
-        try state.withLock { (state: inout State) throws -> T in
+        if writing, let readOnlyCause {
+            throw LockboxError.io(operation: "writing to the vault (it is open read-only: \(readOnlyCause.reason))",
+                                  path: path.string, errno: readOnlyCause.errno)
+        }
+        return try state.withLock { (state: inout State) throws -> T in
             let connection = state.connection
             return try connection.transaction(writing: writing) { () throws -> T in
                 let current = try connection.withStatement("SELECT key_check FROM vault WHERE singleton = 1") { check in
@@ -498,23 +646,58 @@ public final class SQLiteVaultStore: SecretStore {
             var count = 0
             try produce { write in
                 try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count)
-                let existing = try entry(write.key, state, withSecret: false)
-                let metadata = ItemMetadata(
-                    key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
-                    created: existing?.metadata.created ?? time, modified: time,
-                    attributes: write.options.attributes, access: write.options.access)
-                let address = state.records.address(write.key)
-                let sealedMetadata = state.records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
-                let sealedSecret = state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
-                try state.connection.withStatement("INSERT OR REPLACE INTO items (address, metadata, secret) VALUES (?, ?, ?)") { insert in
-                    try insert.bind(1, address)
-                    try insert.bind(2, sealedMetadata)
-                    try insert.bind(3, sealedSecret)
-                    try insert.step()
-                }
+                try store(write, existing: try entry(write.key, state, withSecret: false), state, time: time)
                 count += 1
             }
             return count
+        }
+    }
+
+    /// Writes the row of `write` (the item's creation time kept from `existing`), inside the
+    /// caller's write transaction.
+    private func store(_ write: ItemWrite, existing: VaultEntry?, _ state: borrowing State, time: Date) throws {
+        let metadata = ItemMetadata(
+            key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
+            created: existing?.metadata.created ?? time, modified: time,
+            attributes: write.options.attributes, access: write.options.access)
+        let address = state.records.address(write.key)
+        let sealedMetadata = state.records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
+        let sealedSecret = state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
+        try state.connection.withStatement("INSERT OR REPLACE INTO items (address, metadata, secret) VALUES (?, ?, ?)") { insert in
+            try insert.bind(1, address)
+            try insert.bind(2, sealedMetadata)
+            try insert.bind(3, sealedSecret)
+            try insert.step()
+        }
+    }
+
+    /// Checks `condition` against the item stored now and writes, in one SQLite write
+    /// transaction: no other writer — another thread, another process, another mount namespace —
+    /// comes between the check and the write, since SQLite's lock belongs to the database file.
+    @discardableResult
+    public func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) throws -> Bool {
+        try ItemLimits.validate(key, options: changes.options(over: nil), secretCount: secret.count)
+        let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
+        var needsSecret = true
+        if case .always = condition { needsSecret = false } else if case .ifAbsent = condition { needsSecret = false }
+        return try withTransaction(writing: true) { state in
+            let existing = try entry(key, state, withSecret: needsSecret)
+            guard condition.holds(for: existing?.secret) else { return false }
+            let options = changes.options(over: existing?.metadata)
+            try ItemLimits.validate(key, options: options, secretCount: secret.count)
+            try store(ItemWrite(secret, for: key, options: options), existing: existing, state, time: time)
+            return true
+        }
+    }
+
+    /// Compares and deletes in one SQLite write transaction (see
+    /// ``set(_:for:changes:when:)``).
+    @discardableResult
+    public func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) throws -> Bool {
+        try withTransaction(writing: true) { state in
+            guard let current = try entry(key, state, withSecret: true), current.secret == expected else { return false }
+            try Self.deleteRows([state.records.address(key)], state.connection)
+            return true
         }
     }
 

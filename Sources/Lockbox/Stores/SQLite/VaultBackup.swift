@@ -46,7 +46,10 @@ extension SQLiteVaultStore {
         // A separate connection: VACUUM INTO cannot run inside the transactions the store's own
         // connection runs everything in, and it needs no lock of ours (it reads one snapshot).
         let busyTimeout = try store.currentKeys().busyTimeout
-        try SQLiteConnection(path: store.path, create: false, busyTimeout: busyTimeout).snapshot(into: temporary)
+        let original = try store.readOnlyCause.map { cause in
+            try SQLiteConnection(path: store.path, readOnly: try readOnlyAccess(store.path, cause: cause), busyTimeout: busyTimeout)
+        } ?? SQLiteConnection(path: store.path, create: false, busyTimeout: busyTimeout)
+        try original.snapshot(into: temporary)
         try afterSnapshot()
         let copy = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)
         try copy.execute("PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;")
