@@ -240,9 +240,9 @@ _lockbox_init() {
 
 _lockbox_set() {
     repeating_flags=()
-    non_repeating_flags=(--raw --allow-empty --protected --version -h --help)
+    non_repeating_flags=(--raw --allow-empty --protected --no-protected --no-clobber --version -h --help)
     repeating_options=(--attribute)
-    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label --if-current-fd)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -279,6 +279,9 @@ _lockbox_set() {
         return
         ;;
     '--attribute')
+        return
+        ;;
+    '--if-current-fd')
         return
         ;;
     esac

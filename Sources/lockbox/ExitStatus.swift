@@ -8,6 +8,10 @@ enum CLIError: LockboxCodedError {
     case noTerminal(String)
     case mismatch(String)
     case notConfirmed(String)
+    /// `set --no-clobber` found an item there.
+    case itemExists(service: String, account: String)
+    /// `set --if-current-fd` found another secret there.
+    case itemChanged(service: String, account: String)
 
     var description: String {
         switch self {
@@ -16,6 +20,10 @@ enum CLIError: LockboxCodedError {
             return "no terminal to ask for the \(what) on. Pass it through a file descriptor (see --help), or run from a terminal."
         case let .mismatch(what): return "the two \(what) entries differ; nothing was changed"
         case let .notConfirmed(message): return message
+        case let .itemExists(service, account):
+            return "an item for account '\(account)' on service '\(service)' exists, so nothing was stored (--no-clobber)"
+        case let .itemChanged(service, account):
+            return "the item for account '\(account)' on service '\(service)' no longer holds the secret given as current (or is gone), so nothing was stored"
         }
     }
 
@@ -25,11 +33,19 @@ enum CLIError: LockboxCodedError {
         case .noTerminal: return .noTerminal
         case .mismatch: return .entriesDiffer
         case .notConfirmed: return .notConfirmed
+        case .itemExists: return .itemExists
+        case .itemChanged: return .itemChanged
         }
     }
 
-    /// All four are requests to fix: give the input, confirm.
-    var category: LockboxError.Category { .invalidArgument }
+    /// Requests to fix (give the input, confirm), or a write whose condition did not hold.
+    var category: LockboxError.Category {
+        switch self {
+        case .itemExists: return .alreadyExists
+        case .itemChanged: return .authenticationFailed
+        default: return .invalidArgument
+        }
+    }
 }
 
 /// A transient refresh failure (network, server error) of `token get --refresh-with`: the tokens stay.
@@ -49,6 +65,10 @@ extension LockboxError.Code {
     static let entriesDiffer = LockboxError.Code(rawValue: "entries-differ")
     /// A destructive command was not confirmed (the CLI's).
     static let notConfirmed = LockboxError.Code(rawValue: "not-confirmed")
+    /// `set --no-clobber` found an item (the CLI's).
+    static let itemExists = LockboxError.Code(rawValue: "item-exists")
+    /// `set --if-current-fd` found another secret (the CLI's).
+    static let itemChanged = LockboxError.Code(rawValue: "item-changed")
     /// A token refresh failed transiently (the CLI's refresher).
     static let refreshFailed = LockboxError.Code(rawValue: "refresh-failed")
 
@@ -67,7 +87,7 @@ extension LockboxError.Code {
     ]
 
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
-    static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed]
+    static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed, .itemExists, .itemChanged]
 }
 
 /// The CLI's exit codes: one per kind of failure, so scripts can tell them apart. The library's
@@ -88,6 +108,8 @@ enum ExitStatus: Int32, CaseIterable {
     case invalidKeyFile = 11
     case keySlotRefused = 12
     case cancelled = 13
+    case itemExists = 14
+    case itemChanged = 15
     case noSessionBus = 20
     case noSecretService = 21
     case keyringLocked = 22
@@ -143,6 +165,8 @@ extension ExitStatus {
         case .invalidKeyFile: return "unusable key file"
         case .keySlotRefused: return "key-slot change refused"
         case .cancelled: return "not confirmed"
+        case .itemExists: return "item exists"
+        case .itemChanged: return "item changed meanwhile"
         case .noSessionBus: return "no D-Bus session bus"
         case .noSecretService: return "no Secret Service provider"
         case .keyringLocked: return "keyring locked"
@@ -294,6 +318,8 @@ enum ErrorTable {
         .noTerminal: Entry(exit: .usage),
         .entriesDiffer: Entry(exit: .usage),
         .notConfirmed: Entry(exit: .cancelled),
+        .itemExists: Entry(exit: .itemExists) { _ in "Leave out --no-clobber to replace it." },
+        .itemChanged: Entry(exit: .itemChanged) { _ in "Read the item again (`lockbox get`) and decide on the new value." },
         .refreshFailed: Entry(exit: .refreshFailed),
     ]
 

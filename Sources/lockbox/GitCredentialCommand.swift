@@ -146,15 +146,12 @@ struct GitCredential: ParsableCommand {
         let vault = try vaultOptions.openVault()
         let accounts = try description.username.map { $0.isEmpty ? [] : [$0] } ?? vault.list(service: service).map(\.key.account)
         for account in accounts {
-            if let password = description.password {
-                guard let stored = try vault.get(service: service, account: account), stored == password else {
-                    Trace.log("git-credential: '\(account)' on '\(service)' holds another password (or none); kept")
-                    continue
-                }
-            }
-            if try vault.delete(service: service, account: account) {
-                Trace.log("git-credential: erased '\(account)' on '\(service)'")
-            }
+            // With a password: compared and deleted in one step of the store (one transaction of
+            // the file vault), so a new password stored meanwhile is never erased for the old one.
+            let erased = try description.password.map { try vault.delete(service: service, account: account, ifCurrent: $0) }
+                ?? vault.delete(service: service, account: account)
+            Trace.log(erased ? "git-credential: erased '\(account)' on '\(service)'"
+                             : "git-credential: '\(account)' on '\(service)' holds another password (or none); kept")
         }
     }
 }

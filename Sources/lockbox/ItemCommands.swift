@@ -19,15 +19,21 @@ struct SetItem: ParsableCommand {
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The service, e.g. com.example.api.") var service: String
     @Argument(help: "The account within the service.") var account: String
-    @Option(help: "What the item holds: generic, password, token, device-id, pin-hash, or your own.") var kind: String = "generic"
-    @Option(help: "A human-readable label. Default: Password for 'ACCOUNT' on 'SERVICE'.") var label: String?
-    @Option(name: .customLong("attribute"), help: ArgumentHelp("An extra non-secret attribute; repeatable.", valueName: "name=value"))
+    @Option(help: "What the item holds: generic, password, token, device-id, pin-hash, or your own. Default: the item's kind, or generic for a new item.")
+    var kind: String?
+    @Option(help: "A human-readable label. Default: the item's label, or Password for 'ACCOUNT' on 'SERVICE' for a new item.") var label: String?
+    @Option(name: .customLong("attribute"), help: ArgumentHelp("An extra non-secret attribute; repeatable. Given once, it replaces all of the item's attributes.", valueName: "name=value"))
     var attributes: [String] = []
     @Flag(help: "Store standard input byte for byte, trailing newline included.") var raw = false
     @Flag(help: "Store an empty secret when standard input is empty (a prompt on a terminal still refuses one).")
     var allowEmpty = false
-    @Flag(help: "Readable only inside a re-authentication window (`lockbox unlock`), like user-presence access control.")
-    var protected = false
+    @Flag(inversion: .prefixedNo,
+          help: "Readable only inside a re-authentication window (`lockbox unlock`), like user-presence access control. Default: an item that exists keeps its setting; --no-protected removes it.")
+    var protected: Bool?
+    @Flag(help: "Refuse to replace an item that exists (exit 4); checked and written in one transaction of the file vault.")
+    var noClobber = false
+    @Option(help: ArgumentHelp("Write only if the item's secret is still the one read from this descriptor (compare-and-set; exit 10 if it changed).", valueName: "fd"))
+    var ifCurrentFd: Int32?
 
     func validate() throws {
         if vaultOptions.passphraseFd == 0 {
@@ -35,6 +41,10 @@ struct SetItem: ParsableCommand {
         }
         for attribute in attributes where !attribute.contains("=") {
             throw ValidationError("--attribute takes name=value, not '\(attribute)'")
+        }
+        if noClobber && ifCurrentFd != nil { throw ValidationError("--no-clobber and --if-current-fd exclude each other") }
+        if ifCurrentFd == 0 || (ifCurrentFd != nil && ifCurrentFd == vaultOptions.passphraseFd) {
+            throw ValidationError("--if-current-fd needs a descriptor of its own (standard input carries the new secret)")
         }
     }
 
@@ -47,9 +57,20 @@ struct SetItem: ParsableCommand {
             let parts = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             parsed[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
         }
-        try Vault(store: store).set(secret, service: service, account: account, kind: ItemKind(rawValue: kind),
-                                    label: label, attributes: parsed, access: protected ? .freshAuthentication : .always)
-        Trace.log("stored '\(account)' on '\(service)' (kind \(kind), \(parsed.count) attributes, \(protected ? "protected" : "not protected"))")
+        let condition: WriteCondition
+        if let ifCurrentFd {
+            condition = .ifCurrent(try SecretInput.secret(fromDescriptor: ifCurrentFd, what: "the current secret", raw: raw))
+        } else {
+            condition = noClobber ? .ifAbsent : .always
+        }
+        let written = try Vault(store: store).set(
+            secret, service: service, account: account, kind: kind.map(ItemKind.init(rawValue:)), label: label,
+            attributes: attributes.isEmpty ? nil : parsed, access: protected.map { $0 ? .freshAuthentication : .always }, when: condition)
+        guard written else {
+            if case .ifAbsent = condition { throw CLIError.itemExists(service: service, account: account) }
+            throw CLIError.itemChanged(service: service, account: account)
+        }
+        Trace.log("stored '\(account)' on '\(service)' (kind \(kind ?? "kept"), \(parsed.count) attributes, protection \(protected.map { $0 ? "on" : "off" } ?? "kept"))")
     }
 }
 

@@ -187,7 +187,8 @@ struct LockboxCommand: ParsableCommand {
         default:
             var set = SetItem()
             (set.vaultOptions, set.service, set.account) = (options, positionals[0], positionals[1])
-            (set.kind, set.label, set.attributes, set.raw, set.allowEmpty, set.protected) = ("generic", nil, [], false, false, false)
+            (set.kind, set.label, set.attributes, set.raw, set.allowEmpty, set.protected) = (nil, nil, [], false, false, nil)
+            (set.noClobber, set.ifCurrentFd) = (false, nil)
             command = set
         }
         do {

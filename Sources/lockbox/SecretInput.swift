@@ -23,6 +23,17 @@ enum SecretInput {
         return secret
     }
 
+    /// Reads a secret from file descriptor `fd` to its end, dropping one trailing newline unless
+    /// `raw` (as ``secretFromStandardInput(prompt:raw:allowEmpty:)`` reads a pipe).
+    static func secret(fromDescriptor fd: Int32, what: String, raw: Bool) throws -> SecretBytes {
+        do {
+            return try read(from: FileDescriptor(rawValue: fd), limit: ItemLimits.maxSecretBytes + 2, stopAtNewline: false,
+                            what: what, dropTrailingNewline: !raw, statedLimit: ItemLimits.maxSecretBytes)
+        } catch let error as Errno {
+            throw CLIError.noInput("cannot read \(what) from file descriptor \(fd): \(error). Open it in the shell, e.g. `--if-current-fd 3 3<file`.")
+        }
+    }
+
     /// Reads a secret from standard input. A terminal gets a no-echo prompt, asked twice;
     /// a pipe or file is read to the end, dropping one trailing newline unless `raw`; an empty
     /// one is refused unless `allowEmpty`.

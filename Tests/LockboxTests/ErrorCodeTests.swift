@@ -102,9 +102,10 @@ struct ErrorCodeTests {
                 + LockboxError.Code.postgres.count,
                 "a row for an unknown code")
         let cliErrors: [any LockboxCodedError] = [CLIError.noInput("m"), CLIError.noTerminal("PIN"), CLIError.mismatch("PIN"),
-                                                  CLIError.notConfirmed("m"), RefreshFailed(detail: "d")]
+                                                  CLIError.notConfirmed("m"), RefreshFailed(detail: "d"),
+                                                  CLIError.itemExists(service: "s", account: "a"), CLIError.itemChanged(service: "s", account: "a")]
         #expect(cliErrors.map(\.code) == LockboxError.Code.cli)
-        #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51], "the exits these always had")
+        #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51, 14, 15], "the exits these always had")
         let expected: [LockboxError.Code: Int32] = [
             .itemNotFound: 2, .vaultNotFound: 3, .vaultAlreadyExists: 4, .wrongCredential: 5, .corruptVault: 6,
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,

@@ -35,6 +35,12 @@ public protocol AsyncSecretStore: Sendable {
     /// Removes every item in the store; returns how many were removed.
     @discardableResult
     func wipeAll() async throws -> Int
+    /// As ``SecretStore/set(_:for:changes:when:)``.
+    @discardableResult
+    func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) async throws -> Bool
+    /// As ``SecretStore/delete(_:ifCurrent:)``.
+    @discardableResult
+    func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) async throws -> Bool
 }
 
 /// Any blocking ``SecretStore`` as an ``AsyncSecretStore``: every call runs on a
@@ -81,6 +87,18 @@ public struct OffloadedSecretStore: AsyncSecretStore {
     /// ``SecretStore/set(_:)`` on the executor.
     public func set(_ writes: [ItemWrite]) async throws {
         try await executor.run { [store] in try store.set(writes) }
+    }
+
+    /// ``SecretStore/set(_:for:changes:when:)`` on the executor.
+    @discardableResult
+    public func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) async throws -> Bool {
+        try await executor.run { [store] in try store.set(secret, for: key, changes: changes, when: condition) }
+    }
+
+    /// ``SecretStore/delete(_:ifCurrent:)`` on the executor.
+    @discardableResult
+    public func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) async throws -> Bool {
+        try await executor.run { [store] in try store.delete(key, ifCurrent: expected) }
     }
 
     /// ``SecretStore/delete(_:)-(ItemKey)`` on the executor.
@@ -153,6 +171,18 @@ public struct BlockingSecretStore: SecretStore {
     }
     /// ``AsyncSecretStore/set(_:)``, awaited on this thread.
     public func set(_ writes: [ItemWrite]) throws { try CallingThread.run { [store] in try await store.set(writes) } }
+
+    /// The async store's ``AsyncSecretStore/set(_:for:changes:when:)``, on the calling thread.
+    @discardableResult
+    public func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) throws -> Bool {
+        try CallingThread.run { [store] in try await store.set(secret, for: key, changes: changes, when: condition) }
+    }
+
+    /// The async store's ``AsyncSecretStore/delete(_:ifCurrent:)``, on the calling thread.
+    @discardableResult
+    public func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) throws -> Bool {
+        try CallingThread.run { [store] in try await store.delete(key, ifCurrent: expected) }
+    }
     /// ``AsyncSecretStore/delete(_:)-(ItemKey)``, awaited on this thread.
     @discardableResult
     public func delete(_ key: ItemKey) throws -> Bool { try CallingThread.run { [store] in try await store.delete(key) } }
@@ -186,6 +216,10 @@ struct InlineSecretStore: AsyncSecretStore {
     func item(_ key: ItemKey) throws -> StoredItem? { try store.item(key) }
     func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws { try store.set(secret, for: key, options: options) }
     func set(_ writes: [ItemWrite]) throws { try store.set(writes) }
+    func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) throws -> Bool {
+        try store.set(secret, for: key, changes: changes, when: condition)
+    }
+    func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) throws -> Bool { try store.delete(key, ifCurrent: expected) }
     func delete(_ key: ItemKey) throws -> Bool { try store.delete(key) }
     func delete(_ keys: [ItemKey]) throws -> [ItemKey] { try store.delete(keys) }
     func list(service: String?) throws -> [ItemMetadata] { try store.list(service: service) }

@@ -47,6 +47,15 @@ public protocol SecretStore: Sendable {
     /// Removes every item in the store; returns how many were removed.
     @discardableResult
     func wipeAll() throws -> Int
+    /// Stores `secret` under `key` if `condition` holds for the item there now, with the metadata
+    /// `changes` names and the rest kept; returns whether it wrote. The format-2 file vault checks
+    /// and writes in one transaction; the default reads, then writes (see ``WriteCondition``).
+    @discardableResult
+    func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) throws -> Bool
+    /// Removes the item under `key` if its secret is byte for byte `expected`; returns whether it
+    /// did. One transaction in the format-2 file vault; the default reads, then deletes.
+    @discardableResult
+    func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) throws -> Bool
 }
 
 /// An item read with its secret.

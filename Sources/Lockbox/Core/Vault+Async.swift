@@ -14,11 +14,27 @@ extension Vault {
 
     /// ``set(_:service:account:kind:label:attributes:access:)-(SecretBytes,_,_,_,_,_,_)``, awaited.
     public func set(
-        _ secret: SecretBytes, service: String, account: String, kind: ItemKind = .generic,
-        label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
+        _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
+        label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
     ) async throws {
-        let options = ItemOptions(kind: kind, label: label, attributes: attributes, access: access)
-        try await set(secret, service: service, account: account, options: options, via: self.access.awaiting)
+        let changes = ItemChanges(kind: kind, label: label, attributes: attributes, access: access)
+        _ = try await set(secret, service: service, account: account, changes: changes, when: .always, via: self.access.awaiting)
+    }
+
+    /// ``set(_:service:account:kind:label:attributes:access:when:)``, awaited.
+    @discardableResult
+    public func set(
+        _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
+        label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil, when condition: WriteCondition
+    ) async throws -> Bool {
+        let changes = ItemChanges(kind: kind, label: label, attributes: attributes, access: access)
+        return try await set(secret, service: service, account: account, changes: changes, when: condition, via: self.access.awaiting)
+    }
+
+    /// ``delete(service:account:ifCurrent:)``, awaited.
+    @discardableResult
+    public func delete(service: String, account: String, ifCurrent expected: SecretBytes) async throws -> Bool {
+        try await delete(service: service, account: account, ifCurrent: expected, via: access.awaiting)
     }
 
     /// ``string(service:account:)``, awaited.
@@ -28,8 +44,8 @@ extension Vault {
 
     /// ``set(_:service:account:kind:label:attributes:access:)-(String,_,_,_,_,_,_)``, awaited.
     public func set(
-        _ string: String, service: String, account: String, kind: ItemKind = .generic,
-        label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
+        _ string: String, service: String, account: String, kind: ItemKind? = nil,
+        label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
     ) async throws {
         try await set(SecretBytes(utf8: string), service: service, account: account, kind: kind,
                       label: label, attributes: attributes, access: access)

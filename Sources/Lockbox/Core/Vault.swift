@@ -94,14 +94,32 @@ public struct Vault: Sendable {
         try access.blocking { try await self.require(service: service, account: account, via: $0) }
     }
 
-    /// Stores `secret` under (service, account), replacing what was there. With
-    /// `access: .freshAuthentication` it can later be read only inside a re-authentication window.
+    /// Stores `secret` under (service, account), replacing the secret that was there. The kind,
+    /// label, attributes and access given replace the item's; those left `nil` are kept, so a
+    /// rotation never drops them (a new item takes `.generic`, the conventional label, no
+    /// attributes and `.always`). With `access: .freshAuthentication` the secret can later be
+    /// read only inside a re-authentication window.
     public func set(
-        _ secret: SecretBytes, service: String, account: String, kind: ItemKind = .generic,
-        label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
+        _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
+        label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
     ) throws {
-        let options = ItemOptions(kind: kind, label: label, attributes: attributes, access: access)
-        try self.access.blocking { try await self.set(secret, service: service, account: account, options: options, via: $0) }
+        let changes = ItemChanges(kind: kind, label: label, attributes: attributes, access: access)
+        _ = try self.access.blocking { try await self.set(secret, service: service, account: account, changes: changes, when: .always, via: $0) }
+    }
+
+    /// ``set(_:service:account:kind:label:attributes:access:)-(SecretBytes,_,_,_,_,_,_)`` only if
+    /// `condition` holds for the item stored now: ``WriteCondition/ifAbsent`` never overwrites,
+    /// ``WriteCondition/ifCurrent(_:)`` writes only over the secret the caller read. Returns
+    /// whether it wrote. The format-2 file vault checks and writes in one transaction.
+    @discardableResult
+    public func set(
+        _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
+        label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil, when condition: WriteCondition
+    ) throws -> Bool {
+        let changes = ItemChanges(kind: kind, label: label, attributes: attributes, access: access)
+        return try self.access.blocking {
+            try await self.set(secret, service: service, account: account, changes: changes, when: condition, via: $0)
+        }
     }
 
     // MARK: String conveniences
@@ -116,8 +134,8 @@ public struct Vault: Sendable {
 
     /// Stores the UTF-8 bytes of `string` under (service, account).
     public func set(
-        _ string: String, service: String, account: String, kind: ItemKind = .generic,
-        label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always
+        _ string: String, service: String, account: String, kind: ItemKind? = nil,
+        label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
     ) throws {
         try set(SecretBytes(utf8: string), service: service, account: account, kind: kind,
                 label: label, attributes: attributes, access: access)
@@ -134,6 +152,13 @@ public struct Vault: Sendable {
     @discardableResult
     public func delete(service: String, account: String) throws -> Bool {
         try access.blocking { try await self.delete(service: service, account: account, via: $0) }
+    }
+
+    /// Removes the item under (service, account) only if its secret is byte for byte `expected`
+    /// (compare-and-delete: a value rotated meanwhile is kept); returns whether it removed it.
+    @discardableResult
+    public func delete(service: String, account: String, ifCurrent expected: SecretBytes) throws -> Bool {
+        try access.blocking { try await self.delete(service: service, account: account, ifCurrent: expected, via: $0) }
     }
 
     /// Metadata (never secrets) of every item, or of one service's items.
@@ -177,10 +202,14 @@ public struct Vault: Sendable {
         return secret
     }
 
-    func set(_ secret: SecretBytes, service: String, account: String, options: ItemOptions, via route: StoreRoute) async throws {
+    func set(
+        _ secret: SecretBytes, service: String, account: String, changes: ItemChanges, when condition: WriteCondition, via route: StoreRoute
+    ) async throws -> Bool {
         let key = ItemKey(service: service, account: account)
-        try ItemLimits.validate(key, options: options, secretCount: secret.count)
-        try await observed("set", service: service, account: account) { try await route.store.set(secret, for: key, options: options) }
+        try ItemLimits.validate(key, options: changes.options(over: nil), secretCount: secret.count)
+        return try await observed("set", service: service, account: account) {
+            try await route.store.set(secret, for: key, changes: changes, when: condition)
+        }
     }
 
     func string(service: String, account: String, via route: StoreRoute) async throws -> String? {
@@ -202,6 +231,12 @@ public struct Vault: Sendable {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
         return try await observed("delete", service: service, account: account) { try await route.store.delete(key) }
+    }
+
+    func delete(service: String, account: String, ifCurrent expected: SecretBytes, via route: StoreRoute) async throws -> Bool {
+        let key = ItemKey(service: service, account: account)
+        try ItemLimits.validate(key)
+        return try await observed("delete", service: service, account: account) { try await route.store.delete(key, ifCurrent: expected) }
     }
 
     func list(service: String?, via route: StoreRoute) async throws -> [ItemMetadata] {

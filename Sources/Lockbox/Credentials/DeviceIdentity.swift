@@ -68,9 +68,21 @@ public struct DeviceIdentity: Sendable {
         defer { held.release() }
         // Re-read under the lock: another process may have created it meanwhile.
         if let existing = try await read(key, via: route) { return existing }
-        let id = UUID()
-        try await write(id, key, kind: kind, via: route)
-        return id
+        // Written only if still absent, in one step of the store (one transaction of the file
+        // vault): the lock above makes the processes of this host wait politely, the store's
+        // transaction makes one ID win wherever the lock does not reach (another mount namespace,
+        // a lock folder removed).
+        for _ in 0..<8 {
+            let id = UUID()
+            if try await route.store.set(SecretBytes(utf8: id.uuidString.lowercased()), for: key,
+                                         changes: ItemChanges(replacingWith: options(kind, key)), when: .ifAbsent) {
+                return id
+            }
+            // Another writer's ID won; read it (again, if it was reset away meanwhile).
+            if let existing = try await read(key, via: route) { return existing }
+        }
+        throw LockboxError.io(operation: "creating an ID (other writers kept removing it)", path: key.description,
+                              errno: .resourceTemporarilyUnavailable)
     }
 
     func reset(_ key: ItemKey, via route: StoreRoute) async throws -> UUID {

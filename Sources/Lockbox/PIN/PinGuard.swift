@@ -490,61 +490,102 @@ public final class PinGuard: Sendable {
     }
 
     /// Verifies holding the profile's lock; each hash holds its memory in the executor's budget
-    /// while it runs.
+    /// while it runs. Every change to the record is a compare-and-set of the store
+    /// (``updateRecord(_:via:_:)``): the lock makes this host's verifiers wait their turn, and the
+    /// store's own transaction makes every guess count where the lock does not reach (a verifier in
+    /// another mount namespace, a lock folder removed meanwhile).
     private func verifyLocked(_ profile: PinProfile, pin: SecretBytes, via route: StoreRoute) async throws {
-        guard var record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
         let now = clock.now()
-        if let last = record.lastAttempt, record.failures > 0, !record.disabled, now.secondsSince(last) < 0 {
-            // A clock went back (the wall clock set earlier, across a reboot or not): the
-            // lockout restarts from now.
+        // A clock that went back (the wall clock set earlier, across a reboot or not) restarts the
+        // lockout from now.
+        _ = try await updateRecord(profile, via: route) { record in
+            guard let last = record.lastAttempt, record.failures > 0, !record.disabled, now.secondsSince(last) < 0 else { return false }
             record.lastAttempt = now
-            try await save(record, for: profile, via: route)
+            return true
         }
-        if let refusal = refusal(record, at: now, for: profile) { throw refusal }
-
-        var counted = record
-        counted.failures += 1
-        counted.lastAttempt = now
         let countedBeforeComparing = failureRecording == .beforeComparing
-        // Desktop: count the try durably before comparing, so a kill from here on still counts it.
-        if countedBeforeComparing { try await save(counted, for: profile, via: route) }
-
-        let matches = try await compare(pin, with: record.hash, via: route)
+        var evaluated: PinRecord
+        if countedBeforeComparing {
+            // Desktop: the try is counted durably before comparing, so a kill from here on still
+            // counts it, and the refusal is decided on the record the count was added to.
+            evaluated = try await updateRecord(profile, via: route) { record in
+                if let refusal = refusal(record, at: now, for: profile) { throw refusal }
+                record.failures += 1
+                record.lastAttempt = now
+                return true
+            }
+        } else {
+            guard let record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            if let refusal = refusal(record, at: now, for: profile) { throw refusal }
+            evaluated = record
+        }
+        let matches = try await compare(pin, with: evaluated.hash, via: route)
         if matches {
-            let hadFailures = record.failures > 0 || record.lastAttempt != nil
-            record.failures = 0
-            record.lastAttempt = nil
             // A right PIN never counts as a wrong one: if the upgrade to the new cost fails (not
             // enough memory, say), the old hash, which still verifies, is kept and the upgrade is
             // tried again on the next success.
-            var upgraded = false
-            if Sodium.hashStringNeedsRehash(record.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes),
-               let newHash = try? await hash(pin, via: route)
-            {
-                record.hash = newHash
-                upgraded = true
+            var newHash: String?
+            if Sodium.hashStringNeedsRehash(evaluated.hash, opsLimit: hashParameters.opsLimit, memLimit: hashParameters.memoryLimitBytes) {
+                newHash = try? await hash(pin, via: route)
             }
             // Server: one write, and only if something changed.
-            if countedBeforeComparing || hadFailures || upgraded { try await save(record, for: profile, via: route) }
+            _ = try await updateRecord(profile, via: route) { record in
+                let hadFailures = record.failures > 0 || record.lastAttempt != nil
+                record.failures = 0
+                record.lastAttempt = nil
+                // Only over the hash this PIN was checked against (a change meanwhile wins).
+                let upgrade = newHash != nil && record.hash == evaluated.hash
+                if upgrade, let newHash { record.hash = newHash }
+                return hadFailures || upgrade
+            }
             return
         }
-        record = counted
-        if let wipeAfter = record.lockout.wipeAfter, record.failures >= wipeAfter {
-            for key in record.wipeItems { try await route.store.delete(key) }
+        if !countedBeforeComparing {
+            // Server: the one write of a wrong try, its count, added to the count stored now.
+            evaluated = try await updateRecord(profile, via: route) { record in
+                record.failures += 1
+                record.lastAttempt = now
+                return true
+            }
+        }
+        if let wipeAfter = evaluated.lockout.wipeAfter, evaluated.failures >= wipeAfter {
+            for key in evaluated.wipeItems { try await route.store.delete(key) }
             try await route.store.delete(profile.itemKey)
-            throw LockboxError.pinWiped(profile: profile.description, failures: record.failures)
+            throw LockboxError.pinWiped(profile: profile.description, failures: evaluated.failures)
         }
-        if record.failures >= record.lockout.disableAfter {
-            record.disabled = true
-            try await save(record, for: profile, via: route)
-            throw LockboxError.pinDisabled(profile: profile.description, failures: record.failures)
+        if evaluated.failures >= evaluated.lockout.disableAfter {
+            _ = try await updateRecord(profile, via: route) { record in
+                guard !record.disabled, record.failures >= record.lockout.disableAfter else { return false }
+                record.disabled = true
+                return true
+            }
+            throw LockboxError.pinDisabled(profile: profile.description, failures: evaluated.failures)
         }
-        // Server: the one write of a wrong try, its count.
-        if !countedBeforeComparing { try await save(record, for: profile, via: route) }
-        let delay = record.lockout.delay(afterFailures: record.failures)
-        throw LockboxError.wrongPin(profile: profile.description, failures: record.failures,
+        let delay = evaluated.lockout.delay(afterFailures: evaluated.failures)
+        throw LockboxError.wrongPin(profile: profile.description, failures: evaluated.failures,
                                     retryAt: delay > 0 ? now.wall.addingTimeInterval(delay) : nil)
     }
+
+    /// Reads the profile's record, lets `change` edit it (returning whether it did; throwing to
+    /// leave it), and writes it back only if the stored record is still the one read — a
+    /// compare-and-set, one transaction of the file vault — reading again and retrying when
+    /// another writer came first. Returns the record as stored after the call.
+    private func updateRecord(
+        _ profile: PinProfile, via route: StoreRoute, _ change: (inout PinRecord) throws -> Bool
+    ) async throws -> PinRecord {
+        for _ in 0..<Self.updateAttempts {
+            guard let bytes = try await route.store.get(profile.itemKey) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            var record = try decoded(bytes, profile)
+            guard try change(&record) else { return record }
+            let written = try await route.store.set(try encoded(record), for: profile.itemKey,
+                                                    changes: ItemChanges(replacingWith: recordOptions(profile)), when: .ifCurrent(bytes))
+            if written { return record }
+        }
+        throw LockboxError.vaultBusy(path: "the PIN record of \(profile.description)", waitedSeconds: 0)
+    }
+
+    /// How often ``updateRecord(_:via:_:)`` reads again after losing a race before it gives up.
+    private static let updateAttempts = 64
 
     /// Verifies with the store's own attempt ledger (a store many hosts share): the ledger counts
     /// the guess durably, deciding from its own clock whether it may be evaluated at all, before

@@ -73,13 +73,41 @@ struct ItemLock: Sendable {
     private func prepare(_ key: ItemKey) throws -> (queue: String, file: VaultLock?) {
         let base = name(for: key)
         guard let directory else { return ("memory/\(storeIdentity)/" + base, nil) }
-        do {
-            try directory.createDirectories(permissions: .ownerReadWriteExecute)
-        } catch {
-            throw LockboxError.io(operation: "creating the lock folder", path: directory.string, errno: error.asErrno)
-        }
+        try Self.createFolder(directory)
         let path = directory.appending(base)
         return (path.string, VaultLock(vaultPath: path, timeout: timeout))
+    }
+
+    /// Creates the lock folder (and its parents) if it is not there, again if a parent is removed
+    /// while it is being made.
+    private static func createFolder(_ directory: FilePath) throws {
+        var attempts = 0
+        while true {
+            do {
+                return try directory.createDirectories(permissions: .ownerReadWriteExecute)
+            } catch let error as Errno where error == .noSuchFileOrDirectory && attempts < 16 {
+                attempts += 1
+            } catch {
+                throw LockboxError.io(operation: "creating the lock folder", path: directory.string, errno: error.asErrno)
+            }
+        }
+    }
+
+    /// Opens (creating) the lock file at `path`. A lock folder removed meanwhile is made again: the
+    /// lock only makes waiting polite — what must not interleave is joined by the store's own
+    /// transaction — so a missing folder is never a reason to fail.
+    private static func openLockFile(_ path: FilePath) throws -> FileDescriptor {
+        var attempts = 0
+        while true {
+            do {
+                return try FileDescriptor.open(path, .readWrite, options: [.create, .closeOnExec], permissions: .ownerReadWrite)
+            } catch let error as Errno where error == .noSuchFileOrDirectory && attempts < 16 {
+                attempts += 1
+                try? createFolder(path.removingLastComponent())
+            } catch {
+                throw LockboxError.io(operation: "opening the lock file", path: path.string, errno: error.asErrno)
+            }
+        }
     }
 
     /// Takes the item's lock without blocking a thread while waiting; release it with
@@ -96,12 +124,7 @@ struct ItemLock: Sendable {
         try await Self.queues.enter(queue)
         guard let file else { return HeldLock(nil) { Self.queues.leave(queue) } }
         do {
-            let fd: FileDescriptor
-            do {
-                fd = try FileDescriptor.open(file.path, .readWrite, options: [.create, .closeOnExec], permissions: .ownerReadWrite)
-            } catch {
-                throw LockboxError.io(operation: "opening the lock file", path: file.path.string, errno: error.asErrno)
-            }
+            let fd = try Self.openLockFile(file.path)
             while true {
                 do {
                     if try fd.tryLockExclusive() { return HeldLock(fd) { Self.queues.leave(queue) } }

@@ -1,0 +1,396 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Lockbox
+
+/// A format-2 vault with a key file in a fresh folder, and the `lockbox` command on it.
+private struct GuardedVault {
+    let folder: TemporaryFolder
+    let path: FilePath
+    let keyPath: FilePath
+
+    init() throws {
+        folder = try TemporaryFolder()
+        path = folder.file("vault.lockbox")
+        keyPath = folder.file("vault.key")
+        try KeyFile.generate(at: keyPath)
+        let store = try SQLiteVaultStore.create(at: path, credentials: [.keyFile(keyPath)], kdf: testKDF)
+        try store.set(secret("s3cret"), for: ItemKey(service: "svc", account: "acct"), options: ItemOptions())
+    }
+
+    func open(_ path: FilePath? = nil) throws -> SQLiteVaultStore {
+        try SQLiteVaultStore.open(at: path ?? self.path, credentials: [.keyFile(keyPath)])
+    }
+
+    /// Runs SQL on the file as any SQLite tool could (what an attacker with write access to the
+    /// file, a synced folder or a restored backup can plant).
+    func tamper(_ sql: String) throws {
+        try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(5)).execute(sql)
+    }
+
+    func lockbox(_ arguments: [String], vault: String? = nil, stdin: String = "") throws -> ProcessResult {
+        try runLockbox(arguments + ["--vault", vault ?? path.string, "--key-file", keyPath.string], stdin: Data(stdin.utf8),
+                       environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string])
+    }
+}
+
+/// The error `body` throws, and how long it took to throw it.
+private func timedError(_ body: () throws -> Void) -> (error: LockboxError?, seconds: Double) {
+    let start = ContinuousClock.now
+    let error = caughtError(body)
+    let elapsed = ContinuousClock.now - start
+    return (error, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+}
+
+@Suite("Format 2 trusts no code or size in its file")
+struct VaultSchemaTrustTests {
+    /// Each plants something in the file a vault never holds; each must be refused as corrupt
+    /// within a second, by the library and by the CLI (exit 6), before any row is read.
+    static let plantings: [(what: String, sql: String)] = [
+        ("a trigger that drops every write",
+         "CREATE TRIGGER drop_writes AFTER INSERT ON items BEGIN DELETE FROM items WHERE address = NEW.address; END;"),
+        ("a trigger that freezes a counter",
+         "CREATE TRIGGER freeze BEFORE UPDATE ON items BEGIN SELECT RAISE(IGNORE); END;"),
+        ("a view named items that never ends",
+         """
+         ALTER TABLE items RENAME TO items_real;
+         CREATE VIEW items AS WITH RECURSIVE forever(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM forever)
+             SELECT address, metadata, secret FROM items_real, forever;
+         """),
+        ("an extra index", "CREATE INDEX by_metadata ON items(metadata);"),
+        ("an extra table", "CREATE TABLE notes (body TEXT);"),
+        ("an extra column", "ALTER TABLE key_slots ADD COLUMN note TEXT;"),
+    ]
+
+    @Test("a planted trigger, view, index, table or column: refused as corrupt within 1 s by open and by lockbox get (6)",
+          arguments: plantings.indices)
+    func plantedObjectsAreRefused(index: Int) throws {
+        let planting = Self.plantings[index]
+        let vault = try GuardedVault()
+        try vault.tamper(planting.sql)
+        let (error, seconds) = timedError { _ = try vault.open() }
+        #expect(error?.code == .corruptVault, "\(planting.what): \(String(describing: error))")
+        #expect(seconds < 1, "\(planting.what): refused after \(seconds) s")
+        let start = ContinuousClock.now
+        for command in [["get", "svc", "acct"], ["list"], ["set", "svc", "other"]] {
+            let result = try vault.lockbox(command, stdin: "new")
+            #expect(result.status == 6, "\(planting.what), \(command): \(result.status) \(result.stderr)")
+        }
+        #expect(ContinuousClock.now - start < .seconds(10), "\(planting.what): the commands took too long")
+    }
+
+    @Test("the connection never fires a trigger: one planted in a raw copy changes nothing a write does")
+    func triggersNeverFire() throws {
+        let vault = try GuardedVault()
+        let connection = try SQLiteConnection(path: vault.path, create: false, busyTimeout: .seconds(5))
+        try connection.execute("CREATE TABLE fired (n INTEGER); CREATE TRIGGER t AFTER INSERT ON key_slots BEGIN INSERT INTO fired VALUES (1); END;")
+        try connection.execute("INSERT INTO key_slots (slot_id, slot) VALUES (99, x'00')")
+        #expect(try connection.queryInteger("SELECT count(*) FROM fired") == 0)
+    }
+
+    @Test("a row column larger than the format allows is refused as corrupt before it is loaded")
+    func oversizedColumnIsRefused() throws {
+        let vault = try GuardedVault()
+        let store = try vault.open()
+        let address = VaultRecords(vaultID: try SQLiteVaultStore.vaultID(at: vault.path), dataKey: try store.currentKeys().dataKey)
+            .address(ItemKey(service: "svc", account: "acct"))
+        // Written by a connection without the limit, as a tampering tool would.
+        let big = SQLiteConnection.maximumValueBytes + 1024
+        let process = try runProcess(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("UPDATE items SET secret = zeroblob(?) WHERE address = ?", (int(sys.argv[2]), bytes.fromhex(sys.argv[3])))
+            db.commit()
+            """, vault.path.string, String(big), address.hexString])
+        #expect(process.status == 0, "\(process.stderr)")
+        let error = caughtError { _ = try store.get(ItemKey(service: "svc", account: "acct")) }
+        #expect(error?.code == .corruptVault, "\(String(describing: error))")
+        let result = try vault.lockbox(["get", "svc", "acct"])
+        #expect(result.status == 6, "\(result.stderr)")
+        #expect(try store.list(service: nil).count == 1, "the metadata column is within the limit and still lists")
+    }
+}
+
+@Suite("Format 2: one vault, one name")
+struct VaultSingleNameTests {
+    @Test("a hard link to the vault: refused by open and by the CLI (8) under either name, before any write")
+    func hardLinkIsRefused() throws {
+        let vault = try GuardedVault()
+        let second = vault.folder.file("second.lockbox")
+        #expect(link(vault.path.string, second.string) == 0)
+        for name in [vault.path, second] {
+            let error = caughtError { _ = try vault.open(name) }
+            #expect(error?.code == .insecurePermissions, "\(String(describing: error))")
+            #expect(error.map { "\($0)".contains("2 names") } == true, "\(String(describing: error))")
+        }
+        // Two writers through the two names: every write refused, none acknowledged.
+        for index in 0..<5 {
+            for name in [vault.path.string, second.string] {
+                let result = try vault.lockbox(["set", "svc", "item\(index)"], vault: name, stdin: "v\(index)")
+                #expect(result.status == 8, "\(result.stderr)")
+            }
+        }
+        #expect(unlink(second.string) == 0)
+        let store = try vault.open()
+        #expect(try store.list(service: nil).map(\.key.account) == ["acct"], "nothing was written through either name")
+        #expect(try store.get(ItemKey(service: "svc", account: "acct")) == secret("s3cret"))
+    }
+
+    @Test("the vault bind-mounted on its own (a container's FILE:FILE mount): refused (8); the folder bind-mounted works")
+    func singleFileMountIsRefused() throws {
+        let vault = try GuardedVault()
+        let target = vault.folder.file("mounted.lockbox")
+        let other = try TemporaryFolder()
+        _ = FileManager.default.createFile(atPath: target.string, contents: nil)
+        chmod(target.string, 0o600)
+        // A private mount namespace (a user namespace too when not root), as a container has.
+        let namespace = getuid() == 0 ? ["unshare", "-m", "--propagation", "private"] : ["unshare", "-Urm"]
+        let script = """
+            mount --bind "$1" "$2" || exit 99
+            "$3" get svc acct --vault "$2" --key-file "$4"; echo "file mount: $?"
+            mount --bind "$5" "$6"
+            "$3" get svc acct --vault "$6/vault.lockbox" --key-file "$4"; echo "folder mount: $?"
+            """
+        let result = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), namespace + ["sh", "-c", script, "sh",
+            vault.path.string, target.string, lockboxBinary.path, vault.keyPath.string, vault.folder.path.string, other.path.string])
+        try #require(!result.stderr.contains("unshare failed") && !result.stderr.contains("Operation not permitted"),
+                     "this machine cannot make a mount namespace: \(result.stderr)")
+        #expect(result.stdoutString.contains("file mount: 8"), "\(result.stdoutString) \(result.stderr)")
+        #expect(result.stderr.contains("mounted on its own"), "\(result.stderr)")
+        #expect(result.stdoutString.contains("s3cretfolder mount: 0"), "\(result.stdoutString) \(result.stderr)")
+    }
+}
+
+/// A shell script's standard output, run as root in a private mount namespace of its own (a user
+/// namespace too when not root, as `unshare -Urm` gives an unprivileged user), with positional
+/// arguments; fails the test if no such namespace can be made here.
+private func inMountNamespace(_ script: String, _ arguments: [String]) throws -> ProcessResult {
+    let namespace = getuid() == 0 ? ["unshare", "-m", "--propagation", "private"] : ["unshare", "-Urm"]
+    let result = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), namespace + ["sh", "-c", script, "sh"] + arguments)
+    try #require(!result.stderr.contains("unshare failed"), "this machine cannot make a mount namespace: \(result.stderr)")
+    return result
+}
+
+@Suite("Format 2: every read-modify-write is one transaction of the vault")
+struct VaultTransactionTests {
+    /// Eight `lockbox` processes at once, each in a mount namespace of its own with a private,
+    /// empty `VAULT.locks` (a tmpfs over it) — or, with `deleting`, all in one namespace while
+    /// another process removes `VAULT.locks` in a loop: the path-named lock never joins them, so
+    /// only the vault's own transaction can. Returns each process's exit status and output.
+    private func eight(_ vault: GuardedVault, _ arguments: [String], stdin: String, deleting: Bool) throws -> [(status: Int32, output: String)] {
+        let locks = vault.path.string + ".locks"
+        try FileManager.default.createDirectory(atPath: locks, withIntermediateDirectories: true)
+        let input = vault.folder.file("stdin").string
+        try Data(stdin.utf8).write(to: URL(fileURLWithPath: input))
+        let out = vault.folder.path.string
+        let private_ = getuid() == 0 ? "unshare -m --propagation private" : "unshare -Urm"
+        let command = ([lockboxBinary.path] + arguments + ["--vault", vault.path.string, "--key-file", vault.keyPath.string])
+            .map { "'\($0)'" }.joined(separator: " ")
+        // Polled rather than `wait`ed for: the test runner starts the shell with SIGCHLD blocked,
+        // and a shell's `wait` then sleeps forever. Bounded: a hung child fails the test.
+        let waitForAll = """
+            n=0; for i in 1 2 3 4 5 6 7 8; do while [ ! -e "\(out)/rc.$i" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done; done
+            """
+        let script = deleting
+            ? """
+              ( while [ ! -e "\(out)/stop" ]; do rm -rf "\(locks)"; done ) &
+              for i in 1 2 3 4 5 6 7 8; do ( \(command) < "\(input)" > "\(out)/out.$i" 2>&1; echo $? > "\(out)/rc.$i.new"; mv "\(out)/rc.$i.new" "\(out)/rc.$i" ) & done
+              \(waitForAll)
+              touch "\(out)/stop"
+              """
+            : """
+              for i in 1 2 3 4 5 6 7 8; do
+                ( \(private_) sh -c 'mount -t tmpfs tmpfs "$1" && shift && exec "$@"' sh "\(locks)" sh -c '\(command.replacingOccurrences(of: "'", with: "")) < "$0"' "\(input)" > "\(out)/out.$i" 2>&1; echo $? > "\(out)/rc.$i.new"; mv "\(out)/rc.$i.new" "\(out)/rc.$i" ) &
+              done
+              \(waitForAll)
+              """
+        let result = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", script])
+        #expect(result.status == 0, "\(result.stderr)")
+        return try (1...8).map { index in
+            let status = Int32(try String(contentsOfFile: "\(out)/rc.\(index)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            return (status, try String(contentsOfFile: "\(out)/out.\(index)", encoding: .utf8))
+        }
+    }
+
+    @Test("8 wrong PINs at once, each verifier's lock folder private (its own mount namespace) or removed in a loop: all 8 counted",
+          arguments: [false, true])
+    func everyWrongPinIsCounted(deleting: Bool) throws {
+        let vault = try GuardedVault()
+        let set = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", "0"], stdin: "4739\n4739\n")
+        #expect(set.status == 0, "\(set.stderr)")
+        let results = try eight(vault, ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: "9999\n", deleting: deleting)
+        for result in results { #expect(result.status == 30, "\(result.output)") }
+        let status = try vault.lockbox(["pin", "status", "kids", "max", "--json"])
+        #expect(status.jsonObject?["failures"] as? Int == 8, "\(status.stdoutString) \(status.stderr)")
+    }
+
+    @Test("8 first device-id calls at once, each lock folder private or removed in a loop: one ID", arguments: [false, true])
+    func oneDeviceID(deleting: Bool) throws {
+        let vault = try GuardedVault()
+        let results = try eight(vault, ["device-id", "com.example.app"], stdin: "", deleting: deleting)
+        for result in results { #expect(result.status == 0, "\(result.output)") }
+        let ids = Set(results.map { $0.output.trimmingCharacters(in: .whitespacesAndNewlines) })
+        #expect(ids.count == 1, "\(ids)")
+        let stored = try vault.lockbox(["device-id", "com.example.app"])
+        #expect(ids == [stored.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)])
+    }
+
+    @Test("compare-and-delete and compare-and-set write only over the value read; no-clobber never overwrites")
+    func conditionalWrites() throws {
+        let vault = try GuardedVault()
+        let store = try vault.open()
+        let key = ItemKey(service: "svc", account: "acct")
+        #expect(try !store.delete(key, ifCurrent: secret("old")), "another value: kept")
+        #expect(try store.get(key) == secret("s3cret"))
+        #expect(try !store.set(secret("x"), for: key, changes: ItemChanges(), when: .ifAbsent))
+        #expect(try !store.set(secret("x"), for: key, changes: ItemChanges(), when: .ifCurrent(secret("stale"))))
+        #expect(try store.get(key) == secret("s3cret"))
+        #expect(try store.set(secret("new"), for: key, changes: ItemChanges(), when: .ifCurrent(secret("s3cret"))))
+        #expect(try store.get(key) == secret("new"))
+        #expect(try store.delete(key, ifCurrent: secret("new")))
+        #expect(try store.get(key) == nil)
+        #expect(try store.set(secret("first"), for: key, changes: ItemChanges(), when: .ifAbsent))
+
+        // Through the CLI: --no-clobber exits 14, --if-current-fd with a stale value 15, nothing written.
+        var result = try vault.lockbox(["set", "svc", "acct", "--no-clobber"], stdin: "second")
+        #expect(result.status == 14, "\(result.stderr)")
+        let stale = vault.folder.file("stale").string
+        try Data("stale\n".utf8).write(to: URL(fileURLWithPath: stale))
+        result = try runLockbox(["set", "svc", "acct", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
+                                stdin: Data("third".utf8), shellRedirect: "3<'\(stale)'")
+        #expect(result.status == 15, "\(result.stderr)")
+        #expect(try store.get(key) == secret("first"))
+        let current = vault.folder.file("current").string
+        try Data("first\n".utf8).write(to: URL(fileURLWithPath: current))
+        result = try runLockbox(["set", "svc", "acct", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
+                                stdin: Data("fourth".utf8), shellRedirect: "3<'\(current)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try store.get(key) == secret("fourth"))
+    }
+
+    @Test("git-credential erase with the old password, racing stores of new ones: a new password is never erased")
+    func eraseNeverRemovesANewPassword() throws {
+        let vault = try GuardedVault()
+        let describe: @Sendable (String) -> String = { password in "protocol=https\nhost=example.com\nusername=alice\npassword=\(password)\n\n" }
+        for round in 0..<20 {
+            #expect(try vault.lockbox(["git-credential", "store"], stdin: describe("old\(round)")).status == 0)
+            let group = DispatchGroup()
+            DispatchQueue.global().async(group: group) { _ = try? vault.lockbox(["git-credential", "erase"], stdin: describe("old\(round)")) }
+            DispatchQueue.global().async(group: group) { _ = try? vault.lockbox(["git-credential", "store"], stdin: describe("new\(round)")) }
+            group.wait()
+            let get = try vault.lockbox(["git-credential", "get"], stdin: "protocol=https\nhost=example.com\nusername=alice\n\n")
+            // Either the erase came first (new stored after) or the store did (erase found another password).
+            #expect(get.stdoutString.contains("password=new\(round)\n"), "round \(round): \(get.stdoutString)")
+        }
+    }
+}
+
+@Suite("Format 2: rotation keeps what the caller did not change")
+struct RotationSafeWriteTests {
+    @Test("lockbox set over a protected item without --protected: it stays protected, with its kind, label and attributes")
+    func setKeepsProtectionAndMetadata() throws {
+        let vault = try GuardedVault()
+        var result = try vault.lockbox(["set", "api", "ci", "--protected", "--kind", "token", "--label", "CI token",
+                                        "--attribute", "env=prod"], stdin: "one")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try vault.lockbox(["set", "api", "ci"], stdin: "two")
+        #expect(result.status == 0, "\(result.stderr)")
+        let store = try vault.open()
+        let metadata = try #require(try store.metadata(ItemKey(service: "api", account: "ci")))
+        #expect(metadata.access == .freshAuthentication)
+        #expect(metadata.kind == .token && metadata.label == "CI token" && metadata.attributes == ["env": "prod"])
+        #expect(try store.get(ItemKey(service: "api", account: "ci")) == secret("two"))
+        result = try vault.lockbox(["get", "api", "ci"])
+        #expect(result.status == 40, "still protected: \(result.stderr)")
+        // Protection and attributes change only when asked.
+        result = try vault.lockbox(["set", "api", "ci", "--no-protected", "--attribute", "env=dev"], stdin: "three")
+        #expect(result.status == 0, "\(result.stderr)")
+        let changed = try #require(try vault.open().metadata(ItemKey(service: "api", account: "ci")))
+        #expect(changed.access == .always && changed.attributes == ["env": "dev"] && changed.kind == .token)
+    }
+
+    @Test("Vault.set from a service keeps kind, label, attributes and access unless given")
+    func vaultSetKeepsMetadata() throws {
+        let vault = try GuardedVault()
+        let api = Vault(store: try vault.open())
+        try api.set(secret("one"), service: "api", account: "svc", kind: .token, label: "L", attributes: ["a": "b"], access: .freshAuthentication)
+        try api.set(secret("two"), service: "api", account: "svc")
+        let metadata = try #require(try api.metadata(service: "api", account: "svc"))
+        #expect(metadata.kind == .token && metadata.label == "L" && metadata.attributes == ["a": "b"] && metadata.access == .freshAuthentication)
+        try api.set(secret("new"), service: "api", account: "fresh")
+        let fresh = try #require(try api.metadata(service: "api", account: "fresh"))
+        #expect(fresh.kind == .generic && fresh.access == .always && fresh.label == "Password for 'fresh' on 'api'")
+    }
+}
+
+@Suite("Format 2 on read-only and full file systems")
+struct VaultReadOnlyMediaTests {
+    @Test("get, list, export and pin status work on a read-only bind mount; set fails with 74 naming the cause; nothing is written there")
+    func readOnlyMount() throws {
+        let vault = try GuardedVault()
+        let pin = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive"], stdin: "4739\n4739\n")
+        #expect(pin.status == 0, "\(pin.stderr)")
+        let mounted = try TemporaryFolder()
+        let backupFolder = try TemporaryFolder()
+        let pass = vault.folder.file("pass")
+        try Data("backup passphrase\n".utf8).write(to: URL(fileURLWithPath: pass.string))
+        let script = """
+            mount --bind "$1" "$2" && mount -o remount,ro,bind "$2" || exit 99
+            v="$2/vault.lockbox"
+            "$3" get svc acct --vault "$v" --key-file "$4"; echo "get: $?"
+            "$3" list --vault "$v" --key-file "$4"; echo "list: $?"
+            "$3" pin status kids max --vault "$v" --key-file "$4"; echo "pin status: $?"
+            "$3" export --to "$5/backup.lockbox" --backup-passphrase-fd 3 --kdf interactive --vault "$v" --key-file "$4" 3<"$6"; echo "export: $?"
+            echo new | "$3" set svc other --vault "$v" --key-file "$4"; echo "set: $?"
+            ls -a "$2"
+            """
+        let result = try inMountNamespace(script, [vault.folder.path.string, mounted.path.string, lockboxBinary.path,
+                                                   vault.keyPath.string, backupFolder.path.string, pass.string])
+        let out = result.stdoutString
+        #expect(!out.contains("99"), "could not mount: \(result.stderr)")
+        #expect(out.contains("s3cretget: 0"), "\(out) \(result.stderr)")
+        #expect(out.contains("list: 0") && out.contains("pin status: 0") && out.contains("export: 0"), "\(out) \(result.stderr)")
+        #expect(out.contains("set: 74"), "\(out)")
+        #expect(result.stderr.contains("read-only"), "\(result.stderr)")
+        #expect(!out.contains("vault.lockbox-wal") && !out.contains("vault.lockbox-shm"), "\(out)")
+        let backup = try SQLiteVaultStore.open(at: backupFolder.file("backup.lockbox"), credentials: [.passphrase(secret("backup passphrase"))])
+        #expect(try backup.get(ItemKey(service: "svc", account: "acct")) == secret("s3cret"))
+    }
+
+    @Test("get on a full tmpfs: exit 0 with the secret; set fails with 74 naming the full disk")
+    func fullFileSystem() throws {
+        let vault = try GuardedVault()
+        let mounted = try TemporaryFolder()
+        let script = """
+            mount -t tmpfs -o size=2m tmpfs "$1" || exit 99
+            cp -p "$2" "$1/vault.lockbox"
+            dd if=/dev/zero of="$1/filler" bs=64k 2>/dev/null
+            "$3" get svc acct --vault "$1/vault.lockbox" --key-file "$4"; echo "get: $?"
+            echo new | "$3" set svc other --vault "$1/vault.lockbox" --key-file "$4"; echo "set: $?"
+            """
+        let result = try inMountNamespace(script, [mounted.path.string, vault.path.string, lockboxBinary.path, vault.keyPath.string])
+        let out = result.stdoutString
+        #expect(!out.contains("99"), "could not mount: \(result.stderr)")
+        #expect(out.contains("s3cretget: 0"), "\(out) \(result.stderr)")
+        #expect(out.contains("set: 74"), "\(out)")
+        #expect(result.stderr.contains("full") || result.stderr.contains("No space"), "\(result.stderr)")
+    }
+
+    @Test("import BACKUP opens the backup read-only: its bytes stay as they were, no -wal or -shm beside it")
+    func importLeavesTheBackupAlone() throws {
+        let vault = try GuardedVault()
+        let pass = vault.folder.file("pass")
+        try Data("backup passphrase\n".utf8).write(to: URL(fileURLWithPath: pass.string))
+        let backup = vault.folder.file("backup.lockbox").string
+        var result = try runLockbox(["export", "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive",
+                                     "--vault", vault.path.string, "--key-file", vault.keyPath.string], shellRedirect: "3<'\(pass.string)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        let before = try Data(contentsOf: URL(fileURLWithPath: backup))
+        let other = try GuardedVault()
+        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--vault", other.path.string, "--key-file", other.keyPath.string],
+                                shellRedirect: "3<'\(pass.string)'")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: backup)) == before)
+        #expect(!FileManager.default.fileExists(atPath: backup + "-wal") && !FileManager.default.fileExists(atPath: backup + "-shm"))
+    }
+}
