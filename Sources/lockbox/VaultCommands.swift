@@ -192,12 +192,33 @@ struct Slot: ParsableCommand {
 
     struct RemoveSlot: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "remove", abstract: "Remove a key slot; the last one cannot be removed.")
+            commandName: "remove",
+            abstract: "Remove a key slot; the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.",
+            discussion: """
+                A TPM2 slot opens the vault only on this machine, and only while its TPM keeps its owner \
+                seed, the PCRs it is bound to keep their values and the TPM is not locked out; a passphrase \
+                or key-file slot is the recovery for when it cannot. Removing the last of those from a vault \
+                with a TPM2 slot is refused (exit 12) unless --force is given, and then asked on a terminal.
+                """)
         @OptionGroup var vaultOptions: VaultOptions
         @Argument(help: "The slot's index, from `lockbox slot list`.") var index: Int
+        @Flag(help: "Remove the vault's last passphrase or key-file slot even though it has a TPM2 slot, so that only the TPM opens it (asked to confirm on a terminal).")
+        var force = false
 
         func run() throws {
-            try vaultOptions.openFileStore().removeKeySlot(at: index)
+            let store = try vaultOptions.openFileStore()
+            let slots = try store.keySlots()
+            let recovery = slots.filter { $0.kind != .tpm2 }
+            if recovery.count == 1, recovery[0].index == index, slots.contains(where: { $0.kind == .tpm2 }) {
+                guard force else {
+                    throw LockboxError.keySlot(
+                        "slot \(index) is the vault's last passphrase or key-file slot, what opens it when the TPM2 slot cannot (another machine, a cleared or replaced TPM, changed PCRs, a lockout); refusing to remove it. Add another with `lockbox slot add-passphrase` first, or give --force to rely on the TPM alone.")
+                }
+                if Terminal.confirm("Slot \(index) is the vault's last recovery slot; after removing it only this machine's TPM opens the vault. Remove it?") == false {
+                    throw CLIError.notConfirmed("nothing was removed")
+                }
+            }
+            try store.removeKeySlot(at: index)
             Console.status("Removed key slot \(index).")
         }
     }

@@ -177,6 +177,34 @@ struct TPMCLITests {
         #expect(result.status == 0, "\(result.stderr)")
     }
 
+    /// The issue's "must show": the last recovery slot of a vault with a TPM2 slot is not removed
+    /// by accident; --force removes it.
+    @Test func removingTheLastRecoverySlotNeedsForce() throws {
+        let tpm = try SoftwareTPM()
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--generate-key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        let slots = { try self.lockbox(["slot", "list", "--vault", self.vault, "--json"], tpm: tpm).jsonArray?.map { "\($0["index"] ?? ""):\($0["kind"] ?? "")" } }
+        #expect(try slots() == ["0:tpm2", "1:key-file"])
+        let before = try Data(contentsOf: URL(fileURLWithPath: vault))
+        result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "1"], tpm: tpm)
+        #expect(result.status == 12 && result.errorCode == .keySlotRefused, "\(result.stderr)")
+        #expect(result.stderr.contains("last passphrase or key-file slot") && result.stderr.contains("--force"), "\(result.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: vault)) == before)
+        #expect(try slots() == ["0:tpm2", "1:key-file"])
+        // Another recovery slot first: then removing one of them needs nothing more.
+        result = try lockbox(["slot", "add-passphrase", "--vault", vault, "--key-file", fixture.key, "--new-passphrase-fd", "3", "--kdf", "interactive"],
+                             tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "2"], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        // --force, with no terminal to ask on (setsid): the TPM alone opens the vault after it.
+        result = try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
+                                ["--wait", lockboxBinary.path, "slot", "remove", "--vault", vault, "--key-file", fixture.key, "--force", "1"],
+                                environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string, "LOCKBOX_TPM_TCTI": tpm.tcti])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try slots() == ["0:tpm2"])
+    }
+
     /// The issue's "must show": `doctor` on a vault whose PCRs changed names the slot and exits
     /// 62, without using a try of the TPM's dictionary-attack limit.
     @Test func doctorNamesATPMSlotWhosePCRsChanged() throws {
