@@ -205,6 +205,34 @@ struct TPMCLITests {
         #expect(try slots() == ["0:tpm2"])
     }
 
+    /// The issue's "must show": `rotate-key` on a `tpm2 + key-file` vault keeps the TPM2 slot;
+    /// both slots open the rotated vault. A TPM2 slot that cannot unseal stops it with the TPM's
+    /// reason, unless --drop-unmatched-slots removes it.
+    @Test func rotateKeyKeepsTheTPMSlot() throws {
+        let tpm = try SoftwareTPM()
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--tpm-pcrs", "16", "--generate-key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["set", "--vault", vault, "--key-file", fixture.key, "svc", "acct"], tpm: tpm, stdin: "rotated")
+        #expect(result.status == 0, "\(result.stderr)")
+        let slotsBefore = try EncryptedFileStore.sealedKeySlots(at: FilePath(vault))
+        result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 0 && result.stderr.contains("2 key slot(s) rewrapped"), "\(result.stderr)")
+        #expect(try EncryptedFileStore.sealedKeySlots(at: FilePath(vault)) == slotsBefore, "the TPM's sealed object is kept as it is")
+        result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
+        #expect(result.status == 0 && result.stdoutString == "rotated", "by the TPM: \(result.stderr)")
+        result = try lockbox(["get", "--vault", vault, "--key-file", fixture.key, "svc", "acct"], tpm: tpm)
+        #expect(result.status == 0 && result.stdoutString == "rotated", "by the key file: \(result.stderr)")
+
+        try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
+        result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 62 && result.errorCode == .tpmPCRMismatch, "\(result.stderr)")
+        #expect(result.stderr.contains("rotate-key keeps TPM2 slot 0") && result.stderr.contains("--drop-unmatched-slots"), "\(result.stderr)")
+        result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key, "--drop-unmatched-slots"], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["slot", "list", "--vault", vault, "--key-file", fixture.key, "--json"], tpm: tpm)
+        #expect(result.jsonArray?.map { "\($0["kind"] ?? "")" } == ["key-file"])
+    }
+
     /// The issue's "must show": `doctor` on a vault whose PCRs changed names the slot and exits
     /// 62, without using a try of the TPM's dictionary-attack limit.
     @Test func doctorNamesATPMSlotWhosePCRsChanged() throws {
