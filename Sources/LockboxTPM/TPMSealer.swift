@@ -199,8 +199,9 @@ public struct TPMSealer: Sendable {
                         return try connection.policyDigest(session)
                     }
                     guard now.bytes == blob.public.publicArea.authPolicy.bytes else {
-                        throw TPMError(function: "Esys_PolicyGetDigest (the policy for today's PCR values)",
-                                       responseCode: TPMError.policyFail)
+                        // What TPM2_Unseal would return: TPM_RC_POLICY_FAIL for session 1.
+                        throw TPMError(function: "Esys_PolicyGetDigest, compared with the slot's policy",
+                                       responseCode: TPMError.policyFail | 0x900)
                     }
                 }
             }

@@ -33,6 +33,10 @@ enum CLIError: LockboxCodedError {
     var category: LockboxError.Category { .invalidArgument }
 }
 
+/// An error of the CLI's whose message already says what to do, so the table's advice for its
+/// code, written for the library's error, is not added.
+protocol AdvisingError: LockboxCodedError {}
+
 /// A transient refresh failure (network, server error) of `token get --refresh-with`: the tokens stay.
 struct RefreshFailed: LockboxCodedError {
     var detail: String
@@ -312,9 +316,9 @@ enum ErrorTable {
     }
 
     /// The line lockbox prints for `error` (after `error[CODE]: `): the library's message, then
-    /// the CLI's advice.
+    /// the CLI's advice (unless the error gives its own, ``AdvisingError``).
     static func message(for error: any LockboxCodedError) -> String {
-        guard let advice = entry(for: error.code).advice(error) else { return error.description }
+        guard !(error is any AdvisingError), let advice = entry(for: error.code).advice(error) else { return error.description }
         return error.description + " " + advice
     }
 }

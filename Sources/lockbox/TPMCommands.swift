@@ -144,9 +144,12 @@ extension Doctor {
                 fix: state.inLockout ? "wait, or as its administrator: tpm2_dictionarylockout --clear-lockout" : nil))
         } catch {
             // Without a TPM2 slot in the vault, no TPM is no problem.
+            let timedOut = (error as? TPMError)?.timeout != nil
             checks.append(Check(name: "TPM", ok: !hasTPMSlot,
-                                detail: hasTPMSlot ? "\(tcti): \(error)" : "\(tcti): none reachable (only needed for TPM2 key slots)",
-                                fix: hasTPMSlot ? "use the machine whose TPM sealed the slot, add yourself to group tss, or set LOCKBOX_TPM_TCTI; else open with a recovery slot" : nil))
+                                detail: hasTPMSlot || timedOut ? "\(tcti): \(error)" : "\(tcti): none reachable (only needed for TPM2 key slots)",
+                                fix: !hasTPMSlot ? nil
+                                    : timedOut ? "restart the TPM's service (swtpm, tpm2-abrmd) or the machine, or raise LOCKBOX_TPM_TIMEOUT; else open with a recovery slot"
+                                    : "use the machine whose TPM sealed the slot, add yourself to group tss, or set LOCKBOX_TPM_TCTI; else open with a recovery slot"))
             if hasTPMSlot { problem = error as? any LockboxCodedError }
             if let kinds { checks.append(slotList(kinds, usableTPMSlot: false)) }
             return (checks, problem)
@@ -191,7 +194,7 @@ extension Doctor {
 
     /// What to do about TPM2 slot `index`, which cannot unseal because of `error`.
     private static func slotFix(_ index: Int, _ error: any Error) -> String {
-        let again = "open with a recovery slot, then `lockbox slot remove \(index) --key-file …` and `lockbox slot add-tpm`"
+        let again = "open with a recovery slot (--key-file or --passphrase-fd): `lockbox slot remove \(index)`, then `lockbox slot add-tpm`"
         switch (error as? TPMError)?.failure {
         case .policyMismatch?: return "the PCRs changed since sealing: " + again + " to seal to today's values"
         case .foreignObject?: return "the slot belongs to another TPM, or this one was cleared: " + again + " on this machine"

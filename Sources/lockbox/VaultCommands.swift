@@ -140,6 +140,7 @@ struct RotateKey: ParsableCommand {
     /// unseal here; `nil` when it has none, or when --drop-unmatched-slots drops them all.
     /// Throws ``TPMSlotNotKept`` for a slot that cannot be kept.
     private func keptTPMCredential() throws -> VaultCredential? {
+        guard FileManager.default.fileExists(atPath: vaultOptions.vaultPath.string) else { return nil }
         let sealed = try EncryptedFileStore.sealedKeySlots(at: vaultOptions.vaultPath)
         guard !sealed.isEmpty else { return nil }
         let sealer = try TPMSupport.sealer()
@@ -163,8 +164,8 @@ struct RotateKey: ParsableCommand {
 }
 
 /// A TPM2 slot `rotate-key` cannot keep, because the TPM cannot unseal it here: the TPM's reason,
-/// with its code (and so its exit status).
-struct TPMSlotNotKept: LockboxCodedError {
+/// with its code (and so its exit status) and what to do instead.
+struct TPMSlotNotKept: AdvisingError {
     var index: Int
     var cause: any LockboxCodedError
     /// Whether other TPM2 slots would be kept (then --drop-unmatched-slots cannot choose).
