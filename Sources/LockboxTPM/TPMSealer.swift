@@ -29,9 +29,10 @@ import Lockbox
 ///   `TPM2_Unseal`, and the PIN only ever appears in session HMACs.
 /// - **Time**: each seal, unseal or check connects and sends its commands under one deadline,
 ///   ``timeout`` seconds (``TPMConnection/withConnection(tcti:timeout:_:)``).
-/// - **PIN shape**: before the TPM sees a PIN, ``unseal(_:)`` checks it against the length and
-///   character rules of ``pinPolicy``: a PIN that no seal under that policy could have (3 digits,
-///   a letter, a space) is refused here and costs no try of the TPM's dictionary-attack limit.
+/// - **PIN shape**: ``seal(_:)`` refuses a PIN that breaks the length and character rules of
+///   ``pinPolicy``, and ``unseal(_:)`` refuses one before the TPM sees it: a PIN that no seal
+///   under that policy could have (3 digits, a letter, a space) costs no try of the TPM's
+///   dictionary-attack limit.
 public struct TPMSealer: Sendable {
     /// The TCTI to reach the TPM (``TPMConnection/deviceTCTI`` by default).
     public var tcti: String
@@ -45,8 +46,9 @@ public struct TPMSealer: Sendable {
     public var pinKDF: KDFParameters
     /// The most seconds one seal, unseal or check may take, connecting included.
     public var timeout: Double
-    /// The policy the slot's PIN was chosen under, whose length and character rules (not its
-    /// common-PIN rules) ``unseal(_:)`` applies before the TPM sees a PIN; `nil` sends any PIN.
+    /// The policy PINs are chosen under: its length and character rules (not its common-PIN
+    /// rules, which may change) hold for every PIN ``seal(_:)`` accepts, and ``unseal(_:)``
+    /// applies them before the TPM sees a PIN. `nil`: any PIN.
     public var pinPolicy: PinPolicy?
 
     /// The largest secret a sealed data object holds (`MAX_SYM_DATA`).
@@ -74,6 +76,7 @@ public struct TPMSealer: Sendable {
         var pinSetting: (KDFParameters, [UInt8])?
         var authValue: SecretBytes?
         if let pin {
+            try checkShape(of: pin, unsealing: false)
             let salt = Sodium.randomBytes(Sodium.pwhashSaltBytes)
             pinSetting = (pinKDF, salt)
             authValue = try SealedBlob.authValue(pin: pin, kdf: pinKDF, salt: salt)
@@ -135,7 +138,7 @@ public struct TPMSealer: Sendable {
             guard let pin else {
                 throw LockboxError.invalidArgument("this TPM-sealed secret needs its PIN")
             }
-            try checkShape(of: pin)
+            try checkShape(of: pin, unsealing: true)
             authValue = try SealedBlob.authValue(pin: pin, kdf: kdf, salt: salt)
         }
         let auth = authValue
@@ -163,13 +166,14 @@ public struct TPMSealer: Sendable {
     }
 
     /// Throws ``LockboxError/pinRejected(rule:)`` when `pin` breaks a length or character rule
-    /// of ``pinPolicy``, so it cannot be the PIN of a slot sealed under it.
-    func checkShape(of pin: SecretBytes) throws {
+    /// of ``pinPolicy``; when `unsealing`, saying that it cannot be the PIN of a slot sealed
+    /// under it.
+    func checkShape(of pin: SecretBytes, unsealing: Bool) throws {
         guard var shape = pinPolicy else { return }
         shape.rejectsCommonPins = false
         do {
             try shape.check(pin)
-        } catch let LockboxError.pinRejected(rule) {
+        } catch let LockboxError.pinRejected(rule) where unsealing {
             throw LockboxError.pinRejected(
                 rule: "\(rule), so it cannot be this TPM slot's PIN; the TPM was not asked and no try of its dictionary-attack limit was used")
         }

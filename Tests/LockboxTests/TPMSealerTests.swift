@@ -92,9 +92,12 @@ struct TPMSealerTests {
             .seal(SecretBytes.random(count: 32))
         let checker = TPMSealer(tcti: tpm.tcti)
         #expect(try checker.checkUnsealable(blob).failedTries == 0)
-        // A PIN of the wrong shape is refused before the TPM sees it.
+        // A PIN of the wrong shape is refused before the TPM sees it, and sealing one is refused.
         #expect(throws: LockboxError.self) { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "47a9")).unseal(blob) }
         #expect(try tpm.dictionaryAttack().failedTries == 0)
+        #expect(throws: LockboxError.self) { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "hunter2")).seal(SecretBytes.random(count: 32)) }
+        let passcode = TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "hunter2"), pinKDF: pinKDF, pinPolicy: nil)
+        #expect(try passcode.unseal(passcode.seal(SecretBytes(utf8: "s"))) == SecretBytes(utf8: "s"), "nil: any PIN")
         try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ef", count: 32)])
         #expect(tpmFailure { try checker.checkUnsealable(blob) } == .policyMismatch)
         #expect(try tpm.dictionaryAttack().failedTries == 0)
