@@ -94,32 +94,69 @@ public final class TPMConnection {
     /// The connection lives on a thread of its own, which only it uses, and the caller waits for
     /// that thread until the deadline. A call that times out leaves the thread blocked in
     /// tpm2-tss until the TPM answers or the connection fails; it then releases the connection
-    /// and its result (zeroed, if secret) without touching anything of the caller's.
+    /// and its result (zeroed, if secret) without touching anything of the caller's. While
+    /// ``maximumWaitingOperations`` such threads wait for the same `tcti`, a new call starts no
+    /// other and throws the same error at once, so a hung TPM cannot pile up threads.
     public static func withConnection<T: Sendable>(
         tcti: String, timeout: Double, _ body: @escaping @Sendable (TPMConnection) throws -> T
     ) throws -> T {
+        let seconds = timeout.isFinite && timeout > 0 ? min(timeout, maximumTimeout) : 0
+        if let earlier = waiting.withLock({ $0[tcti] }), earlier.count >= maximumWaitingOperations {
+            throw TPMError.notAnswering(within: seconds, function: earlier.function)
+        }
         let progress = Locked("Tss2_TctiLdr_Initialize")
-        let outcome = Locked<Result<T, any Error>?>(nil)
+        let call = Locked<Call<T>>(.running)
         let done = DispatchSemaphore(value: 0)
         let started = startDetachedThread(name: "lockbox-tpm") {
             let result = Result { () throws -> T in
                 let connection = try TPMConnection(tcti: tcti, progress: progress)
                 return try body(connection)
             }
-            outcome.withLock { $0 = result }
+            // The caller's decision and the count of waiting operations change together.
+            waiting.withLock { table in
+                call.withLock { state in
+                    if case .abandoned = state {
+                        let left = (table[tcti]?.count ?? 1) - 1
+                        table[tcti] = left > 0 ? (left, table[tcti]?.function ?? "") : nil
+                    } else {
+                        state = .finished(result)
+                    }
+                }
+            }
             done.signal()
         }
         guard started else {
             throw TPMError(function: "pthread_create", responseCode: TPMError.esysGeneralFailure)
         }
-        let seconds = timeout.isFinite && timeout > 0 ? min(timeout, maximumTimeout) : 0
-        if done.wait(timeout: .now() + seconds) == .timedOut {
-            throw TPMError.notAnswering(within: seconds, function: progress.withLock { $0 })
+        _ = done.wait(timeout: .now() + seconds)
+        let function = progress.withLock { $0 }
+        let result = waiting.withLock { table in
+            call.withLock { state -> Result<T, any Error>? in
+                guard case let .finished(result) = state else {
+                    state = .abandoned
+                    table[tcti] = ((table[tcti]?.count ?? 0) + 1, function)
+                    return nil
+                }
+                return result
+            }
         }
-        guard let result = outcome.withLock({ $0 }) else {
-            throw TPMError(function: "withConnection", responseCode: TPMError.esysGeneralFailure)
-        }
+        guard let result else { throw TPMError.notAnswering(within: seconds, function: function) }
         return try result.get()
+    }
+
+    /// The most operations on one TCTI that may wait past their deadline before
+    /// ``withConnection(tcti:timeout:_:)`` fails at once for it.
+    public static let maximumWaitingOperations = 4
+
+    /// Operations past their deadline whose threads still wait, by TCTI, with the call the last
+    /// of them waits in.
+    private static let waiting = Locked<[String: (count: Int, function: String)]>([:])
+
+    /// One ``withConnection(tcti:timeout:_:)`` operation, as its caller and its thread see it.
+    private enum Call<T: Sendable> {
+        case running
+        case finished(Result<T, any Error>)
+        case abandoned
     }
 
     /// Throws ``TPMError`` unless `rc` is success; records `function` as the call this connection

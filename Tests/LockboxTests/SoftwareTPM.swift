@@ -164,7 +164,14 @@ final class SilentTPMEndpoint: @unchecked Sendable {
         throw SoftwareTPMError("no two free consecutive loopback ports")
     }
 
-    deinit { for socket in sockets { close(socket) } }
+    deinit { stop() }
+
+    /// Stops listening, which resets the connections the kernel accepted for it: whoever waits
+    /// on them gets an error.
+    func stop() {
+        for socket in sockets { close(socket) }
+        sockets = []
+    }
 
     /// A socket listening on 127.0.0.1:`port`, or `nil`.
     private static func listen(_ port: Int) -> Int32? {

@@ -76,6 +76,20 @@ struct TPMSealerTests {
             let elapsed = clock.now - start
             #expect(elapsed >= .milliseconds(500) && elapsed < .seconds(2), "took \(elapsed)")
         }
+        // Four operations still wait for this TPM: the next fails at once, starting no thread.
+        #expect(TPMConnection.maximumWaitingOperations == 4)
+        var start = clock.now
+        #expect(tpmFailure { try sealer.unseal(blob) } == .unavailable)
+        #expect(clock.now - start < .milliseconds(250))
+        // Once the endpoint goes away the waiting threads end, and calls are made again: they
+        // fail as no TPM, without waiting for the deadline.
+        silent.stop()
+        start = clock.now
+        var error: TPMError?
+        repeat {
+            do { _ = try sealer.unseal(blob) } catch let failure as TPMError { error = failure }
+        } while error?.timeout != nil && clock.now - start < .seconds(5)
+        #expect(error?.failure == .unavailable && error?.timeout == nil, "\(String(describing: error))")
         // The timeout comes from LOCKBOX_TPM_TIMEOUT, checked.
         #expect(try TPMConnection.timeout(environment: [:]) == TPMConnection.defaultTimeout)
         #expect(try TPMConnection.timeout(environment: ["LOCKBOX_TPM_TIMEOUT": "0.25"]) == 0.25)
