@@ -756,7 +756,7 @@ _lockbox_slot_add-tpm() {
 
 _lockbox_slot_remove() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--force --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1

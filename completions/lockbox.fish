@@ -52,7 +52,7 @@ function __lockbox_parse_tokens -S
             case 'add-tpm'
                 __lockbox_parse_subcommand 0 'store=' 'postgres-url-file=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'tpm-pcrs=' 'tpm-pin' 'tpm-new-pin-fd=' 'version' 'h/help'
             case 'remove'
-                __lockbox_parse_subcommand 1 'store=' 'postgres-url-file=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'version' 'h/help'
+                __lockbox_parse_subcommand 1 'store=' 'postgres-url-file=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'force' 'version' 'h/help'
             end
         case 'pin'
             __lockbox_parse_subcommand 0 'version' 'h/help'
@@ -283,7 +283,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
-complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" drop-unmatched-slots' -l 'drop-unmatched-slots' -d 'Remove key slots that none of the given credentials opens.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" drop-unmatched-slots' -l 'drop-unmatched-slots' -d 'Remove key slots that none of the given credentials opens, and TPM2 slots that cannot unseal here.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox rotate-key" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox convert" store' -l 'store' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.' -rfka 'auto secret-service file postgres'
@@ -301,7 +301,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "loc
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-passphrase' -d 'Add a passphrase slot (unlock with an existing credential first).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-key-file' -d 'Add a key-file slot (unlock with an existing credential first).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-tpm' -d 'Add a TPM2 slot: the vault then opens on this machine without a passphrase (unlock with an existing credential first).'
-complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'remove' -d 'Remove a key slot; the last one cannot be removed.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'remove' -d 'Remove a key slot; the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" store' -l 'store' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.' -rfka 'auto secret-service file postgres'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" postgres-url-file' -l 'postgres-url-file' -d 'With --store postgres: the file (mode 0600) whose first line is the database URL, postgresql://USER:PASSWORD@HOST:PORT/DATABASE. Default: $LOCKBOX_POSTGRES_URL_FILE, else the URL in $LOCKBOX_POSTGRES_URL. Never the URL itself: it holds a password.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" profile' -l 'profile' -d 'The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.' -rfka ''
@@ -353,6 +353,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" force' -l 'force' -d 'Remove the vault\'s last passphrase or key-file slot even though it has a TPM2 slot, so that only the TPM opens it (asked to confirm on a terminal).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin" version' -l 'version' -d 'Show the version.'

@@ -81,6 +81,9 @@ ENVIRONMENT = [
     ("LOCKBOX_TPM_TCTI",
      "The TPM for TPM2 key slots, as a tpm2-tss TCTI string (e.g. `swtpm:host=127.0.0.1,port=2321`); "
      "default `device:/dev/tpmrm0`, the kernel's resource manager. `lockbox doctor` shows whether it answers."),
+    ("LOCKBOX_TPM_TIMEOUT",
+     "The most seconds one TPM operation (connecting, then every command it sends) may take, e.g. `5` or `0.5`; "
+     "default 5. A TPM that does not answer in time exits 60."),
     ("TSS2_LOG",
      "tpm2-tss's own logging; lockbox sets `all+NONE` unless it is already set, and reports TPM errors itself."),
     ("DBUS_SESSION_BUS_ADDRESS",

@@ -26,8 +26,9 @@ extension LockboxConfiguration {
     /// | `blockingThreads` | `LOCKBOX_BLOCKING_THREADS` | threads of the blocking executor, 1 to 1024 |
     /// | `blockingThreadNiceness` | `LOCKBOX_BLOCKING_THREAD_NICENESS` | how much lower the executor's threads run, 0 to 19 |
     /// | `tpm.tcti` | `LOCKBOX_TPM_TCTI` | the TCTI that reaches the TPM |
+    /// | `tpm.timeout` | `LOCKBOX_TPM_TIMEOUT` | seconds one TPM operation may take, above 0 and at most 3600 (e.g. `5`, `0.5`) |
     ///
-    /// `LOCKBOX_STORE`, `LOCKBOX_VAULT`, `LOCKBOX_KEY_FILE`, `LOCKBOX_PROFILE` and `LOCKBOX_TPM_TCTI`
+    /// `LOCKBOX_STORE`, `LOCKBOX_VAULT`, `LOCKBOX_KEY_FILE`, `LOCKBOX_PROFILE`, `LOCKBOX_TPM_TCTI` and `LOCKBOX_TPM_TIMEOUT`
     /// mean what they mean to the `lockbox` CLI, so a service and the CLI run beside it agree.
     ///
     /// A key that is absent keeps the value of `defaults`. A value that is present but not valid
@@ -60,6 +61,12 @@ extension LockboxConfiguration {
         if let threads = try Self.number(config, "blockingThreads", in: 1...1024) { blockingThreads = threads }
         if let niceness = try Self.number(config, "blockingThreadNiceness", in: 0...19) { blockingThreadNiceness = niceness }
         if let tcti = try Self.text(config, "tpm.tcti") { tpmTCTI = tcti }
+        if let timeout = try Self.text(config, "tpm.timeout") {
+            guard let seconds = Double(timeout), seconds > 0, seconds <= 3600 else {
+                throw Self.invalid("tpm.timeout", timeout, expected: "a number of seconds above 0 and at most 3600")
+            }
+            tpmTimeoutSeconds = seconds
+        }
         try validate()
     }
 

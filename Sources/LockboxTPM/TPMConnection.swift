@@ -1,4 +1,5 @@
 import CTSS2
+import Dispatch
 import FoundationEssentials
 import Lockbox
 
@@ -9,6 +10,11 @@ import Lockbox
 /// Transient objects and sessions it creates are flushed by their owners (``withPrimary(_:)``
 /// and friends), and the context is finalised when the connection is released, so nothing is
 /// left loaded in a TPM that has no resource manager (swtpm, `/dev/tpm0`). Use from one thread.
+///
+/// tpm2-tss waits for a TPM without limit (its TCTIs block on the socket or device, and the
+/// synchronous ESAPI calls wait for every reply). ``withConnection(tcti:timeout:_:)`` bounds
+/// connecting and every command by one deadline; ``TPMSealer`` and ``TPMDictionaryAttack``
+/// use it.
 public final class TPMConnection {
     /// The kernel's TPM resource manager.
     public static let deviceTCTI = "device:/dev/tpmrm0"
@@ -22,18 +28,48 @@ public final class TPMConnection {
         return deviceTCTI
     }
 
+    /// The most one TPM operation (connecting, then every command it sends) may take by default,
+    /// in seconds: as long as the Secret Service store gives each of its calls.
+    public static let defaultTimeout: Double = 5
+
+    /// The longest timeout ``timeout(environment:)`` accepts, in seconds.
+    public static let maximumTimeout: Double = 3600
+
+    /// The timeout an environment names: `LOCKBOX_TPM_TIMEOUT` (seconds, e.g. `2` or `0.5`) if
+    /// set, else ``defaultTimeout``. Throws ``LockboxError/invalidArgument(_:)`` for a value that
+    /// is not a number of seconds above 0 and at most ``maximumTimeout``.
+    public static func timeout(environment: [String: String]) throws -> Double {
+        guard let configured = environment["LOCKBOX_TPM_TIMEOUT"], !configured.isEmpty else { return defaultTimeout }
+        guard let seconds = Double(configured), seconds > 0, seconds <= maximumTimeout else {
+            throw LockboxError.invalidArgument(
+                "LOCKBOX_TPM_TIMEOUT is '\(configured.prefix(32))'; expected a number of seconds above 0 and at most \(Int(maximumTimeout))")
+        }
+        return seconds
+    }
+
     private var tcti: OpaquePointer?
     private var context: OpaquePointer?
+    /// The tpm2-tss function this connection is in, for the message when a deadline passes.
+    private let progress: Locked<String>?
     /// The TCTI configuration string this connection uses.
     public let tctiConfiguration: String
 
-    /// Connects to the TPM behind `tcti` (`device:/dev/tpmrm0`, `swtpm:host=…,port=…`, …).
+    /// Connects to the TPM behind `tcti` (`device:/dev/tpmrm0`, `swtpm:host=…,port=…`, …), with
+    /// no time limit: a TPM that accepts the connection and never answers blocks the calling
+    /// thread. Use ``withConnection(tcti:timeout:_:)`` for a bounded connection.
     ///
     /// The corresponding C functions are `Tss2_TctiLdr_Initialize` and `Esys_Initialize`.
-    public init(tcti configuration: String = TPMConnection.deviceTCTI) throws {
+    public convenience init(tcti configuration: String = TPMConnection.deviceTCTI) throws {
+        try self.init(tcti: configuration, progress: nil)
+    }
+
+    private init(tcti configuration: String, progress: Locked<String>?) throws {
         tctiConfiguration = configuration
+        self.progress = progress
+        progress?.withLock { $0 = "Tss2_TctiLdr_Initialize" }
         var tcti: OpaquePointer?
-        try check("Tss2_TctiLdr_Initialize", Tss2_TctiLdr_Initialize(configuration, &tcti))
+        try LockboxTPM.check("Tss2_TctiLdr_Initialize", Tss2_TctiLdr_Initialize(configuration, &tcti))
+        progress?.withLock { $0 = "Esys_Initialize" }
         var context: OpaquePointer?
         let rc = Esys_Initialize(&context, tcti, nil)
         guard rc == TSS2_RC_SUCCESS else {
@@ -47,6 +83,87 @@ public final class TPMConnection {
     deinit {
         Esys_Finalize(&context)
         Tss2_TctiLdr_Finalize(&tcti)
+    }
+
+    /// Connects to the TPM behind `tcti` and runs `body` with the connection, connecting and
+    /// every command under one deadline `timeout` seconds from now. A TPM that does not answer
+    /// in time — nothing accepts the connection, or it accepts and never replies — throws a
+    /// ``TPMError`` whose ``TPMError/failure`` is ``TPMError/Failure/unavailable`` and whose
+    /// ``TPMError/timeout`` is set, naming the call that waited, when the deadline passes.
+    ///
+    /// The connection lives on a thread of its own, which only it uses, and the caller waits for
+    /// that thread until the deadline. A call that times out leaves the thread blocked in
+    /// tpm2-tss until the TPM answers or the connection fails; it then releases the connection
+    /// and its result (zeroed, if secret) without touching anything of the caller's. While
+    /// ``maximumWaitingOperations`` such threads wait for the same `tcti`, a new call starts no
+    /// other and throws the same error at once, so a hung TPM cannot pile up threads.
+    public static func withConnection<T: Sendable>(
+        tcti: String, timeout: Double, _ body: @escaping @Sendable (TPMConnection) throws -> T
+    ) throws -> T {
+        let seconds = timeout.isFinite && timeout > 0 ? min(timeout, maximumTimeout) : 0
+        if let earlier = waiting.withLock({ $0[tcti] }), earlier.count >= maximumWaitingOperations {
+            throw TPMError.notAnswering(within: seconds, function: earlier.function)
+        }
+        let progress = Locked("Tss2_TctiLdr_Initialize")
+        let call = Locked<Call<T>>(.running)
+        let done = DispatchSemaphore(value: 0)
+        let started = startDetachedThread(name: "lockbox-tpm") {
+            let result = Result { () throws -> T in
+                let connection = try TPMConnection(tcti: tcti, progress: progress)
+                return try body(connection)
+            }
+            // The caller's decision and the count of waiting operations change together.
+            waiting.withLock { table in
+                call.withLock { state in
+                    if case .abandoned = state {
+                        let left = (table[tcti]?.count ?? 1) - 1
+                        table[tcti] = left > 0 ? (left, table[tcti]?.function ?? "") : nil
+                    } else {
+                        state = .finished(result)
+                    }
+                }
+            }
+            done.signal()
+        }
+        guard started else {
+            throw TPMError(function: "pthread_create", responseCode: TPMError.esysGeneralFailure)
+        }
+        _ = done.wait(timeout: .now() + seconds)
+        let function = progress.withLock { $0 }
+        let result = waiting.withLock { table in
+            call.withLock { state -> Result<T, any Error>? in
+                guard case let .finished(result) = state else {
+                    state = .abandoned
+                    table[tcti] = ((table[tcti]?.count ?? 0) + 1, function)
+                    return nil
+                }
+                return result
+            }
+        }
+        guard let result else { throw TPMError.notAnswering(within: seconds, function: function) }
+        return try result.get()
+    }
+
+    /// The most operations on one TCTI that may wait past their deadline before
+    /// ``withConnection(tcti:timeout:_:)`` fails at once for it.
+    public static let maximumWaitingOperations = 4
+
+    /// Operations past their deadline whose threads still wait, by TCTI, with the call the last
+    /// of them waits in.
+    private static let waiting = Locked<[String: (count: Int, function: String)]>([:])
+
+    /// One ``withConnection(tcti:timeout:_:)`` operation, as its caller and its thread see it.
+    private enum Call<T: Sendable> {
+        case running
+        case finished(Result<T, any Error>)
+        case abandoned
+    }
+
+    /// Throws ``TPMError`` unless `rc` is success; records `function` as the call this connection
+    /// waits for while `rc` is evaluated.
+    private func check(_ function: String, _ rc: @autoclosure () -> TSS2_RC) throws {
+        progress?.withLock { $0 = function }
+        try LockboxTPM.check(function, rc())
     }
 
     // MARK: Objects and sessions

@@ -18,6 +18,11 @@ import Lockbox
 ///   --clear-lockout`, i.e. an administrator who holds the lockout auth; on many machines it is
 ///   empty, so root can).
 ///
+/// - A TPM that restarts without `TPM2_Shutdown` (power loss, a crash, a killed swtpm) after an
+///   object that is not `noDA` was used since its last start counts one failure at the next
+///   `TPM2_Startup`, whether that use succeeded or not: an unclean restart right after a right
+///   PIN costs one try. A normal shutdown sends `TPM2_Shutdown` first and costs none.
+///
 /// Lockbox reads these parameters (`lockbox doctor`) and changes them only on request
 /// (``TPMConnection/setDictionaryAttackParameters(maxTries:recoveryTime:lockoutRecovery:lockoutAuth:)``,
 /// used by the tests); the TPM's settings are the machine owner's choice.
@@ -58,9 +63,37 @@ public struct TPMDictionaryAttack: Sendable, Equatable, CustomStringConvertible 
         inLockout = try value(first) & UInt32(TPMA_PERMANENT_INLOCKOUT) != 0
     }
 
-    /// `failed tries 0 of 32, recovery 1 per 600 s, lockout-auth recovery 86400 s`, plus ", IN LOCKOUT".
+    /// Reads the DA state of the TPM behind `tcti`, within `timeout` seconds
+    /// (``TPMConnection/withConnection(tcti:timeout:_:)``).
+    public static func read(tcti: String, timeout: Double = TPMConnection.defaultTimeout) throws -> TPMDictionaryAttack {
+        try TPMConnection.withConnection(tcti: tcti, timeout: timeout) { try TPMDictionaryAttack(reading: $0) }
+    }
+
+    /// Wrong PINs the TPM still accepts before it locks out (0 in lockout).
+    public var triesLeft: UInt32 { maxTries > failedTries ? maxTries - failedTries : 0 }
+
+    /// In lockout: the most seconds until the TPM accepts PINs again, if nothing else fails
+    /// (one failure is forgotten every ``recoveryTime`` seconds of powered-on time, and the TPM
+    /// does not say how far into the current interval it is); 0 when it accepts them now; `nil`
+    /// when only the lockout authority can end the lockout (a ``recoveryTime`` of 0).
+    public var secondsUntilPINsAccepted: UInt64? {
+        guard inLockout else { return 0 }
+        guard recoveryTime > 0 else { return nil }
+        let excess = UInt64(failedTries >= maxTries ? failedTries - maxTries + 1 : 1)
+        return excess * UInt64(recoveryTime)
+    }
+
+    /// `failed tries 0 of 32, recovery 1 per 600 s, lockout-auth recovery 86400 s`, plus
+    /// `, IN LOCKOUT: PINs accepted again in at most 600 s`.
     public var description: String {
-        "failed tries \(failedTries) of \(maxTries), recovery 1 per \(recoveryTime) s, lockout-auth recovery \(lockoutRecovery) s"
-            + (inLockout ? ", IN LOCKOUT" : "")
+        let lockout: String
+        if !inLockout {
+            lockout = ""
+        } else if let seconds = secondsUntilPINsAccepted {
+            lockout = ", IN LOCKOUT: PINs accepted again in at most \(seconds) s"
+        } else {
+            lockout = ", IN LOCKOUT until its lockout authority resets it"
+        }
+        return "failed tries \(failedTries) of \(maxTries), recovery 1 per \(recoveryTime) s, lockout-auth recovery \(lockoutRecovery) s" + lockout
     }
 }

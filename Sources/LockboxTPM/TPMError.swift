@@ -36,12 +36,29 @@ public struct TPMError: LockboxCodedError, Equatable {
     public let responseCode: UInt32
     /// The code sorted into what a caller acts on.
     public let failure: Failure
+    /// When the TPM did not answer in time: the seconds it was given
+    /// (``TPMConnection/withConnection(tcti:timeout:_:)``); ``function`` is the call that waited.
+    public let timeout: Double?
 
     /// An error `function` returned with `responseCode`.
     public init(function: String, responseCode: UInt32) {
         self.function = function
         self.responseCode = responseCode
         self.failure = Self.classify(responseCode, function: function)
+        self.timeout = nil
+    }
+
+    private init(function: String, timeout: Double) {
+        self.function = function
+        self.responseCode = Self.tctiTryAgain
+        self.failure = .unavailable
+        self.timeout = timeout
+    }
+
+    /// The TPM did not answer within `seconds` while `function` waited for it: an
+    /// ``Failure/unavailable`` TPM.
+    public static func notAnswering(within seconds: Double, function: String) -> TPMError {
+        TPMError(function: function, timeout: seconds)
     }
 
     /// The stable code of ``failure``: `tpm-unavailable`, `tpm-authorization-failed`,
@@ -80,6 +97,9 @@ public struct TPMError: LockboxCodedError, Equatable {
     /// `the TPM is in dictionary-attack lockout ... (Esys_Unseal: tpm:warn(2.0): ... 0x921)`.
     public var description: String {
         let detail = "(\(function): \(Self.decode(responseCode)), 0x\(String(responseCode, radix: 16)))"
+        if let timeout {
+            return "the TPM did not answer within \(Self.seconds(timeout)) s (\(function) was waiting for it): it accepts connections but is hung or overloaded. A recovery passphrase or key file still opens the vault."
+        }
         switch failure {
         case .unavailable:
             return "no TPM could be reached \(detail): the machine has no TPM 2.0 behind this TCTI, or this user may not use it. A recovery passphrase or key file still opens the vault."
@@ -94,6 +114,11 @@ public struct TPMError: LockboxCodedError, Equatable {
         case .other:
             return "\(function) failed: \(Self.decode(responseCode)) (0x\(String(responseCode, radix: 16)))"
         }
+    }
+
+    /// `5`, `0.5`: seconds without a needless fraction.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && value < 1e9 ? String(Int(value)) : String(value)
     }
 
     /// tpm2-tss's text for `rc`.
@@ -118,6 +143,8 @@ public struct TPMError: LockboxCodedError, Equatable {
     // tss2_common.h: TSS2_ESYS_RC_LAYER (7 << 16) | TSS2_BASE_RC_GENERAL_FAILURE / _BAD_VALUE.
     static let esysGeneralFailure: UInt32 = 0x07_0001
     static let esysBadValue: UInt32 = 0x07_000B
+    // TSS2_TCTI_RC_LAYER | TSS2_BASE_RC_TRY_AGAIN: what a TCTI returns when its wait ran out.
+    static let tctiTryAgain: UInt32 = 0x0A_0009
 
     /// The TPM's own code without the handle/session/parameter number, or `nil` if `rc` did not
     /// come from the TPM.

@@ -27,6 +27,12 @@ import Lockbox
 ///   salted with the storage root key (the session key is agreed by ECDH, so it never crosses
 ///   the bus) and encrypts that parameter with AES-128-CFB: the secret on `TPM2_Create` and
 ///   `TPM2_Unseal`, and the PIN only ever appears in session HMACs.
+/// - **Time**: each seal, unseal or check connects and sends its commands under one deadline,
+///   ``timeout`` seconds (``TPMConnection/withConnection(tcti:timeout:_:)``).
+/// - **PIN shape**: ``seal(_:)`` refuses a PIN that breaks the length and character rules of
+///   ``pinPolicy``, and ``unseal(_:)`` refuses one before the TPM sees it: a PIN that no seal
+///   under that policy could have (3 digits, a letter, a space) costs no try of the TPM's
+///   dictionary-attack limit.
 public struct TPMSealer: Sendable {
     /// The TCTI to reach the TPM (``TPMConnection/deviceTCTI`` by default).
     public var tcti: String
@@ -38,6 +44,12 @@ public struct TPMSealer: Sendable {
     /// own). The TPM's lockout is what limits guessing; this only makes each offline guess
     /// costly should the sealed object ever leave the TPM's protection.
     public var pinKDF: KDFParameters
+    /// The most seconds one seal, unseal or check may take, connecting included.
+    public var timeout: Double
+    /// The policy PINs are chosen under: its length and character rules (not its common-PIN
+    /// rules, which may change) hold for every PIN ``seal(_:)`` accepts, and ``unseal(_:)``
+    /// applies them before the TPM sees a PIN. `nil`: any PIN.
+    public var pinPolicy: PinPolicy?
 
     /// The largest secret a sealed data object holds (`MAX_SYM_DATA`).
     public static let maximumSecretBytes = 128
@@ -45,12 +57,15 @@ public struct TPMSealer: Sendable {
     /// A sealer for the TPM behind `tcti`.
     public init(
         tcti: String = TPMConnection.deviceTCTI, pcrs: PCRSelection = .none, pin: SecretBytes? = nil,
-        pinKDF: KDFParameters = .interactive
+        pinKDF: KDFParameters = .interactive, timeout: Double = TPMConnection.defaultTimeout,
+        pinPolicy: PinPolicy? = .default
     ) {
         self.tcti = tcti
         self.pcrs = pcrs
         self.pin = pin
         self.pinKDF = pinKDF
+        self.timeout = timeout
+        self.pinPolicy = pinPolicy
     }
 
     /// Seals `secret` (1 to 128 bytes); returns the blob ``unseal(_:)`` takes.
@@ -58,15 +73,27 @@ public struct TPMSealer: Sendable {
         guard (1...Self.maximumSecretBytes).contains(secret.count) else {
             throw LockboxError.invalidArgument("a TPM can seal 1 to \(Self.maximumSecretBytes) bytes, not \(secret.count)")
         }
-        var blob = SealedBlob(pcrs: pcrs, pin: nil, public: TPM2B_PUBLIC(), private: TPM2B_PRIVATE())
+        var pinSetting: (KDFParameters, [UInt8])?
         var authValue: SecretBytes?
         if let pin {
+            try checkShape(of: pin, unsealing: false)
             let salt = Sodium.randomBytes(Sodium.pwhashSaltBytes)
-            blob.pin = (pinKDF, salt)
+            pinSetting = (pinKDF, salt)
             authValue = try SealedBlob.authValue(pin: pin, kdf: pinKDF, salt: salt)
         }
-        let connection = try TPMConnection(tcti: tcti)
-        (blob.public, blob.private) = try connection.withPrimary { primary in
+        let (pcrs, pin, auth) = (pcrs, pinSetting, authValue)
+        return try TPMConnection.withConnection(tcti: tcti, timeout: timeout) { connection in
+            var blob = SealedBlob(pcrs: pcrs, pin: pin, public: TPM2B_PUBLIC(), private: TPM2B_PRIVATE())
+            (blob.public, blob.private) = try Self.create(blob, secret: secret, authValue: auth, connection: connection)
+            return try blob.encoded()
+        }
+    }
+
+    /// The sealed data object for `blob`'s policy holding `secret`, created in the TPM.
+    private static func create(
+        _ blob: SealedBlob, secret: SecretBytes, authValue: SecretBytes?, connection: TPMConnection
+    ) throws -> (public: TPM2B_PUBLIC, private: TPM2B_PRIVATE) {
+        try connection.withPrimary { primary in
             var template = TPM2B_PUBLIC()
             template.publicArea.type = TPM2_ALG_KEYEDHASH
             template.publicArea.nameAlg = TPM2_ALG_SHA256
@@ -98,23 +125,31 @@ public struct TPMSealer: Sendable {
                 try connection.create(parent: primary, session: session, sensitive: &sensitive, template: template)
             }
         }
-        return try blob.encoded()
     }
 
     /// The secret sealed in `blob`, if this TPM made it, its PCRs still match, and ``pin`` is
     /// right. Throws ``TPMError`` (see ``TPMError/failure``) or, for a damaged blob or a missing
     /// PIN, ``LockboxError``.
     public func unseal(_ blob: [UInt8]) throws -> SecretBytes {
+        let bytes = blob
         let blob = try SealedBlob(decoding: blob)
         var authValue: SecretBytes?
         if let (kdf, salt) = blob.pin {
             guard let pin else {
                 throw LockboxError.invalidArgument("this TPM-sealed secret needs its PIN")
             }
+            try checkShape(of: pin, unsealing: true)
             authValue = try SealedBlob.authValue(pin: pin, kdf: kdf, salt: salt)
         }
-        let connection = try TPMConnection(tcti: tcti)
-        return try connection.withPrimary { primary in
+        let auth = authValue
+        return try TPMConnection.withConnection(tcti: tcti, timeout: timeout) { connection in
+            try Self.unseal(SealedBlob(decoding: bytes), authValue: auth, connection: connection)
+        }
+    }
+
+    /// The data `blob`'s object holds, unsealed by the TPM with `authValue`.
+    private static func unseal(_ blob: SealedBlob, authValue: SecretBytes?, connection: TPMConnection) throws -> SecretBytes {
+        try connection.withPrimary { primary in
             try connection.withLoadedObject(parent: primary, public: blob.public, private: blob.private) { object in
                 if blob.usesPolicy {
                     return try connection.withSession(.policy, salt: primary, encrypt: .response) { session in
@@ -127,6 +162,57 @@ public struct TPMSealer: Sendable {
                     try connection.unseal(object, session: session)
                 }
             }
+        }
+    }
+
+    /// Throws ``LockboxError/pinRejected(rule:)`` when `pin` breaks a length or character rule
+    /// of ``pinPolicy``; when `unsealing`, saying that it cannot be the PIN of a slot sealed
+    /// under it.
+    func checkShape(of pin: SecretBytes, unsealing: Bool) throws {
+        guard var shape = pinPolicy else { return }
+        shape.rejectsCommonPins = false
+        do {
+            try shape.check(pin)
+        } catch let LockboxError.pinRejected(rule) where unsealing {
+            throw LockboxError.pinRejected(
+                rule: "\(rule), so it cannot be this TPM slot's PIN; the TPM was not asked and no try of its dictionary-attack limit was used")
+        }
+    }
+
+    /// Checks, without authorizing anything (so without using a try of the TPM's
+    /// dictionary-attack limit, and without a PIN), whether ``unseal(_:)`` could open `blob` on
+    /// this TPM now; returns the TPM's dictionary-attack state. Throws the ``TPMError`` an unseal
+    /// would meet: ``TPMError/Failure/foreignObject`` (another TPM, or this one cleared),
+    /// ``TPMError/Failure/policyMismatch`` (the PCRs changed) or, for a slot with a PIN,
+    /// ``TPMError/Failure/lockedOut``; and ``TPMError/Failure/unavailable`` when no TPM answers.
+    /// A wrong PIN is the one thing it cannot tell.
+    ///
+    /// It loads the object, then computes in a trial session the policy the object would need
+    /// now (today's PCR values, the PIN) and compares it with the policy it was sealed with.
+    public func checkUnsealable(_ blob: [UInt8]) throws -> TPMDictionaryAttack {
+        let bytes = blob
+        _ = try SealedBlob(decoding: blob)
+        return try TPMConnection.withConnection(tcti: tcti, timeout: timeout) { connection in
+            let blob = try SealedBlob(decoding: bytes)
+            let state = try TPMDictionaryAttack(reading: connection)
+            try connection.withPrimary { primary in
+                try connection.withLoadedObject(parent: primary, public: blob.public, private: blob.private) { _ in
+                    guard blob.usesPolicy else { return }
+                    let now = try connection.withSession(.trial, salt: nil) { session in
+                        try blob.applyPolicy(connection, session: session)
+                        return try connection.policyDigest(session)
+                    }
+                    guard now.bytes == blob.public.publicArea.authPolicy.bytes else {
+                        // What TPM2_Unseal would return: TPM_RC_POLICY_FAIL for session 1.
+                        throw TPMError(function: "Esys_PolicyGetDigest, compared with the slot's policy",
+                                       responseCode: TPMError.policyFail | 0x900)
+                    }
+                }
+            }
+            if blob.pin != nil && state.inLockout {
+                throw TPMError(function: "Esys_GetCapability (TPMA_PERMANENT.inLockout)", responseCode: TPMError.lockout)
+            }
+            return state
         }
     }
 
@@ -252,6 +338,15 @@ struct SealedBlob {
         } catch let error as FormatError {
             throw LockboxError.keySlot("the TPM-sealed data is damaged: \(error.reason)")
         }
+    }
+}
+
+extension TPM2B_DIGEST {
+    /// The digest's bytes (its first `size` bytes).
+    var bytes: [UInt8] {
+        var digest = self
+        let size = min(Int(digest.size), MemoryLayout.size(ofValue: digest.buffer))
+        return withUnsafeBytes(of: &digest.buffer) { Array($0.prefix(size)) }
     }
 }
 

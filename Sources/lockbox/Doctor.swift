@@ -11,7 +11,12 @@ struct Doctor: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
         abstract: "Check which store is configured and whether each part works, with the fix for each problem.",
-        discussion: "Exits 0 when the store this profile would use is ready, else with that problem's exit code.")
+        discussion: """
+            Exits 0 when the store this profile would use is ready, else with that problem's exit code. \
+            For a vault with TPM2 key slots it checks, without using a try of the TPM's dictionary-attack \
+            limit, whether each slot would unseal here (60 no TPM answers, 61 lockout, 62 PCRs changed, \
+            63 another or a cleared TPM), and shows the TPM's failed tries and time to recovery.
+            """)
 
     @OptionGroup var vaultOptions: VaultOptions
     @Flag(help: "Print the report as JSON.") var json = false
@@ -109,7 +114,8 @@ struct Doctor: ParsableCommand {
             }
         }
 
-        checks += Self.tpmChecks(vaultPath: vaultPath)
+        let tpm = Self.tpmChecks(vaultPath: vaultPath)
+        checks += tpm.checks
 
         // What protects secrets in this process (the same as in every lockbox command): advice,
         // never a reason to refuse, since an unlocked buffer still works.
@@ -131,7 +137,7 @@ struct Doctor: ParsableCommand {
         let resolution = try vaultOptions.resolveStore()
         let store = resolution.storeKind
         let why = resolution.reason + (resolution.isNewChoice && request == .auto ? " (the first command will record it)" : "")
-        let blocking = store == .secretService ? secretServiceProblem : fileProblem
+        let blocking: (any LockboxCodedError)? = store == .secretService ? secretServiceProblem : fileProblem ?? tpm.problem
         let report = Report(
             profile: vaultOptions.profileName, settingsFile: settingsPath.string,
             recordedStore: resolution.recorded?.storeKind.rawValue, recordedReason: resolution.recorded?.reason,
@@ -149,7 +155,13 @@ struct Doctor: ParsableCommand {
                 print("\(check.ok ? "ok     " : "PROBLEM") \(check.name): \(check.detail)")
                 if let fix = check.fix { print("        fix: \(fix)") }
             }
-            print(report.ready ? "Ready: the \(store.rawValue) store can be used." : "Not ready: the \(store.rawValue) store cannot be used (see above).")
+            if report.ready {
+                print("Ready: the \(store.rawValue) store can be used.")
+            } else if store == .file && fileProblem == nil {
+                print("Not ready: the vault's TPM2 slot cannot open here (see above); its other slots still can.")
+            } else {
+                print("Not ready: the \(store.rawValue) store cannot be used (see above).")
+            }
         }
         if let blocking { throw ExitCode(ExitStatus(for: blocking).rawValue) }
     }

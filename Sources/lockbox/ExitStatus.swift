@@ -1,5 +1,6 @@
 import ArgumentParser
 import Lockbox
+import LockboxTPM
 
 /// Errors of the command line itself (input and confirmation), beside the library's ``LockboxError``;
 /// they have codes and rows in ``ErrorTable`` like the library's.
@@ -47,6 +48,10 @@ enum CLIError: LockboxCodedError {
         }
     }
 }
+
+/// An error of the CLI's whose message already says what to do, so the table's advice for its
+/// code, written for the library's error, is not added.
+protocol AdvisingError: LockboxCodedError {}
 
 /// A transient refresh failure (network, server error) of `token get --refresh-with`: the tokens stay.
 struct RefreshFailed: LockboxCodedError {
@@ -299,8 +304,11 @@ enum ErrorTable {
         .sessionExpired: Entry(exit: .sessionExpired),
         .noTokens: Entry(exit: .noTokens) { _ in "Store them with `lockbox token set`." },
         // TPM failures (LockboxTPM's TPMError): a refused PIN exits as any wrong PIN does.
-        .tpmUnavailable: Entry(exit: .noTPM) { _ in
-            "Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with --key-file or --passphrase-fd."
+        .tpmUnavailable: Entry(exit: .noTPM) { error in
+            if (error as? TPMError)?.timeout != nil {
+                return "Restart the TPM's service (swtpm, tpm2-abrmd) or the machine, or give it longer with LOCKBOX_TPM_TIMEOUT (seconds); otherwise open the vault with --key-file or --passphrase-fd."
+            }
+            return "Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with --key-file or --passphrase-fd."
         },
         .tpmAuthorizationFailed: Entry(exit: .wrongPin),
         .tpmLockedOut: Entry(exit: .tpmLockedOut) { _ in
@@ -334,9 +342,9 @@ enum ErrorTable {
     }
 
     /// The line lockbox prints for `error` (after `error[CODE]: `): the library's message, then
-    /// the CLI's advice.
+    /// the CLI's advice (unless the error gives its own, ``AdvisingError``).
     static func message(for error: any LockboxCodedError) -> String {
-        guard let advice = entry(for: error.code).advice(error) else { return error.description }
+        guard !(error is any AdvisingError), let advice = entry(for: error.code).advice(error) else { return error.description }
         return error.description + " " + advice
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
+import LockboxTPM
 import SystemPackage
 
 struct Init: ParsableCommand {
@@ -110,19 +111,75 @@ struct RotateKey: ParsableCommand {
             Every key slot is rewrapped, so each needs its credential: give both --key-file and \
             --passphrase-fd when the vault has both kinds, or --drop-unmatched-slots to remove the \
             slots you cannot open.
+            TPM2 slots are kept: this machine's TPM unseals each one's secret (with the PIN from \
+            --tpm-pin-fd or the terminal, for a slot with a PIN) and the new data key is wrapped under it, \
+            so the slot stays sealed to the same TPM, PCRs and PIN. A TPM2 slot that cannot unseal here \
+            (no TPM, changed PCRs, another or a cleared TPM, a lockout; checked first, without using a \
+            try of the TPM's limit) stops the rotation with that reason and its exit code, unless \
+            --drop-unmatched-slots removes it: add it again afterwards with `lockbox slot add-tpm`.
             """)
 
     @OptionGroup var vaultOptions: VaultOptions
-    @Flag(help: "Remove key slots that none of the given credentials opens.") var dropUnmatchedSlots = false
+    @Flag(help: "Remove key slots that none of the given credentials opens, and TPM2 slots that cannot unseal here.")
+    var dropUnmatchedSlots = false
 
     func run() throws {
-        let credentials = try vaultOptions.unlockCredentials()
+        var credentials = try vaultOptions.unlockCredentials()
+        if !credentials.contains(where: { if case .sealed = $0 { true } else { false } }),
+           let tpm = try keptTPMCredential() {
+            credentials.append(tpm)
+        }
         let store: any KeySlotManaging = SQLiteVaultStore.sqliteHeader(vaultOptions.vaultPath).isSQLite
             ? try SQLiteVaultStore.open(at: vaultOptions.vaultPath, credentials: credentials)
             : try EncryptedFileStore.open(at: vaultOptions.vaultPath, credentials: credentials)
         try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
         Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
     }
+
+    /// The TPM as a credential that keeps the vault's TPM2 slots, when it has any and each would
+    /// unseal here; `nil` when it has none, or when --drop-unmatched-slots drops them all.
+    /// Throws ``TPMSlotNotKept`` for a slot that cannot be kept.
+    private func keptTPMCredential() throws -> VaultCredential? {
+        guard FileManager.default.fileExists(atPath: vaultOptions.vaultPath.string) else { return nil }
+        let sealed = try EncryptedFileStore.sealedKeySlots(at: vaultOptions.vaultPath)
+        guard !sealed.isEmpty else { return nil }
+        let sealer = try TPMSupport.sealer()
+        var failures: [(index: Int, error: any LockboxCodedError)] = []
+        for (index, blob) in sealed.sorted(by: { $0.key < $1.key }) {
+            do {
+                _ = try sealer.checkUnsealable(blob)
+            } catch let error as any LockboxCodedError {
+                failures.append((index, error))
+            }
+        }
+        if let first = failures.first, !dropUnmatchedSlots || failures.count < sealed.count {
+            throw TPMSlotNotKept(index: first.index, cause: first.error, othersKept: failures.count < sealed.count)
+        }
+        guard failures.isEmpty else {
+            Console.status("Dropping TPM2 slot(s) \(failures.map { String($0.index) }.joined(separator: ", ")): \(failures[0].error)")
+            return nil
+        }
+        return try vaultOptions.tpmCredential()
+    }
+}
+
+/// A TPM2 slot `rotate-key` cannot keep, because the TPM cannot unseal it here: the TPM's reason,
+/// with its code (and so its exit status) and what to do instead.
+struct TPMSlotNotKept: AdvisingError {
+    var index: Int
+    var cause: any LockboxCodedError
+    /// Whether other TPM2 slots would be kept (then --drop-unmatched-slots cannot choose).
+    var othersKept: Bool
+
+    var description: String {
+        let what = othersKept
+            ? "remove it with `lockbox slot remove \(index)` first, then rotate"
+            : "rotate with --drop-unmatched-slots to remove it, then `lockbox slot add-tpm` seals a new one"
+        return "rotate-key keeps TPM2 slot \(index) by unsealing its secret with this TPM, and it cannot: \(cause) To rotate anyway, \(what)."
+    }
+
+    var code: LockboxError.Code { cause.code }
+    var category: LockboxError.Category { cause.category }
 }
 
 struct Slot: ParsableCommand {
@@ -192,12 +249,33 @@ struct Slot: ParsableCommand {
 
     struct RemoveSlot: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "remove", abstract: "Remove a key slot; the last one cannot be removed.")
+            commandName: "remove",
+            abstract: "Remove a key slot; the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.",
+            discussion: """
+                A TPM2 slot opens the vault only on this machine, and only while its TPM keeps its owner \
+                seed, the PCRs it is bound to keep their values and the TPM is not locked out; a passphrase \
+                or key-file slot is the recovery for when it cannot. Removing the last of those from a vault \
+                with a TPM2 slot is refused (exit 12) unless --force is given, and then asked on a terminal.
+                """)
         @OptionGroup var vaultOptions: VaultOptions
         @Argument(help: "The slot's index, from `lockbox slot list`.") var index: Int
+        @Flag(help: "Remove the vault's last passphrase or key-file slot even though it has a TPM2 slot, so that only the TPM opens it (asked to confirm on a terminal).")
+        var force = false
 
         func run() throws {
-            try vaultOptions.openFileStore().removeKeySlot(at: index)
+            let store = try vaultOptions.openFileStore()
+            let slots = try store.keySlots()
+            let recovery = slots.filter { $0.kind != .tpm2 }
+            if recovery.count == 1, recovery[0].index == index, slots.contains(where: { $0.kind == .tpm2 }) {
+                guard force else {
+                    throw LockboxError.keySlot(
+                        "slot \(index) is the vault's last passphrase or key-file slot, what opens it when the TPM2 slot cannot (another machine, a cleared or replaced TPM, changed PCRs, a lockout); refusing to remove it. Add another with `lockbox slot add-passphrase` first, or give --force to rely on the TPM alone.")
+                }
+                if Terminal.confirm("Slot \(index) is the vault's last recovery slot; after removing it only this machine's TPM opens the vault. Remove it?") == false {
+                    throw CLIError.notConfirmed("nothing was removed")
+                }
+            }
+            try store.removeKeySlot(at: index)
             Console.status("Removed key slot \(index).")
         }
     }

@@ -27,6 +27,7 @@ import Testing
             "LOCKBOX_CONCURRENT_HASHES": "3",
             "LOCKBOX_BLOCKING_THREADS": "6",
             "LOCKBOX_TPM_TCTI": "device:/dev/tpmrm0",
+            "LOCKBOX_TPM_TIMEOUT": "2.5",
             "UNRELATED": "x",
         ]), defaults: Self.defaults)
         #expect(configuration.store == .auto)
@@ -41,6 +42,7 @@ import Testing
         #expect(configuration.concurrentHashes == 3)
         #expect(configuration.blockingThreads == 6)
         #expect(configuration.tpmTCTI == "device:/dev/tpmrm0")
+        #expect(configuration.tpmTimeoutSeconds == 2.5)
     }
 
     @Test func storeIsReadAsTheCLIReadsIt() throws {
@@ -80,6 +82,9 @@ import Testing
             ("LOCKBOX_BLOCKING_THREADS", "nan"),
             ("LOCKBOX_VAULT", ""),
             ("LOCKBOX_KEY_FILE", ""),
+            ("LOCKBOX_TPM_TIMEOUT", "0"),
+            ("LOCKBOX_TPM_TIMEOUT", "soon"),
+            ("LOCKBOX_TPM_TIMEOUT", "3601"),
         ] {
             var code: LockboxError.Code?
             do {

@@ -130,12 +130,62 @@ final class SoftwareTPM: @unchecked Sendable {
         }
     }
 
-    private static func loopback(_ port: Int) -> sockaddr_in {
+    static func loopback(_ port: Int) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         return address
+    }
+}
+
+/// A TPM that accepts connections and never answers: two consecutive loopback ports (the swtpm
+/// TCTI's command channel and, one up, its control channel) that listen, so the kernel completes
+/// every connection, but are never read or written. Closed when released.
+final class SilentTPMEndpoint: @unchecked Sendable {
+    private var sockets: [Int32] = []
+    private(set) var port = 0
+
+    /// The TCTI string for it.
+    var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
+
+    init() throws {
+        for _ in 0..<20 {
+            let candidate = Int.random(in: 10_000..<30_000) * 2
+            guard let command = Self.listen(candidate) else { continue }
+            guard let control = Self.listen(candidate + 1) else {
+                close(command)
+                continue
+            }
+            sockets = [command, control]
+            port = candidate
+            return
+        }
+        throw SoftwareTPMError("no two free consecutive loopback ports")
+    }
+
+    deinit { stop() }
+
+    /// Stops listening, which resets the connections the kernel accepted for it: whoever waits
+    /// on them gets an error.
+    func stop() {
+        for socket in sockets { close(socket) }
+        sockets = []
+    }
+
+    /// A socket listening on 127.0.0.1:`port`, or `nil`.
+    private static func listen(_ port: Int) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = SoftwareTPM.loopback(port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard bound, Glibc.listen(fd, 64) == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
     }
 }
 

@@ -52,6 +52,10 @@ struct TPMCLITests {
         result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
         #expect(result.status == 63 && result.errorCode == .tpmForeignSlot, "\(result.stderr)")
         #expect(result.stdout.isEmpty)
+        // `doctor` says so, for the slot, with the same exit code: not "Ready".
+        result = try lockbox(["doctor", "--vault", vault], tpm: tpm)
+        #expect(result.status == 63, "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("PROBLEM TPM slot 0: cannot unseal here"), "\(result.stdoutString)")
         // No TPM at all.
         tpm.stop()
         result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
@@ -121,5 +125,151 @@ struct TPMCLITests {
         result = try lockbox(["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "7,99"],
                              tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 64, "\(result.stderr)")
+    }
+
+    /// The issue's "must show": a TPM that accepts connections and never answers. `get` and
+    /// `doctor` exit 60 within the configured deadline, naming the cause; the key file still opens.
+    @Test func aTPMThatNeverAnswersExits60WithinTheDeadline() throws {
+        let tpm = try SoftwareTPM()
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--generate-key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["set", "--vault", vault, "svc", "acct"], tpm: tpm, stdin: "kept")
+        #expect(result.status == 0, "\(result.stderr)")
+        let silent = try SilentTPMEndpoint()
+        let environment = ["LOCKBOX_TPM_TCTI": silent.tcti, "LOCKBOX_TPM_TIMEOUT": "2"]
+        for command in [["get", "--vault", vault, "svc", "acct"], ["doctor", "--vault", vault]] {
+            let clock = ContinuousClock()
+            let start = clock.now
+            result = try fixture.run(command, environment: environment)
+            let elapsed = clock.now - start
+            #expect(result.status == 60, "\(command[0]): \(result.stderr)")
+            #expect(elapsed >= .seconds(2) && elapsed < .seconds(5), "\(command[0]) took \(elapsed)")
+            #expect((result.stderr + result.stdoutString).contains("the TPM did not answer within 2 s"), "\(result.stderr)")
+        }
+        result = try fixture.run(["get", "--vault", vault, "svc", "acct"], environment: environment)
+        #expect(result.errorCode == .tpmUnavailable && result.stdout.isEmpty, "\(result.stderr)")
+        // A timeout that is not a number of seconds is a usage error.
+        result = try fixture.run(["get", "--vault", vault, "svc", "acct"], environment: ["LOCKBOX_TPM_TCTI": silent.tcti, "LOCKBOX_TPM_TIMEOUT": "soon"])
+        #expect(result.status == 64, "\(result.stderr)")
+        result = try fixture.run(["get", "--vault", vault, "--key-file", fixture.key, "svc", "acct"], environment: environment)
+        #expect(result.status == 0 && result.stdoutString == "kept", "\(result.stderr)")
+    }
+
+    /// The issue's "must show": PINs the PIN policy would never accept are refused before the
+    /// TPM sees them (exit 34), and the TPM's dictionary-attack counter does not move.
+    @Test func impossiblePINsCostNoTPMTry() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setDictionaryAttack(maxTries: 3, recoveryTime: 1000)
+        let right = try pinFile("right", "4729")
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
+                                 tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        #expect(result.status == 0, "\(result.stderr)")
+        let before = try tpm.dictionaryAttack()
+        for (name, pin) in [("short", "472"), ("letters", "47a9"), ("space", " 4729")] {
+            let file = try pinFile(name, pin)
+            result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(file)")
+            #expect(result.status == 34 && result.errorCode == .pinRejected, "\(name): \(result.stderr)")
+            #expect(result.stderr.contains("no try of its dictionary-attack limit was used"), "\(result.stderr)")
+        }
+        let after = try tpm.dictionaryAttack()
+        #expect(after.failedTries == before.failedTries && !after.inLockout, "before \(before), after \(after)")
+        result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(right)")
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    /// The issue's "must show": the last recovery slot of a vault with a TPM2 slot is not removed
+    /// by accident; --force removes it.
+    @Test func removingTheLastRecoverySlotNeedsForce() throws {
+        let tpm = try SoftwareTPM()
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--generate-key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        let slots = { try self.lockbox(["slot", "list", "--vault", self.vault, "--json"], tpm: tpm).jsonArray?.map { "\($0["index"] ?? ""):\($0["kind"] ?? "")" } }
+        #expect(try slots() == ["0:tpm2", "1:key-file"])
+        let before = try Data(contentsOf: URL(fileURLWithPath: vault))
+        result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "1"], tpm: tpm)
+        #expect(result.status == 12 && result.errorCode == .keySlotRefused, "\(result.stderr)")
+        #expect(result.stderr.contains("last passphrase or key-file slot") && result.stderr.contains("--force"), "\(result.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: vault)) == before)
+        #expect(try slots() == ["0:tpm2", "1:key-file"])
+        // Another recovery slot first: then removing one of them needs nothing more.
+        result = try lockbox(["slot", "add-passphrase", "--vault", vault, "--key-file", fixture.key, "--new-passphrase-fd", "3", "--kdf", "interactive"],
+                             tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "2"], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        // --force, with no terminal to ask on (setsid): the TPM alone opens the vault after it.
+        result = try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
+                                ["--wait", lockboxBinary.path, "slot", "remove", "--vault", vault, "--key-file", fixture.key, "--force", "1"],
+                                environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string, "LOCKBOX_TPM_TCTI": tpm.tcti])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try slots() == ["0:tpm2"])
+    }
+
+    /// The issue's "must show": `rotate-key` on a `tpm2 + key-file` vault keeps the TPM2 slot;
+    /// both slots open the rotated vault. A TPM2 slot that cannot unseal stops it with the TPM's
+    /// reason, unless --drop-unmatched-slots removes it.
+    @Test func rotateKeyKeepsTheTPMSlot() throws {
+        let tpm = try SoftwareTPM()
+        var result = try lockbox(["init", "--vault", vault, "--tpm", "--tpm-pcrs", "16", "--generate-key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["set", "--vault", vault, "--key-file", fixture.key, "svc", "acct"], tpm: tpm, stdin: "rotated")
+        #expect(result.status == 0, "\(result.stderr)")
+        let slotsBefore = try EncryptedFileStore.sealedKeySlots(at: FilePath(vault))
+        result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 0 && result.stderr.contains("2 key slot(s) rewrapped"), "\(result.stderr)")
+        #expect(try EncryptedFileStore.sealedKeySlots(at: FilePath(vault)) == slotsBefore, "the TPM's sealed object is kept as it is")
+        result = try lockbox(["get", "--vault", vault, "svc", "acct"], tpm: tpm)
+        #expect(result.status == 0 && result.stdoutString == "rotated", "by the TPM: \(result.stderr)")
+        result = try lockbox(["get", "--vault", vault, "--key-file", fixture.key, "svc", "acct"], tpm: tpm)
+        #expect(result.status == 0 && result.stdoutString == "rotated", "by the key file: \(result.stderr)")
+
+        try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
+        result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key], tpm: tpm)
+        #expect(result.status == 62 && result.errorCode == .tpmPCRMismatch, "\(result.stderr)")
+        #expect(result.stderr.contains("rotate-key keeps TPM2 slot 0") && result.stderr.contains("--drop-unmatched-slots"), "\(result.stderr)")
+        result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key, "--drop-unmatched-slots"], tpm: tpm)
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["slot", "list", "--vault", vault, "--key-file", fixture.key, "--json"], tpm: tpm)
+        #expect(result.jsonArray?.map { "\($0["kind"] ?? "")" } == ["key-file"])
+    }
+
+    /// The issue's "must show": `doctor` on a vault whose PCRs changed names the slot and exits
+    /// 62, without using a try of the TPM's dictionary-attack limit.
+    @Test func doctorNamesATPMSlotWhosePCRsChanged() throws {
+        let tpm = try SoftwareTPM()
+        let right = try pinFile("right", "4729")
+        var result = try lockbox(["init", "--vault", vault, "--passphrase-fd", "3", "--kdf", "interactive"],
+                                 tpm: tpm, redirect: "3<\(passphraseFile)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "16", "--tpm-new-pin-fd", "4"],
+                             tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["doctor", "--vault", vault], tpm: tpm)
+        #expect(result.status == 0, "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("ok      TPM slot 1: would unseal here (PCRs sha256:16, PIN)"), "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("TPM restarts: a restart without TPM2_Shutdown"), "\(result.stdoutString)")
+
+        try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "cd", count: 32)])
+        let before = try tpm.dictionaryAttack()
+        result = try lockbox(["doctor", "--vault", vault], tpm: tpm)
+        #expect(result.status == 62, "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("PROBLEM TPM slot 1: cannot unseal here (PCRs sha256:16, PIN): the TPM refused: the PCR values differ"),
+                "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("Not ready: the vault's TPM2 slot cannot open here"), "\(result.stdoutString)")
+        #expect(try tpm.dictionaryAttack().failedTries == before.failedTries)
+
+        // In lockout: the DA state with the time to recovery, and the slot's own line.
+        try tpm.setDictionaryAttack(maxTries: 1, recoveryTime: 600)
+        let wrong = try pinFile("wrong", "8052")
+        let other = folder.file("other.lockbox").string
+        result = try lockbox(["init", "--vault", other, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
+                             tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try lockbox(["list", "--vault", other, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(wrong)")
+        #expect(result.status == 30, "\(result.stderr)")
+        result = try lockbox(["doctor", "--vault", other], tpm: tpm)
+        #expect(result.status == 61, "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("IN LOCKOUT: PINs accepted again in at most 600 s"), "\(result.stdoutString)")
+        #expect(result.stdoutString.contains("PROBLEM TPM slot 0: cannot unseal here"), "\(result.stdoutString)")
     }
 }

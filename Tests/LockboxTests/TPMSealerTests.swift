@@ -53,6 +53,72 @@ struct TPMSealerTests {
         #expect(tpmFailure { try TPMConnection(tcti: "device:/nonexistent/tpmrm0") } == .unavailable)
     }
 
+    /// A TPM that accepts connections and never answers: every operation fails as an
+    /// unavailable TPM when its deadline passes, naming the call that waited.
+    @Test func aTPMThatNeverAnswersTimesOut() throws {
+        let tpm = try SoftwareTPM()
+        let blob = try TPMSealer(tcti: tpm.tcti).seal(SecretBytes.random(count: 32))
+        let silent = try SilentTPMEndpoint()
+        let sealer = TPMSealer(tcti: silent.tcti, timeout: 0.5)
+        let clock = ContinuousClock()
+        for operation in [{ _ = try sealer.unseal(blob) }, { _ = try sealer.checkUnsealable(blob) },
+                          { _ = try sealer.seal(SecretBytes.random(count: 32)) },
+                          { _ = try TPMDictionaryAttack.read(tcti: silent.tcti, timeout: 0.5) }] {
+            let start = clock.now
+            do {
+                try operation()
+                Issue.record("a TPM that never answers answered")
+            } catch let error as TPMError {
+                #expect(error.failure == .unavailable && error.timeout == 0.5, "\(error)")
+                #expect(error.function == "Tss2_TctiLdr_Initialize", "the swtpm TCTI waits for its control channel while connecting")
+                #expect(error.description.hasPrefix("the TPM did not answer within 0.5 s"), "\(error)")
+            }
+            let elapsed = clock.now - start
+            #expect(elapsed >= .milliseconds(500) && elapsed < .seconds(2), "took \(elapsed)")
+        }
+        // Four operations still wait for this TPM: the next fails at once, starting no thread.
+        #expect(TPMConnection.maximumWaitingOperations == 4)
+        var start = clock.now
+        #expect(tpmFailure { try sealer.unseal(blob) } == .unavailable)
+        #expect(clock.now - start < .milliseconds(250))
+        // Once the endpoint goes away the waiting threads end, and calls are made again: they
+        // fail as no TPM, without waiting for the deadline.
+        silent.stop()
+        start = clock.now
+        var error: TPMError?
+        repeat {
+            do { _ = try sealer.unseal(blob) } catch let failure as TPMError { error = failure }
+        } while error?.timeout != nil && clock.now - start < .seconds(5)
+        #expect(error?.failure == .unavailable && error?.timeout == nil, "\(String(describing: error))")
+        // The timeout comes from LOCKBOX_TPM_TIMEOUT, checked.
+        #expect(try TPMConnection.timeout(environment: [:]) == TPMConnection.defaultTimeout)
+        #expect(try TPMConnection.timeout(environment: ["LOCKBOX_TPM_TIMEOUT": "0.25"]) == 0.25)
+        for wrong in ["0", "-1", "soon", "3601", "nan"] {
+            #expect(throws: LockboxError.self) { try TPMConnection.timeout(environment: ["LOCKBOX_TPM_TIMEOUT": wrong]) }
+        }
+    }
+
+    /// checkUnsealable tells what unseal would meet, without a PIN and without a try.
+    @Test func checkUnsealableUsesNoTry() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setDictionaryAttack(maxTries: 3, recoveryTime: 1000)
+        let blob = try TPMSealer(tcti: tpm.tcti, pcrs: try PCRSelection([16]), pin: SecretBytes(utf8: "4729"), pinKDF: pinKDF)
+            .seal(SecretBytes.random(count: 32))
+        let checker = TPMSealer(tcti: tpm.tcti)
+        #expect(try checker.checkUnsealable(blob).failedTries == 0)
+        // A PIN of the wrong shape is refused before the TPM sees it, and sealing one is refused.
+        #expect(throws: LockboxError.self) { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "47a9")).unseal(blob) }
+        #expect(try tpm.dictionaryAttack().failedTries == 0)
+        #expect(throws: LockboxError.self) { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "hunter2")).seal(SecretBytes.random(count: 32)) }
+        let passcode = TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "hunter2"), pinKDF: pinKDF, pinPolicy: nil)
+        #expect(try passcode.unseal(passcode.seal(SecretBytes(utf8: "s"))) == SecretBytes(utf8: "s"), "nil: any PIN")
+        try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ef", count: 32)])
+        #expect(tpmFailure { try checker.checkUnsealable(blob) } == .policyMismatch)
+        #expect(try tpm.dictionaryAttack().failedTries == 0)
+        let other = try SoftwareTPM()
+        #expect(tpmFailure { try TPMSealer(tcti: other.tcti).checkUnsealable(blob) } == .foreignObject)
+    }
+
     @Test func pcrPolicyRefusesOnceThePCRChanges() throws {
         let tpm = try SoftwareTPM()
         let sealer = TPMSealer(tcti: tpm.tcti, pcrs: try PCRSelection([16]))

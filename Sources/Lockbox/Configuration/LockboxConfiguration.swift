@@ -60,6 +60,10 @@ public struct LockboxConfiguration: Sendable {
     /// The TCTI that reaches the TPM (the `LockboxTPM` product), e.g. `device:/dev/tpmrm0`; `nil`:
     /// its default.
     public var tpmTCTI: String?
+    /// The most seconds one TPM operation (connecting, then every command it sends) may take,
+    /// above 0 and at most 3600; `nil`: the `LockboxTPM` product's default, 5 (the Secret Service
+    /// store's per-call timeout). Give it to `TPMSealer`'s `timeout`.
+    public var tpmTimeoutSeconds: Double?
 
     /// A configuration with every value given; those left out take the defaults documented on
     /// each property.
@@ -67,7 +71,8 @@ public struct LockboxConfiguration: Sendable {
         store: StoreRequest = .file, profile: String = "default", vaultPath: FilePath, settingsPath: FilePath? = nil,
         keyFile: FilePath? = nil, keyFileAccess: KeyFileAccess = .ownerOnly, lockDirectory: FilePath? = nil,
         pinPreset: PinPreset = .desktop, hashMemoryBudgetBytes: UInt64? = nil, concurrentHashes: Int? = nil,
-        blockingThreads: Int? = nil, blockingThreadNiceness: Int? = nil, tpmTCTI: String? = nil
+        blockingThreads: Int? = nil, blockingThreadNiceness: Int? = nil, tpmTCTI: String? = nil,
+        tpmTimeoutSeconds: Double? = nil
     ) {
         self.store = store
         self.profile = profile
@@ -82,6 +87,7 @@ public struct LockboxConfiguration: Sendable {
         self.blockingThreads = blockingThreads
         self.blockingThreadNiceness = blockingThreadNiceness
         self.tpmTCTI = tpmTCTI
+        self.tpmTimeoutSeconds = tpmTimeoutSeconds
     }
 
     /// What the `lockbox` CLI uses for a user at a shell: `auto` store selection, the vault at
@@ -111,6 +117,9 @@ public struct LockboxConfiguration: Sendable {
         }
         if let blockingThreadNiceness, !(0...19).contains(blockingThreadNiceness) {
             throw LockboxError.invalidArgument("the blocking threads' niceness must be 0 to 19, not \(blockingThreadNiceness)")
+        }
+        if let tpmTimeoutSeconds, !(tpmTimeoutSeconds > 0 && tpmTimeoutSeconds <= 3600) {
+            throw LockboxError.invalidArgument("the TPM timeout must be above 0 and at most 3600 seconds, not \(tpmTimeoutSeconds)")
         }
     }
 

@@ -11,7 +11,7 @@ import Musl
 
 /// Starts `body` on a new detached POSIX thread called `name` (the kernel keeps 15 bytes of it).
 /// Returns false, having run nothing, when the system refuses another thread.
-func startDetachedThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+package func startDetachedThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
     final class Start: Sendable {
         let name: String
         let body: @Sendable () -> Void
