@@ -117,7 +117,7 @@ struct Migrate: ParsableCommand {
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write an encrypted backup: a vault file with its own passphrase (same format as the vault).",
+        abstract: "Write an encrypted backup: a vault file that also opens with its own passphrase (same format as the vault).",
         discussion: """
             The backup is one self-contained file with mode 0600, never beside a -wal or -shm, and \
             an existing file is never overwritten. Of a format-2 vault: a consistent snapshot of its \

@@ -254,16 +254,17 @@ struct VaultTransactionTests {
         // Through the CLI: --no-clobber exits 14, --if-current-fd with a stale value 15, nothing written.
         var result = try vault.lockbox(["set", "svc", "acct", "--no-clobber"], stdin: "second")
         #expect(result.status == 14, "\(result.stderr)")
-        let stale = vault.folder.file("stale").string
-        try Data("stale\n".utf8).write(to: URL(fileURLWithPath: stale))
-        result = try runLockbox(["set", "svc", "acct", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
-                                stdin: Data("third".utf8), shellRedirect: "3<'\(stale)'")
+        /// `lockbox set svc acct --if-current-fd 3` storing `new`, with `current` on descriptor 3.
+        func setIfCurrent(_ current: String, _ new: String) throws -> ProcessResult {
+            let file = vault.folder.file("current").string
+            try Data((current + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            return try runLockbox(["set", "svc", "acct", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
+                                  stdin: Data(new.utf8), shellRedirect: "3<'\(file)'")
+        }
+        result = try setIfCurrent("stale", "third")
         #expect(result.status == 15, "\(result.stderr)")
         #expect(try store.get(key) == secret("first"))
-        let current = vault.folder.file("current").string
-        try Data("first\n".utf8).write(to: URL(fileURLWithPath: current))
-        result = try runLockbox(["set", "svc", "acct", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
-                                stdin: Data("fourth".utf8), shellRedirect: "3<'\(current)'")
+        result = try setIfCurrent("first", "fourth")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try store.get(key) == secret("fourth"))
     }
