@@ -25,6 +25,10 @@ fi
 # The examples must still do what they say, on the file vault and on gnome-keyring.
 step "examples"
 scripts/run-examples.sh
+# The README's library quick start, built as a consumer package (a path dependency on the
+# `Lockbox` product alone), opens a vault `lockbox init` made and reads what `lockbox set` stored.
+step "README sample as a consumer package"
+scripts/check-readme-sample.sh "$(swift build --show-bin-path)/lockbox"
 # The example Hummingbird service (built above with everything else: SwiftNIO is compiled once for
 # it and LockboxPostgres): two processes on one vault driven with concurrent requests, then the
 # starvation benchmark's quick mode (figures, no thresholds).

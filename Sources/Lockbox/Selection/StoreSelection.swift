@@ -173,14 +173,7 @@ public struct StoreResolution: Sendable {
         try opening { () throws -> any SecretStore in
             switch storeKind {
             case .secretService: return try openSecretService()
-            case .file:
-                // One open decides the format: format 1 is read whole by it; a format-2 vault
-                // stops it at its first bytes, and SQLite takes its descriptor over.
-                switch try VaultFile.probe(at: selection.vaultPath) {
-                case .format1(let snapshot): return try EncryptedFileStore.open(snapshot, credentials: credentials)
-                case .format2(let file):
-                    return try SQLiteVaultStore.open(at: file.path, windowKey: { _ in nil }, credentials: { credentials }, probed: file).store
-                }
+            case .file: return try FileVault.open(at: selection.vaultPath, credentials: credentials)
             }
         }
     }
