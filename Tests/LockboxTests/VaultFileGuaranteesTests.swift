@@ -395,3 +395,41 @@ struct VaultReadOnlyMediaTests {
         #expect(!FileManager.default.fileExists(atPath: backup + "-wal") && !FileManager.default.fileExists(atPath: backup + "-shm"))
     }
 }
+
+@Suite("Inputs Lockbox would not honour are refused")
+struct RefusedInputTests {
+    @Test("import --json-lines refuses --on-conflict skip or keep-both, --json and --backup-passphrase-fd (64); a line over the cap is refused without storing anything")
+    func jsonLinesRefusesWhatItWouldIgnore() throws {
+        let vault = try GuardedVault()
+        let line = #"{"service":"s","account":"a","secret_b64":"eA=="}"# + "\n"
+        for options in [["--on-conflict", "skip"], ["--on-conflict", "keep-both"], ["--json"], ["--backup-passphrase-fd", "3"]] {
+            let result = try vault.lockbox(["import", "--json-lines", "-"] + options, stdin: line)
+            #expect(result.status == 64, "\(options): \(result.stderr)")
+        }
+        #expect(try vault.lockbox(["import", "--json-lines", "-", "--on-conflict", "overwrite"], stdin: line).status == 0)
+        // One line longer than any item can need: refused while reading it, and the batch with it.
+        let huge = vault.folder.file("huge.jsonl").string
+        #expect(FileManager.default.createFile(atPath: huge, contents: nil))
+        let handle = try #require(FileHandle(forWritingAtPath: huge))
+        try handle.write(contentsOf: Data(#"{"service":"s","account":"b","secret_b64":""#.utf8))
+        try handle.write(contentsOf: Data(repeating: UInt8(ascii: "A"), count: 32 << 20))
+        try handle.write(contentsOf: Data("\"}\n".utf8))
+        try handle.close()
+        let result = try vault.lockbox(["import", "--json-lines", huge])
+        #expect(result.status == 64 && result.stderr.contains("line 1") && result.stderr.contains("longer than"), "\(result.stderr)")
+        #expect(try vault.open().get(ItemKey(service: "s", account: "b")) == nil)
+    }
+
+    @Test("git-credential refuses a host, path or user name that is not UTF-8, storing and returning nothing")
+    func gitCredentialRefusesInvalidUTF8() throws {
+        let vault = try GuardedVault()
+        for (field, bytes) in [("host", Data("host=ex".utf8) + Data([0xFF, 0x61])), ("username", Data("username=".utf8) + Data([0xC3, 0x28]))] {
+            var input = Data("protocol=https\n".utf8)
+            if field != "host" { input += Data("host=example.com\n".utf8) }
+            input += bytes + Data("\npassword=p\n\n".utf8)
+            let result = try runLockbox(["git-credential", "store", "--vault", vault.path.string, "--key-file", vault.keyPath.string], stdin: input)
+            #expect(result.status == 64 && result.stderr.contains("not valid UTF-8"), "\(field): \(result.status) \(result.stderr)")
+        }
+        #expect(try vault.open().list(service: nil).map(\.key.service) == ["svc"], "nothing stored")
+    }
+}
