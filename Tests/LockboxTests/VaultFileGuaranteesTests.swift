@@ -433,3 +433,23 @@ struct RefusedInputTests {
         #expect(try vault.open().list(service: nil).map(\.key.service) == ["svc"], "nothing stored")
     }
 }
+
+@Suite("Format 2: leftovers of interrupted work are removed")
+struct LeftoverTests {
+    @Test("convert removes the sealed copies an interrupted conversion left (.NAME.new-HEX), and nothing else")
+    func convertRemovesUnfinishedCopies() throws {
+        let folder = try TemporaryFolder()
+        let key = folder.file("k")
+        try KeyFile.generate(at: key)
+        let path = folder.file("v.lockbox")
+        let legacy = try EncryptedFileStore.create(at: path, credentials: [.keyFile(key)], kdf: testKDF)
+        try legacy.set(secret("x"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
+        let stale = folder.file(".v.lockbox.new-00ff11ee22dd33cc").string
+        let unrelated = folder.file(".v.lockbox.new-notours").string
+        #expect(FileManager.default.createFile(atPath: stale, contents: Data("sealed copy".utf8)))
+        #expect(FileManager.default.createFile(atPath: unrelated, contents: Data("keep".utf8)))
+        #expect(try SQLiteVaultStore.convert(formatOneAt: path, credentials: [.keyFile(key)]) == .converted(items: 1))
+        #expect(!FileManager.default.fileExists(atPath: stale))
+        #expect(FileManager.default.fileExists(atPath: unrelated))
+    }
+}
