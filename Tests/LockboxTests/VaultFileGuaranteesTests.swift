@@ -453,3 +453,50 @@ struct LeftoverTests {
         #expect(FileManager.default.fileExists(atPath: unrelated))
     }
 }
+
+@Suite("Format 2: token refreshes whose locks do not meet")
+struct TokenFenceTests {
+    /// Two token stores on one vault whose lock folders differ, as two processes in two mount
+    /// namespaces have: their refreshes are not serialised by the lock.
+    private func twoHosts() throws -> (GuardedVault, TokenStore, TokenStore) {
+        let vault = try GuardedVault()
+        let first = TokenStore(store: try vault.open(), lockDirectory: vault.folder.file("locks-a"))
+        let second = TokenStore(store: try vault.open(), lockDirectory: vault.folder.file("locks-b"))
+        return (vault, first, second)
+    }
+
+    @Test("two refreshes at once: the first stored wins, the other returns its tokens instead of overwriting them")
+    func refreshesDoNotOverwriteEachOther() async throws {
+        let (_, first, second) = try twoHosts()
+        try await first.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
+        let refreshA: @Sendable (TokenSet) async throws -> TokenSet = { _ in
+            try await Task.sleep(for: .milliseconds(50))
+            return TokenSet(accessToken: SecretBytes(utf8: "from-a"), refreshToken: SecretBytes(utf8: "rt-from-a"), expiresAt: Date().addingTimeInterval(3600))
+        }
+        let refreshB: @Sendable (TokenSet) async throws -> TokenSet = { _ in
+            try await Task.sleep(for: .milliseconds(400))
+            return TokenSet(accessToken: SecretBytes(utf8: "from-b"), refreshToken: SecretBytes(utf8: "rt-from-b"), expiresAt: Date().addingTimeInterval(3600))
+        }
+        async let a = first.validAccessToken(service: "api", account: "alice", refresh: refreshA)
+        async let b = second.validAccessToken(service: "api", account: "alice", refresh: refreshB)
+        let (tokenA, tokenB) = try await (a, b)
+        #expect(tokenA.stringValue() == "from-a" && tokenB.stringValue() == "from-a", "\(tokenA.stringValue() ?? "") \(tokenB.stringValue() ?? "")")
+        #expect(try await first.load(service: "api", account: "alice")?.refreshToken == SecretBytes(utf8: "rt-from-a"))
+    }
+
+    @Test("a refresh rejected after another host stored new tokens signs nobody out")
+    func rejectionDoesNotEraseNewTokens() async throws {
+        let (_, first, second) = try twoHosts()
+        try await first.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
+        async let a = first.validAccessToken(service: "api", account: "alice") { current in
+            TokenSet(accessToken: SecretBytes(utf8: "new"), refreshToken: SecretBytes(utf8: "rt-new"), expiresAt: Date().addingTimeInterval(3600))
+        }
+        async let b = second.validAccessToken(service: "api", account: "alice") { _ in
+            try await Task.sleep(for: .milliseconds(400))
+            throw TokenRefreshError.rejected("invalid_grant: the old refresh token was rotated away")
+        }
+        let (tokenA, tokenB) = try await (a, b)
+        #expect(tokenA.stringValue() == "new" && tokenB.stringValue() == "new")
+        #expect(try await first.load(service: "api", account: "alice")?.accessToken == SecretBytes(utf8: "new"))
+    }
+}
