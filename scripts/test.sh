@@ -44,8 +44,9 @@ scripts/check-docc.sh
 step "check-format"
 scripts/check-format.sh "$(swift build --show-bin-path)/lockbox"
 
-# The Secret Service session's C arithmetic, as the optimiser compiled it, has no branch or
-# address that depends on the exponent, the key or the data (valgrind; SessionCrypto.swift).
+# The PKCS#7 check of the Secret Service session (Lockbox's own code; the rest of the session is
+# libcrypto's), as the optimiser compiled it, has no branch or address that depends on the
+# decrypted secret (valgrind; Sources/CLibcrypto/padding.c).
 step "check-constant-time"
 scripts/check-constant-time.sh
 
