@@ -128,7 +128,9 @@ let package = Package(
         ),
         .target(
             name: "LockboxSelfTest",
-            dependencies: ["Lockbox", .product(name: "SystemPackage", package: "swift-system")],
+            // LockboxSecretService and CLibcrypto: the Secret Service session, whose HKDF, AES-CBC
+            // and MODP vectors run through the code the client uses.
+            dependencies: ["Lockbox", "LockboxSecretService", "CLibcrypto", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["Vectors"],
             resources: [
                 // Compiled into the module as byte arrays (PackageResources), so `lockbox selftest`
@@ -136,6 +138,9 @@ let package = Package(
                 .embedInCode("Vectors/argon2id-libsodium.json"),
                 .embedInCode("Vectors/argon2id-phc-winner-argon2.json"),
                 .embedInCode("Vectors/blake2b-rfc7693-and-kat.json"),
+                .embedInCode("Vectors/aes128cbc-sp800-38a-and-wycheproof.json"),
+                .embedInCode("Vectors/hkdf-sha256-rfc5869-and-wycheproof.json"),
+                .embedInCode("Vectors/modp1024-rfc2409.json"),
                 .embedInCode("Vectors/lockbox-vault-v1.json"),
                 .embedInCode("Vectors/lockbox-vault-v2.json"),
                 .embedInCode("Vectors/xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json"),

@@ -17,7 +17,8 @@ if [ "${1:-}" = "--test" ]; then
     packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql iproute2 valgrind)
 fi
 # With --test, PyNaCl for python3 too: the suite runs the independent decryptor
-# (scripts/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh).
+# (scripts/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh); and the
+# cryptography package, with which scripts/check-session-vectors.py recomputes the AES-CBC vectors.
 # --pynacl: only PyNaCl (scripts/check-format.sh, which needs nothing else).
 pip_install() {
     local module="$1" package="$2"
@@ -31,6 +32,7 @@ pip_install() {
 ensure_python_packages() {
     case "${1:-}" in --test | --pynacl) ;; *) return 0 ;; esac
     pip_install nacl.bindings pynacl
+    if [ "${1:-}" = "--test" ]; then pip_install cryptography.hazmat.primitives.ciphers cryptography; fi
 }
 
 if [ "${1:-}" = "--pynacl" ]; then

@@ -56,11 +56,12 @@ scripts/check-constant-time.sh
 # when this variable is set.
 export LOCKBOX_REQUIRE_KEYRING_TESTS=1
 # Evidence a reviewer can rerun (docs/SECURITY-TESTING.md): the known-answer vectors match their
-# generators (VectorTests checks that LockboxSelfTest compiles in exactly those files), and the
+# generators, the session's HKDF, AES-CBC and MODP vectors are recomputed without libcrypto (VectorTests checks that LockboxSelfTest compiles in exactly those files), and the
 # binary passes every one of them; every
 # fuzzing harness builds and runs for 5 seconds.
 step "vectors, selftest, fuzz smoke"
 python3 scripts/make-vault-vectors.py --check
+python3 scripts/check-session-vectors.py
 "$(swift build --show-bin-path)/lockbox" selftest | tail -n 1
 scripts/fuzz.sh 5
 
