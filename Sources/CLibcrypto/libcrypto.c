@@ -25,7 +25,7 @@
     X(OSSL_PARAM_construct_utf8_string) X(OSSL_PARAM_construct_octet_string) X(OSSL_PARAM_construct_end) \
     X(EVP_CIPHER_fetch) X(EVP_CIPHER_free) X(EVP_CIPHER_CTX_new) X(EVP_CIPHER_CTX_free) X(EVP_CipherInit_ex2) \
     X(EVP_CIPHER_CTX_set_padding) X(EVP_CipherUpdate) X(EVP_CipherFinal_ex) \
-    X(OPENSSL_cleanse) X(OpenSSL_version)
+    X(OSSL_LIB_CTX_new) X(OPENSSL_cleanse) X(OpenSSL_version)
 
 static struct {
 #define LOCKBOX_LIBCRYPTO_FIELD(name) __typeof__(name) *name;
@@ -39,7 +39,9 @@ static const char library_name[] = "libcrypto.so.3";
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int loaded;
 static char load_error[512] = "libcrypto was not loaded";
-// Fetched once: the group's prime and p - 1 (public), the HKDF and AES-128-CBC implementations.
+// Made once: Lockbox's own library context, the group's prime and p - 1 (public), the HKDF and
+// AES-128-CBC implementations fetched from that context.
+static OSSL_LIB_CTX *library_context;
 static BIGNUM *prime;
 static BIGNUM *prime_minus_one;
 static EVP_KDF *hkdf;
@@ -61,10 +63,19 @@ static void load(void) {
     }
     LOCKBOX_LIBCRYPTO_FUNCTIONS(LOCKBOX_LIBCRYPTO_LOOKUP)
 #undef LOCKBOX_LIBCRYPTO_LOOKUP
+    // A library context of Lockbox's own, with OpenSSL's default provider (loaded for it on the
+    // first fetch): the program's default context, its configuration (openssl.cnf, OPENSSL_CONF)
+    // and any provider it loaded neither change what the session runs nor are changed by it
+    // (SessionCryptoTests runs the vectors under a configuration that breaks the default context).
+    library_context = table.OSSL_LIB_CTX_new();
+    if (library_context == NULL) {
+        snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: OSSL_LIB_CTX_new failed");
+        return;
+    }
     prime = table.BN_get_rfc2409_prime_1024(NULL);
     prime_minus_one = prime ? table.BN_dup(prime) : NULL;
-    hkdf = table.EVP_KDF_fetch(NULL, "HKDF", NULL);
-    aes128_cbc = table.EVP_CIPHER_fetch(NULL, "AES-128-CBC", NULL);
+    hkdf = table.EVP_KDF_fetch(library_context, "HKDF", NULL);
+    aes128_cbc = table.EVP_CIPHER_fetch(library_context, "AES-128-CBC", NULL);
     if (prime == NULL || prime_minus_one == NULL || !table.BN_sub_word(prime_minus_one, 1) || hkdf == NULL || aes128_cbc == NULL) {
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: it has no %s",
                  hkdf == NULL ? "HKDF" : aes128_cbc == NULL ? "AES-128-CBC" : "RFC 2409 prime");

@@ -131,6 +131,27 @@ struct SessionCryptoTests {
         #expect(lockbox_hkdf_sha256(nil, 0, Self.exponent, Self.exponent.count, nil, 0, &out, 8160) == 0)
     }
 
+    @Test("openssl.cnf does not reach the session: with a configuration that asks for FIPS-only algorithms, the session vectors still pass")
+    func opensslConfigurationDoesNotReachTheSession() throws {
+        // Applied to OpenSSL's default library context, this makes every fetch there fail (no
+        // FIPS provider is installed); the session fetches from a library context of its own.
+        let folder = try TemporaryFolder()
+        let configuration = folder.file("openssl.cnf").string
+        try Data("""
+            openssl_conf = openssl_init
+            [openssl_init]
+            alg_section = algorithm_sect
+            [algorithm_sect]
+            default_properties = fips=yes
+
+            """.utf8).write(to: URL(fileURLWithPath: configuration))
+        let result = try runLockbox(["selftest", "--json"], environment: ["OPENSSL_CONF": configuration])
+        #expect(result.status == 0, "\(result.stdoutString)\(result.stderr)")
+        let results = result.jsonObject?["results"] as? [[String: Any]] ?? []
+        let session = results.filter { ["hkdf-sha256", "aes-128-cbc", "dh-modp1024"].contains($0["algorithm"] as? String ?? "") }
+        #expect(session.count == 31 && session.allSatisfy { $0["passed"] as? Bool == true })
+    }
+
     @Test("the PKCS#7 check: every valid length, and every kind of bad padding, in one or two blocks")
     func paddingCheck() {
         for blocks in [1, 2] {

@@ -11,6 +11,9 @@
    the first call, as CTSS2 loads tpm2-tss, so a command that makes no encrypted session (every
    file-vault command, a Secret Service `delete` or `list`) maps no libcrypto. OpenSSL's own
    headers (libssl-dev) type every function pointer, so a prototype mismatch is a compile error.
+   HKDF and AES are fetched from a library context of Lockbox's own (OSSL_LIB_CTX_new, OpenSSL's
+   default provider): a program that uses OpenSSL itself keeps its own state and configuration,
+   and neither changes the session.
 
    Return values: 0 on success; -1 for an input the function refuses (documented per function);
    -2 when libcrypto cannot be loaded or one of its calls fails (lockbox_libcrypto_load says why).
