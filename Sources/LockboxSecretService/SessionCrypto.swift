@@ -27,13 +27,14 @@ import Lockbox
 ///
 /// The exponent, the shared value, the key and every plaintext buffer are ``SecretBytes``
 /// (guarded memory, wiped on release); libcrypto's intermediates are wiped by the C code
-/// (`BN_clear_free`, `OPENSSL_cleanse`, `EVP_CIPHER_CTX_free`).
+/// (`BN_clear_free`, `OPENSSL_cleanse`, `EVP_KDF_CTX_free`, `EVP_CIPHER_CTX_free`).
 package enum SessionCrypto {
     package static let algorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
 
     /// Loads libcrypto (once per process). A system without it (Debian's `libssl3`) is reported
     /// as a failure to open the session, with the loader's reason.
     package static func loadLibcrypto() throws {
+        if lockbox_libcrypto_is_loaded() != 0 { return }
         var message = [CChar](repeating: 0, count: 512)
         if lockbox_libcrypto_load(&message, message.count) == 0 {
             let detail = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
