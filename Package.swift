@@ -17,7 +17,8 @@ let package = Package(
     products: [
         // The core: Vault, the encrypted file store, PINs, credentials. Links libsodium only.
         .library(name: "Lockbox", targets: ["Lockbox"]),
-        // The freedesktop Secret Service store (gnome-keyring, KeePassXC), through libsecret.
+        // The freedesktop Secret Service store (gnome-keyring, KeePassXC): Lockbox's own D-Bus client,
+        // its encrypted session through libcrypto (libsecret only as the fallback session).
         .library(name: "LockboxSecretService", targets: ["LockboxSecretService"]),
         // Re-authentication windows in the Linux kernel keyring (libkeyutils).
         .library(name: "LockboxWindows", targets: ["LockboxWindows"]),
@@ -71,11 +72,17 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
-        // libsecret (the freedesktop Secret Service client) and the GLib calls around it, loaded at
-        // run time with dlopen (libsecret-1.so.0, `apt-get install libsecret-1-0`): our own
-        // prototypes, so no GLib pkg-config flags (-pthread) and nothing loaded until a program
-        // first uses the Secret Service. See docs/ARCHITECTURE.md.
-        .target(name: "CLibSecret"),
+        // libsecret (the freedesktop Secret Service client) and the GLib calls around it, for the
+        // fallback session only (a provider that refuses Lockbox's), loaded at run time with dlopen
+        // (libsecret-1.so.0, `apt-get install libsecret-1-0`): our own prototypes, so no GLib
+        // pkg-config flags (-pthread) and nothing loaded until a program needs that session. See
+        // docs/ARCHITECTURE.md.
+        .target(name: "CLibsecretFallback"),
+        // The Secret Service session's Diffie-Hellman, HKDF and AES-128-CBC, done by OpenSSL's
+        // libcrypto: its headers (`apt-get install libssl-dev`) for the prototypes, the library
+        // (libcrypto.so.3, Debian's libssl3) loaded with dlopen on the first encrypted session, so
+        // nothing else maps it. See Sources/CLibcrypto/include/CLibcrypto.h.
+        .target(name: "CLibcrypto"),
         // libkeyutils (the kernel keyring), found through pkg-config; `apt-get install libkeyutils-dev`.
         .systemLibrary(
             name: "CKeyutils",
@@ -113,7 +120,7 @@ let package = Package(
         ),
         .target(
             name: "LockboxSecretService",
-            dependencies: ["Lockbox", "CLibSecret", "CSodium"]
+            dependencies: ["Lockbox", "CLibsecretFallback", "CLibcrypto", "CSodium"]
         ),
         .target(
             name: "LockboxWindows",
@@ -121,7 +128,9 @@ let package = Package(
         ),
         .target(
             name: "LockboxSelfTest",
-            dependencies: ["Lockbox", .product(name: "SystemPackage", package: "swift-system")],
+            // LockboxSecretService and CLibcrypto: the Secret Service session, whose HKDF, AES-CBC
+            // and MODP vectors run through the code the client uses.
+            dependencies: ["Lockbox", "LockboxSecretService", "CLibcrypto", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["Vectors"],
             resources: [
                 // Compiled into the module as byte arrays (PackageResources), so `lockbox selftest`
@@ -129,6 +138,9 @@ let package = Package(
                 .embedInCode("Vectors/argon2id-libsodium.json"),
                 .embedInCode("Vectors/argon2id-phc-winner-argon2.json"),
                 .embedInCode("Vectors/blake2b-rfc7693-and-kat.json"),
+                .embedInCode("Vectors/aes128cbc-sp800-38a-and-wycheproof.json"),
+                .embedInCode("Vectors/hkdf-sha256-rfc5869-and-wycheproof.json"),
+                .embedInCode("Vectors/modp1024-rfc2409.json"),
                 .embedInCode("Vectors/lockbox-vault-v1.json"),
                 .embedInCode("Vectors/lockbox-vault-v2.json"),
                 .embedInCode("Vectors/xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json"),
@@ -163,8 +175,6 @@ let package = Package(
             dependencies: [
                 "Lockbox",
                 "LockboxSecretService",
-                // The session arithmetic's C functions, checked against published vectors.
-                "CLibSecret",
                 "LockboxWindows",
                 "LockboxSelfTest",
                 "LockboxTPM",
@@ -176,7 +186,7 @@ let package = Package(
         .executableTarget(
             name: "LockboxBenchmarks",
             dependencies: [
-                "Lockbox", "LockboxSecretService", "CLibSecret",
+                "Lockbox", "LockboxSecretService", "CLibsecretFallback",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/LockboxBenchmarks"

@@ -27,7 +27,7 @@ public final class ExampleRun: @unchecked Sendable {
             let request: StoreRequest = ProcessInfo.processInfo.environment["LOCKBOX_EXAMPLE_BACKEND"] == "secret-service" ? .secretService : .file
             let key = folder.appending("app.key"), vault = folder.appending("app.lockbox")
             let selection = StoreSelection(request: request, profile: "example", settingsPath: folder.appending("settings.json"),
-                                           vaultPath: vault, secretService: LibsecretProvider())
+                                           vaultPath: vault, secretService: SecretServiceStoreProvider())
             let resolution = try selection.resolve()
             if resolution.storeKind == .file {
                 try KeyFile.generate(at: key)

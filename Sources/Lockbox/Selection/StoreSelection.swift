@@ -23,7 +23,7 @@ public protocol LockableSecretStore: SecretStore {
 }
 
 /// Connects to the Secret Service for ``StoreSelection``. The core links no libsecret:
-/// `LockboxSecretService` provides one (`LibsecretProvider`); a program without it passes `nil`,
+/// `LockboxSecretService` provides one (`SecretServiceStoreProvider`); a program without it passes `nil`,
 /// and then `auto` means the file vault.
 public protocol SecretServiceProvider: Sendable {
     /// Connects; throws ``LockboxError/noSessionBus(detail:)``,
@@ -39,7 +39,7 @@ public protocol SecretServiceProvider: Sendable {
 ///
 /// ```swift
 /// let user = LockboxConfiguration.forUser(environment: ProcessInfo.processInfo.environment)
-/// let selection = try user.storeSelection(secretService: LibsecretProvider())
+/// let selection = try user.storeSelection(secretService: SecretServiceStoreProvider())
 /// let resolution = try selection.resolve()
 /// let store = try resolution.open(credentials: [.keyFile("/run/credentials/app/vault-key")])
 /// ```
