@@ -274,7 +274,7 @@ let package = Package(
         .testTarget(
             name: "LockboxPostgresTests",
             dependencies: [
-                "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "Lockbox", "LockboxPostgres", "LockboxTesting", .product(name: "PostgresNIO", package: "postgres-nio"),
                 // The failover test's writer processes; a dependency so `swift build --build-tests` builds it.
                 "LockboxPostgresLoad",
                 // Started by the cross-host tests; a dependency so building the tests builds it.
@@ -288,7 +288,7 @@ let package = Package(
         .executableTarget(
             name: "LockboxPostgresLoad",
             dependencies: [
-                "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "Lockbox", "LockboxPostgres", "LockboxTesting", .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
