@@ -1,15 +1,10 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// LOCKBOX_SANITIZER_BUILD=1 leaves out of the package everything that builds SwiftNIO, and the
-// swift-configuration adapter's tests: the postgres-nio and Hummingbird dependencies, the
-// LockboxPostgres target, product and tests, the HummingbirdService example and
-// LockboxSwiftConfigurationTests. scripts/sanitizers.sh sets it, so its TSan and ASan builds of the
-// test product (`LockboxPackageTests`, every test target) do not compile SwiftNIO, postgres-nio and
-// swift-configuration twice more (3-5 minutes each on 2 cores). The normal build (scripts/test.sh,
-// `swift build --build-tests`) builds them once, for LockboxPostgres and the example service alike,
-// and runs their tests (docs/SECURITY-TESTING.md, section 4). Apps that depend on the `Lockbox`
-// product build none of them either way: SwiftPM compiles only the targets a product needs.
+// LOCKBOX_SANITIZER_BUILD=1 (set by scripts/sanitizers.sh) leaves out everything that builds
+// SwiftNIO (postgres-nio, Hummingbird, LockboxPostgres, the HummingbirdService example) and
+// LockboxSwiftConfigurationTests, so the TSan and ASan builds do not compile them again. The normal
+// build includes them; apps depending on `Lockbox` alone build none of them either way.
 let sanitizerBuild = Context.environment["LOCKBOX_SANITIZER_BUILD"] == "1"
 
 let package = Package(

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each step's start, with the time since this script started, so a slow CI run shows where the
-# minutes went (the budget: docs/PERFORMANCE.md keeps CI under 30 minutes).
+# minutes went.
 step() { printf 'test.sh: [%02d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 trap 'step "done (exit $?)"' EXIT
 

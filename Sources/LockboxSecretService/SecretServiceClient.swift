@@ -78,7 +78,7 @@ final class SecretServiceClient: @unchecked Sendable {
     /// Whether a provider owns the Secret Service's name is not asked here: the first call to it
     /// starts one installed for D-Bus activation, or fails with
     /// ``LockboxError/secretServiceUnavailable(detail:)`` (`ServiceUnknown`), which is as clear as
-    /// a `GetNameOwner` of our own, one round trip fewer on every command (issue 18).
+    /// a `GetNameOwner` of our own, and one round trip fewer on every command.
     init(timeout: Double, sessions: SecretServiceSessions = .libcrypto,
          environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment) throws {
         self.timeout = timeout
@@ -355,7 +355,7 @@ final class SecretServiceClient: @unchecked Sendable {
         /// session on its first secret. The proxy is the lean one of `lockbox_secret_service_open`
         /// (CLibsecretFallback.h): no service properties, no signal match rules, no auto-start, so its
         /// set-up costs two bus calls (AddMatch for the owner's changes, GetNameOwner) where
-        /// `secret_service_get_sync`'s costs seven (issue 18).
+        /// `secret_service_get_sync`'s costs seven.
         private func secretService() throws -> OpaquePointer {
             if let service = connection.service { return service }
             try SecretServiceClient.loadLibsecret()
