@@ -24,6 +24,10 @@ static inline int lockbox_sqlite_distrust_file(sqlite3 *db, int max_length) {
     if (status != SQLITE_OK) return status;
     sqlite3_limit(db, SQLITE_LIMIT_LENGTH, max_length);
     if (sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1) != max_length) return SQLITE_ERROR;
+    // A vault's statements and tables are small: a schema of long statements or wide tables is
+    // refused while SQLite reads it, before it costs time or memory.
+    sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, 64 * 1024);
+    sqlite3_limit(db, SQLITE_LIMIT_COLUMN, 16);
     return SQLITE_OK;
 }
 #endif

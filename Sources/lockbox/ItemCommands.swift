@@ -30,9 +30,9 @@ struct SetItem: ParsableCommand {
     @Flag(inversion: .prefixedNo,
           help: "Readable only inside a re-authentication window (`lockbox unlock`), like user-presence access control. Default: an item that exists keeps its setting; --no-protected removes it.")
     var protected: Bool?
-    @Flag(help: "Refuse to replace an item that exists (exit 4); checked and written in one transaction of the file vault.")
+    @Flag(help: "Refuse to replace an item that exists (exit 14); the file vault checks and writes in one step no other writer comes between.")
     var noClobber = false
-    @Option(help: ArgumentHelp("Write only if the item's secret is still the one read from this descriptor (compare-and-set; exit 10 if it changed).", valueName: "fd"))
+    @Option(help: ArgumentHelp("Write only if the item's secret is still the one read from this descriptor (compare-and-set; exit 15 if it changed).", valueName: "fd"))
     var ifCurrentFd: Int32?
 
     func validate() throws {
@@ -49,7 +49,8 @@ struct SetItem: ParsableCommand {
     }
 
     func run() throws {
-        let store = try vaultOptions.openStore()
+        // Comparing with a protected item's secret needs what reading it needs: the window.
+        let vault = ifCurrentFd != nil ? try vaultOptions.openVault() : Vault(store: try vaultOptions.openStore())
         let secret = try SecretInput.secretFromStandardInput(prompt: "Secret for '\(account)' on '\(service)': ", raw: raw,
                                                            allowEmpty: allowEmpty)
         var parsed: [String: String] = [:]
@@ -63,7 +64,7 @@ struct SetItem: ParsableCommand {
         } else {
             condition = noClobber ? .ifAbsent : .always
         }
-        let written = try Vault(store: store).set(
+        let written = try vault.set(
             secret, service: service, account: account, kind: kind.map(ItemKind.init(rawValue:)), label: label,
             attributes: attributes.isEmpty ? nil : parsed, access: protected.map { $0 ? .freshAuthentication : .always }, when: condition)
         guard written else {

@@ -224,6 +224,19 @@ struct VaultTransactionTests {
         #expect(status.jsonObject?["failures"] as? Int == 8, "\(status.stdoutString) \(status.stderr)")
     }
 
+    @Test("8 wrong PINs at once under a 5-free-tries policy, lock folders private or removed: exactly 5 evaluated, 3 refused by the delay",
+          arguments: [false, true])
+    func noGuessIsEvaluatedPastTheDelay(deleting: Bool) throws {
+        let vault = try GuardedVault()
+        let set = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", "0,0,0,0,3600"], stdin: "4739\n4739\n")
+        #expect(set.status == 0, "\(set.stderr)")
+        let results = try eight(vault, ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: "9999\n", deleting: deleting)
+        #expect(results.filter { $0.status == 30 }.count == 5, "\(results.map(\.status))")
+        #expect(results.filter { $0.status == 31 }.count == 3, "\(results.map(\.status))")
+        let status = try vault.lockbox(["pin", "status", "kids", "max", "--json"])
+        #expect(status.jsonObject?["failures"] as? Int == 5, "\(status.stdoutString)")
+    }
+
     @Test("8 first device-id calls at once, each lock folder private or removed in a loop: one ID", arguments: [false, true])
     func oneDeviceID(deleting: Bool) throws {
         let vault = try GuardedVault()
@@ -498,5 +511,84 @@ struct TokenFenceTests {
         let (tokenA, tokenB) = try await (a, b)
         #expect(tokenA.stringValue() == "new" && tokenB.stringValue() == "new")
         #expect(try await first.load(service: "api", account: "alice")?.accessToken == SecretBytes(utf8: "new"))
+    }
+}
+
+@Suite("Format 2 against an outside review's attacks")
+struct VaultReviewFindingTests {
+    @Test("a rollback journal planted beside the vault (hot, as SQLite would replay it) is refused, not replayed")
+    func plantedJournalIsRefused() throws {
+        let vault = try GuardedVault()
+        let journal = vault.path.string + "-journal"
+        #expect(FileManager.default.createFile(atPath: journal, contents: Data(repeating: 0xd9, count: 512)))
+        chmod(journal, 0o644)  // what another user's file looks like to the ownership check
+        let result = try vault.lockbox(["get", "svc", "acct"])
+        #expect(result.status == 8 && result.stderr.contains("-journal"), "\(result.status) \(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: journal), "not replayed and removed")
+    }
+
+    @Test("a CHECK constraint or a wide table written into the schema text: refused as corrupt, quickly")
+    func schemaTextIsCompared() throws {
+        for sql in [
+            #"PRAGMA writable_schema=ON; UPDATE sqlite_schema SET sql = replace(sql, 'secret BLOB NOT NULL)', 'secret BLOB NOT NULL CHECK (length(secret) < 60))') WHERE name = 'items';"#,
+            "CREATE TABLE wide (" + (0..<900).map { "c\($0)" }.joined(separator: ", ") + ");",
+        ] {
+            let vault = try GuardedVault()
+            let tamper = try runProcess(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", "import sqlite3, sys; d = sqlite3.connect(sys.argv[1]); d.executescript(sys.argv[2]); d.close()", vault.path.string, sql])
+            #expect(tamper.status == 0, "\(tamper.stderr)")
+            let (error, seconds) = timedError { _ = try vault.open() }
+            #expect(error?.code == .corruptVault && seconds < 1, "\(String(describing: error)) after \(seconds) s")
+        }
+    }
+
+    @Test("format 1: no-clobber and compare-and-set hold between handles (its flock)")
+    func formatOneConditionalWritesAreAtomic() async throws {
+        let folder = try TemporaryFolder()
+        let key = folder.file("k")
+        try KeyFile.generate(at: key)
+        let path = folder.file("v.lockbox")
+        _ = try EncryptedFileStore.create(at: path, credentials: [.keyFile(key)], kdf: testKDF)
+        let item = ItemKey(service: "s", account: "counter")
+        let winners = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    let store = try EncryptedFileStore.open(at: path, credential: .keyFile(key))
+                    return try store.set(secret("\(index)"), for: item, changes: ItemChanges(), when: .ifAbsent)
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(winners == 1)
+        // Eight handles each add 5 by compare-and-set, retrying when another came first: 40.
+        let store = try EncryptedFileStore.open(at: path, credential: .keyFile(key))
+        try store.set(secret("0"), for: item, options: ItemOptions())
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let handle = try EncryptedFileStore.open(at: path, credential: .keyFile(key))
+                    var added = 0
+                    while added < 5 {
+                        let current = try #require(try handle.get(item))
+                        let next = (Int(current.stringValue() ?? "") ?? 0) + 1
+                        if try handle.set(secret("\(next)"), for: item, changes: ItemChanges(), when: .ifCurrent(current)) { added += 1 }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try store.get(item)?.stringValue() == "40")
+    }
+
+    @Test("--if-current-fd on a protected item needs the re-authentication window (40), so it tells nothing about a guess")
+    func compareOnAProtectedItemNeedsTheWindow() throws {
+        let vault = try GuardedVault()
+        #expect(try vault.lockbox(["set", "api", "prot", "--protected"], stdin: "right").status == 0)
+        let guess = vault.folder.file("guess").string
+        for attempt in ["wrong", "right"] {
+            try Data((attempt + "\n").utf8).write(to: URL(fileURLWithPath: guess))
+            let result = try runLockbox(["set", "api", "prot", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
+                                        stdin: Data("new".utf8), shellRedirect: "3<'\(guess)'")
+            #expect(result.status == 40, "\(attempt): \(result.status) \(result.stderr)")
+        }
     }
 }

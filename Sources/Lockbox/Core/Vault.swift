@@ -207,9 +207,20 @@ public struct Vault: Sendable {
     ) async throws -> Bool {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key, options: changes.options(over: nil), secretCount: secret.count)
+        if case .ifCurrent = condition { try await requireFreshnessToCompare(key, via: route) }
         return try await observed("set", service: service, account: account) {
             try await route.store.set(secret, for: key, changes: changes, when: condition)
         }
+    }
+
+    /// A comparison with a protected item's secret tells whether a guess is right, so it needs
+    /// what reading it needs: a fresh re-authentication.
+    private func requireFreshnessToCompare(_ key: ItemKey, via route: StoreRoute) async throws {
+        guard try await route.store.metadata(key)?.access == .freshAuthentication else { return }
+        guard let freshness else {
+            throw LockboxError.reauthenticationRequired("'\(key.account)' on '\(key.service)' is protected")
+        }
+        try await route.compute { try freshness.requireFreshAuthentication() }
     }
 
     func string(service: String, account: String, via route: StoreRoute) async throws -> String? {
@@ -236,6 +247,7 @@ public struct Vault: Sendable {
     func delete(service: String, account: String, ifCurrent expected: SecretBytes, via route: StoreRoute) async throws -> Bool {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
+        try await requireFreshnessToCompare(key, via: route)
         return try await observed("delete", service: service, account: account) { try await route.store.delete(key, ifCurrent: expected) }
     }
 

@@ -470,11 +470,13 @@ public final class PinGuard: Sendable {
     /// The refusal a try gets from `record` at `now` without hashing: disabled, or locked out by
     /// every trusted clock. `nil` when the try may go ahead (or a clock went back, which the
     /// locked path handles with a write).
-    private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile) -> LockboxError? {
-        // A clock that went back is handled before this (the last attempt moved to now), so a
-        // negative elapsed time here is a record read before that move: not refused on it.
+    private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile, lastAttemptAheadMeansNow: Bool = false) -> LockboxError? {
+        // A last attempt later than `now`: when deciding on the record being counted, another
+        // verifier's count just now (the delay runs from now); on an advisory read before the
+        // lock, a clock that went back, which the locked path handles: not refused on it.
         let elapsed = record.lastAttempt.map { now.secondsSince($0) }
-        switch record.lockout.decide(failures: record.failures, secondsSinceLastAttempt: elapsed.map { $0 < 0 ? .infinity : $0 },
+        let ahead: Double = lastAttemptAheadMeansNow ? 0 : .infinity
+        switch record.lockout.decide(failures: record.failures, secondsSinceLastAttempt: elapsed.map { $0 < 0 ? ahead : $0 },
                                      disabled: record.disabled) {
         case .evaluate:
             return nil
@@ -504,8 +506,11 @@ public final class PinGuard: Sendable {
         // A clock that went back (the wall clock set earlier, across a reboot or not) restarts the
         // lockout from now.
         _ = try await updateRecord(profile, via: route) { record in
-            guard let last = record.lastAttempt, record.failures > 0, !record.disabled, now.secondsSince(last) < 0 else { return false }
-            record.lastAttempt = now
+            // The clock read now, not before: a last attempt another verifier counted after `now`
+            // is not a clock that went back.
+            let current = clock.now()
+            guard let last = record.lastAttempt, record.failures > 0, !record.disabled, current.secondsSince(last) < 0 else { return false }
+            record.lastAttempt = current
             return true
         }
         let countedBeforeComparing = failureRecording == .beforeComparing
@@ -514,9 +519,12 @@ public final class PinGuard: Sendable {
             // Desktop: the try is counted durably before comparing, so a kill from here on still
             // counts it, and the refusal is decided on the record the count was added to.
             evaluated = try await updateRecord(profile, via: route) { record in
-                if let refusal = refusal(record, at: now, for: profile) { throw refusal }
+                // Decided on the clock read now, with a last attempt later than it (another
+                // verifier counted meanwhile) taken as just now: never evaluated past the delay.
+                let decidedAt = clock.now()
+                if let refusal = refusal(record, at: decidedAt, for: profile, lastAttemptAheadMeansNow: true) { throw refusal }
                 record.failures += 1
-                record.lastAttempt = now
+                record.lastAttempt = decidedAt
                 return true
             }
         } else {

@@ -206,6 +206,35 @@ public final class EncryptedFileStore: SecretStore {
         }
     }
 
+    /// Checks `condition` against the item stored now and writes, under the vault's `flock` after
+    /// re-reading the file, so no other writer on this host comes between the check and the write.
+    @discardableResult
+    public func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) throws -> Bool {
+        try ItemLimits.validate(key, options: changes.options(over: nil), secretCount: secret.count)
+        let time = timestamp()
+        return try mutateEntries { entries throws in
+            let existing = entries[key]
+            guard condition.holds(for: existing?.secret) else { return (false, false) }
+            let options = changes.options(over: existing?.metadata)
+            try ItemLimits.validate(key, options: options, secretCount: secret.count)
+            let metadata = ItemMetadata(
+                key: key, kind: options.kind, label: options.resolvedLabel(for: key), created: existing?.metadata.created ?? time,
+                modified: time, attributes: options.attributes, access: options.access)
+            entries[key] = VaultEntry(metadata: metadata, secret: secret)
+            return (true, true)
+        }
+    }
+
+    /// Compares and deletes under the vault's `flock` (see ``set(_:for:changes:when:)``).
+    @discardableResult
+    public func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) throws -> Bool {
+        try mutateEntries { entries throws in
+            guard let current = entries[key], current.secret == expected else { return (false, false) }
+            entries[key] = nil
+            return (true, true)
+        }
+    }
+
     /// Stores every write with one rewrite of the vault file: after a crash the file holds all of
     /// them or none. Later writes to the same key win, as with separate calls.
     public func set(_ writes: [ItemWrite]) throws {

@@ -230,6 +230,10 @@ package final class SQLiteConnection {
         try withStatement(sql) { statement in _ = try statement.step() }
     }
 
+    /// Whether SQLite opened the database read-only (it does so by itself when the file cannot be
+    /// opened for writing).
+    package var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }
+
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     package var changes: Int { Int(sqlite3_changes64(handle)) }
 
@@ -247,6 +251,9 @@ package final class SQLiteConnection {
             return .vaultBusy(path: path.string, waitedSeconds: Double(busyTimeout.components.seconds))
         case SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_FORMAT:
             return .corruptVault(path: path.string, reason: "the database is damaged (SQLite: \(message))")
+        case SQLITE_CONSTRAINT:
+            // No write of Lockbox's breaks the documented schema's constraints.
+            return .corruptVault(path: path.string, reason: "a constraint in the database refused a write (SQLite: \(message))")
         case SQLITE_TOOBIG:
             return .corruptVault(path: path.string, reason: "a value in the database is larger than the format allows")
         case SQLITE_CANTOPEN:

@@ -259,7 +259,9 @@ public final class SQLiteVaultStore: SecretStore {
             try checkIdentity(connection, path: path)
             try connection.useWriteAheadLog()
             let row = try connection.transaction(writing: false) { try readVaultRow(connection, path: path) }
-            return (connection, nil, row)
+            // SQLite opens a file it may not write read-only by itself: say why writes will fail.
+            let cause = connection.isReadOnly ? unwritableMedium(path) ?? (.permissionDenied, "the vault file is not writable") : nil
+            return (connection, cause, row)
         } catch let error as LockboxError {
             guard case .io = error, let cause = unwritableMedium(path) else { throw error }
             // The same checks as the first open, on a descriptor of its own.
@@ -289,7 +291,9 @@ public final class SQLiteVaultStore: SecretStore {
     static func readOnlyAccess(_ path: FilePath, cause: ReadOnlyCause) throws -> SQLiteConnection.ReadOnlyAccess {
         let (log, index) = (sidecarPaths(path)[0], sidecarPaths(path)[1])
         guard let size = try? log.stat(followTargetSymlink: false).size, size > 0 else { return .immutable }
-        guard (try? index.stat(followTargetSymlink: false)) != nil else {
+        // An index SQLite finished setting up is at least 32 KiB; a shorter one is a failed start
+        // (a full disk), no index.
+        guard let indexSize = try? index.stat(followTargetSymlink: false).size, indexSize >= 32 * 1024 else {
             throw LockboxError.io(
                 operation: "reading the vault: its write-ahead log (\(log.string)) holds writes not yet in the vault file, and the log's index cannot be made (\(cause.reason)); open the vault once where its folder is writable",
                 path: path.string, errno: cause.errno)
@@ -369,12 +373,20 @@ public final class SQLiteVaultStore: SecretStore {
         ["-wal", "-shm"].map { FilePath(path.string + $0) }
     }
 
-    /// Refuses a `-wal` or `-shm` beside the vault that is not a regular file owned by us with
-    /// mode 0600 or tighter, where they exist (a symbolic link is refused, not followed): SQLite
-    /// would use them as they are. The vault file itself is checked when it is opened
+    /// Every file SQLite would read beside the vault: the log and its index, and a rollback
+    /// journal (`-journal`), which a WAL vault never has but SQLite replays into the database
+    /// when it finds one "hot" — before any check of Lockbox's could run.
+    static func sideFilesRead(_ path: FilePath) -> [FilePath] {
+        sidecarPaths(path) + [FilePath(path.string + "-journal")]
+    }
+
+    /// Refuses a `-wal`, `-shm` or `-journal` beside the vault that is not a regular file owned by
+    /// us with mode 0600 or tighter, where they exist (a symbolic link is refused, not followed):
+    /// SQLite would use them as they are — a rollback journal planted by someone who can write the
+    /// folder would be replayed into the vault. The vault file itself is checked when it is opened
     /// (``VaultFile/probe(at:)``, `VaultFile.openDatabase`).
     private static func checkSidecars(_ path: FilePath) throws {
-        for sidecar in sidecarPaths(path) {
+        for sidecar in sideFilesRead(path) {
             let status: Stat
             do {
                 status = try sidecar.stat(followTargetSymlink: false)
@@ -435,14 +447,38 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }()
 
+    /// A `CREATE` statement as compared: `--` comments removed, letters in lower case, white space
+    /// collapsed to one space and dropped around parentheses and commas.
+    static func normalizedSQL(_ sql: String) -> String {
+        let uncommented = sql.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { line in String(line.firstRange(of: "--").map { line[..<$0.lowerBound] } ?? line[...]) }
+            .joined(separator: " ")
+        var result = ""
+        var pendingSpace = false
+        for character in uncommented.lowercased() {
+            if character.isWhitespace {
+                pendingSpace = true
+                continue
+            }
+            if pendingSpace, !"(),".contains(character), let last = result.last, !"(,".contains(last) { result.append(" ") }
+            pendingSpace = false
+            result.append(character)
+        }
+        return result
+    }
+
     /// One line per object of the schema and per column of each table, in a fixed order.
     private static func describeSchema(_ connection: SQLiteConnection) throws -> [String] {
         var lines: [String] = []
         var tables: [String] = []
-        let objects = try connection.prepare("SELECT type, name, tbl_name FROM sqlite_schema ORDER BY type, name")
+        // Three objects, or not a vault: nothing of a larger schema is described.
+        guard try connection.queryInteger("SELECT count(*) FROM sqlite_schema") == 3 else { return ["not three objects"] }
+        let objects = try connection.prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name")
         while try objects.step() {
             let (type, name, table) = (objects.text(0) ?? "", objects.text(1) ?? "", objects.text(2) ?? "")
-            lines.append("\(type) \(name) on \(table)")
+            // The statement itself too, so no constraint, collation or conflict clause the
+            // columns do not show can differ.
+            lines.append("\(type) \(name) on \(table): \(normalizedSQL(objects.text(3) ?? ""))")
             if type == "table" { tables.append(name) }
         }
         for table in tables {
