@@ -1,6 +1,8 @@
 # Shortcuts for the scripts in scripts/ (each script says what it does at its top).
 # `make test` is what CI runs (.ci/run); `make demo` is the README's first command.
-.PHONY: demo test examples build release static-libstdc++ release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
+# `make check` is the quick loop: build, the suite without the services the test command starts,
+# and the docs checks (CONTRIBUTING.md gives its time).
+.PHONY: check demo test examples build release static-libstdc++ release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
 
 demo:
 	scripts/demo.sh
@@ -11,6 +13,14 @@ test:
 build:
 	scripts/ensure-deps.sh --test
 	swift build
+
+# The quick loop: no keyring, swtpm or PostgreSQL is started, so the tests that need one say NOT
+# TESTED and pass; the test command (`make test`) runs them.
+check:
+	swift build --build-tests
+	swift test --skip-build --skip LockboxPostgresTests
+	scripts/gen-cli-docs.sh --check --binary "$$(swift build --show-bin-path)/lockbox"
+	scripts/check-docs.sh
 
 # The lockbox users run (`make install`; docs/PERFORMANCE.md gives its figures and why each flag):
 # release, with the Swift runtime and FoundationEssentials linked statically, in its own scratch
