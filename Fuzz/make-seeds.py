@@ -45,6 +45,32 @@ for v in vectors:
 # CLI with the key file whose key is bytes 0..31 (the harness opens it with that key), not here:
 #   printf "$(printf '\\x%02x' $(seq 0 31))" > k.key && lockbox init --format 2 --vault v --key-file k.key
 #   printf a | lockbox set --vault v --key-file k.key svc alice --attribute env=prod  (and a few more)
+# Its tampered copies are made here: schema objects a vault never holds (a trigger, a view named
+# items over an endless query, an index, a table, a CHECK written into the schema text), each of
+# which Lockbox must refuse as corrupt before it reads a row.
+import shutil
+import sqlite3
+import tempfile
+
+SCHEMA_PLANTINGS = {
+    "trigger": "CREATE TRIGGER t AFTER INSERT ON items BEGIN DELETE FROM items WHERE address = NEW.address; END;",
+    "endless-view": "ALTER TABLE items RENAME TO r; CREATE VIEW items AS WITH RECURSIVE f(n) AS (SELECT 1 UNION ALL "
+                    "SELECT n + 1 FROM f) SELECT address, metadata, secret FROM r, f;",
+    "index": "CREATE INDEX i ON items(metadata);",
+    "table": "CREATE TABLE notes (body TEXT);",
+    "check-in-schema-text": "PRAGMA writable_schema=ON; UPDATE sqlite_schema SET sql = replace(sql, 'secret BLOB NOT NULL)', "
+                            "'secret BLOB NOT NULL CHECK (length(secret) < 60))') WHERE name = 'items';",
+}
+small_vault = os.path.join(CORPUS, "vault-database", "small-vault")
+for name, sql in SCHEMA_PLANTINGS.items():
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = os.path.join(scratch, "v")
+        shutil.copyfile(small_vault, copy)
+        db = sqlite3.connect(copy)
+        db.executescript(sql)
+        db.execute("PRAGMA journal_mode=DELETE")
+        db.close()
+        write("vault-database", "small-vault-" + name, open(copy, "rb").read())
 
 settings = {
     "profiles": {
