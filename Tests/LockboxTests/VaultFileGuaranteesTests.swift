@@ -164,11 +164,30 @@ struct VaultSingleNameTests {
 /// A shell script's standard output, run as root in a private mount namespace of its own (a user
 /// namespace too when not root, as `unshare -Urm` gives an unprivileged user), with positional
 /// arguments; fails the test if no such namespace can be made here.
-private func inMountNamespace(_ script: String, _ arguments: [String]) throws -> ProcessResult {
-    let namespace = getuid() == 0 ? ["unshare", "-m", "--propagation", "private"] : ["unshare", "-Urm"]
-    let result = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), namespace + ["sh", "-c", script, "sh"] + arguments)
+/// With `unprivileged` (when the tests run as root), as user `nobody` in a user namespace of its
+/// own (`setpriv`, then `unshare -Urm`), as an unprivileged user in a container runs.
+private func inMountNamespace(_ script: String, _ arguments: [String], unprivileged: Bool = false, home: String = NSTemporaryDirectory()) throws -> ProcessResult {
+    var command = getuid() == 0 ? ["unshare", "-m", "--propagation", "private"] : ["unshare", "-Urm"]
+    if unprivileged && getuid() == 0 {
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urm"]
+    }
+    let result = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), command + ["sh", "-c", script, "sh"] + arguments,
+                                environment: ["HOME": home, "XDG_CONFIG_HOME": home + "/config", "XDG_DATA_HOME": home + "/data"])
     try #require(!result.stderr.contains("unshare failed"), "this machine cannot make a mount namespace: \(result.stderr)")
     return result
+}
+
+/// Hands `folders` to user `nobody` (when the tests run as root and `unprivileged`), with a copy of
+/// the lockbox binary it can run wherever the checkout is; returns the binary to run.
+private func handToNobody(_ folders: [TemporaryFolder], unprivileged: Bool) throws -> String {
+    guard unprivileged && getuid() == 0, let first = folders.first else { return lockboxBinary.path }
+    let copy = first.file("lockbox-copy").string
+    try FileManager.default.copyItem(atPath: lockboxBinary.path, toPath: copy)
+    for folder in folders {
+        let chown = try runProcess(URL(fileURLWithPath: "/bin/chown"), ["-R", "65534:65534", folder.path.string])
+        #expect(chown.status == 0, "\(chown.stderr)")
+    }
+    return copy
 }
 
 @Suite("Format 2: every read-modify-write is one transaction of the vault")
@@ -339,8 +358,9 @@ struct RotationSafeWriteTests {
 
 @Suite("Format 2 on read-only and full file systems")
 struct VaultReadOnlyMediaTests {
-    @Test("get, list, export and pin status work on a read-only bind mount; set fails with 74 naming the cause; nothing is written there")
-    func readOnlyMount() throws {
+    @Test("get, list, export and pin status work on a read-only bind mount; set fails with 74 naming the cause; nothing is written there (as root, and as nobody)",
+          arguments: [false, true])
+    func readOnlyMount(unprivileged: Bool) throws {
         let vault = try GuardedVault()
         let pin = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive"], stdin: "4739\n4739\n")
         #expect(pin.status == 0, "\(pin.stderr)")
@@ -358,8 +378,11 @@ struct VaultReadOnlyMediaTests {
             echo new | "$3" set svc other --vault "$v" --key-file "$4"; echo "set: $?"
             ls -a "$2"
             """
-        let result = try inMountNamespace(script, [vault.folder.path.string, mounted.path.string, lockboxBinary.path,
-                                                   vault.keyPath.string, backupFolder.path.string, pass.string])
+        let binary = try handToNobody([vault.folder, mounted, backupFolder], unprivileged: unprivileged)
+        let result = try inMountNamespace(script, [vault.folder.path.string, mounted.path.string, binary,
+                                                   vault.keyPath.string, backupFolder.path.string, pass.string], unprivileged: unprivileged,
+                                          home: vault.folder.path.string)
+        if unprivileged && getuid() == 0 { _ = try runProcess(URL(fileURLWithPath: "/bin/chown"), ["-R", "0:0", backupFolder.path.string]) }
         let out = result.stdoutString
         #expect(!out.contains("99"), "could not mount: \(result.stderr)")
         #expect(out.contains("s3cretget: 0"), "\(out) \(result.stderr)")
@@ -371,10 +394,12 @@ struct VaultReadOnlyMediaTests {
         #expect(try backup.get(ItemKey(service: "svc", account: "acct")) == secret("s3cret"))
     }
 
-    @Test("get on a full tmpfs: exit 0 with the secret; set fails with 74 naming the full disk")
-    func fullFileSystem() throws {
+    @Test("get on a full tmpfs: exit 0 with the secret; set fails with 74 naming the full disk (as root, and as nobody)",
+          arguments: [false, true])
+    func fullFileSystem(unprivileged: Bool) throws {
         let vault = try GuardedVault()
         let mounted = try TemporaryFolder()
+        let binary = try handToNobody([vault.folder, mounted], unprivileged: unprivileged)
         let script = """
             mount -t tmpfs -o size=2m tmpfs "$1" || exit 99
             cp -p "$2" "$1/vault.lockbox"
@@ -382,7 +407,8 @@ struct VaultReadOnlyMediaTests {
             "$3" get svc acct --vault "$1/vault.lockbox" --key-file "$4"; echo "get: $?"
             echo new | "$3" set svc other --vault "$1/vault.lockbox" --key-file "$4"; echo "set: $?"
             """
-        let result = try inMountNamespace(script, [mounted.path.string, vault.path.string, lockboxBinary.path, vault.keyPath.string])
+        let result = try inMountNamespace(script, [mounted.path.string, vault.path.string, binary, vault.keyPath.string],
+                                          unprivileged: unprivileged, home: vault.folder.path.string)
         let out = result.stdoutString
         #expect(!out.contains("99"), "could not mount: \(result.stderr)")
         #expect(out.contains("s3cretget: 0"), "\(out) \(result.stderr)")
