@@ -15,13 +15,7 @@ struct ExecAndRegistryTests {
 
     init() throws {
         folder = try TemporaryFolder()
-        environment = [
-            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("v.key").string,
-            "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
-        ]
-        let created = try runLockbox(["init", "--vault", folder.file("v.lockbox").string,
-                                      "--generate-key-file", folder.file("v.key").string])
-        #expect(created.status == 0, "\(created.stderr)")
+        environment = try keyFileVaultEnvironment(in: folder)
         let stored = try runLockbox(["set", "db", "app"], stdin: Data(secretValue.utf8), environment: environment)
         #expect(stored.status == 0, "\(stored.stderr)")
     }
