@@ -53,6 +53,8 @@ release-path:
 PREFIX ?= /usr/local
 install: release
 	install -D -m 0755 "$$($(RELEASE_BUILD) --show-bin-path)/lockbox" "$(DESTDIR)$(PREFIX)/bin/lockbox"
+	# The container-registry credential helper: lockbox runs `docker-credential` when called by this name.
+	ln -sfn lockbox "$(DESTDIR)$(PREFIX)/bin/docker-credential-lockbox"
 	install -D -m 0644 docs/man/lockbox.1 "$(DESTDIR)$(PREFIX)/share/man/man1/lockbox.1"
 	install -D -m 0644 completions/lockbox.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockbox"
 	install -D -m 0644 completions/_lockbox "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lockbox"
