@@ -65,6 +65,8 @@ struct ExecAndRegistryTests {
         #expect(try lockbox(["exec", "--", "sh", "-c", "kill -TERM $$"]).status == 128 + SIGTERM)
         let missing = try lockbox(["exec", "--", "/nonexistent/program"])
         #expect(missing.status == 127 && missing.stderr.contains("/nonexistent/program"), "\(missing.stderr)")
+        let notExecutable = try lockbox(["exec", "--", folder.file("v.key").string])
+        #expect(notExecutable.status == 126, "\(notExecutable.stderr)")
         let output = try lockbox(["exec", "--", "sh", "-c", "printf out; printf err >&2; cat"], "in")
         #expect(output.stdoutString == "outin" && output.stderr == "err", "standard streams pass through")
     }
@@ -84,15 +86,16 @@ struct ExecAndRegistryTests {
     func usageErrors() throws {
         for arguments in [["exec", "--env", "A=db/app"], ["exec", "--env", "A=db", "--", "true"], ["exec", "--env", "1A=db/app", "--", "true"],
                           ["exec", "--env", "A=db/app", "--env", "A=db/app", "--", "true"], ["exec", "--fd", "1=db/app", "--", "true"],
-                          ["exec", "--fd", "x=db/app", "--", "true"], ["exec", "--fd", "3=db/app", "--fd", "3=db/app", "--", "true"]] {
+                          ["exec", "--fd", "x=db/app", "--", "true"], ["exec", "--fd", "3=db/app", "--fd", "3=db/app", "--", "true"],
+                          ["exec", "--passphrase-fd", "3", "--fd", "3=db/app", "--", "true"], ["exec", "--env", "A=db/app", "sh"]] {
             let result = try lockbox(arguments)
             #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
         }
     }
 
-    @Test("SIGINT and SIGTERM sent to lockbox reach the program, and lockbox waits for it")
+    @Test("SIGINT, SIGTERM and SIGHUP sent to lockbox reach the program, and lockbox waits for it")
     func signalsForwarded() throws {
-        for (signal, name) in [(SIGINT, "INT"), (SIGTERM, "TERM")] {
+        for (signal, name) in [(SIGINT, "INT"), (SIGTERM, "TERM"), (SIGHUP, "HUP")] {
             let ready = "ready-\(name)", caught = "caught-\(name)"
             let script = "trap 'echo caught > \"$1/\(caught)\"; exit 3' \(name); echo > \"$1/\(ready)\"; while :; do sleep 0.05; done"
             let process = Process()
@@ -111,6 +114,16 @@ struct ExecAndRegistryTests {
             #expect(contents(caught) == "caught\n", "the program's trap ran for SIG\(name)")
             #expect(process.terminationStatus == 3, "lockbox waited and returned the program's status after SIG\(name)")
         }
+    }
+
+    @Test("a secret with a NUL byte cannot be a variable (exit 64, the program not started) but can be a descriptor")
+    func nulSecret() throws {
+        #expect(try lockbox(["set", "--raw", "bin", "blob"], "a\u{0}b").status == 0)
+        var result = try lockbox(["exec", "--env", "B=bin/blob", "--", "touch", path("ran")])
+        #expect(result.status == 64 && result.stderr.contains("--fd"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: path("ran")))
+        result = try lockbox(["exec", "--fd", "3=bin/blob", "--", "sh", "-c", "cat <&3"])
+        #expect(result.status == 0 && result.stdout == Data("a\u{0}b".utf8))
     }
 
     @Test("--env-file resolves lockbox:// references and passes other values as they are")
