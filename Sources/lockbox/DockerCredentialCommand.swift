@@ -43,7 +43,8 @@ struct DockerCredential: ParsableCommand {
             Unlocking without a prompt: open a window (`lockbox unlock`), or set LOCKBOX_KEY_FILE in \
             the client's environment; on a desktop the Secret Service needs nothing.
 
-            Example: printf '%s' localhost:5000 | lockbox docker-credential get
+            Example: lockbox docker-credential list
+            Example, one server's credential as a client asks for it: lockbox docker-credential get <<< localhost:5000
             """)
 
     @OptionGroup var vaultOptions: VaultOptions

@@ -36,11 +36,9 @@ struct Exec: ParsableCommand {
             status is lockbox's, or 128+N when signal N ended it; 127 if it could not be found, 126 if \
             it could not be run.
 
-            Examples:
-              lockbox exec --env DB_PASSWORD=db/app -- ./migrate
-              lockbox exec --env-file ci.env -- make deploy
-                (ci.env holds e.g. API_TOKEN=lockbox://api/ci and REGION=eu-west-1)
-              lockbox exec --fd 3=db/app -- myapp --password-file /dev/fd/3
+            Example: lockbox exec --env DB_PASSWORD=db/app -- ./migrate
+            Example, with references in ci.env: lockbox exec --env-file ci.env -- make deploy
+            Example, on descriptor 3: lockbox exec --fd 3=db/app -- myapp --password-file /dev/fd/3
             """)
 
     @OptionGroup var vaultOptions: VaultOptions
