@@ -138,9 +138,13 @@ struct Exec: ParsableCommand {
         let handed = try descriptors.map { assignment in
             (assignment.descriptor, try SecretFile.holding(secrets[assignment.item] ?? SecretBytes(count: 0) { _ in }))
         }
-        secrets.removeAll()
+        // From here the block holds the only copy of each variable's secret, wiped once the
+        // program has started (lockbox ends with exit(3), which runs no deinitializer).
+        var block = EnvironmentBlock(inherited: environ, setting: environment)
         Trace.log("exec: \(environment.count) variable(s), \(handed.count) descriptor(s); starting the program")
-        let status = try ChildProcess.run(command, environment: environment, descriptors: handed)
+        environment.removeAll()
+        secrets.removeAll()
+        let status = try ChildProcess.run(command, environment: &block, descriptors: handed)
         Trace.log("done: exit \(status) (the program's)")
         LockboxCommand.exitIfStandardOutputFailed()
         Glibc.exit(status)
@@ -265,13 +269,13 @@ enum ChildProcess {
     /// The signals passed on to the program.
     static let forwardedSignals = [SIGINT, SIGTERM, SIGHUP]
 
-    /// Runs `command` (found on PATH) with this process's environment plus `environment`, and
-    /// `descriptors` on the given numbers; the standard streams are inherited. Returns its exit
-    /// status, 128+N for signal N, 127 when it was not found and 126 when it could not be run.
-    /// Every secret is wiped and every descriptor of `descriptors` closed when it has started.
-    static func run(_ command: [String], environment: [(name: String, value: EnvironmentValue)],
+    /// Runs `command` (found on lockbox's PATH) with `environment`, and `descriptors` on the
+    /// given numbers; the standard streams are inherited. Returns its exit status, 128+N for
+    /// signal N, 127 when it was not found and 126 when it could not be run. `environment` is
+    /// wiped and every descriptor of `descriptors` closed once it has started.
+    static func run(_ command: [String], environment environmentBlock: inout EnvironmentBlock,
                     descriptors: [(Int32, FileDescriptor)]) throws -> Int32 {
-        var environmentBlock = EnvironmentBlock(inherited: environ, setting: environment)
+        defer { environmentBlock.wipe() }
         var handed: [(target: Int32, source: Int32)] = []
         defer { handed.forEach { _ = close($0.source) } }
         // Every source above every target, so no dup2 replaces a source still to be handed.
