@@ -116,7 +116,7 @@ struct Exec: ParsableCommand {
                 do {
                     secrets[item] = try vault.require(service: item.service, account: item.account)
                 } catch let error as LockboxError {
-                    if case .itemNotFound = error { Console.status("lockbox: exec: \(item) is not in the vault; the program was not started.") }
+                    if case .itemNotFound = error { Console.status("lockbox: exec: \(item) is not stored; the program was not started.") }
                     throw error
                 }
             }
