@@ -12,30 +12,17 @@ build:
 	scripts/ensure-deps.sh --test
 	swift build
 
-# The lockbox users run (the figures in docs/PERFORMANCE.md are for this build): release, with
-# the Swift runtime and FoundationEssentials linked statically, which halved start-up (dynamic linking of
-# the shared Swift libraries cost 13 M instructions per run), in its own scratch folder so it
-# does not rebuild the debug or dynamic release builds.
-# Linked with the toolchain's lld and packed relative relocations (DT_RELR) where the C library
-# reads them (glibc 2.36 or newer, checked here): the ~80,000 relocations of the static runtime
-# shrink from 1.9 MB to 15 KB, which the loader no longer pages in (peak RSS of a file-vault
-# `get` -1.1 MiB, `--version` -1.5 MiB; docs/PERFORMANCE.md).
-# Laid out in the order of scripts/lockbox.order (scripts/gen-symbol-order.sh: the functions the
-# everyday commands run), which lld places first: the code a command runs then fills fewer pages,
-# instead of faulting in 64 KiB around each function across the binary's 17 MB of code (peak RSS
-# of a file-vault `get` 17.8 -> 14.6 MiB, `--version` 10.6 -> 8.7 MiB; docs/PERFORMANCE.md, issue
-# 18). The static runtime and FoundationEssentials come with a section per function, which lld can move;
-# compiling Lockbox's own modules that way too (-function-sections) was measured and not kept
-# (15.2 against 15.0 MiB: their code still lands in shared sections).
+# The lockbox users run (`make install`; docs/PERFORMANCE.md gives its figures and why each flag):
+# release, with the Swift runtime and FoundationEssentials linked statically, in its own scratch
+# folder. Linked with lld, with packed relative relocations (DT_RELR) where glibc reads them (2.36
+# or newer, checked here), and laid out in the order of scripts/lockbox.order
+# (scripts/gen-symbol-order.sh) so that the code a command runs fills fewer pages.
 PACKED_RELOCATIONS := $(shell printf '2.36\n%s\n' "$$(getconf GNU_LIBC_VERSION 2>/dev/null | cut -d' ' -f2)" | sort -V -C 2>/dev/null \
 	&& echo "-Xlinker -z -Xlinker pack-relative-relocs")
 CODE_LAYOUT := -Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/scripts/lockbox.order -Xlinker --no-warn-symbol-ordering
 # libstdc++ linked statically too (the static Swift runtime is its only user; GCC's runtime library
 # exception allows it): the toolchain's link line names -lstdc++ itself, so a folder holding only
-# libstdc++.a is searched first (-L), and only the parts the runtime calls are linked. The loader
-# then neither maps libstdc++.so nor resolves its ~4,300 symbol relocations: `--version` 4.1 ->
-# 2.3 M instructions, peak RSS of a file-vault `get` 12.3 -> 10.8 MiB (docs/PERFORMANCE.md, issue
-# 18). Where there is no libstdc++.a (libstdc++-NN-dev), it stays a shared library.
+# libstdc++.a is searched first (-L). Without libstdc++.a (libstdc++-NN-dev) it stays shared.
 LIBSTDCXX_ARCHIVE := $(shell clang -print-file-name=libstdc++.a 2>/dev/null)
 STATIC_CXX_DIR := $(CURDIR)/.build-release/static-libstdc++
 STATIC_CXX := $(if $(filter /%,$(LIBSTDCXX_ARCHIVE)),-Xswiftc -L$(STATIC_CXX_DIR))

@@ -1,15 +1,10 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// LOCKBOX_SANITIZER_BUILD=1 leaves out of the package everything that builds SwiftNIO, and the
-// swift-configuration adapter's tests: the postgres-nio and Hummingbird dependencies, the
-// LockboxPostgres target, product and tests, the HummingbirdService example and
-// LockboxSwiftConfigurationTests. scripts/sanitizers.sh sets it, so its TSan and ASan builds of the
-// test product (`LockboxPackageTests`, every test target) do not compile SwiftNIO, postgres-nio and
-// swift-configuration twice more (3-5 minutes each on 2 cores). The normal build (scripts/test.sh,
-// `swift build --build-tests`) builds them once, for LockboxPostgres and the example service alike,
-// and runs their tests (docs/SECURITY-TESTING.md, section 4). Apps that depend on the `Lockbox`
-// product build none of them either way: SwiftPM compiles only the targets a product needs.
+// LOCKBOX_SANITIZER_BUILD=1 (set by scripts/sanitizers.sh) leaves out everything that builds
+// SwiftNIO (postgres-nio, Hummingbird, LockboxPostgres, the HummingbirdService example) and
+// LockboxSwiftConfigurationTests, so the TSan and ASan builds do not compile them again. The normal
+// build includes them; apps depending on `Lockbox` alone build none of them either way.
 let sanitizerBuild = Context.environment["LOCKBOX_SANITIZER_BUILD"] == "1"
 
 let package = Package(
@@ -17,7 +12,8 @@ let package = Package(
     products: [
         // The core: Vault, the encrypted file store, PINs, credentials. Links libsodium only.
         .library(name: "Lockbox", targets: ["Lockbox"]),
-        // The freedesktop Secret Service store (gnome-keyring, KeePassXC), through libsecret.
+        // The freedesktop Secret Service store (gnome-keyring, KeePassXC): Lockbox's own D-Bus client,
+        // its encrypted session through libcrypto (libsecret only as the fallback session).
         .library(name: "LockboxSecretService", targets: ["LockboxSecretService"]),
         // Re-authentication windows in the Linux kernel keyring (libkeyutils).
         .library(name: "LockboxWindows", targets: ["LockboxWindows"]),
@@ -71,11 +67,17 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
-        // libsecret (the freedesktop Secret Service client) and the GLib calls around it, loaded at
-        // run time with dlopen (libsecret-1.so.0, `apt-get install libsecret-1-0`): our own
-        // prototypes, so no GLib pkg-config flags (-pthread) and nothing loaded until a program
-        // first uses the Secret Service. See docs/ARCHITECTURE.md.
-        .target(name: "CLibSecret"),
+        // libsecret (the freedesktop Secret Service client) and the GLib calls around it, for the
+        // fallback session only (a provider that refuses Lockbox's), loaded at run time with dlopen
+        // (libsecret-1.so.0, `apt-get install libsecret-1-0`): our own prototypes, so no GLib
+        // pkg-config flags (-pthread) and nothing loaded until a program needs that session. See
+        // docs/ARCHITECTURE.md.
+        .target(name: "CLibsecretFallback"),
+        // The Secret Service session's Diffie-Hellman, HKDF and AES-128-CBC, done by OpenSSL's
+        // libcrypto: its headers (`apt-get install libssl-dev`) for the prototypes, the library
+        // (libcrypto.so.3, Debian's libssl3) loaded with dlopen on the first encrypted session, so
+        // nothing else maps it. See Sources/CLibcrypto/include/CLibcrypto.h.
+        .target(name: "CLibcrypto"),
         // libkeyutils (the kernel keyring), found through pkg-config; `apt-get install libkeyutils-dev`.
         .systemLibrary(
             name: "CKeyutils",
@@ -113,7 +115,7 @@ let package = Package(
         ),
         .target(
             name: "LockboxSecretService",
-            dependencies: ["Lockbox", "CLibSecret", "CSodium"]
+            dependencies: ["Lockbox", "CLibsecretFallback", "CLibcrypto", "CSodium"]
         ),
         .target(
             name: "LockboxWindows",
@@ -121,7 +123,9 @@ let package = Package(
         ),
         .target(
             name: "LockboxSelfTest",
-            dependencies: ["Lockbox", .product(name: "SystemPackage", package: "swift-system")],
+            // LockboxSecretService and CLibcrypto: the Secret Service session, whose HKDF, AES-CBC
+            // and MODP vectors run through the code the client uses.
+            dependencies: ["Lockbox", "LockboxSecretService", "CLibcrypto", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["Vectors"],
             resources: [
                 // Compiled into the module as byte arrays (PackageResources), so `lockbox selftest`
@@ -129,6 +133,9 @@ let package = Package(
                 .embedInCode("Vectors/argon2id-libsodium.json"),
                 .embedInCode("Vectors/argon2id-phc-winner-argon2.json"),
                 .embedInCode("Vectors/blake2b-rfc7693-and-kat.json"),
+                .embedInCode("Vectors/aes128cbc-sp800-38a-and-wycheproof.json"),
+                .embedInCode("Vectors/hkdf-sha256-rfc5869-and-wycheproof.json"),
+                .embedInCode("Vectors/modp1024-rfc2409.json"),
                 .embedInCode("Vectors/lockbox-vault-v1.json"),
                 .embedInCode("Vectors/lockbox-vault-v2.json"),
                 .embedInCode("Vectors/xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json"),
@@ -163,8 +170,6 @@ let package = Package(
             dependencies: [
                 "Lockbox",
                 "LockboxSecretService",
-                // The session arithmetic's C functions, checked against published vectors.
-                "CLibSecret",
                 "LockboxWindows",
                 "LockboxSelfTest",
                 "LockboxTPM",
@@ -176,7 +181,7 @@ let package = Package(
         .executableTarget(
             name: "LockboxBenchmarks",
             dependencies: [
-                "Lockbox", "LockboxSecretService", "CLibSecret",
+                "Lockbox", "LockboxSecretService", "CLibsecretFallback",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/LockboxBenchmarks"
@@ -264,7 +269,7 @@ let package = Package(
         .testTarget(
             name: "LockboxPostgresTests",
             dependencies: [
-                "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "Lockbox", "LockboxPostgres", "LockboxTesting", .product(name: "PostgresNIO", package: "postgres-nio"),
                 // The failover test's writer processes; a dependency so `swift build --build-tests` builds it.
                 "LockboxPostgresLoad",
                 // Started by the cross-host tests; a dependency so building the tests builds it.
@@ -278,7 +283,7 @@ let package = Package(
         .executableTarget(
             name: "LockboxPostgresLoad",
             dependencies: [
-                "Lockbox", "LockboxPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "Lockbox", "LockboxPostgres", "LockboxTesting", .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Whole-process figures for a format-2 vault (issue 16): `lockbox get` against the same command on a
+"""Whole-process figures for a format-2 vault: `lockbox get` against the same command on a
 small vault in the same run, peak RSS of `get` and of `list --json-lines`, and N writer processes
 doing M `lockbox set`s each at once (throughput, p99, lost writes). Prints a Markdown table.
 

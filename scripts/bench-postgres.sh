@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PostgreSQL store's benchmark (issue 17, docs/PERFORMANCE.md "PostgreSQL store"): get and
+# The PostgreSQL store's benchmark (docs/PERFORMANCE.md, "PostgreSQL store"): get and
 # set through PostgresStore (sealed rows, keyed addresses, one transaction per set) beside the
 # same operations on a plain table (service, account, secret in clear; one statement each) in the
 # same run, over the same database and pool size (16 connections), with 1, 16 and 64 concurrent

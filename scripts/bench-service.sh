@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The starvation benchmark (issue 15, docs/PERFORMANCE.md "A service under PIN load"): the example
+# The starvation benchmark (docs/PERFORMANCE.md, "A service under PIN load"): the example
 # Hummingbird service (Examples/HummingbirdService) on a fresh key-file vault, driven by
 # scripts/drive-service.py bench — rounds of 20 concurrent PIN verifies (server preset) while
 # /health is probed every 5 ms (its p50/p99/max latency), verifies/s, the service's peak RSS,

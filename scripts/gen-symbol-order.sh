@@ -2,8 +2,8 @@
 # Writes scripts/lockbox.order: the functions of the `lockbox` binary that the everyday commands run,
 # in the order the linker should lay them out (`make release` passes it to lld as
 # --symbol-ordering-file). Placed first, the functions a command runs (about 0.9 MiB of them) fill
-# fewer pages than spread over the binary's 17 MB of code, where each page fault maps 64 KiB around
-# the function: peak RSS of a file-vault `get` 17.8 -> 14.6 MiB (docs/PERFORMANCE.md, issue 18).
+# fewer pages than spread over the binary's code, where each page fault maps 64 KiB around the
+# function: a smaller peak RSS for every command. A stale list costs memory, never correctness.
 #
 # Usage: scripts/gen-symbol-order.sh [--binary PATH]
 #

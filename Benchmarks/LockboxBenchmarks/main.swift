@@ -18,7 +18,7 @@
 // warm-up, and the report gives the median, p90 and p99 (nearest rank) and ops/s (from the mean).
 
 import ArgumentParser
-import CLibSecret
+import CLibsecretFallback
 import Foundation
 import Lockbox
 import LockboxSecretService

@@ -27,11 +27,11 @@ public final class ExampleRun: @unchecked Sendable {
             let request: StoreRequest = ProcessInfo.processInfo.environment["LOCKBOX_EXAMPLE_BACKEND"] == "secret-service" ? .secretService : .file
             let key = folder.appending("app.key"), vault = folder.appending("app.lockbox")
             let selection = StoreSelection(request: request, profile: "example", settingsPath: folder.appending("settings.json"),
-                                           vaultPath: vault, secretService: LibsecretProvider())
+                                           vaultPath: vault, secretService: SecretServiceStoreProvider())
             let resolution = try selection.resolve()
             if resolution.storeKind == .file {
                 try KeyFile.generate(at: key)
-                _ = try EncryptedFileStore.create(at: vault, credentials: [.keyFile(key)])
+                _ = try FileVault.create(at: vault, credentials: [.keyFile(key)])
             }
             let opened = try resolution.open(credentials: [.keyFile(key)])
             store = opened
@@ -40,7 +40,7 @@ public final class ExampleRun: @unchecked Sendable {
             case .secretService:
                 let pinKey = folder.appending("pins.key")
                 try KeyFile.generate(at: pinKey)
-                pinStore = try EncryptedFileStore.create(at: folder.appending("pins.lockbox"), credentials: [.keyFile(pinKey)])
+                pinStore = try FileVault.create(at: folder.appending("pins.lockbox"), credentials: [.keyFile(pinKey)])
                 print("\(name) — on the Secret Service (gnome-keyring); PINs in an encrypted file vault in \(folder.string)")
             case .file:
                 pinStore = opened

@@ -16,7 +16,7 @@ struct LockboxAPI: Sendable {
     /// Call the blocking API from the handlers (the cooperative pool's threads), for comparison.
     let blocking: Bool
 
-    init(store: EncryptedFileStore, configuration: LockboxConfiguration, blocking: Bool) {
+    init(store: any SecretStore, configuration: LockboxConfiguration, blocking: Bool) {
         let executor = configuration.makeExecutor()
         tokens = configuration.tokenStore(store: store, executor: executor)
         pins = configuration.pinGuard(store: store, executor: executor)

@@ -76,10 +76,10 @@ struct HummingbirdService: AsyncParsableCommand {
 
     /// Opens the vault, creating it first if asked and it is missing. Two processes started with
     /// `--create-vault` at once agree: the loser of the creation opens the winner's vault.
-    func openVault(_ configuration: LockboxConfiguration) throws -> EncryptedFileStore {
+    func openVault(_ configuration: LockboxConfiguration) throws -> any SecretStore {
         if createVault, let credential = try configuration.keyFileCredential() {
             do {
-                return try EncryptedFileStore.create(at: configuration.vaultPath, credentials: [credential])
+                return try FileVault.create(at: configuration.vaultPath, credentials: [credential])
             } catch LockboxError.vaultAlreadyExists {
                 // Someone else created it: open theirs.
             }

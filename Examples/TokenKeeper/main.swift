@@ -28,10 +28,10 @@ do {
 
     step("Generating a key file and creating an encrypted vault")
     try KeyFile.generate(at: keyPath)
-    _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(keyPath)])
+    _ = try FileVault.create(at: vaultPath, credentials: [.keyFile(keyPath)])
 
     step("Opening the vault the way a service would on each start")
-    let vault = Vault(store: try EncryptedFileStore.open(at: vaultPath, credential: .keyFile(keyPath)))
+    let vault = Vault(store: try FileVault.open(at: vaultPath, credential: .keyFile(keyPath)))
 
     step("Storing an access token and a refresh token for alice")
     try vault.set("access-token-value", service: "com.example.api", account: "alice/access", kind: .token)
@@ -49,7 +49,7 @@ do {
     }
 
     step("A second process's view: reopening sees the same items")
-    let again = Vault(store: try EncryptedFileStore.open(at: vaultPath, credential: .keyFile(keyPath)))
+    let again = Vault(store: try FileVault.open(at: vaultPath, credential: .keyFile(keyPath)))
     check(try again.list(service: "com.example.api").count == 2, "two items after reopening")
 
     step("Signing alice out: wiping the service")

@@ -1,6 +1,6 @@
 // The D-Bus wire format (the D-Bus Specification, "Message Protocol"): types, values, and messages
 // to and from bytes. Lockbox speaks it itself on the session bus's socket (DBusConnection), so a
-// Secret Service command loads no GIO (issue 18). Everything read here came from another process,
+// Secret Service command loads no GIO. Everything read here came from another process,
 // so the reader checks all the specification requires of a valid message (lengths, alignment
 // padding, nesting depth, UTF-8, object paths, signatures, booleans) and fails with
 // ``DBusWireError`` on anything else; it never traps. `scripts/fuzz.sh dbus-message` feeds it

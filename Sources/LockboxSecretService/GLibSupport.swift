@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CLibSecret
+import CLibsecretFallback
 import Dispatch
 import Lockbox
 

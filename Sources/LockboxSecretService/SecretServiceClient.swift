@@ -1,17 +1,15 @@
-import CLibSecret
+import CLibsecretFallback
 import Lockbox
 
 /// Which code makes the encrypted session a secret crosses the bus in.
 package enum SecretServiceSessions: Sendable {
-    /// Lockbox's own (``SessionCrypto``): no libsecret or libgcrypt loaded. The default where the
-    /// processor has AES instructions; a provider that refuses the algorithm gets libsecret's.
-    case lockbox
-    /// libsecret's (loaded on the first secret): processors without AES instructions, and tests
-    /// that check the two agree.
-    case libsecret
-
-    /// ``lockbox`` where ``SessionCrypto/isAvailable``, else ``libsecret``.
-    package static var automatic: SecretServiceSessions { SessionCrypto.isAvailable ? .lockbox : .libsecret }
+    /// Lockbox's own (``SessionCrypto``, with libcrypto loaded on the first secret): no libsecret,
+    /// GLib or libgcrypt loaded. The default; a provider that refuses the algorithm moves the
+    /// connection to ``libsecretFallback``.
+    case libcrypto
+    /// libsecret's (loaded on the first secret): the fallback for a provider that answers
+    /// `NotSupported` to Lockbox's session, and tests that check the two agree.
+    case libsecretFallback
 }
 
 /// The raw Secret Service client under ``SecretServiceStore``: the session-bus connection and one
@@ -23,9 +21,10 @@ package enum SecretServiceSessions: Sendable {
 /// crosses the bus (`SearchItems`, an item's properties, `Item.Delete`, the collection's `Locked`
 /// property) have no session at all; reading a secret (`Item.GetSecret`) and creating an item
 /// (`CreateItem`) use an encrypted session opened on the connection's first secret (`OpenSession`,
-/// ``SessionCrypto``). So `delete` and `list` make no session, and no command loads GIO,
-/// libsecret or libgcrypt (issue 18; the call counts and instructions are in
-/// docs/PERFORMANCE.md). With ``SecretServiceSessions/libsecret`` those two calls go through
+/// ``SessionCrypto``, which loads libcrypto on its first use). So `delete` and `list` make no
+/// session and load no libcrypto, and no command loads GIO, libsecret or libgcrypt (the call
+/// counts and instructions are in docs/PERFORMANCE.md). With
+/// ``SecretServiceSessions/libsecretFallback`` those two calls go through
 /// libsecret instead (on GIO's own bus connection), whose `SecretService` is made on first need
 /// (a lean proxy: no property or signal set-up).
 ///
@@ -79,13 +78,13 @@ final class SecretServiceClient: @unchecked Sendable {
     /// Whether a provider owns the Secret Service's name is not asked here: the first call to it
     /// starts one installed for D-Bus activation, or fails with
     /// ``LockboxError/secretServiceUnavailable(detail:)`` (`ServiceUnknown`), which is as clear as
-    /// a `GetNameOwner` of our own, one round trip fewer on every command (issue 18).
-    init(timeout: Double, sessions: SecretServiceSessions = .automatic,
+    /// a `GetNameOwner` of our own, and one round trip fewer on every command.
+    init(timeout: Double, sessions: SecretServiceSessions = .libcrypto,
          environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment) throws {
         self.timeout = timeout
         self.sessions = sessions
         self.environment = environment
-        if sessions == .libsecret { try Self.loadLibsecret() }
+        if sessions == .libsecretFallback { try Self.loadLibsecret() }
         try run("connecting") { _ in }
     }
 
@@ -277,19 +276,19 @@ final class SecretServiceClient: @unchecked Sendable {
         /// (`NotSupported`) moves the connection to libsecret's sessions, which libsecret then
         /// negotiates as it would for any client.
         private func lockboxSession() throws -> Session? {
-            if connection.sessions == .libsecret { return nil }
+            if connection.sessions == .libsecretFallback { return nil }
             if let session = connection.session { return session }
             // A shared value with a leading zero byte is discarded (SessionCrypto): one in 256
             // exchanges, so four in a row is one in 2^32.
             for _ in 0..<4 {
-                let pair = SessionCrypto.makeKeyPair()
+                let pair = try SessionCrypto.makeKeyPair()
                 let reply: [DBusValue]
                 do {
                     reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "OpenSession",
                                      [.string(SessionCrypto.algorithm), .variant(.bytes(pair.publicValue))], replyType: "vo")
                 } catch let error as DBusConnectionError where error.remoteName == "org.freedesktop.DBus.Error.NotSupported" {
                     try SecretServiceClient.loadLibsecret()
-                    connection.sessions = .libsecret
+                    connection.sessions = .libsecretFallback
                     return nil
                 }
                 guard case .variant(.bytes(let providerValue)) = reply[0], let path = reply[1].text, path != "/" else {
@@ -354,9 +353,9 @@ final class SecretServiceClient: @unchecked Sendable {
 
         /// libsecret's service proxy, made on first use in this connection; libsecret opens the
         /// session on its first secret. The proxy is the lean one of `lockbox_secret_service_open`
-        /// (CLibSecret.h): no service properties, no signal match rules, no auto-start, so its
+        /// (CLibsecretFallback.h): no service properties, no signal match rules, no auto-start, so its
         /// set-up costs two bus calls (AddMatch for the owner's changes, GetNameOwner) where
-        /// `secret_service_get_sync`'s costs seven (issue 18).
+        /// `secret_service_get_sync`'s costs seven.
         private func secretService() throws -> OpaquePointer {
             if let service = connection.service { return service }
             try SecretServiceClient.loadLibsecret()
@@ -388,8 +387,8 @@ final class SecretServiceClient: @unchecked Sendable {
         }
     }
 
-    /// Loads libsecret (once per process; see CLibSecret.h), for its sessions: a system without
-    /// it is reported as the Secret Service being unavailable.
+    /// Loads libsecret (once per process; see CLibsecretFallback.h), for its sessions: a system
+    /// without it is reported as the Secret Service being unavailable.
     fileprivate static func loadLibsecret() throws {
         var message = [CChar](repeating: 0, count: 512)
         if lockbox_libsecret_load(&message, message.count) == 0 {

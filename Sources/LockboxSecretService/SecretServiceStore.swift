@@ -2,8 +2,8 @@ import FoundationEssentials
 import Lockbox
 
 /// A store in the freedesktop Secret Service (gnome-keyring, KeePassXC), over a D-Bus connection
-/// and in an encrypted session that Lockbox makes itself (libsecret's where the processor lacks
-/// AES-NI or the provider refuses Lockbox's).
+/// and in an encrypted session that Lockbox makes itself with libcrypto (libsecret's, the
+/// fallback, where the provider refuses Lockbox's).
 ///
 /// Items go into the default collection with the attributes other tools use — `service` and
 /// `username` (the account) — so `secret-tool lookup service S username A` finds what Lockbox
@@ -61,7 +61,7 @@ public final class SecretServiceStore: SecretStore {
 
     /// A store whose encrypted sessions are made by `sessions` (tests: both must read what the
     /// other wrote), on the session bus `environment` names (tests: a fake provider's).
-    package init(timeout: Double = 5, sessions: SecretServiceSessions = .automatic,
+    package init(timeout: Double = 5, sessions: SecretServiceSessions = .libcrypto,
                  environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment) throws {
         client = try SecretServiceClient(timeout: timeout, sessions: sessions, environment: environment)
     }

@@ -24,8 +24,11 @@ public struct KnownAnswerResult: Sendable, Codable, Equatable {
     /// The vector file it came from.
     public var file: String
     /// What it checks: `argon2id-encoded`, `xchacha20poly1305-ietf`, `blake2b`, `lockbox-vault-v1`,
-    /// `lockbox-vault-v2`.
+    /// `lockbox-vault-v2`, `hkdf-sha256`, `aes-128-cbc`, `dh-modp1024`.
     public var algorithm: String
+    /// Where its vector file's values come from (the file's `source.name`: a published document,
+    /// test-vector set or generator), or `?` when the file could not be read that far.
+    public var source: String
     /// The vector's ID in its file.
     public var vector: String
     /// What must happen: `match` (a computed value equals the expected one), `verify`, or
@@ -40,8 +43,9 @@ public struct KnownAnswerResult: Sendable, Codable, Equatable {
 }
 
 /// Runs known-answer vectors (Sources/LockboxSelfTest/Vectors/*.json, embedded in this module) against the
-/// code a build of Lockbox actually runs: libsodium through Lockbox's own wrappers, and the
-/// vault writer and reader. `lockbox selftest` and the test suite use it.
+/// code a build of Lockbox actually runs: libsodium through Lockbox's own wrappers, the vault
+/// writer and reader, and the Secret Service session's HKDF, AES-CBC and Diffie-Hellman through
+/// libcrypto (loaded for them). `lockbox selftest` and the test suite use it.
 public enum KnownAnswerTests {
     /// The first field of every vector file.
     public static let formatTag = "lockbox-known-answer-vectors/1"
@@ -50,11 +54,16 @@ public enum KnownAnswerTests {
     /// SwiftPM as resources), sorted by name.
     public static var embeddedFiles: [KnownAnswerVectorFile] {
         [
+            KnownAnswerVectorFile(
+                name: "aes128cbc-sp800-38a-and-wycheproof.json", contents: PackageResources.aes128cbc_sp800_38a_and_wycheproof_json),
             KnownAnswerVectorFile(name: "argon2id-libsodium.json", contents: PackageResources.argon2id_libsodium_json),
             KnownAnswerVectorFile(name: "argon2id-phc-winner-argon2.json", contents: PackageResources.argon2id_phc_winner_argon2_json),
             KnownAnswerVectorFile(name: "blake2b-rfc7693-and-kat.json", contents: PackageResources.blake2b_rfc7693_and_kat_json),
+            KnownAnswerVectorFile(
+                name: "hkdf-sha256-rfc5869-and-wycheproof.json", contents: PackageResources.hkdf_sha256_rfc5869_and_wycheproof_json),
             KnownAnswerVectorFile(name: "lockbox-vault-v1.json", contents: PackageResources.lockbox_vault_v1_json),
             KnownAnswerVectorFile(name: "lockbox-vault-v2.json", contents: PackageResources.lockbox_vault_v2_json),
+            KnownAnswerVectorFile(name: "modp1024-rfc2409.json", contents: PackageResources.modp1024_rfc2409_json),
             KnownAnswerVectorFile(
                 name: "xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json",
                 contents: PackageResources.xchacha20poly1305_draft_irtf_cfrg_xchacha_03_json),
@@ -112,6 +121,7 @@ public enum KnownAnswerTests {
     struct ResultSink {
         let file: String
         var algorithm = "?"
+        var source = "?"
         let onResult: (KnownAnswerResult) -> Void
         var results: [KnownAnswerResult] = []
 
@@ -121,7 +131,7 @@ public enum KnownAnswerTests {
         }
 
         mutating func record(vector: String, expectation: String, passed: Bool, detail: String, seconds: Double) {
-            let result = KnownAnswerResult(file: file, algorithm: algorithm, vector: vector, expectation: expectation,
+            let result = KnownAnswerResult(file: file, algorithm: algorithm, source: source, vector: vector, expectation: expectation,
                                            passed: passed, detail: detail, seconds: seconds)
             results.append(result)
             onResult(result)
@@ -151,7 +161,9 @@ public enum KnownAnswerTests {
         let algorithm = try top.string("algorithm")
         sink.algorithm = algorithm
         var source = try top.object("source")
-        guard try !source.string("name").isEmpty else { throw VectorError("\(file.name): the source must be named") }
+        let sourceName = try source.string("name")
+        guard !sourceName.isEmpty else { throw VectorError("\(file.name): the source must be named") }
+        sink.source = sourceName
         source.ignore(contentsOf: source.keys)
         top.ignore("title", "checks")
         _ = try top.string("checks")
@@ -168,6 +180,9 @@ public enum KnownAnswerTests {
             case "blake2b": blake2b(&fields, id: id, into: &sink)
             case "lockbox-vault-v1": vault(&fields, id: id, into: &sink)
             case "lockbox-vault-v2": vaultFormat2(&fields, id: id, into: &sink)
+            case "hkdf-sha256": hkdf(&fields, id: id, into: &sink)
+            case "aes-128-cbc": aesCBC(&fields, id: id, into: &sink)
+            case "dh-modp1024": modp(&fields, id: id, into: &sink)
             default: throw VectorError("\(file.name): unknown algorithm \(algorithm)")
             }
         }

@@ -190,7 +190,14 @@ struct GitCredentialDescription {
                     description.password = SecretBytes(copying: value)
                     return
                 }
-                let text = String(decoding: value, as: UTF8.self)
+                // Invalid UTF-8 is refused, never folded into U+FFFD: two different hosts, paths
+                // or user names must never become one item's address.
+                guard let text = String(validating: value, as: UTF8.self) else {
+                    if ["protocol", "host", "path", "username"].contains(key) {
+                        throw LockboxError.invalidArgument("git sent a '\(key)' that is not valid UTF-8; Lockbox stores no credential under it")
+                    }
+                    return
+                }
                 switch key {
                 case "protocol": description.protocolName = text
                 case "host": description.host = text

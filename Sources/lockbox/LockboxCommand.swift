@@ -92,7 +92,7 @@ struct LockboxCommand: ParsableCommand {
     }
 
     /// The commands scripts, prompts and git run in loops, which `parseCommand` parses with their
-    /// own definitions when the command line starts with their name (issue 18). Each declares its
+    /// own definitions when the command line starts with their name (start-up cost). Each declares its
     /// configuration with ``ArgumentParser/CommandConfiguration/parsedOnItsOwn()``.
     static let parsedOnTheirOwn: [any ParsableCommand.Type] = [
         GetItem.self, SetItem.self, DeleteItem.self, ListItems.self, GitCredential.self,
@@ -123,8 +123,8 @@ struct LockboxCommand: ParsableCommand {
     /// and the benchmarks call them), parsed without swift-argument-parser: its
     /// parse of even one command reflects over the command's properties and instantiates each
     /// property wrapper's generic type, and every first conformance check on the way scans all of
-    /// the binary's 4,566 conformance records (8.9 M instructions, half of a file-vault `get`;
-    /// issue 18). `nil`, for ``parseOnItsOwn(_:)`` and then the root to parse, whenever the
+    /// the binary's conformance records (about half of a file-vault `get`; docs/PERFORMANCE.md).
+    /// `nil`, for ``parseOnItsOwn(_:)`` and then the root to parse, whenever the
     /// command line is anything else: another command or option, an option given twice, a value
     /// missing, empty, starting with `-` or not one the option takes, an empty argument, `--`,
     /// positional arguments other than a service and an account (for `list`, any at all), or a
@@ -231,8 +231,7 @@ struct LockboxCommand: ParsableCommand {
     }
 
     /// `lockbox --version` alone, answered before the argument parser (whose first parse reflects
-    /// over every command: about 9 M instructions, more than half of the command's start-up,
-    /// issue 18) with exactly what the parser prints for it: the version and a newline on
+    /// over every command: more than half of the command's start-up) with exactly what the parser prints for it: the version and a newline on
     /// standard output, exit 0, nothing traced. `--version` anywhere else (after `--verbose`,
     /// after a subcommand) still goes through the parser.
     static func printVersion() -> Never {

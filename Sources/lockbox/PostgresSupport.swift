@@ -8,7 +8,7 @@ import SystemPackage
 /// The PostgreSQL store as the commands reach it (`--store postgres`, `migrate --from/--to
 /// postgres`). `lockbox-postgres` (Sources/LockboxPostgresCLI) provides it; `lockbox` has none and
 /// hands the whole command line over to `lockbox-postgres` beside it (``PostgresCommands/provider()``),
-/// so that `lockbox` links no SwiftNIO and starts as fast as before (issue 18).
+/// so that `lockbox` links no SwiftNIO and its start-up does not pay for it.
 package protocol PostgresCommandSupport: Sendable {
     /// Opens the vault in the database `connection` names with the first credential that opens
     /// one of its key slots; with the server (hosts and database, never a password), for messages.

@@ -1,15 +1,18 @@
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
+import LockboxSecretService
 import LockboxSelfTest
 import SystemPackage
 
 struct SelfTest: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "selftest",
-        abstract: "Run the known-answer vectors inside this binary: Argon2id, XChaCha20-Poly1305, BLAKE2b and Lockbox vault files.",
+        abstract: "Run the known-answer vectors inside this binary: Argon2id, XChaCha20-Poly1305, BLAKE2b, Lockbox vault files, and the Secret Service session's HKDF-SHA-256, AES-128-CBC and 1024-bit MODP Diffie-Hellman.",
         discussion: """
-            Checks the libsodium this binary runs against (through Lockbox's own wrappers), the vault \
+            Checks the libsodium this binary runs against (through Lockbox's own wrappers), the \
+            libcrypto its Secret Service session loads (HKDF, AES-CBC with the PKCS#7 check, the \
+            RFC 2409 group's exchange, through the session's own code), the vault \
             writer (a vault built from fixed inputs must match the vector byte for byte) and the \
             vault reader (the vector must open with every slot's credential and give exactly its \
             items; damaged copies must be refused). The vectors are compiled in; with --vectors DIR \
@@ -27,6 +30,7 @@ struct SelfTest: ParsableCommand {
         var failed: Int
         var vectorSource: String
         var libsodium: String
+        var libcrypto: String
         var seconds: Double
         var results: [KnownAnswerResult]
     }
@@ -50,10 +54,11 @@ struct SelfTest: ParsableCommand {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             let report = Report(passed: results.count - failed, failed: failed, vectorSource: source,
-                                libsodium: LibraryVersions.sodium, seconds: seconds, results: results)
+                                libsodium: LibraryVersions.sodium, libcrypto: LibraryVersions.libcrypto, seconds: seconds,
+                                results: results)
             Self.write(String(decoding: try encoder.encode(report), as: UTF8.self) + "\n")
         } else {
-            Self.write("selftest: \(results.count - failed) passed, \(failed) failed, from \(files.count) files (\(source)); libsodium \(LibraryVersions.sodium); \(Console.decimal(seconds, places: 1)) s\n")
+            Self.write("selftest: \(results.count - failed) passed, \(failed) failed, from \(files.count) files (\(source)); libsodium \(LibraryVersions.sodium); libcrypto \(LibraryVersions.libcrypto); \(Console.decimal(seconds, places: 1)) s\n")
         }
         if failed > 0 || results.isEmpty { throw ExitCode(1) }
     }

@@ -164,8 +164,18 @@ struct Import: ParsableCommand {
     @Flag(help: "Read FILE as JSON lines of items instead of a backup vault.") var jsonLines = false
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked).", valueName: "fd"))
     var backupPassphraseFd: Int32?
-    @Option(help: ArgumentHelp("When an item exists with different contents: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
-    @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth).") var json = false
+    @Option(help: ArgumentHelp("When an item exists with different contents: skip (the default), overwrite, or keep-both. Not with --json-lines, which overwrites.", valueName: "policy")) var onConflict: ConflictPolicy?
+    @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth). Not with --json-lines.") var json = false
+
+    func validate() throws {
+        guard jsonLines else { return }
+        // Options the JSON-lines import would not honour are refused rather than ignored.
+        if let onConflict, onConflict != .overwrite {
+            throw ValidationError("--json-lines stores every line over any item at the same address; --on-conflict \(onConflict.rawValue) is for backups")
+        }
+        if json { throw ValidationError("--json-lines prints a summary, not a JSON report; leave out --json") }
+        if backupPassphraseFd != nil { throw ValidationError("--json-lines reads no backup, so it takes no --backup-passphrase-fd") }
+    }
 
     func run() throws {
         if jsonLines { return try importJSONLines() }
@@ -183,7 +193,7 @@ struct Import: ParsableCommand {
             ? try SQLiteVaultStore.open(at: backupPath, credentials: [.passphrase(passphrase)], readOnly: true)
             : try EncryptedFileStore.open(at: backupPath, credential: .passphrase(passphrase))
         let store = try vaultOptions.openStore()
-        let report = try Transfer.run(from: backup, to: store, onConflict: onConflict, progress: progressPrinter(label: "importing"))
+        let report = try Transfer.run(from: backup, to: store, onConflict: onConflict ?? .skip, progress: progressPrinter(label: "importing"))
         try printReport(report, json: json)
         Console.status("Imported from \(file): \(summary(report)).")
     }
@@ -259,15 +269,28 @@ private struct JSONLinesInput {
             for index in 0..<count where block[index] == UInt8(ascii: "\n") {
                 pending.append(contentsOf: block[lineStart..<index])
                 number += 1
+                try Self.checkLength(pending.count, number: number)
                 try Self.item(line: pending, number: number).map(body)
                 pending.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
                 pending.removeAll(keepingCapacity: true)
                 lineStart = index + 1
             }
             pending.append(contentsOf: block[lineStart..<count])
+            try Self.checkLength(pending.count, number: number + 1)
             if count == 0 { break }
         }
         if !pending.isEmpty { try Self.item(line: pending, number: number + 1).map(body) }
+    }
+
+    /// The longest line an item can need: its largest secret in base64, with room for the
+    /// longest names and label, JSON escapes included. A longer line is refused before more of it
+    /// is read, so memory stays bounded whatever the input.
+    static let maximumLineBytes = (ItemLimits.maxSecretBytes + 2) / 3 * 4 + 64 * ItemLimits.maxNameBytes
+
+    private static func checkLength(_ count: Int, number: Int) throws {
+        guard count <= maximumLineBytes else {
+            throw LockboxError.invalidArgument("line \(number) of the JSON lines is longer than the \(maximumLineBytes) bytes an item can need")
+        }
     }
 
     /// The fields of one line. One of another type than a string reads as absent; of the optional

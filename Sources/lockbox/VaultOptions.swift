@@ -210,7 +210,7 @@ struct VaultOptions: ParsableArguments {
     /// The store selection these options describe: the library's one resolver.
     func selection() throws -> StoreSelection {
         StoreSelection(request: try requestedSelection(), profile: profileName, settingsPath: settingsPath,
-                       vaultPath: vaultPath, secretService: LibsecretProvider())
+                       vaultPath: vaultPath, secretService: SecretServiceStoreProvider())
     }
 
     /// The store this invocation uses, decided by ``StoreSelection``, without opening it.

@@ -4,7 +4,7 @@
 // "the provider going away mid-session is a clear error" runs it and checks its output.
 // Exit 0 only if every step behaved: the store worked, then failed with a typed error, quickly.
 
-import CLibSecret
+import CLibsecretFallback
 import Foundation
 import Lockbox
 import LockboxSecretService

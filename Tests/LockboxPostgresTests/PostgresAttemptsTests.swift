@@ -1,5 +1,6 @@
 import Foundation
 import Lockbox
+import LockboxTesting
 import Testing
 @testable import LockboxPostgres
 #if canImport(Glibc)
@@ -286,5 +287,37 @@ extension PostgresStoreTests {
         let outcomes = await [first, second]
         #expect(outcomes.filter { $0 }.count == 1, "one set succeeds: \(outcomes)")
         try await guards[0].verify(fresh, pin: secret(outcomes[0] ? "4825" : "7391"))
+    }
+}
+
+extension PostgresStoreTests {
+    /// The PostgreSQL ledger's `begin_pin_attempt` against the table every lockout decision must
+    /// give (LockboxTesting's `LockoutDecisionCases`, which `LockoutPolicy.decide` passes too):
+    /// the two implementations of the rule cannot drift apart.
+    @Test func theLedgerFunctionAgreesWithTheLockoutDecisionTable() async throws {
+        guard let cluster = try Cluster.current("lockout table") else { return }
+        let store = try await makeStore(cluster)
+        defer { Task { await store.shutdown() } }
+        for testCase in LockoutDecisionCases.all {
+            _ = try cluster.psql("DELETE FROM lockbox.pin_attempts")
+            if testCase.failures > 0 {
+                let last = testCase.secondsSinceLastAttempt.map { "clock_timestamp() - interval '\($0) seconds'" } ?? "NULL"
+                _ = try cluster.psql("INSERT INTO lockbox.pin_attempts (address, failures, last_attempt) VALUES ('\\x\(String(repeating: "ab", count: 32))', \(testCase.failures), \(last))")
+            }
+            let delays = testCase.policy.delays.map { String($0) }.joined(separator: ",")
+            let answer = try cluster.psql("""
+                SELECT evaluate, coalesce(extract(epoch FROM locked_until - decided_at)::text, '') FROM lockbox.begin_pin_attempt(
+                    '\\x\(String(repeating: "ab", count: 32))', ARRAY[\(delays)]::float8[], \(testCase.policy.disableAfter))
+                """).trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|", omittingEmptySubsequences: false)
+            let evaluate = answer.first == "t", remaining = answer.count > 1 ? Double(answer[1]) : nil
+            switch testCase.expected {
+            case .evaluate:
+                #expect(evaluate, "\(testCase): the database answered \(answer)")
+            case .disabled:
+                #expect(!evaluate && remaining == nil, "\(testCase): the database answered \(answer)")
+            case .wait(let seconds):
+                #expect(!evaluate && remaining.map { abs($0 - seconds) < 1 } == true, "\(testCase): the database answered \(answer)")
+            }
+        }
     }
 }

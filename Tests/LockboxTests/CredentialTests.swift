@@ -252,3 +252,23 @@ struct CredentialTests {
         #expect(try store.list(service: "other").count == 1)
     }
 }
+
+@Suite("Key file decoding")
+struct KeyFileDecodingTests {
+    @Test("64 hex digits in either case, with or without a line end, decode through sodium_hex2bin; anything else is refused")
+    func hexKeyFiles() {
+        let key = (0..<32).map { UInt8($0 * 7 + 3) }
+        let lower = key.hexString, upper = key.hexString.uppercased()
+        for text in [lower, upper, lower + "\n", upper + "\r\n"] {
+            #expect(KeyFile.decode(SecretBytes(utf8: text)) == SecretBytes(copying: key), "\(text.debugDescription)")
+        }
+        let raw = SecretBytes(copying: key)
+        #expect(KeyFile.decode(raw) == raw, "32 raw bytes are the key")
+        var notHex = Array(lower.utf8)
+        notHex[40] = UInt8(ascii: "g")
+        for bad in [String(decoding: notHex, as: UTF8.self), String(lower.dropLast()), lower + "0", " " + String(lower.dropFirst()),
+                    String(lower.dropLast(2)) + "\n\n", lower + ":"] {
+            #expect(KeyFile.decode(SecretBytes(utf8: bad)) == nil, "\(bad.debugDescription)")
+        }
+    }
+}

@@ -132,7 +132,7 @@ final class FakeSecretService: @unchecked Sendable {
     /// provider about 256 exponentiations each, which a loaded or sanitized debug build does
     /// slowly, and no test here waits for it to pass.
     func store() throws -> SecretServiceStore {
-        try SecretServiceStore(timeout: 120, sessions: .lockbox, environment: FakeBus.environment(folder.file("bus").string))
+        try SecretServiceStore(timeout: 120, sessions: .libcrypto, environment: FakeBus.environment(folder.file("bus").string))
     }
 
     private func serve(_ client: Int32) {
@@ -196,7 +196,9 @@ final class FakeSecretService: @unchecked Sendable {
             }
             // A key pair whose shared value starts with a zero byte (nil key) when asked for one.
             while true {
-                let pair = SessionCrypto.makeKeyPair()
+                guard let pair = try? SessionCrypto.makeKeyPair() else {
+                    return .failure(ProviderError(name: "org.freedesktop.DBus.Error.Failed", text: "no key pair"))
+                }
                 guard let key = try? SessionCrypto.sessionKey(exponent: pair.exponent, providerValue: clientValue) else {
                     if zeroLed { return .success([.variant(.bytes(pair.publicValue)), .objectPath("/org/freedesktop/secrets/session/z")]) }
                     continue
@@ -237,7 +239,7 @@ extension SecretServiceTests {
         try provider.store().set(secret, for: key, options: ItemOptions())
         #expect(provider.calls.contains("OpenSession") && !provider.calls.contains("CreateItem"), "\(provider.calls)")
         #expect(LibraryVersions.libsecret.contains("libsecret-1.so"), "libsecret was not loaded: \(LibraryVersions.libsecret)")
-        let real = try SecretServiceStore(timeout: 5, sessions: .lockbox)
+        let real = try SecretServiceStore(timeout: 5, sessions: .libcrypto)
         #expect(try real.get(key) == secret)
         #expect(try real.delete(key))
     }

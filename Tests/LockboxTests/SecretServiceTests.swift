@@ -176,7 +176,7 @@ struct SecretServiceTests {
         _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(key)])
         let settingsPath = folder.file("config/lockbox/settings.json")
         let selection = StoreSelection(request: .auto, profile: "agree", settingsPath: settingsPath, vaultPath: vaultPath,
-                                       secretService: LibsecretProvider())
+                                       secretService: SecretServiceStoreProvider())
         let resolution = try selection.resolve()
         #expect(resolution.storeKind == .secretService)
         #expect(try SessionWindow.scope(for: resolution) == SessionWindow.scope(secretServiceProfile: "agree"))

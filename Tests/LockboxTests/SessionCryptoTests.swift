@@ -1,12 +1,12 @@
-import CLibSecret
+import CLibcrypto
 import Foundation
 import Testing
 @testable import Lockbox
 import LockboxSecretService
 
 /// Lockbox's own Secret Service session (`dh-ietf1024-sha256-aes128-cbc-pkcs7`,
-/// SessionCrypto.swift and CSessionCrypto.h) against published and independently computed
-/// values; the keyring tests below show gnome-keyring and libsecret agree with it.
+/// SessionCrypto.swift over libcrypto, CLibcrypto.h) against published and independently
+/// computed values; the keyring tests below show gnome-keyring and libsecret agree with it.
 @Suite("Secret Service session crypto")
 struct SessionCryptoTests {
     static func bytes(_ hex: String) -> [UInt8] {
@@ -83,22 +83,22 @@ struct SessionCryptoTests {
         #expect(Self.hex(key) == Self.sessionKey)
         #expect(try SessionCrypto.sessionKey(exponent: SecretBytes(copying: Self.exponent), providerValue: Self.zeroLeadingProviderValue) == nil)
         // RFC 5869 test case 3 (SHA-256, no salt, no info), the first 32 bytes.
-        let okm = [UInt8](repeating: 0x0B, count: 22).withUnsafeBytes { SessionCrypto.hkdfSHA256(inputKey: $0, length: 32) }
+        let okm = try [UInt8](repeating: 0x0B, count: 22).withUnsafeBytes { try SessionCrypto.hkdfSHA256(inputKey: $0, length: 32) }
         #expect(Self.hex(okm) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d")
     }
 
     @Test("a key pair's public value is 2^exponent, sent without leading zeros")
-    func keyPair() {
-        let pair = SessionCrypto.makeKeyPair()
+    func keyPair() throws {
+        let pair = try SessionCrypto.makeKeyPair()
         #expect(pair.exponent.count == 32)
         #expect(pair.publicValue.first != 0 && pair.publicValue.count <= 128)
         var expected = [UInt8](repeating: 0, count: 128)
         _ = pair.exponent.withUnsafeBytes { lockbox_dh_public($0.baseAddress?.assumingMemoryBound(to: UInt8.self), &expected) }
         #expect(Array(expected.drop { $0 == 0 }) == pair.publicValue)
-        #expect(SessionCrypto.makeKeyPair().publicValue != pair.publicValue, "a fresh exponent each time")
+        #expect(try SessionCrypto.makeKeyPair().publicValue != pair.publicValue, "a fresh exponent each time")
     }
 
-    @Test("AES-128 matches FIPS 197 and SP 800-38A's CBC vectors", .enabled(if: SessionCrypto.isAvailable))
+    @Test("AES-128 matches FIPS 197 and SP 800-38A's CBC vectors")
     func aesVectors() {
         // FIPS 197 appendix C.1: one block, which is CBC with a zero IV.
         var out = [UInt8](repeating: 0, count: 64)
@@ -118,7 +118,60 @@ struct SessionCryptoTests {
         #expect(lockbox_aes128_cbc_encrypt(key, iv, plain, 15, &out) == -1, "not a whole number of blocks")
     }
 
-    @Test("secrets of every length round-trip with PKCS#7; damaged replies are refused", .enabled(if: SessionCrypto.isAvailable))
+    @Test("the session runs on libcrypto 3, loaded on first use; the group is libcrypto's RFC 2409 prime")
+    func libcryptoDoesTheSession() throws {
+        _ = try SessionCrypto.makeKeyPair()
+        #expect(lockbox_libcrypto_is_loaded() == 1)
+        #expect(LibraryVersions.libcrypto.hasPrefix("OpenSSL 3."), "\(LibraryVersions.libcrypto)")
+        #expect(try SessionCrypto.groupPrime() == Self.prime)
+        // HKDF lengths libcrypto refuses (0, more than 255 blocks) are refused here too.
+        var out = [UInt8](repeating: 0, count: 8161)
+        #expect(lockbox_hkdf_sha256(nil, 0, Self.exponent, Self.exponent.count, nil, 0, &out, 0) == -1)
+        #expect(lockbox_hkdf_sha256(nil, 0, Self.exponent, Self.exponent.count, nil, 0, &out, 8161) == -1)
+        #expect(lockbox_hkdf_sha256(nil, 0, Self.exponent, Self.exponent.count, nil, 0, &out, 8160) == 0)
+    }
+
+    @Test("openssl.cnf does not reach the session: with a configuration that asks for FIPS-only algorithms, the session vectors still pass")
+    func opensslConfigurationDoesNotReachTheSession() throws {
+        // Applied to OpenSSL's default library context, this makes every fetch there fail (no
+        // FIPS provider is installed); the session fetches from a library context of its own.
+        let folder = try TemporaryFolder()
+        let configuration = folder.file("openssl.cnf").string
+        try Data("""
+            openssl_conf = openssl_init
+            [openssl_init]
+            alg_section = algorithm_sect
+            [algorithm_sect]
+            default_properties = fips=yes
+
+            """.utf8).write(to: URL(fileURLWithPath: configuration))
+        let result = try runLockbox(["selftest", "--json"], environment: ["OPENSSL_CONF": configuration])
+        #expect(result.status == 0, "\(result.stdoutString)\(result.stderr)")
+        let results = result.jsonObject?["results"] as? [[String: Any]] ?? []
+        let session = results.filter { ["hkdf-sha256", "aes-128-cbc", "dh-modp1024"].contains($0["algorithm"] as? String ?? "") }
+        #expect(session.count == 31 && session.allSatisfy { $0["passed"] as? Bool == true })
+    }
+
+    @Test("the PKCS#7 check: every valid length, and every kind of bad padding, in one or two blocks")
+    func paddingCheck() {
+        for blocks in [1, 2] {
+            for padding in 0...18 {
+                var data = [UInt8](repeating: 0xA5, count: 16 * blocks)
+                for index in 0..<min(padding, 16) { data[data.count - 1 - index] = UInt8(padding) }
+                data[data.count - 1] = UInt8(padding)
+                let valid = (1...16).contains(padding)
+                #expect(lockbox_pkcs7_padding_length(data, data.count) == (valid ? padding : 0), "\(blocks) blocks, padding \(padding)")
+                if padding >= 2 && padding <= 16 {
+                    data[data.count - padding] ^= 0x01  // the first padding byte differs
+                    #expect(lockbox_pkcs7_padding_length(data, data.count) == 0, "\(blocks) blocks, padding \(padding), one byte off")
+                }
+            }
+        }
+        #expect(lockbox_pkcs7_padding_length([UInt8](repeating: 1, count: 15), 15) == 0, "not whole blocks")
+        #expect(lockbox_pkcs7_padding_length([], 0) == 0)
+    }
+
+    @Test("secrets of every length round-trip with PKCS#7; damaged replies are refused")
     func paddingRoundTrip() throws {
         let key = SecretBytes(copying: Self.bytes(Self.sessionKey))
         for length in [0, 1, 15, 16, 17, 31, 32, 33, 1000] {
@@ -146,9 +199,8 @@ struct SessionCryptoTests {
 extension SecretServiceTests {
     @Test("Lockbox's sessions and libsecret's read each other's items, through gnome-keyring")
     func sessionsInteroperate() throws {
-        #expect(SessionCrypto.isAvailable, "this machine's processor has AES-NI, so the default path is Lockbox's own session")
-        let own = try SecretServiceStore(timeout: 5, sessions: .lockbox)
-        let libsecret = try SecretServiceStore(timeout: 5, sessions: .libsecret)
+        let own = try SecretServiceStore(timeout: 5, sessions: .libcrypto)
+        let libsecret = try SecretServiceStore(timeout: 5, sessions: .libsecretFallback)
         let key = ItemKey(service: "interop", account: "sessions")
         for length in [1, 15, 16, 17, 200] {
             let secret = SecretBytes(copying: (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 5) })

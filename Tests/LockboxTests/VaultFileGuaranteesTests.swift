@@ -395,3 +395,108 @@ struct VaultReadOnlyMediaTests {
         #expect(!FileManager.default.fileExists(atPath: backup + "-wal") && !FileManager.default.fileExists(atPath: backup + "-shm"))
     }
 }
+
+@Suite("Inputs Lockbox would not honour are refused")
+struct RefusedInputTests {
+    @Test("import --json-lines refuses --on-conflict skip or keep-both, --json and --backup-passphrase-fd (64); a line over the cap is refused without storing anything")
+    func jsonLinesRefusesWhatItWouldIgnore() throws {
+        let vault = try GuardedVault()
+        let line = #"{"service":"s","account":"a","secret_b64":"eA=="}"# + "\n"
+        for options in [["--on-conflict", "skip"], ["--on-conflict", "keep-both"], ["--json"], ["--backup-passphrase-fd", "3"]] {
+            let result = try vault.lockbox(["import", "--json-lines", "-"] + options, stdin: line)
+            #expect(result.status == 64, "\(options): \(result.stderr)")
+        }
+        #expect(try vault.lockbox(["import", "--json-lines", "-", "--on-conflict", "overwrite"], stdin: line).status == 0)
+        // One line longer than any item can need: refused while reading it, and the batch with it.
+        let huge = vault.folder.file("huge.jsonl").string
+        #expect(FileManager.default.createFile(atPath: huge, contents: nil))
+        let handle = try #require(FileHandle(forWritingAtPath: huge))
+        try handle.write(contentsOf: Data(#"{"service":"s","account":"b","secret_b64":""#.utf8))
+        try handle.write(contentsOf: Data(repeating: UInt8(ascii: "A"), count: 32 << 20))
+        try handle.write(contentsOf: Data("\"}\n".utf8))
+        try handle.close()
+        let result = try vault.lockbox(["import", "--json-lines", huge])
+        #expect(result.status == 64 && result.stderr.contains("line 1") && result.stderr.contains("longer than"), "\(result.stderr)")
+        #expect(try vault.open().get(ItemKey(service: "s", account: "b")) == nil)
+    }
+
+    @Test("git-credential refuses a host, path or user name that is not UTF-8, storing and returning nothing")
+    func gitCredentialRefusesInvalidUTF8() throws {
+        let vault = try GuardedVault()
+        for (field, bytes) in [("host", Data("host=ex".utf8) + Data([0xFF, 0x61])), ("username", Data("username=".utf8) + Data([0xC3, 0x28]))] {
+            var input = Data("protocol=https\n".utf8)
+            if field != "host" { input += Data("host=example.com\n".utf8) }
+            input += bytes + Data("\npassword=p\n\n".utf8)
+            let result = try runLockbox(["git-credential", "store", "--vault", vault.path.string, "--key-file", vault.keyPath.string], stdin: input)
+            #expect(result.status == 64 && result.stderr.contains("not valid UTF-8"), "\(field): \(result.status) \(result.stderr)")
+        }
+        #expect(try vault.open().list(service: nil).map(\.key.service) == ["svc"], "nothing stored")
+    }
+}
+
+@Suite("Format 2: leftovers of interrupted work are removed")
+struct LeftoverTests {
+    @Test("convert removes the sealed copies an interrupted conversion left (.NAME.new-HEX), and nothing else")
+    func convertRemovesUnfinishedCopies() throws {
+        let folder = try TemporaryFolder()
+        let key = folder.file("k")
+        try KeyFile.generate(at: key)
+        let path = folder.file("v.lockbox")
+        let legacy = try EncryptedFileStore.create(at: path, credentials: [.keyFile(key)], kdf: testKDF)
+        try legacy.set(secret("x"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
+        let stale = folder.file(".v.lockbox.new-00ff11ee22dd33cc").string
+        let unrelated = folder.file(".v.lockbox.new-notours").string
+        #expect(FileManager.default.createFile(atPath: stale, contents: Data("sealed copy".utf8)))
+        #expect(FileManager.default.createFile(atPath: unrelated, contents: Data("keep".utf8)))
+        #expect(try SQLiteVaultStore.convert(formatOneAt: path, credentials: [.keyFile(key)]) == .converted(items: 1))
+        #expect(!FileManager.default.fileExists(atPath: stale))
+        #expect(FileManager.default.fileExists(atPath: unrelated))
+    }
+}
+
+@Suite("Format 2: token refreshes whose locks do not meet")
+struct TokenFenceTests {
+    /// Two token stores on one vault whose lock folders differ, as two processes in two mount
+    /// namespaces have: their refreshes are not serialised by the lock.
+    private func twoHosts() throws -> (GuardedVault, TokenStore, TokenStore) {
+        let vault = try GuardedVault()
+        let first = TokenStore(store: try vault.open(), lockDirectory: vault.folder.file("locks-a"))
+        let second = TokenStore(store: try vault.open(), lockDirectory: vault.folder.file("locks-b"))
+        return (vault, first, second)
+    }
+
+    @Test("two refreshes at once: the first stored wins, the other returns its tokens instead of overwriting them")
+    func refreshesDoNotOverwriteEachOther() async throws {
+        let (_, first, second) = try twoHosts()
+        try await first.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
+        let refreshA: @Sendable (TokenSet) async throws -> TokenSet = { _ in
+            try await Task.sleep(for: .milliseconds(50))
+            return TokenSet(accessToken: SecretBytes(utf8: "from-a"), refreshToken: SecretBytes(utf8: "rt-from-a"), expiresAt: Date().addingTimeInterval(3600))
+        }
+        let refreshB: @Sendable (TokenSet) async throws -> TokenSet = { _ in
+            try await Task.sleep(for: .milliseconds(400))
+            return TokenSet(accessToken: SecretBytes(utf8: "from-b"), refreshToken: SecretBytes(utf8: "rt-from-b"), expiresAt: Date().addingTimeInterval(3600))
+        }
+        async let a = first.validAccessToken(service: "api", account: "alice", refresh: refreshA)
+        async let b = second.validAccessToken(service: "api", account: "alice", refresh: refreshB)
+        let (tokenA, tokenB) = try await (a, b)
+        #expect(tokenA.stringValue() == "from-a" && tokenB.stringValue() == "from-a", "\(tokenA.stringValue() ?? "") \(tokenB.stringValue() ?? "")")
+        #expect(try await first.load(service: "api", account: "alice")?.refreshToken == SecretBytes(utf8: "rt-from-a"))
+    }
+
+    @Test("a refresh rejected after another host stored new tokens signs nobody out")
+    func rejectionDoesNotEraseNewTokens() async throws {
+        let (_, first, second) = try twoHosts()
+        try await first.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
+        async let a = first.validAccessToken(service: "api", account: "alice") { current in
+            TokenSet(accessToken: SecretBytes(utf8: "new"), refreshToken: SecretBytes(utf8: "rt-new"), expiresAt: Date().addingTimeInterval(3600))
+        }
+        async let b = second.validAccessToken(service: "api", account: "alice") { _ in
+            try await Task.sleep(for: .milliseconds(400))
+            throw TokenRefreshError.rejected("invalid_grant: the old refresh token was rotated away")
+        }
+        let (tokenA, tokenB) = try await (a, b)
+        #expect(tokenA.stringValue() == "new" && tokenB.stringValue() == "new")
+        #expect(try await first.load(service: "api", account: "alice")?.accessToken == SecretBytes(utf8: "new"))
+    }
+}

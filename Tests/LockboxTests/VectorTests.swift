@@ -36,7 +36,18 @@ struct VectorTests {
         }
         let files = Set(results.map(\.file))
         #expect(files == Set(try Self.filesOnDisk().map(\.name)), "every file contributes results")
-        #expect(Set(results.map(\.algorithm)) == ["argon2id-encoded", "xchacha20poly1305-ietf", "blake2b", "lockbox-vault-v1", "lockbox-vault-v2"])
+        #expect(Set(results.map(\.algorithm)) == ["argon2id-encoded", "xchacha20poly1305-ietf", "blake2b", "lockbox-vault-v1", "lockbox-vault-v2",
+                                                  "hkdf-sha256", "aes-128-cbc", "dh-modp1024"])
+        #expect(results.allSatisfy { !$0.source.isEmpty && $0.source != "?" }, "every result names its source")
+        // The Secret Service session's vectors: RFC 5869's three HKDF cases, SP 800-38A's CBC
+        // example both ways, Wycheproof's HKDF and AES-CBC-PKCS5 selections (bad padding refused),
+        // the RFC 2409 prime and exchanges, refused peer values.
+        for vector in ["RFC 5869 A.1", "RFC 5869 A.2", "RFC 5869 A.3", "SP 800-38A F.2.1", "SP 800-38A F.2.2",
+                       "hkdf_sha256_test.json tcId", "aes_cbc_pkcs5_test.json tcId 1 ", "RFC 2409 section 6.2", "exchange 1"] {
+            #expect(results.contains { $0.vector.contains(vector) && $0.passed }, "\(vector)")
+        }
+        #expect(results.filter { $0.algorithm == "aes-128-cbc" && $0.expectation == "reject" && $0.passed }.count == 6)
+        #expect(results.filter { $0.algorithm == "dh-modp1024" && $0.expectation == "reject" && $0.passed }.count == 5)
         let rejected = results.filter { $0.expectation == "reject" }
         #expect(rejected.count >= 20, "must-fail cases: \(rejected.count)")
         #expect(rejected.allSatisfy { $0.passed })
@@ -93,6 +104,9 @@ struct VectorTests {
         "argon2id-libsodium.json": "encoded",
         "argon2id-phc-winner-argon2.json": "tag_hex",
         "blake2b-rfc7693-and-kat.json": "digest_hex",
+        "aes128cbc-sp800-38a-and-wycheproof.json": "ciphertext_hex",
+        "hkdf-sha256-rfc5869-and-wycheproof.json": "okm_hex",
+        "modp1024-rfc2409.json": "prime_hex",
         "lockbox-vault-v1.json": "file_hex",
         "lockbox-vault-v2.json": "secret_hex",
         "xchacha20poly1305-draft-irtf-cfrg-xchacha-03.json": "ciphertext_hex",

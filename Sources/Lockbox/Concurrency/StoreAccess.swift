@@ -25,8 +25,8 @@ package struct StoreAccess: Sendable {
     /// than blocking an executor thread on it.
     package init(_ store: any SecretStore, executor: BlockingExecutor) {
         // The type comparison first: a failed `as?` from a class (every other store) to this
-        // struct makes the runtime look for a boxed Swift value and an Objective-C bridge, 0.9 M
-        // instructions on every command (issue 18); comparing metadata is one pointer compare.
+        // struct makes the runtime look for a boxed Swift value and an Objective-C bridge, a
+        // noticeable cost on every command; comparing metadata is one pointer compare.
         if type(of: store) == BlockingSecretStore.self, let bridged = store as? BlockingSecretStore {
             given = .async(bridged.store)
         } else {

@@ -132,15 +132,16 @@ public struct LockboxConfiguration: Sendable {
         return .key(try KeyFile.read(at: keyFile, access: keyFileAccess))
     }
 
-    /// Opens the file vault at ``vaultPath`` with ``keyFile``. Throws
+    /// Opens the file vault at ``vaultPath`` with ``keyFile``, in whichever format it is
+    /// (``FileVault/open(at:credentials:readOnly:timeout:now:)``). Throws
     /// ``LockboxError/invalidArgument(_:)`` when no key file is configured (open a vault with a
-    /// passphrase with ``EncryptedFileStore/open(at:credentials:lockTimeout:now:)``).
-    public func openFileVault() throws -> EncryptedFileStore {
+    /// passphrase with ``FileVault/open(at:credentials:readOnly:timeout:now:)``).
+    public func openFileVault() throws -> any KeySlotManaging {
         try validate()
         guard let credential = try keyFileCredential() else {
             throw LockboxError.invalidArgument("no key file is configured to open the vault at \(vaultPath)")
         }
-        return try EncryptedFileStore.open(at: vaultPath, credential: credential)
+        return try FileVault.open(at: vaultPath, credential: credential)
     }
 
     /// The store selection this configuration describes (``StoreSelection``), which records its

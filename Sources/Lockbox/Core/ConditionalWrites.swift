@@ -20,13 +20,20 @@ public struct ItemChanges: Sendable, Hashable {
         self.access = access
     }
 
-    /// Changes to every part: what `options` says, its default label included.
+    /// Changes to every part: what `options` says, its default label included. Nothing of the
+    /// item there is kept, so a plain write needs no read of it first.
     public init(replacingWith options: ItemOptions) {
         self.init(kind: options.kind, label: options.label, attributes: options.attributes, access: options.access)
+        replacement = options
     }
+
+    /// The options every write takes, whatever is stored (``init(replacingWith:)``); `nil` when a
+    /// part is to be kept.
+    package private(set) var replacement: ItemOptions?
 
     /// The options of the item after the write, over `existing` (`nil`: a new item).
     package func options(over existing: ItemMetadata?) -> ItemOptions {
+        if let replacement { return replacement }
         let defaults = ItemOptions()
         return ItemOptions(
             kind: kind ?? existing?.kind ?? defaults.kind,
@@ -54,6 +61,21 @@ public enum WriteCondition: Sendable, Equatable {
         case .ifCurrent(let expected): return current.map { $0 == expected } ?? false  // constant time
         }
     }
+
+    /// What a read-then-write must read first for this condition and `changes`: nothing (a plain
+    /// write), the item's metadata, or the whole item.
+    package func read(for changes: ItemChanges) -> ExistingItemRead {
+        switch self {
+        case .always: return changes.replacement == nil ? .metadata : .nothing
+        case .ifAbsent: return .metadata
+        case .ifCurrent: return .item
+        }
+    }
+}
+
+/// What ``WriteCondition/read(for:)`` says to read before a write.
+package enum ExistingItemRead {
+    case nothing, metadata, item
 }
 
 extension SecretStore {
@@ -61,7 +83,12 @@ extension SecretStore {
     /// Stores with transactions override this with one (the format-2 file vault does).
     @discardableResult
     public func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) throws -> Bool {
-        let existing = try item(key)
+        let existing: (metadata: ItemMetadata, secret: SecretBytes?)?
+        switch condition.read(for: changes) {
+        case .nothing: existing = nil
+        case .metadata: existing = try metadata(key).map { ($0, SecretBytes(count: 0) { _ in }) }
+        case .item: existing = try item(key).map { ($0.metadata, $0.secret) }
+        }
         guard condition.holds(for: existing?.secret) else { return false }
         try set(secret, for: key, options: changes.options(over: existing?.metadata))
         return true
@@ -81,7 +108,12 @@ extension AsyncSecretStore {
     /// Stores with transactions override this with one.
     @discardableResult
     public func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) async throws -> Bool {
-        let existing = try await item(key)
+        let existing: (metadata: ItemMetadata, secret: SecretBytes?)?
+        switch condition.read(for: changes) {
+        case .nothing: existing = nil
+        case .metadata: existing = try await metadata(key).map { ($0, SecretBytes(count: 0) { _ in }) }
+        case .item: existing = try await item(key).map { ($0.metadata, $0.secret) }
+        }
         guard condition.holds(for: existing?.secret) else { return false }
         try await set(secret, for: key, options: changes.options(over: existing?.metadata))
         return true

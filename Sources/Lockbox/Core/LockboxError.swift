@@ -385,7 +385,7 @@ extension LockboxError: CustomStringConvertible {
         case let .unsupportedFormatVersion(path, found, supported):
             if found == Int(VaultRecords.formatVersion) && supported < found {
                 // Either a format-2 (SQLite) vault given to a format-1 reader, or a future format-1 header.
-                return "the vault at \(path) uses format version \(found), which this reader does not open (it reads version \(supported)). A format-2 vault (a SQLite database) opens with SQLiteVaultStore or any lockbox command that takes a vault; if it is not one, a newer Lockbox may read it."
+                return "the vault at \(path) uses format version \(found), which this reader does not open (it reads version \(supported)). A format-2 vault (a SQLite database, what `lockbox init` makes) opens with FileVault.open(at:credentials:), which opens every format, or any lockbox command that takes a vault; if it is not one, a newer Lockbox may read it."
             }
             return "the vault at \(path) uses format version \(found), but this Lockbox reads only version \(supported) and below. Upgrade Lockbox to open it."
         case let .insecurePermissions(path, detail):

@@ -244,15 +244,30 @@ public final class TokenStore: Sendable {
             return try await refreshLeased(key, rejected: rejected, refresh: refresh, in: leasing)
         }
         // Another process may have refreshed while we waited: use its tokens.
-        let current = try await currentTokens(key, in: route.store)
+        guard let read = try await route.store.get(key) else {
+            throw LockboxError.sessionExpired(service: key.service, account: key.account)
+        }
+        let current = try TokenSet.decode(read, key: key)
         if usable(current, rejected: rejected) { return (current, false) }
         let fresh: TokenSet
         do {
             fresh = try await refresh(current)
         } catch TokenRefreshError.rejected {
-            try await signOut(key, in: route.store)
+            // Cleared only if they are still the tokens that were rejected: a process the lock
+            // did not reach (another mount namespace) may have stored new ones meanwhile.
+            if try await route.store.delete(key, ifCurrent: read) {
+                emit(.signedOut(key))
+                throw LockboxError.sessionExpired(service: key.service, account: key.account)
+            }
+            return (try await currentTokens(key, in: route.store), false)
         }
-        try await write(fresh, key, via: route)
+        // Stored only over the tokens this refresh started from (one transaction of the file
+        // vault); where another process's refresh was stored first, its tokens win.
+        let encoded = try fresh.encoded()
+        let stored = try await metrics.storeCall(access.typeName, "set") {
+            try await route.store.set(encoded, for: key, changes: ItemChanges(replacingWith: Self.options(for: key)), when: .ifCurrent(read))
+        }
+        guard stored else { return (try await currentTokens(key, in: route.store), false) }
         emit(.refreshed(key))
         return (fresh, true)
     }

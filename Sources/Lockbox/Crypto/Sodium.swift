@@ -215,7 +215,9 @@ private func phcBuffer(_ hash: String) -> [CChar] {
 }
 
 extension UInt8 {
-    /// The value of this ASCII hexadecimal digit (either case), or `nil` for any other byte.
+    /// The value of this ASCII hexadecimal digit (either case), or `nil` for any other byte. It
+    /// branches on the digit, so it is for public text (the D-Bus address), never for secrets:
+    /// key files are decoded by `sodium_hex2bin` (``KeyFile``).
     package var hexDigitValue: UInt8? {
         switch self {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): self - UInt8(ascii: "0")

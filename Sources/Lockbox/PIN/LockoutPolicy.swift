@@ -56,6 +56,19 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
         return delays[min(failures, delays.count) - 1]
     }
 
+    /// The one lockout decision: whether a guess may be evaluated now, from the failures counted
+    /// so far, the seconds since the last counted guess (`nil` if there is none; negative when a
+    /// clock went back, which restarts the delay from now), and whether the PIN was disabled.
+    /// ``PinGuard`` applies it to the file vault's and the Secret Service's records; the
+    /// PostgreSQL store's `begin_pin_attempt` implements the same rule in SQL, and a table test
+    /// holds the two to it.
+    public func decide(failures: Int, secondsSinceLastAttempt elapsed: Double?, disabled: Bool = false) -> LockoutDecision {
+        if disabled || failures >= disableAfter { return .disabled }
+        guard failures > 0, let elapsed else { return .evaluate }
+        let remaining = delay(afterFailures: failures) - max(0, elapsed)
+        return remaining > 0 ? .wait(seconds: remaining) : .evaluate
+    }
+
     private static func invalid(_ reason: String) -> LockboxError { .invalidArgument(reason) }
 
     private enum CodingKeys: String, CodingKey { case delays, wipeAfter, disableAfter }
@@ -68,4 +81,14 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
                       wipeAfter: try container.decodeIfPresent(Int.self, forKey: .wipeAfter),
                       disableAfter: try container.decode(Int.self, forKey: .disableAfter))
     }
+}
+
+/// What ``LockoutPolicy/decide(failures:secondsSinceLastAttempt:disabled:)`` says of a guess.
+public enum LockoutDecision: Sendable, Equatable {
+    /// The guess may be evaluated (and is counted before its PIN is compared).
+    case evaluate
+    /// Refused without evaluating: the delay after the last failure has `seconds` left.
+    case wait(seconds: Double)
+    /// Refused: the PIN is disabled until a reset.
+    case disabled
 }

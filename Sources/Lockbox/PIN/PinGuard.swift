@@ -471,13 +471,18 @@ public final class PinGuard: Sendable {
     /// every trusted clock. `nil` when the try may go ahead (or a clock went back, which the
     /// locked path handles with a write).
     private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile) -> LockboxError? {
-        if record.disabled { return LockboxError.pinDisabled(profile: profile.description, failures: record.failures) }
-        guard let last = record.lastAttempt, record.failures > 0 else { return nil }
-        let elapsed = now.secondsSince(last)
-        guard elapsed >= 0 else { return nil }
-        let remaining = record.lockout.delay(afterFailures: record.failures) - elapsed
-        guard remaining > 0 else { return nil }
-        return LockboxError.pinLockedOut(profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining), seconds: remaining)
+        // A clock that went back is handled before this (the last attempt moved to now), so a
+        // negative elapsed time here is a record read before that move: not refused on it.
+        let elapsed = record.lastAttempt.map { now.secondsSince($0) }
+        switch record.lockout.decide(failures: record.failures, secondsSinceLastAttempt: elapsed.map { $0 < 0 ? .infinity : $0 },
+                                     disabled: record.disabled) {
+        case .evaluate:
+            return nil
+        case .disabled:
+            return LockboxError.pinDisabled(profile: profile.description, failures: record.failures)
+        case .wait(let remaining):
+            return LockboxError.pinLockedOut(profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining), seconds: remaining)
+        }
     }
 
     /// Throws the refusal the stored record gives a try now, read without the profile's lock (a

@@ -6,8 +6,8 @@ import Musl
 #endif
 
 // What Lockbox used of Foundation beyond FoundationEssentials, on POSIX and the standard library
-// alone: `lockbox` links no Foundation (and so no ICU), which its start-up and memory pay for
-// (docs/PERFORMANCE.md, issue 18).
+// alone: `lockbox` links no Foundation (and so no ICU), which keeps its start-up and memory small
+// (docs/PERFORMANCE.md).
 
 /// Starts `body` on a new detached POSIX thread called `name` (the kernel keeps 15 bytes of it).
 /// Returns false, having run nothing, when the system refuses another thread.

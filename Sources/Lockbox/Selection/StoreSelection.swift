@@ -23,7 +23,7 @@ public protocol LockableSecretStore: SecretStore {
 }
 
 /// Connects to the Secret Service for ``StoreSelection``. The core links no libsecret:
-/// `LockboxSecretService` provides one (`LibsecretProvider`); a program without it passes `nil`,
+/// `LockboxSecretService` provides one (`SecretServiceStoreProvider`); a program without it passes `nil`,
 /// and then `auto` means the file vault.
 public protocol SecretServiceProvider: Sendable {
     /// Connects; throws ``LockboxError/noSessionBus(detail:)``,
@@ -39,7 +39,7 @@ public protocol SecretServiceProvider: Sendable {
 ///
 /// ```swift
 /// let user = LockboxConfiguration.forUser(environment: ProcessInfo.processInfo.environment)
-/// let selection = try user.storeSelection(secretService: LibsecretProvider())
+/// let selection = try user.storeSelection(secretService: SecretServiceStoreProvider())
 /// let resolution = try selection.resolve()
 /// let store = try resolution.open(credentials: [.keyFile("/run/credentials/app/vault-key")])
 /// ```
@@ -173,14 +173,7 @@ public struct StoreResolution: Sendable {
         try opening { () throws -> any SecretStore in
             switch storeKind {
             case .secretService: return try openSecretService()
-            case .file:
-                // One open decides the format: format 1 is read whole by it; a format-2 vault
-                // stops it at its first bytes, and SQLite takes its descriptor over.
-                switch try VaultFile.probe(at: selection.vaultPath) {
-                case .format1(let snapshot): return try EncryptedFileStore.open(snapshot, credentials: credentials)
-                case .format2(let file):
-                    return try SQLiteVaultStore.open(at: file.path, windowKey: { _ in nil }, credentials: { credentials }, probed: file).store
-                }
+            case .file: return try FileVault.open(at: selection.vaultPath, credentials: credentials)
             }
         }
     }

@@ -113,8 +113,8 @@ private func wholeMilliseconds(_ date: Date) -> Date {
 }
 
 /// The time of a `2026-11-21T05:57:03.183Z` that ``millisecondTimestamp(_:)`` wrote, read without
-/// a date formatter (which costs 1.6 M instructions on every command that reads the settings,
-/// issue 18); `nil` for any other text, which the ISO 8601 formatters then read as before. The
+/// a date formatter (a large share of the start-up of every command that reads the settings);
+/// `nil` for any other text, which the ISO 8601 formatters then read as before. The
 /// value is exactly what those formatters and ``wholeMilliseconds(_:)`` give for this text.
 func millisecondTimestampDate(_ text: String) -> Date? {
     var utf8 = text.utf8.makeIterator()

@@ -105,21 +105,26 @@ public enum KeyFile {
     }
 
     /// 32 raw bytes as they are; 64 hex digits (plus an optional newline) decoded; else `nil`.
+    /// The digits are secret, so they are decoded by libsodium's `sodium_hex2bin`, whose work
+    /// depends on no digit's value (a branching decoder would take a different path for `a`-`f`
+    /// than for `0`-`9`); only whether the file is 64 hex digits comes out.
     package static func decode(_ raw: SecretBytes) -> SecretBytes? {
         if raw.count == keyBytes { return raw }
         return raw.withUnsafeBytes { bytes -> SecretBytes? in
             var digits = bytes.count
             if digits > 0 && bytes[digits - 1] == UInt8(ascii: "\n") { digits -= 1 }
             if digits > 0 && bytes[digits - 1] == UInt8(ascii: "\r") { digits -= 1 }
-            guard digits == keyBytes * 2 else { return nil }
+            guard digits == keyBytes * 2, let start = bytes.baseAddress else { return nil }
             struct NotHex: Error {}
             return try? SecretBytes(count: keyBytes) { out in
-                for index in 0..<keyBytes {
-                    guard let high = bytes[2 * index].hexDigitValue, let low = bytes[2 * index + 1].hexDigitValue else {
-                        throw NotHex()
-                    }
-                    out[index] = high << 4 | low
-                }
+                guard let target = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw NotHex() }
+                var decoded = 0
+                var end: UnsafePointer<CChar>?
+                let hex = start.assumingMemoryBound(to: CChar.self)
+                // Every digit must be decoded: sodium_hex2bin stops at the first non-digit.
+                guard sodium_hex2bin(target, keyBytes, hex, digits, nil, &decoded, &end) == 0, decoded == keyBytes,
+                      end == hex + digits
+                else { throw NotHex() }
             }
         }
     }

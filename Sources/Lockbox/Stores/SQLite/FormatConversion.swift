@@ -31,12 +31,29 @@ extension SQLiteVaultStore {
         let old = try EncryptedFileStore.open(at: path, credentials: credentials, lockTimeout: lockTimeout)
         return try VaultLock(vaultPath: path, timeout: lockTimeout).withLock { () throws -> Conversion in
             if sqliteHeader(path).isSQLite { return .alreadyFormat2 }  // another converter finished first
+            // A conversion killed before it finished left its full sealed copy; no other is being
+            // built now (this lock), and the copy would still open with credentials retired later.
+            removeUnfinishedCopies(of: path)
             let contents = try old.contentsForConversion()
             try build(at: path, replacing: true, vaultID: contents.vaultID, slots: contents.slots, dataKey: contents.dataKey,
                       entries: contents.entries, busyTimeout: lockTimeout) { temporary in
                 try verifyConversion(temporary, against: contents)
             }
             return .converted(items: contents.entries.count)
+        }
+    }
+
+    /// Removes the temporary databases ``createTemporary(beside:)`` makes for `path`
+    /// (`.NAME.new-HEX`) that an interrupted conversion left; call it holding the vault's lock.
+    static func removeUnfinishedCopies(of path: FilePath) {
+        guard let name = path.lastComponent?.string else { return }
+        let folder = path.removingLastComponent()
+        let prefix = ".\(name).new-"
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder.isEmpty ? "." : folder.string)) ?? []
+        for entry in entries where entry.hasPrefix(prefix) && entry.dropFirst(prefix.count).allSatisfy(\.isHexDigit) {
+            let copy = folder.appending(entry)
+            guard (try? copy.stat(followTargetSymlink: false))?.type == .regular else { continue }
+            try? copy.unlinkIfPresent()
         }
     }
 

@@ -5,7 +5,7 @@ import Glibc
 import SystemPackage
 
 /// Lets a ``SQLiteConnection`` use a descriptor Lockbox has already opened and checked, so a vault
-/// file is opened once per command (issue 14: `get` opens the vault once) and SQLite reads the very
+/// file is opened once per command and SQLite reads the very
 /// file that was found to be a regular file owned by the user — not whatever is at the path a
 /// moment later.
 ///

@@ -1,13 +1,14 @@
-#ifndef LOCKBOX_CLIBSECRET_H
-#define LOCKBOX_CLIBSECRET_H
+#ifndef LOCKBOX_CLIBSECRETFALLBACK_H
+#define LOCKBOX_CLIBSECRETFALLBACK_H
 /* The part of libsecret, GLib and GIO that LockboxSecretService calls, declared here and loaded
    at run time with dlopen (libsecret.c) instead of linked:
    - a build needs no libsecret/GLib headers and no pkg-config, whose GLib flags carry -pthread,
      which SwiftPM refuses ("prohibited flag(s): -pthread") with a warning on every build;
    - a program linking Lockbox's Secret Service store loads none of them unless it needs
-     libsecret's session: Lockbox speaks D-Bus itself (DBusConnection.swift) and makes the
-     encrypted session itself (CSessionCrypto.h, SessionCrypto.swift) where the processor allows.
-     Only then are libsecret, GIO, GObject, GLib and libgcrypt loaded.
+     libsecret's session, the fallback: Lockbox speaks D-Bus itself (DBusConnection.swift) and
+     makes the encrypted session itself with libcrypto (CLibcrypto.h, SessionCrypto.swift). Only
+     when a provider answers NotSupported to that session are libsecret, GIO, GObject, GLib and
+     libgcrypt loaded.
    Each prototype is copied from the library's header (libsecret >= 0.18, GLib >= 2.26: the
    D-Bus-path functions of secret-paths.h, labelled "subject to change", are unchanged since
    2014); the one struct layout is the public GError, and every other type is
@@ -82,8 +83,8 @@ typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
     X(GVariantType *, g_variant_type_new, (const gchar *type_string), (type_string)) \
     X(void, g_variant_type_free, (GVariantType *type), (type))
 
-/* libsecret itself, loaded only when it carries a secret: the processor lacks the AES
-   instructions of CSessionCrypto.h, or the provider refuses Lockbox's own session. */
+/* libsecret itself, loaded only when it carries a secret: the provider refused Lockbox's own
+   session (NotSupported). */
 #define LOCKBOX_LIBSECRET_FUNCTIONS(X) \
     X(SecretService *, secret_service_get_sync, (SecretServiceFlags flags, GCancellable *cancellable, GError **error), (flags, cancellable, error)) \
     X(SecretValue *, secret_service_lookup_sync, (SecretService *service, const SecretSchema *schema, GHashTable *attributes, GCancellable *cancellable, GError **error), (service, schema, attributes, cancellable, error)) \
@@ -170,6 +171,5 @@ LOCKBOX_LIBSECRET_FUNCTIONS(LOCKBOX_LIBSECRET_INLINE)
 #undef LOCKBOX_GLIB_INLINE
 #undef LOCKBOX_LIBSECRET_INLINE
 
-#include "CSessionCrypto.h"
 
 #endif

@@ -1,7 +1,7 @@
 // Loads GIO and libsecret with dlopen, for libsecret's fallback session only, and fills
-// lockbox_libsecret_table (see include/CLibSecret.h for why).
+// lockbox_libsecret_table (see include/CLibsecretFallback.h for why).
 #define _GNU_SOURCE  // dlinfo
-#include "CLibSecret.h"
+#include "CLibsecretFallback.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -44,7 +44,7 @@ static int look_up(void *handle, const char *name, void **slot, const char *libr
     return *slot != NULL;
 }
 
-// For the X lists of CLibSecret.h, inside a loader with `handle`, `library`, `error` and
+// For the X lists of CLibsecretFallback.h, inside a loader with `handle`, `library`, `error` and
 // `error_size` in scope. The pointers are written before the loader's flag, and pthread_once
 // orders both before any reader.
 #define LOCKBOX_LOOK_UP(ret, name, params, args) \
