@@ -67,6 +67,9 @@ struct ExecAndRegistryTests {
         #expect(missing.status == 127 && missing.stderr.contains("/nonexistent/program"), "\(missing.stderr)")
         let notExecutable = try lockbox(["exec", "--", folder.file("v.key").string])
         #expect(notExecutable.status == 126, "\(notExecutable.stderr)")
+        // After --, everything is the program's, even what looks like lockbox's own options.
+        let passed = try lockbox(["exec", "--env", "A=db/app", "--", "sh", "-c", "printf '%s|' \"$@\"", "sh", "--verbose", "--vault", "x", "-h", "--"])
+        #expect(passed.status == 0 && passed.stdoutString == "--verbose|--vault|x|-h|--|", "\(passed.stdoutString) \(passed.stderr)")
         let output = try lockbox(["exec", "--", "sh", "-c", "printf out; printf err >&2; cat"], "in")
         #expect(output.stdoutString == "outin" && output.stderr == "err", "standard streams pass through")
     }
