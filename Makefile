@@ -48,8 +48,11 @@ release-path:
 	@echo "$$($(RELEASE_BUILD) --show-bin-path | sed "s|^$$(pwd)/||")/lockbox"
 
 PREFIX ?= /usr/local
+# docker-credential-lockbox, a link to lockbox, is the registry credential helper clients look for
+# (lockbox runs `docker-credential` when called by that name).
 install: release
 	install -D -m 0755 "$$($(RELEASE_BUILD) --show-bin-path)/lockbox" "$(DESTDIR)$(PREFIX)/bin/lockbox"
+	ln -sfn lockbox "$(DESTDIR)$(PREFIX)/bin/docker-credential-lockbox"
 	install -D -m 0644 docs/man/lockbox.1 "$(DESTDIR)$(PREFIX)/share/man/man1/lockbox.1"
 	install -D -m 0644 completions/lockbox.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockbox"
 	install -D -m 0644 completions/_lockbox "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lockbox"

@@ -173,13 +173,13 @@ _lockbox() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|set|get|delete|list|wipe|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|git-credential|help)
+    init|set|get|delete|list|wipe|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|exec|git-credential|docker-credential|help)
         # Offer subcommand argument completions
         "_lockbox_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init set get delete list wipe passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest git-credential help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init set get delete list wipe passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest exec git-credential docker-credential help' -- "${cur}"))
         ;;
     esac
 }
@@ -1678,7 +1678,90 @@ _lockbox_selftest() {
     esac
 }
 
+_lockbox_exec() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=(--env --env-file --fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    __lockbox_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--store')
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--profile')
+        return
+        ;;
+    '--vault')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--key-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
+        return
+        ;;
+    '--env')
+        return
+        ;;
+    '--env-file')
+        return
+        ;;
+    '--fd')
+        return
+        ;;
+    esac
+}
+
 _lockbox_git-credential() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    __lockbox_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--store')
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--profile')
+        return
+        ;;
+    '--vault')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--key-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
+        return
+        ;;
+    esac
+}
+
+_lockbox_docker-credential() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()

@@ -362,7 +362,8 @@ def fd_options(root: Command, shared_keys: set[str]) -> list[tuple[str, str]]:
     shared: set[str] = set()
     for command in root.walk():
         for arg in command.own_arguments():
-            if arg["kind"] == "option" and preferred(arg).endswith("-fd"):
+            # `exec --fd` hands a secret to the program it runs; it reads none.
+            if arg["kind"] == "option" and preferred(arg).endswith("-fd") and preferred(arg) != "--fd":
                 name = preferred(arg)
                 if signature(arg) in shared_keys:
                     shared.add(name)

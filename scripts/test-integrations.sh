@@ -11,7 +11,11 @@
 #           password the server refuses is erased by git through the helper.
 #   Python  keyring 25.7's own keyring.testing.backend.BackendBasicTests, plus interop tests,
 #           against keyrings.lockbox (integrations/python-keyring), with pytest (results shown).
-#   Both    what they store is listed by `lockbox list --json` and removed by `lockbox wipe`.
+#   skopeo  `lockbox docker-credential` as docker-credential-lockbox, named by a credHelpers entry of
+#           the auth file: `skopeo login` against a loopback docker-registry with basic auth
+#           (htpasswd) stores the password through the helper and none in the auth file, `skopeo
+#           copy` and `skopeo inspect` authenticate through it, `skopeo logout` erases it.
+#   All     what they store is listed by `lockbox list --json` and removed by `lockbox wipe`.
 #
 # Each runs against a file vault unlocked by a key file (LOCKBOX_KEY_FILE), and, when this script
 # runs inside scripts/keyring-session.sh (LOCKBOX_TEST_KEYRING=unlocked), against that
@@ -20,7 +24,7 @@
 # LOCKBOX_REQUIRE_KEYRING_TESTS=1 that is a failure.
 #
 # Usage: scripts/test-integrations.sh [PATH_TO_LOCKBOX]   (default: the debug build)
-# Installs git and python3-venv if missing (apt), and keyring==25.7.0, pytest and wheel into
+# Installs git, python3-venv, skopeo, docker-registry and apache2-utils (htpasswd) if missing (apt), and keyring==25.7.0, pytest and wheel into
 # .build-integrations/venv (PyPI).
 # Runs detached from any terminal (setsid), so nothing can wait for typing; every git and pytest
 # step is bounded by `timeout`.
@@ -41,6 +45,9 @@ lockbox_binary="$(cd "$(dirname "$lockbox_binary")" && pwd)/$(basename "$lockbox
 missing=()
 command -v git >/dev/null && [[ -x "$(git --exec-path)/git-http-backend" ]] || missing+=(git)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+command -v skopeo >/dev/null || missing+=(skopeo)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
+command -v htpasswd >/dev/null || missing+=(apache2-utils)
 if ((${#missing[@]})); then
     sudo=()
     [[ $(id -u) -eq 0 ]] || sudo=(sudo)
@@ -111,6 +118,7 @@ run_store() {
     # `lockbox` on PATH, and git-credential-lockbox beside it as git's naming rule wants.
     ln -s "$lockbox_binary" "$work/bin/lockbox"
     ln -s "$lockbox_binary" "$work/bin/git-credential-lockbox"
+    ln -s "$lockbox_binary" "$work/bin/docker-credential-lockbox"
     export PATH="$work/bin:$PATH"
     export LOCKBOX_INTEGRATION_STORE=$store
     case $store in
@@ -130,6 +138,7 @@ run_store() {
     git_credential_round_trips
     git_clone_over_http
     python_keyring
+    registry_login
 
     stop_server
     rm -rf -- "$work"
@@ -305,6 +314,76 @@ python_keyring() {
             "$("${no_bus[@]}" timeout 30 "$venv/bin/keyring" get upload.pypi.org __token__)" "pypi-AgEI-token"
         lockbox wipe --service upload.pypi.org --yes 2>/dev/null
     fi
+}
+
+# ------------------------------------------------------------------ container registry --
+registry_login() {
+    local password='reg pass "é' auth="$work/auth.json" port registry out
+    mkdir -p "$work/registry/data"
+    htpasswd -Bbn ci "$password" >"$work/registry/htpasswd"
+    port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    registry="127.0.0.1:$port"
+    cat >"$work/registry/config.yml" <<EOF
+version: 0.1
+log: {level: warn}
+storage: {filesystem: {rootdirectory: $work/registry/data}}
+http: {addr: $registry}
+auth: {htpasswd: {realm: lockbox-test, path: $work/registry/htpasswd}}
+EOF
+    stop_server
+    docker-registry serve "$work/registry/config.yml" >"$work/registry/log" 2>&1 &
+    server_pid=$!
+    "$venv/bin/python" - "$registry" <<'EOF' || fail "the registry did not start: $(tail -5 "$work/registry/log")"
+import sys, time, urllib.request, urllib.error
+for _ in range(100):
+    try:
+        urllib.request.urlopen(f"http://{sys.argv[1]}/v2/", timeout=1)
+    except urllib.error.HTTPError as error:
+        sys.exit(0 if error.code == 401 else 1)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+EOF
+    # A one-layer OCI image to push.
+    "$venv/bin/python" - "$work/image" <<'EOF'
+import gzip, hashlib, io, json, os, sys, tarfile
+root = sys.argv[1]
+os.makedirs(f"{root}/blobs/sha256")
+def blob(data):
+    digest = hashlib.sha256(data).hexdigest()
+    open(f"{root}/blobs/sha256/{digest}", "wb").write(data)
+    return {"digest": f"sha256:{digest}", "size": len(data)}
+tar = io.BytesIO()
+with tarfile.open(fileobj=tar, mode="w") as archive:
+    info = tarfile.TarInfo("hello.txt"); info.size = 6; archive.addfile(info, io.BytesIO(b"hello\n"))
+config = {"architecture": "amd64", "os": "linux", "config": {},
+          "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(tar.getvalue()).hexdigest()]}}
+manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(json.dumps(config).encode())},
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **blob(gzip.compress(tar.getvalue(), mtime=0))}]}
+index = {"schemaVersion": 2, "manifests": [{"mediaType": manifest["mediaType"], **blob(json.dumps(manifest).encode()),
+                                            "annotations": {"org.opencontainers.image.ref.name": "v1"}}]}
+json.dump(index, open(f"{root}/index.json", "w"))
+open(f"{root}/oci-layout", "w").write('{"imageLayoutVersion": "1.0.0"}')
+EOF
+    printf '{"credHelpers": {"%s": "lockbox"}}\n' "$registry" >"$auth"
+    printf '%s' "$password" | timeout 60 skopeo login --authfile "$auth" --tls-verify=false --username ci --password-stdin "$registry" >/dev/null
+    expect_equal "skopeo login stores the credential through docker-credential-lockbox" "$(listed "docker:$registry")" "ci password"
+    ! grep -qF "$password" "$auth" || fail "the auth file holds the password: $(cat "$auth")"
+    expect_equal "the auth file holds no credential, only the helper's name" "$(tr -d ' \n' <"$auth")" "{\"credHelpers\":{\"$registry\":\"lockbox\"}}"
+    timeout 60 skopeo copy --quiet --dest-tls-verify=false --dest-authfile "$auth" "oci:$work/image:v1" "docker://$registry/team/hello:v1"
+    pass "skopeo copy pushes with the helper's credential"
+    out=$(timeout 60 skopeo inspect --authfile "$auth" --tls-verify=false "docker://$registry/team/hello:v1" |
+        "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["Name"])')
+    expect_equal "skopeo inspect authenticates with the helper's credential" "$out" "$registry/team/hello"
+    printf '{}\n' >"$work/empty-auth.json"
+    if timeout 60 skopeo inspect --authfile "$work/empty-auth.json" --tls-verify=false "docker://$registry/team/hello:v1" >/dev/null 2>&1; then
+        fail "the registry answered without credentials"
+    fi
+    pass "without the helper the registry refuses (basic auth is required)"
+    timeout 60 skopeo logout --authfile "$auth" "$registry" >/dev/null
+    expect_equal "skopeo logout erases the credential through the helper" "$(listed "docker:$registry")" ""
+    stop_server
 }
 
 # ------------------------------------------------------------------ run --

@@ -72,4 +72,29 @@ static inline unsigned long long lockbox_mount_id_of_descriptor(int fd) {
 static inline unsigned long long lockbox_mount_id_of_path(const char *path) {
     return lockbox_statx_mount_id(AT_FDCWD, path, 0);
 }
+// A close-on-exec in-memory file that can be sealed (memfd_create(2), Linux 3.17), through the
+// raw system call (glibc declares it only under _GNU_SOURCE); -1 with errno on failure.
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+static inline int lockbox_memfd_secret(void) {
+    return (int)syscall(SYS_memfd_create, "lockbox-secret", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+}
+// Seals a memfd against writing, growing, shrinking and further seals (F_ADD_SEALS); fcntl is
+// variadic and these constants need _GNU_SOURCE.
+static inline int lockbox_memfd_seal(int fd) {
+    return fcntl(fd, 1024 + 9 /* F_ADD_SEALS */, 0x0001 | 0x0002 | 0x0004 | 0x0008 /* F_SEAL_SEAL|SHRINK|GROW|WRITE */);
+}
+// A descriptor that becomes readable when process `pid` ends (pidfd_open(2), Linux 5.3); -1
+// with errno where the kernel lacks it.
+static inline int lockbox_pidfd_open(int pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    return -1;
+#endif
+}
 #endif

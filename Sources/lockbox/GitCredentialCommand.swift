@@ -45,16 +45,6 @@ struct GitCredential: ParsableCommand {
     /// The name under which git finds the helper for `credential.helper lockbox`.
     static let helperProgramName = "git-credential-lockbox"
 
-    /// The arguments to parse (without the program name): invoked through a link named
-    /// `git-credential-lockbox`, `lockbox git-credential` is meant, with git's operation after it.
-    static func arguments(of commandLine: [String]) -> [String] {
-        let arguments = Array(commandLine.dropFirst())
-        guard let program = commandLine.first, FilePath(program).lastComponent?.string == helperProgramName else {
-            return arguments
-        }
-        return [configuration.commandName ?? "git-credential"] + arguments
-    }
-
     func run() throws {
         guard let operation = Operation(rawValue: operation) else {
             Trace.log("git-credential: operation not known to this helper; ignored, as git's protocol asks")

@@ -31,7 +31,7 @@ struct LockboxCommand: ParsableCommand {
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
             Passwd.self, RotateKey.self, Convert.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
-            GitCredential.self,
+            Exec.self, GitCredential.self, DockerCredential.self,
         ]
     )
 
@@ -51,11 +51,11 @@ struct LockboxCommand: ParsableCommand {
         do {
             try refuseArgumentsThatAreNotUTF8()
             if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "--version",
-               GitCredential.arguments(of: CommandLine.arguments) == ["--version"]
+               helperArguments(of: CommandLine.arguments) == ["--version"]
             {
                 printVersion()
             }
-            let arguments = Trace.configure(GitCredential.arguments(of: CommandLine.arguments), environment: CommandEnvironment.values)
+            let arguments = Trace.configure(helperArguments(of: CommandLine.arguments), environment: CommandEnvironment.values)
             try refuseUnknownShortOptions(arguments)
             var command = try parseCommand(hoistingGlobalOptions(arguments))
             Trace.log("command: \(commandPath(of: command)) (\(arguments.count) arguments; their values are not logged)")
@@ -65,12 +65,30 @@ struct LockboxCommand: ParsableCommand {
             Trace.log("done: exit 0")
         } catch let error as Errno where error == .brokenPipe {
             brokenPipe()
+        } catch let failure as ProtocolFailure {
+            failure.report()
         } catch let error as any LockboxCodedError {
             let error = RecordedSecretService.translating(error)
             fail(error, message: "error[\(error.code)]: " + ErrorTable.message(for: error))
         } catch {
             usageFailure(error)
         }
+    }
+
+    /// The links to lockbox that other programs run as their credential helper, and the command each stands for.
+    static let helperPrograms = [
+        GitCredential.helperProgramName: GitCredential.configuration.commandName ?? "git-credential",
+        DockerCredential.helperProgramName: DockerCredential.configuration.commandName ?? "docker-credential",
+    ]
+
+    /// The arguments to parse (without the program name): invoked through a link named as in
+    /// ``helperPrograms`` (`git-credential-lockbox get`), the command it stands for with the
+    /// arguments after it.
+    static func helperArguments(of commandLine: [String]) -> [String] {
+        let arguments = Array(commandLine.dropFirst())
+        guard let program = commandLine.first, let name = FilePath(program).lastComponent?.string,
+              let command = helperPrograms[name] else { return arguments }
+        return [command] + arguments
     }
 
     /// The commands scripts, prompts and git run in loops, which `parseCommand` parses with their

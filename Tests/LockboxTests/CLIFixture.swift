@@ -38,6 +38,17 @@ struct CLIFixture {
     }
 }
 
+/// Creates a vault with a key file in `folder` and returns the environment under which `lockbox`
+/// uses it: LOCKBOX_VAULT and LOCKBOX_KEY_FILE, with HOME and XDG_CONFIG_HOME in the folder.
+func keyFileVaultEnvironment(in folder: TemporaryFolder) throws -> [String: String] {
+    let created = try runLockbox(["init", "--vault", folder.file("v.lockbox").string, "--generate-key-file", folder.file("v.key").string])
+    #expect(created.status == 0, "\(created.stderr)")
+    return [
+        "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("v.key").string,
+        "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
+    ]
+}
+
 extension ProcessResult {
     /// The stable code of the failure lockbox reported (`lockbox: error[CODE]: …` on standard
     /// error), or `nil` if it reported none.

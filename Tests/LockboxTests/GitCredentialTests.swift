@@ -14,13 +14,7 @@ struct GitCredentialTests {
 
     init() throws {
         folder = try TemporaryFolder()
-        environment = [
-            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("v.key").string,
-            "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
-        ]
-        let created = try runLockbox(["init", "--vault", folder.file("v.lockbox").string,
-                                      "--generate-key-file", folder.file("v.key").string])
-        #expect(created.status == 0, "\(created.stderr)")
+        environment = try keyFileVaultEnvironment(in: folder)
     }
 
     private func lockbox(_ arguments: [String], _ stdin: String = "") throws -> ProcessResult {
