@@ -36,7 +36,7 @@ struct LockboxCommand: ParsableCommand {
     )
 
     /// What `lockbox --version` prints.
-    static let version = "0.1.0"
+    static let version = "0.2.0"
 
     /// Without a subcommand: a usage error (exit 64), not help with exit 0.
     func run() throws { throw ValidationError("name a subcommand; `lockbox --help` lists them") }
