@@ -52,7 +52,7 @@ struct Init: ParsableCommand {
             try KeyFile.generate(at: keyPath)
             Console.status("Generated key file \(keyPath.string). Keep it safe: it opens the vault.")
             credentials.append(.keyFile(keyPath))
-        } else if let keyFile = vaultOptions.keyFilePath {
+        } else if let keyFile = vaultOptions.givenKeyFilePath {
             credentials.append(.keyFile(keyFile))
         }
         if let fd = vaultOptions.passphraseFd {
@@ -74,6 +74,11 @@ struct Init: ParsableCommand {
         }
         try StoreSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
                                    at: vaultOptions.settingsPath)
+        // Later commands on this vault find its key file without --key-file or LOCKBOX_KEY_FILE;
+        // not for a vault with a TPM slot, which opens through the TPM (the key file is its recovery).
+        if !tpm, let keyFile = generateKeyFile.map({ FilePath($0) }) ?? vaultOptions.givenKeyFilePath {
+            try StoreSettings.rememberKeyFile(keyFile, vault: path, for: vaultOptions.profileName, at: vaultOptions.settingsPath)
+        }
         let slots = slotKinds.map(\.kind.rawValue).joined(separator: ", ")
         Console.status("Created vault \(path.string) with key slot(s): \(slots).")
     }

@@ -47,7 +47,7 @@ struct VaultOptions: ParsableArguments {
     var vault: String?
 
     @Option(name: .long, help: ArgumentHelp(
-        "Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE.",
+        "Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE, else the one `lockbox init` made or was given for this vault.",
         valueName: "path"), completion: .file())
     var keyFile: String?
 
@@ -71,8 +71,21 @@ struct VaultOptions: ParsableArguments {
         return EncryptedFileStore.defaultPath(environment: environment)
     }
 
-    /// The key file: --key-file, then $LOCKBOX_KEY_FILE (a path, not a secret).
+    /// The key file: --key-file, then $LOCKBOX_KEY_FILE (a path, not a secret), then the one
+    /// `lockbox init` recorded for this profile's vault, when the vault is that one.
     var keyFilePath: FilePath? {
+        if let given = givenKeyFilePath { return given }
+        // A credential given explicitly is the one to use: the recorded key file is not added.
+        guard passphraseFd == nil, let profile = try? StoreSettings.load(from: settingsPath).profiles[profileName],
+              let recordedVault = profile.vault, let recordedKey = profile.keyFile,
+              VaultFile.resolvedPath(FilePath(recordedVault)) == VaultFile.resolvedPath(vaultPath)
+        else { return nil }
+        Trace.log("credential: the key file lockbox init recorded for this vault")
+        return FilePath(recordedKey)
+    }
+
+    /// The key file the command line or the environment names: --key-file, then $LOCKBOX_KEY_FILE.
+    var givenKeyFilePath: FilePath? {
         if let keyFile { return FilePath(keyFile) }
         if let fromEnvironment = CommandEnvironment.values["LOCKBOX_KEY_FILE"], !fromEnvironment.isEmpty {
             return FilePath(fromEnvironment)

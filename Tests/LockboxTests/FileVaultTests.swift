@@ -37,3 +37,26 @@ struct FileVaultTests {
         #expect(error.map { "\($0)".contains("FileVault.open") } == true, "the format-1 reader points at the one opener: \(String(describing: error))")
     }
 }
+
+@Suite("The first run: init remembers how the vault opens")
+struct FirstRunTests {
+    @Test("init --generate-key-file, then set, get and list with no key-file option or variable")
+    func newcomerPath() throws {
+        let cli = try CLIFixture()
+        let key = cli.folder.file("keys/vault.key").string
+        var result = try cli.run(["init", "--generate-key-file", key])
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try cli.run(["set", "com.example.api", "alice"], stdin: "first run")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try cli.run(["get", "com.example.api", "alice"])
+        #expect(result.status == 0 && result.stdoutString == "first run", "\(result.stderr)")
+        result = try cli.run(["list"])
+        #expect(result.status == 0 && result.stdoutString.contains("alice"), "\(result.stderr)")
+        // Another vault of the same profile does not borrow the key file: it stays locked.
+        result = try cli.run(["init", "--vault", cli.vault, "--passphrase-fd", "3"], redirect: "3<'\(try cli.lineFile("pass", "a long passphrase here"))'")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try cli.run(["get", "com.example.api", "alice", "--vault", cli.vault])
+        #expect(result.status == 40 || result.status == 2 || result.status == 5, "\(result.status) \(result.stderr)")
+        #expect(result.status != 0)
+    }
+}

@@ -26,11 +26,16 @@ public struct StoreSettings: Codable, Sendable, Equatable {
         public var recorded: Date
         /// Why: `chosen automatically: …` or `requested explicitly`.
         public var reason: String
+        /// The vault `lockbox init` made for this profile, with the key file it made or was given
+        /// (absolute paths): later commands on that vault use the key file without being told.
+        public var vault: String?
+        /// See ``vault``.
+        public var keyFile: String?
 
         // The file keeps the key it always had, so settings written by older versions still read.
         private enum CodingKeys: String, CodingKey {
             case storeKind = "backend"
-            case recorded, reason
+            case recorded, reason, vault, keyFile
         }
     }
 
@@ -80,6 +85,34 @@ public struct StoreSettings: Codable, Sendable, Equatable {
     public static func record(
         _ storeKind: StoreKind, for profile: String, reason: String, at path: FilePath
     ) throws -> Profile {
+        try update(at: path) { settings in
+            if let existing = settings.profiles[profile] { return (existing, false) }
+            let entry = Profile(storeKind: storeKind, recorded: wholeMilliseconds(Date()), reason: reason)
+            settings.profiles[profile] = entry
+            return (entry, true)
+        }
+    }
+
+    /// Records that `profile`'s file vault at `vault` opens with the key file at `keyFile` (both
+    /// made absolute), keeping the profile's store choice (recording the file vault if it has
+    /// none).
+    public static func rememberKeyFile(_ keyFile: FilePath, vault: FilePath, for profile: String, at path: FilePath) throws {
+        func absolute(_ file: FilePath) -> String {
+            file.isAbsolute ? file.string : FilePath(FileManager.default.currentDirectoryPath).pushing(file).string
+        }
+        try update(at: path) { settings in
+            var entry = settings.profiles[profile]
+                ?? Profile(storeKind: .file, recorded: wholeMilliseconds(Date()), reason: "a file vault was created with `lockbox init`")
+            (entry.vault, entry.keyFile) = (absolute(vault), absolute(keyFile))
+            settings.profiles[profile] = entry
+            return ((), true)
+        }
+    }
+
+    /// Reads the settings at `path` under their lock, lets `change` edit them, and writes them
+    /// back atomically when it says it changed them.
+    @discardableResult
+    private static func update<T>(at path: FilePath, _ change: (inout StoreSettings) throws -> (T, changed: Bool)) throws -> T {
         do {
             try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
         } catch {
@@ -87,9 +120,8 @@ public struct StoreSettings: Codable, Sendable, Equatable {
         }
         return try VaultLock(vaultPath: path, timeout: .seconds(10)).withLock {
             var settings = try load(from: path)
-            if let existing = settings.profiles[profile] { return existing }
-            let entry = Profile(storeKind: storeKind, recorded: wholeMilliseconds(Date()), reason: reason)
-            settings.profiles[profile] = entry
+            let (result, changed) = try change(&settings)
+            guard changed else { return result }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             // Fractional seconds, so rewriting the file never changes another profile's time.
@@ -99,7 +131,7 @@ public struct StoreSettings: Codable, Sendable, Equatable {
             }
             let data = try encoder.encode(settings)
             _ = try AtomicFileWriter.write([Array(data)], to: path)
-            return entry
+            return result
         }
     }
 }

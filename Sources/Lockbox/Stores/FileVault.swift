@@ -20,6 +20,8 @@ public enum FileVault {
     /// one of its key slots (key files first, then passphrases).
     ///
     /// - Parameters:
+    ///   - path: the vault file.
+    ///   - credentials: key files, passphrases or TPM seals; at least one.
     ///   - readOnly: open a format-2 vault read-only wherever it is, changing nothing in or beside
     ///     its file. A vault on a read-only or full file system is opened read-only anyway.
     ///   - timeout: how long a write waits for another process's write to finish.
