@@ -113,10 +113,11 @@ def test_installed_backend_is_found_by_keyring():
 
 def test_locked_store_is_keyring_locked(tmp_path, monkeypatch):
     # A vault that needs a key nobody gives, and no terminal to ask on: KeyringLocked, not a hang.
+    # (Made under another profile, so the key file init records is not this profile's.)
     require_no_terminal()
     vault = tmp_path / "other.lockbox"
     key = tmp_path / "other.key"
-    created = lockbox("init", f"--vault={vault}", f"--generate-key-file={key}")
+    created = lockbox("init", f"--vault={vault}", f"--generate-key-file={key}", "--profile=made-elsewhere")
     assert created.returncode == 0, created.stderr
     monkeypatch.setenv("LOCKBOX_BACKEND", "file")
     monkeypatch.setenv("LOCKBOX_VAULT", str(vault))
