@@ -143,7 +143,9 @@ struct TPMCLITests {
             result = try fixture.run(command, environment: environment)
             let elapsed = clock.now - start
             #expect(result.status == 60, "\(command[0]): \(result.stderr)")
-            #expect(elapsed >= .seconds(2) && elapsed < .seconds(5), "\(command[0]) took \(elapsed)")
+            // A sanitizer build starts and exits several times slower; the deadline is what counts.
+            let slack: Duration = ProcessInfo.processInfo.environment["LOCKBOX_SANITIZER_BUILD"] == "1" ? .seconds(15) : .seconds(5)
+            #expect(elapsed >= .seconds(2) && elapsed < slack, "\(command[0]) took \(elapsed)")
             #expect((result.stderr + result.stdoutString).contains("the TPM did not answer within 2 s"), "\(result.stderr)")
         }
         result = try fixture.run(["get", "--vault", vault, "svc", "acct"], environment: environment)

@@ -69,16 +69,26 @@ public final class BlockingExecutor: Sendable {
     public func run<Result: Sendable>(_ work: @escaping @Sendable () throws -> Result) async throws -> Result {
         try Task.checkCancellation()
         let job = Job()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+        // The result crosses from the executor's thread to the task through a mutex, which
+        // ThreadSanitizer sees, not only through the continuation (whose resumption from a thread
+        // of our own it does not always see as ordering the two).
+        let outcome = Locked<Swift.Result<Result, any Error>?>(nil)
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let queued = job.prepare(
-                    run: { continuation.resume(with: Swift.Result(catching: work)) },
+                    run: {
+                        let result = Swift.Result(catching: work)
+                        outcome.withLock { $0 = result }
+                        continuation.resume()
+                    },
                     cancel: { continuation.resume(throwing: CancellationError()) })
                 if queued { queue.push(job) }
             }
         } onCancel: {
             job.cancel()
         }
+        guard let result = outcome.withLock({ $0 }) else { throw CancellationError() }
+        return try result.get()
     }
 
     /// Runs `work` on one of the executor's threads holding `bytes` of ``hashMemoryBudget``,
