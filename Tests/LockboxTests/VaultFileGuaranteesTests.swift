@@ -243,26 +243,30 @@ struct VaultTransactionTests {
     @Test("8 wrong PINs at once, each verifier's lock folder private (its own mount namespace) or removed in a loop: all 8 counted",
           arguments: [false, true])
     func everyWrongPinIsCounted(deleting: Bool) throws {
+        let (results, failures) = try eightWrongPins(delays: "0", deleting: deleting)
+        for result in results { #expect(result.status == 30, "\(result.output)") }
+        #expect(failures == 8)
+    }
+
+    /// A PIN set with `delays`, then eight wrong guesses at once (``eight(_:_:stdin:deleting:)``);
+    /// each guess's outcome, and the failures `pin status` counts after.
+    private func eightWrongPins(delays: String, deleting: Bool) throws -> (results: [(status: Int32, output: String)], failures: Int?) {
         let vault = try GuardedVault()
-        let set = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", "0"], stdin: "4739\n4739\n")
+        let set = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", delays], stdin: "4739\n4739\n")
         #expect(set.status == 0, "\(set.stderr)")
         let results = try eight(vault, ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: "9999\n", deleting: deleting)
-        for result in results { #expect(result.status == 30, "\(result.output)") }
         let status = try vault.lockbox(["pin", "status", "kids", "max", "--json"])
-        #expect(status.jsonObject?["failures"] as? Int == 8, "\(status.stdoutString) \(status.stderr)")
+        #expect(status.status == 0, "\(status.stderr)")
+        return (results, status.jsonObject?["failures"] as? Int)
     }
 
     @Test("8 wrong PINs at once under a 5-free-tries policy, lock folders private or removed: exactly 5 evaluated, 3 refused by the delay",
           arguments: [false, true])
     func noGuessIsEvaluatedPastTheDelay(deleting: Bool) throws {
-        let vault = try GuardedVault()
-        let set = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", "0,0,0,0,3600"], stdin: "4739\n4739\n")
-        #expect(set.status == 0, "\(set.stderr)")
-        let results = try eight(vault, ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: "9999\n", deleting: deleting)
+        let (results, failures) = try eightWrongPins(delays: "0,0,0,0,3600", deleting: deleting)
         #expect(results.filter { $0.status == 30 }.count == 5, "\(results.map(\.status))")
         #expect(results.filter { $0.status == 31 }.count == 3, "\(results.map(\.status))")
-        let status = try vault.lockbox(["pin", "status", "kids", "max", "--json"])
-        #expect(status.jsonObject?["failures"] as? Int == 5, "\(status.stdoutString)")
+        #expect(failures == 5)
     }
 
     @Test("8 first device-id calls at once, each lock folder private or removed in a loop: one ID", arguments: [false, true])

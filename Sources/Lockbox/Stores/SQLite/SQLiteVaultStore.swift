@@ -289,7 +289,8 @@ public final class SQLiteVaultStore: SecretStore {
     /// needed); through the log and its index when the log holds writes and the index exists.
     /// A log with writes but no index is refused: reading the file alone would miss them.
     static func readOnlyAccess(_ path: FilePath, cause: ReadOnlyCause) throws -> SQLiteConnection.ReadOnlyAccess {
-        let (log, index) = (sidecarPaths(path)[0], sidecarPaths(path)[1])
+        let sidecars = sidecarPaths(path)
+        let (log, index) = (sidecars[0], sidecars[1])
         guard let size = try? log.stat(followTargetSymlink: false).size, size > 0 else { return .immutable }
         // An index SQLite finished setting up is at least 32 KiB; a shorter one is a failed start
         // (a full disk), no index.
