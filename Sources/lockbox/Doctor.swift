@@ -16,9 +16,10 @@ struct Doctor: ParsableCommand {
             For a vault with TPM2 key slots it checks, without using a try of the TPM's dictionary-attack \
             limit, whether each slot would unseal here (60 no TPM answers, 61 lockout, 62 PCRs changed, \
             63 another or a cleared TPM), and shows the TPM's failed tries and time to recovery.
+            Example: lockbox doctor --json
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Flag(help: "Print the report as JSON.") var json = false
 
     struct Check: Encodable {

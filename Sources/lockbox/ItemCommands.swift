@@ -16,7 +16,7 @@ struct SetItem: ParsableCommand {
             Example: lockbox set com.example.api alice < token.txt
             """).parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service, e.g. com.example.api.") var service: String
     @Argument(help: "The account within the service.") var account: String
     @Option(help: "What the item holds: generic, password, token, device-id, pin-hash, or your own. Default: the item's kind, or generic for a new item.")
@@ -79,9 +79,9 @@ struct GetItem: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
         abstract: "Print a secret, and nothing else, to standard output.",
-        discussion: "A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such item.").parsedOnItsOwn()
+        discussion: "A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such item.\nExample: lockbox get com.example.api alice").parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
 
@@ -97,9 +97,9 @@ struct DeleteItem: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Remove one item.",
-        discussion: "Exit code 2 if there is no such item.").parsedOnItsOwn()
+        discussion: "Exit code 2 if there is no such item.\nExample: lockbox delete com.example.api alice").parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
 
@@ -114,9 +114,10 @@ struct DeleteItem: ParsableCommand {
 struct ListItems: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
-        abstract: "List items: metadata only, never secrets.").parsedOnItsOwn()
+        abstract: "List items: metadata only, never secrets.",
+        discussion: "Example: lockbox list --service com.example.api --json").parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Print a JSON array instead of a table.") var json = false
     @Flag(help: "Print one JSON object per line as each item is read, unsorted: on a format-2 vault, memory does not grow with the item count.")
@@ -191,12 +192,12 @@ struct Wipe: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wipe",
         abstract: "Remove every item of one service, or of the whole vault.",
-        discussion: "Asks for confirmation on the terminal unless --yes; without a terminal, --yes is required.")
+        discussion: "Asks for confirmation on the terminal unless --yes; without a terminal, --yes is required.\nExample: lockbox wipe --service com.example.api --yes")
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: "Remove this service's items.") var service: String?
     @Flag(help: "Remove every item in the vault.") var all = false
-    @Flag(help: "Do not ask for confirmation.") var yes = false
+    @Flag(help: ArgumentHelp(Confirmation.yesHelp)) var yes = false
 
     func validate() throws {
         if (service == nil) == (!all) {
@@ -207,13 +208,8 @@ struct Wipe: ParsableCommand {
     func run() throws {
         let vault = Vault(store: try vaultOptions.openStore())
         let scope = service.map { "service '\($0)'" } ?? "the whole vault"
-        if !yes {
-            let count = try vault.list(service: service).count
-            guard let answer = Terminal.confirm("Remove \(count) item(s) of \(scope)?") else {
-                throw CLIError.notConfirmed("refusing to wipe \(scope) without confirmation: there is no terminal to ask on. Pass --yes.")
-            }
-            guard answer else { throw CLIError.notConfirmed("nothing was removed") }
-        }
+        try Confirmation.require(yes: yes, question: "Remove \(try vault.list(service: service).count) item(s) of \(scope)?",
+                                 what: "wipe \(scope)")
         let removed = try service.map { try vault.wipe(service: $0) } ?? vault.wipeAll()
         Console.status("Removed \(removed) item(s) of \(scope).")
     }
@@ -243,13 +239,22 @@ enum Console {
         return escaped
     }
 
-    /// Prints `value` on standard output as the CLI's `--json` outputs are: pretty-printed, keys
-    /// sorted, dates in ISO 8601, `/` not escaped.
+    /// Prints `value` on standard output as every `--json` output of the CLI is (docs/CLI.md,
+    /// "JSON output"): camelCase keys, pretty-printed, keys sorted, dates in ISO 8601, `/` not
+    /// escaped, an empty array or object as `[]` or `{}`.
     static func printJSON(_ value: some Encodable) throws {
+        print(try jsonText(value))
+    }
+
+    /// `value` as ``printJSON(_:)`` prints it (without the final newline).
+    static func jsonText(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        print(String(decoding: try encoder.encode(value), as: UTF8.self))
+        let text = String(decoding: try encoder.encode(value), as: UTF8.self)
+        // The encoder writes an empty array as "[\n\n  ]". A string never holds a raw newline
+        // (JSON escapes it), so only empty containers match.
+        return text.replacing(/\[\n\s*\]/, with: "[]").replacing(/\{\n\s*\}/, with: "{}")
     }
 
     /// `value` with `places` digits after the point, rounded half away from zero (`%.Nf` for the
