@@ -108,6 +108,28 @@ enum HelpSupport {
         return nil
     }
 
+    /// argument-parser's message `Unknown option '--x'` with its "Did you mean" suggestion among
+    /// every option of the command, the hidden vault options included (argument-parser suggests
+    /// only the options its help shows); the message unchanged when it has one or none is close.
+    static func suggestingHiddenOptions(in message: String, arguments: [String]) -> String {
+        guard !message.contains("Did you mean"),
+              let match = message.firstMatch(of: /Unknown option '(--[A-Za-z0-9][A-Za-z0-9-]*)'/) else { return message }
+        let typed = String(match.1)
+        let (command, _, _) = command(namedBy: arguments)
+        let help = LockboxCommand.helpMessage(for: command, includeHidden: true, columns: 10_000)
+        var names: Set<String> = []
+        for found in help.matches(of: /(?:^|[^A-Za-z0-9-])(--[A-Za-z][A-Za-z0-9-]*)/) { names.insert(String(found.output.1)) }
+        // argument-parser's rule: the closest name less than 4 edits away.
+        var best: (name: String, distance: Int)?
+        for name in names.sorted() {
+            let distance = editDistance(typed, name)
+            if distance < 4, distance < best?.distance ?? Int.max { best = (name, distance) }
+        }
+        guard let best else { return message }
+        let whole = String(match.0)
+        return message.replacing(whole, with: whole + ". Did you mean '\(best.name)'?")
+    }
+
     /// The optimal-string-alignment distance of `a` and `b` (insertions, deletions,
     /// substitutions and swaps of neighbours each count one), on characters.
     static func editDistance(_ a: String, _ b: String) -> Int {

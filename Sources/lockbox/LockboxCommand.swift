@@ -269,7 +269,8 @@ struct LockboxCommand: ParsableCommand {
             text.withCString { _ = write(STDERR_FILENO, $0, strlen($0)) }
             Glibc.exit(code.rawValue)
         }
-        let (message, redacted) = redactingArguments(in: fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()))
+        let parsersMessage = HelpSupport.suggestingHiddenOptions(in: fullMessage(for: error), arguments: typed)
+        let (message, redacted) = redactingArguments(in: parsersMessage, arguments: Array(CommandLine.arguments.dropFirst()))
         if wantsJSONErrors {
             writeJSONError(code: "usage", exitCode: code.rawValue, message: message)
             Glibc.exit(code.rawValue)

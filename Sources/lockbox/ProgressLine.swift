@@ -56,9 +56,10 @@ final class ProgressLine {
         draws += 1
     }
 
-    /// Clears the line (the summary that follows takes its place).
+    /// Clears the line (the summary that follows takes its place); once.
     func finish() {
         if drawn { Console.write("\r\u{1B}[K") }
+        drawn = false
     }
 
     /// `12345` as `12,345`.

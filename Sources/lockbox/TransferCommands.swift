@@ -238,6 +238,7 @@ extension Import {
             try store.set(writes)
             count = writes.count
         }
+        line?.finish()
         Console.status("Imported \(count) item(s) from JSON lines in one batch.")
     }
 }
