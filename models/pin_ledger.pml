@@ -1,13 +1,14 @@
 /*
  * The PIN attempt ledger across hosts (PinGuard.verifyCounted over PostgresStore's
- * lockbox.begin_pin_attempt), with host crashes, a primary restart and a failover to the
- * synchronous standby as model actions. docs/ARCHITECTURE.md ("Model-checked cross-host
- * protocols") maps every step below to the SQL and Swift that implement it.
+ * lockbox.begin_pin_attempt), with host crashes and a failover to the synchronous standby as
+ * model actions. docs/ARCHITECTURE.md ("Model-checked cross-host protocols") maps every step
+ * below to the SQL and Swift that implement it.
  *
- * Property: every evaluated guess is counted. The instant a host compares a guess with the
- * PIN's hash, that guess's count is durable: it is in the state that survives a failover (on
- * the synchronous standby; after a failover, on the promoted primary). Checked by Monitor at
- * the end of every interleaving; and no evaluated guess is past the policy's disable limit.
+ * Property: every evaluated guess is counted. Once every host has finished or crashed, each
+ * guess that was compared with the PIN's hash has its count in the state that survives a
+ * failover (on the synchronous standby; after the failover, on the promoted primary); counts
+ * only ever become durable, never less, so checking at the end sees every loss. And no guess
+ * is evaluated past the policy's disable limit.
  *
  * Mutants (spin -D...), each must fail the check:
  *   COMPARE_BEFORE_COUNT  the hash is compared before begin_pin_attempt counts the guess
@@ -18,7 +19,7 @@
  */
 
 #ifndef NH
-#define NH        2    /* hosts guessing (PinGuard.verify on each) */
+#define NH        2    /* hosts guessing (PinGuard.verify on each): init runs two */
 #endif
 #ifndef G0
 #define G0        2    /* guesses of host 0 (at most 2) */
@@ -56,11 +57,11 @@ byte unshipped;        /* hosts whose latest commit is on the primary only (one 
 byte P_cnt, S_cnt;
 
 bool standby = true;   /* a synchronous standby exists (until the failover) */
-byte gen;              /* bumped when the primary crashes or fails over: every open
-                          transaction and every connection of that primary is gone */
+byte gen;              /* bumped at the failover: every open transaction and every
+                          connection of the old primary is gone */
 byte lockh;            /* holder of the pin_attempts row lock: 0, or host + 1 */
 byte now;              /* the database's clock */
-byte crashes, failovers, restarts;
+byte crashes, failovers;
 
 byte evaluated;        /* ghost: the bits of the guesses compared with the hash */
 byte done;             /* hosts finished or crashed */
@@ -86,13 +87,6 @@ active proctype Failover() {
         P_cnt = S_cnt }
 }
 
-/* The primary crashes and restarts (no failover): committed WAL survives, open transactions
- * and connections do not. */
-#ifdef RESTART
-active proctype Restart() {
-    atomic { restarts < 1 -> restarts++; gen++; lockh = 0 }
-}
-#endif
 
 /* The database's clock passes every running delay. */
 active proctype Clock() {

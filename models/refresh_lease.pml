@@ -22,7 +22,7 @@
 #define NH        2    /* hosts refreshing the same expired tokens (at most 2 here) */
 #endif
 #ifndef TURNS
-#define TURNS     2    /* turns of refreshLeased's loop per host */
+#define TURNS     2    /* turns of refreshLeased's loop per host (fences stay below 8) */
 #endif
 #ifndef MAXEXP
 #define MAXEXP    2    /* leases that run out (the database's clock passes expires_at) */

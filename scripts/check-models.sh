@@ -39,7 +39,7 @@ runs=(
     "pin_ledger|-|holds|every evaluated guess is counted"
     "pin_ledger|-DCOMPARE_BEFORE_COUNT|fails|mutant: the hash compared before the guess is counted"
     "pin_ledger|-DACT_BEFORE_COMMIT|fails|mutant: begin_pin_attempt's row acted on before COMMIT"
-    "pin_ledger|-DCHECK_WIPE_LIMIT|fails|known gap: parallel guesses pass the wipe limit"
+    "pin_ledger|-DCHECK_WIPE_LIMIT|fails|known gap: guesses go past the wipe limit"
     "refresh_lease|-|holds|one endpoint call per lease; a stalled holder stores nothing"
     "refresh_lease|-DNO_FENCE|fails|mutant: the lease row deleted without its fence"
     "refresh_lease|-DACT_BEFORE_COMMIT|fails|mutant: the lease taken from RETURNING before COMMIT"
@@ -49,11 +49,13 @@ runs=(
 )
 
 failures=0
+n=0
 printf '%-14s %-22s %-6s %-8s %10s %6s  %s\n' model variant expect result states secs what
 for run in "${runs[@]}"; do
     IFS='|' read -r model defines expect what <<<"$run"
     [[ "$defines" == "-" ]] && defines=""
-    dir="$work/$model${defines//[^A-Za-z_]/_}"
+    n=$((n + 1))
+    dir="$work/$n-$model"
     mkdir -p "$dir"
     cp "$models/$model.pml" "$dir/"
     start=$SECONDS
@@ -85,7 +87,7 @@ for run in "${runs[@]}"; do
     printf '%-14s %-22s %-6s %-8s %10s %6s  %s%s\n' "$model" "${defines:-(protocol)}" "$expect" "$result" "${states:--}" \
         "$((SECONDS - start))" "$what" "$([[ $verdict == ok ]] || echo "  <-- expected $expect")"
     if [[ "$result" == "error" ]]; then
-        cat "$dir/spin.log" "$dir/cc.log" "$log" 2>/dev/null | tail -20 >&2
+        { cat "$dir/spin.log" "$dir/cc.log" "$log" 2>/dev/null || true; } | tail -20 >&2
     fi
     if [[ "$result" == "fails" && ( $verbose == 1 || $verdict != ok ) ]]; then
         grep "assertion violated" "$log" >&2 || true
