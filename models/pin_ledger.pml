@@ -90,7 +90,10 @@ active proctype Failover() {
 
 /* The database's clock passes every running delay. */
 active proctype Clock() {
-    atomic { now < MAXT -> now++ }
+end:
+    do
+    :: atomic { now < MAXT -> now++ }
+    od
 }
 
 /* A host may crash between any two steps: its connection dies, so an open transaction of it
