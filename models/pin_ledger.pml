@@ -7,13 +7,15 @@
  * Property: every evaluated guess is counted. Once every host has finished or crashed, each
  * guess that was compared with the PIN's hash has its count in the state that survives a
  * failover (on the synchronous standby; after the failover, on the promoted primary); counts
- * only ever become durable, never less, so checking at the end sees every loss. And no guess
- * is evaluated past the policy's disable limit.
+ * only ever become durable, never less, so checking at the end sees every loss. And each
+ * evaluated guess has a count of its own (no two evaluated between two clears of the row have
+ * the same count), none past the policy's disable limit.
  *
  * Mutants (spin -D...), each must fail the check:
  *   COMPARE_BEFORE_COUNT  the hash is compared before begin_pin_attempt counts the guess
  *   ACT_BEFORE_COMMIT     the host acts on begin_pin_attempt's row before its COMMIT has
  *                         completed (reached the synchronous standby)
+ *   NO_ROW_LOCK           begin_pin_attempt reads the count without SELECT … FOR UPDATE
  * Optional: CHECK_WIPE_LIMIT also asserts that no guess is evaluated past the wipe limit
  * (wipeAfter); see docs/ARCHITECTURE.md for why that does not hold.
  */
@@ -48,6 +50,7 @@
  * row (failures, last_attempt; no row = 0, NULL), the PIN record and a wiped item (rows of
  * lockbox.items). */
 byte P_fail, S_fail;
+byte P_ep, S_ep;       /* ghost: the count's epoch, one more at each clear of the row */
 byte P_last = NOTIME, S_last = NOTIME;
 bool P_rec = true, S_rec = true;
 bool P_item = true, S_item = true;
@@ -64,6 +67,7 @@ byte now;              /* the database's clock */
 byte crashes, failovers;
 
 byte evaluated;        /* ghost: the bits of the guesses compared with the hash */
+byte seen[4];          /* ghost: per epoch, the counts (one bit each) of the guesses compared */
 byte done;             /* hosts finished or crashed */
 
 #define BIT(h, g)  (1 << ((h) * 2 + (g) - 1))
@@ -74,7 +78,7 @@ active proctype WalSender() {
 end:
     do
     :: atomic { standby && unshipped != 0 ->
-           S_fail = P_fail; S_last = P_last; S_rec = P_rec; S_item = P_item; unshipped = 0;
+           S_fail = P_fail; S_ep = P_ep; S_last = P_last; S_rec = P_rec; S_item = P_item; unshipped = 0;
            S_cnt = P_cnt }
     od
 }
@@ -83,7 +87,7 @@ end:
 active proctype Failover() {
     atomic { standby && failovers < 1 ->
         failovers++; standby = false; gen++; lockh = 0;
-        P_fail = S_fail; P_last = S_last; P_rec = S_rec; P_item = S_item; unshipped = 0;
+        P_fail = S_fail; P_ep = S_ep; P_last = S_last; P_rec = S_rec; P_item = S_item; unshipped = 0;
         P_cnt = S_cnt }
 }
 
@@ -95,6 +99,13 @@ end:
     :: atomic { now < MAXT -> now++ }
     od
 }
+
+/* A guess is evaluated (compared with the hash): within one epoch of the count, no two
+ * evaluated guesses have the same count (each has its own), and none is past disableAfter. */
+#define EVALUATE \
+    assert(counted <= D); \
+    assert((seen[ep] & (1 << counted)) == 0); seen[ep] = seen[ep] | (1 << counted); \
+    evaluated = evaluated | BIT(h, g)
 
 /* A host may crash between any two steps: its connection dies, so an open transaction of it
  * aborts and its row lock is released; it does nothing more. */
@@ -128,7 +139,7 @@ end:
     AWAIT_COMMIT(lostlabel)
 
 proctype Host(byte h; byte guesses) {
-    byte g, myGen, prev, counted;
+    byte g, myGen, prev, counted, ep;
     bool evaluate, right;
     do
     :: g < guesses ->
@@ -143,12 +154,17 @@ proctype Host(byte h; byte guesses) {
         CRASHPOINT;
 #endif
         /* begin_pin_attempt: INSERT … ON CONFLICT DO NOTHING, then SELECT … FOR UPDATE. */
+#ifndef NO_ROW_LOCK
         atomic { lockh == 0 -> lockh = h + 1; myGen = gen }
+#else
+        /* Mutant: the row read without FOR UPDATE (a concurrent guess's count can be lost). */
+        myGen = gen;
+#endif
         CRASHPOINT;
         /* clock_timestamp() read under the lock; LockoutPolicy.decide; UPDATE failures + 1. */
         atomic {
             if :: gen != myGen -> goto lost :: else fi;
-            prev = P_fail;
+            prev = P_fail; ep = P_ep;
             if
             :: prev >= D -> evaluate = false                                    /* disabled */
             :: prev < D && prev >= DELAYFROM && P_last == now -> evaluate = false  /* wait */
@@ -159,7 +175,7 @@ proctype Host(byte h; byte guesses) {
 #ifdef ACT_BEFORE_COMMIT
         /* Mutant: the row read as the decision before COMMIT has completed. */
         if
-        :: evaluate -> atomic { assert(counted <= D); evaluated = evaluated | BIT(h, g) }
+        :: evaluate -> atomic { EVALUATE }
         :: else
         fi;
         CRASHPOINT;
@@ -168,7 +184,8 @@ proctype Host(byte h; byte guesses) {
         atomic {
             if :: gen != myGen -> goto lost :: else fi;
             if :: evaluate -> P_fail = counted; P_last = now; P_cnt = P_cnt | BIT(h, g) :: else fi;
-            unshipped = unshipped | (1 << h); lockh = 0; prev = 0
+            unshipped = unshipped | (1 << h); prev = 0;
+            if :: lockh == h + 1 -> lockh = 0 :: else fi
         }
         CRASHPOINT;
 #ifndef ACT_BEFORE_COMMIT
@@ -181,7 +198,7 @@ proctype Host(byte h; byte guesses) {
         CRASHPOINT;
 #if !defined(COMPARE_BEFORE_COUNT) && !defined(ACT_BEFORE_COMMIT)
         /* compare(pin, with: record.hash): the guess is evaluated. */
-        atomic { assert(counted <= D); evaluated = evaluated | BIT(h, g) }
+        atomic { EVALUATE }
 #endif
 #ifdef CHECK_WIPE_LIMIT
         assert(counted <= W);
@@ -190,21 +207,21 @@ proctype Host(byte h; byte guesses) {
         if
         :: right ->
             /* recordPinSuccess: DELETE FROM lockbox.pin_attempts. */
-            TX_LOCKED(P_fail = 0; P_last = NOTIME, lost)
+            TX_LOCKED(P_fail = 0; P_last = NOTIME; P_ep++, lost)
         :: !right && counted >= W ->
             /* Wipe: the listed items, the PIN record, then the count (three transactions). */
             TX_PLAIN(P_item = false, lost);
             CRASHPOINT;
             TX_PLAIN(P_rec = false, lost);
             CRASHPOINT;
-            TX_LOCKED(P_fail = 0; P_last = NOTIME, lost)
+            TX_LOCKED(P_fail = 0; P_last = NOTIME; P_ep++, lost)
         :: else   /* wrongPin, or pinDisabled once counted >= D: nothing more is written */
         fi;
         goto nextGuess;
 lost:   /* connectionLost: the call fails; the host goes on with its next guess */
         skip;
 nextGuess:
-        atomic { prev = 0; counted = 0; evaluate = false; right = false }
+        atomic { prev = 0; counted = 0; ep = 0; evaluate = false; right = false }
     :: g >= guesses -> break
     od;
 crashed:
