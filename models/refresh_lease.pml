@@ -14,6 +14,7 @@
  *
  * Mutants (spin -D...), each must fail the check:
  *   NO_FENCE           completeRefresh deletes the lease row without checking its fence
+ *   TAKE_LIVE          acquireRefreshLease takes the lease over while it is still live
  *   ACT_BEFORE_COMMIT  the host takes the lease from the RETURNING row before COMMIT has
  *                      completed (reached the synchronous standby)
  */
@@ -109,8 +110,13 @@ proctype Host(byte h) {
             if :: gen != myGen -> goto failed :: else fi;
             P_seq++;   /* nextval: not undone by a rollback */
             if
+#ifndef TAKE_LIVE
             :: P_lf == 0 || EXPIRED(P_lf) -> got = true; f = P_seq
             :: else -> got = false
+#else
+            /* Mutant: ON CONFLICT DO UPDATE without WHERE l.expires_at <= clock_timestamp(). */
+            :: got = true; f = P_seq
+#endif
             fi
         }
         CRASHPOINT;

@@ -45,6 +45,7 @@ runs=(
     "pin_ledger|-DCHECK_WIPE_LIMIT|fails|known gap: guesses go past the wipe limit"
     "refresh_lease|-|holds|one endpoint call per lease; a stalled holder stores nothing"
     "refresh_lease|-DNO_FENCE|fails|mutant: the lease row deleted without its fence"
+    "refresh_lease|-DTAKE_LIVE|fails|mutant: a live lease taken over (no expiry check)"
     "refresh_lease|-DACT_BEFORE_COMMIT|fails|mutant: the lease taken from RETURNING before COMMIT"
     "pin_change|-|holds|no PIN change is undone"
     "pin_change|-DNO_COMPARE|fails|mutant: the record written without the compare"
