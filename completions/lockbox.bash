@@ -186,7 +186,7 @@ _lockbox() {
 
 _lockbox_init() {
     repeating_flags=()
-    non_repeating_flags=(--with-passphrase --tpm --tpm-pin --version -h --help)
+    non_repeating_flags=(--with-passphrase --tpm --tpm-pin --allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --format --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
@@ -443,7 +443,7 @@ _lockbox_wipe() {
 
 _lockbox_passwd() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
     __lockbox_offer_flags_options 0
@@ -624,7 +624,7 @@ _lockbox_slot_list() {
 
 _lockbox_slot_add-passphrase() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
@@ -1524,7 +1524,7 @@ _lockbox_migrate() {
 
 _lockbox_export() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0

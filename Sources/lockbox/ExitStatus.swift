@@ -15,6 +15,8 @@ enum CLIError: LockboxCodedError {
     case itemChanged(service: String, account: String)
     /// `token get` found the access token expired (within the leeway), and nothing refreshes it.
     case accessTokenExpired(service: String, account: String)
+    /// A new vault passphrase breaks the passphrase policy (``PassphrasePolicy``).
+    case passphraseRejected(String)
 
     var description: String {
         switch self {
@@ -29,6 +31,7 @@ enum CLIError: LockboxCodedError {
             return "the item for account '\(account)' on service '\(service)' no longer holds the secret given as current (or is gone), so nothing was stored"
         case let .accessTokenExpired(service, account):
             return "the access token for '\(account)' on '\(service)' has expired (or expires within the leeway), so it was not printed"
+        case let .passphraseRejected(message): return message
         }
     }
 
@@ -41,6 +44,7 @@ enum CLIError: LockboxCodedError {
         case .itemExists: return .itemExists
         case .itemChanged: return .itemChanged
         case .accessTokenExpired: return .accessTokenExpired
+        case .passphraseRejected: return .passphraseRejected
         }
     }
 
@@ -84,6 +88,8 @@ extension LockboxError.Code {
     static let refreshFailed = LockboxError.Code(rawValue: "refresh-failed")
     /// `token get` would print an expired access token (the CLI's).
     static let accessTokenExpired = LockboxError.Code(rawValue: "access-token-expired")
+    /// A new vault passphrase breaks the passphrase policy (the CLI's).
+    static let passphraseRejected = LockboxError.Code(rawValue: "passphrase-rejected")
 
     /// `lockbox-postgres` is missing beside `lockbox` (the CLI's).
     static let postgresProgramMissing = LockboxError.Code(rawValue: "postgres-program-missing")
@@ -101,7 +107,7 @@ extension LockboxError.Code {
 
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
     static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed, .itemExists, .itemChanged,
-                                           .accessTokenExpired]
+                                           .accessTokenExpired, .passphraseRejected]
 }
 
 /// The CLI's exit codes: one per kind of failure, so scripts can tell them apart. The library's
@@ -124,6 +130,7 @@ enum ExitStatus: Int32, CaseIterable {
     case cancelled = 13
     case itemExists = 14
     case itemChanged = 15
+    case passphraseRejected = 18
     case noSessionBus = 20
     case noSecretService = 21
     case keyringLocked = 22
@@ -182,6 +189,7 @@ extension ExitStatus {
         case .cancelled: return "not confirmed"
         case .itemExists: return "item exists"
         case .itemChanged: return "item changed meanwhile"
+        case .passphraseRejected: return "passphrase refused by policy"
         case .noSessionBus: return "no D-Bus session bus"
         case .noSecretService: return "no Secret Service provider"
         case .keyringLocked: return "keyring locked"
@@ -332,6 +340,7 @@ enum ErrorTable {
         .itemExists: Entry(exit: .itemExists) { _ in "Leave out --no-clobber to replace it." },
         .itemChanged: Entry(exit: .itemChanged) { _ in "Read the item again (`lockbox get`) and decide on the new value." },
         .refreshFailed: Entry(exit: .refreshFailed),
+        .passphraseRejected: Entry(exit: .passphraseRejected),
         .accessTokenExpired: Entry(exit: .accessTokenExpired) { _ in
             "Refresh it with `lockbox token get --refresh-with COMMAND`, or print it anyway with --allow-expired."
         },

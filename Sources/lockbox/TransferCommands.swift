@@ -134,11 +134,13 @@ struct Export: ParsableCommand {
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked twice).", valueName: "fd"))
     var backupPassphraseFd: Int32?
     @Option(help: "Argon2id cost for the backup's passphrase.") var kdf: KDFPreset = .moderate
+    @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
         let store = try vaultOptions.openStore()
         let passphrase = try backupPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "backup passphrase") }
             ?? SecretInput.promptTwice("Backup passphrase: ", what: "backup passphrase")
+        try PassphrasePolicy.check(passphrase, what: "backup passphrase", allowWeak: allowWeakPassphrase)
         if let vault = store as? SQLiteVaultStore {
             let count = try vault.backup(to: FilePath(to), passphrase: passphrase, kdf: kdf.parameters, service: service)
             Console.status("Exported \(count) item(s) to \(to).")

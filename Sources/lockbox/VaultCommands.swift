@@ -24,6 +24,7 @@ struct Init: ParsableCommand {
     @Flag(help: "Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).")
     var tpm = false
     @OptionGroup var tpmSlot: TPMSlotOptions
+    @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func validate() throws {
         guard format == 1 || format == 2 else { throw ValidationError("--format takes 1 or 2") }
@@ -47,6 +48,15 @@ struct Init: ParsableCommand {
         if !postgres { try EncryptedFileStore.checkCanCreate(at: path) }
         // The TPM slot first: no TPM fails before a key file is made or a passphrase asked.
         var credentials: [VaultCredential] = tpm ? [.sealed(try tpmSlot.sealer())] : []
+        // The passphrase (when there is to be one) before a key file is made: one the policy
+        // refuses leaves nothing behind.
+        var passphrase: SecretBytes?
+        if let fd = vaultOptions.passphraseFd {
+            passphrase = try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")
+        } else if (generateKeyFile == nil && vaultOptions.givenKeyFilePath == nil) || withPassphrase {
+            passphrase = try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")
+        }
+        if let passphrase { try PassphrasePolicy.check(passphrase, what: "vault passphrase", allowWeak: allowWeakPassphrase) }
         if let generateKeyFile {
             let keyPath = FilePath(generateKeyFile)
             try KeyFile.generate(at: keyPath)
@@ -55,11 +65,7 @@ struct Init: ParsableCommand {
         } else if let keyFile = vaultOptions.givenKeyFilePath {
             credentials.append(.keyFile(keyFile))
         }
-        if let fd = vaultOptions.passphraseFd {
-            credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")))
-        } else if credentials.allSatisfy({ if case .sealed = $0 { true } else { false } }) || withPassphrase {
-            credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
-        }
+        if let passphrase { credentials.append(.passphrase(passphrase)) }
         if let support {
             let created = try support.create(try vaultOptions.postgresConnection(), credentials: credentials, kdf: kdf.parameters)
             let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
@@ -99,11 +105,13 @@ struct Passwd: ParsableCommand {
     var newPassphraseFd: Int32?
     @Option(help: ArgumentHelp("Which passphrase slot to change, when there are several (see `lockbox slot list`).", valueName: "index")) var slot: Int?
     @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
+    @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
         let store = try vaultOptions.openFileStore()
         let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
+        try PassphrasePolicy.check(newPassphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
         try store.changePassphrase(to: newPassphrase, kdf: kdf.parameters, slot: slot)
         Console.status("Passphrase changed.")
     }
@@ -240,11 +248,13 @@ struct Slot: ParsableCommand {
         @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
         var newPassphraseFd: Int32?
         @Option(help: "Argon2id cost for the new slot.") var kdf: KDFPreset = .moderate
+        @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
         func run() throws {
             let store = try vaultOptions.openFileStore()
             let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
+            try PassphrasePolicy.check(passphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
             let index = try store.addKeySlot(.passphrase(passphrase), kdf: kdf.parameters)
             Console.status("Added passphrase slot \(index).")
         }

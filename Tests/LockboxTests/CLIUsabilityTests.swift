@@ -387,4 +387,49 @@ struct CLIUsabilityTests {
         let result = try runBash("\(outside) \"$L\" unlock --for 30s --passphrase-fd 3 3<'\(wrong)'", environment: environment)
         #expect(result.status == 41 && result.errorCode == .kernelKeyringUnavailable, "a wrong passphrase would be exit 5 after Argon2id: \(result.stderr)")
     }
+
+    @Test("a new vault passphrase needs 8 characters, not one repeated; --allow-weak-passphrase overrides; nothing is left behind")
+    func passphrasePolicy() throws {
+        func withPassphrase(_ arguments: [String], _ passphrase: String) throws -> ProcessResult {
+            let file = try fixture.lineFile("p\(abs(passphrase.hashValue))", passphrase)
+            return try fixture.run(arguments, redirect: "3<'\(file)'")
+        }
+        for weak in ["short", "1234567", "aaaaaaaaaaaa", "éééééééééé"] {
+            let result = try withPassphrase(["init", "--vault", fixture.vault, "--generate-key-file", fixture.key, "--with-passphrase",
+                                             "--passphrase-fd", "3", "--kdf", "interactive"], weak)
+            #expect(result.status == 18 && result.errorCode == .passphraseRejected, "'\(weak)': \(result.stderr)")
+            #expect(!result.stderr.contains(weak), "the passphrase is not repeated")
+            #expect(!FileManager.default.fileExists(atPath: fixture.vault) && !FileManager.default.fileExists(atPath: fixture.key),
+                    "nothing is made for a refused passphrase")
+        }
+        var result = try withPassphrase(["init", "--vault", fixture.vault, "--passphrase-fd", "3", "--kdf", "interactive"], "décembre")
+        #expect(result.status == 0, "8 characters (9 bytes) pass: \(result.stderr)")
+        let other = folder.file("weak.lockbox").string
+        result = try withPassphrase(["init", "--vault", other, "--passphrase-fd", "3", "--kdf", "interactive", "--allow-weak-passphrase"], "pw")
+        #expect(result.status == 0, "\(result.stderr)")
+        // passwd and slot add-passphrase apply the same rule to the new passphrase.
+        let current = try fixture.lineFile("current", "décembre")
+        let short = try fixture.lineFile("short", "tiny")
+        result = try fixture.run(["passwd", "--vault", fixture.vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4", "--kdf", "interactive"],
+                                 redirect: "3<'\(current)' 4<'\(short)'")
+        #expect(result.status == 18, "\(result.stderr)")
+        result = try fixture.run(["slot", "add-passphrase", "--vault", fixture.vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4",
+                                  "--kdf", "interactive"], redirect: "3<'\(current)' 4<'\(short)'")
+        #expect(result.status == 18, "\(result.stderr)")
+        #expect(try fixture.run(["slot", "list", "--json", "--vault", fixture.vault, "--passphrase-fd", "3"],
+                                redirect: "3<'\(current)'").jsonArray?.count == 1, "no slot was added")
+    }
+
+    @Test("doctor checks only what the profile's store needs, and the session keyring unlock needs")
+    func doctorChecksWhatTheStoreNeeds() throws {
+        #expect(try fixture.run(["init", "--generate-key-file", fixture.key]).status == 0)
+        // No session bus at all: a file-vault profile does not need one.
+        let result = try withoutTerminal(["doctor", "--json"], extra: ["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": folder.path.string])
+        #expect(result.status == 0, "\(result.stderr)\n\(result.stdoutString)")
+        let report = try #require(result.jsonObject, "\(result.stdoutString)")
+        let names = (report["checks"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        #expect(report["storeForThisRun"] as? String == "file" && report["ready"] as? Bool == true)
+        #expect(!names.contains("D-Bus session bus") && !names.contains("Secret Service provider"), "\(names)")
+        #expect(names.contains("file vault") && names.contains("key file") && names.contains("session keyring"), "\(names)")
+    }
 }

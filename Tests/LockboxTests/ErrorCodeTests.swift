@@ -104,9 +104,9 @@ struct ErrorCodeTests {
         let cliErrors: [any LockboxCodedError] = [CLIError.noInput("m"), CLIError.noTerminal("PIN"), CLIError.mismatch("PIN"),
                                                   CLIError.notConfirmed("m"), RefreshFailed(detail: "d"),
                                                   CLIError.itemExists(service: "s", account: "a"), CLIError.itemChanged(service: "s", account: "a"),
-                                                  CLIError.accessTokenExpired(service: "s", account: "a")]
+                                                  CLIError.accessTokenExpired(service: "s", account: "a"), CLIError.passphraseRejected("m")]
         #expect(cliErrors.map(\.code) == LockboxError.Code.cli)
-        #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51, 14, 15, 53], "the exits these always had")
+        #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51, 14, 15, 53, 18], "the exits these always had")
         let expected: [LockboxError.Code: Int32] = [
             .itemNotFound: 2, .vaultNotFound: 3, .vaultAlreadyExists: 4, .wrongCredential: 5, .corruptVault: 6,
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,
