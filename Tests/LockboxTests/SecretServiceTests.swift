@@ -89,12 +89,11 @@ struct SecretServiceTests {
         // The expiry is an attribute other tools see; an unreadable one is taken as passed.
         let vault = Vault(store: store)
         try vault.set(secret("v"), service: "exp", account: "a", changes: ItemChanges(expires: Date(timeIntervalSince1970: 4_102_444_800)))
-        let found = try runProcess(URL(fileURLWithPath: "/usr/bin/secret-tool"), ["search", "--all", "service", "exp", "username", "a"])
-        #expect(found.stdoutString.contains("lockbox:expires = 4102444800000") || found.stderr.contains("lockbox:expires = 4102444800000"),
-                "\(found.stdoutString)\(found.stderr)")
-        let stored = try runProcess(URL(fileURLWithPath: "/usr/bin/secret-tool"),
-                                    ["store", "--label", "forged", "service", "exp", "username", "forged", "lockbox:store", "lockbox",
-                                     "lockbox:expires", "soon"], stdin: Data("x".utf8))
+        let found = try run("/usr/bin/secret-tool", ["search", "--all", "service", "exp", "username", "a"], environment: keyringEnvironment)
+        #expect((found.stdout + found.stderr).contains("lockbox:expires = 4102444800000"), "\(found.stdout)\(found.stderr)")
+        let stored = try run("/usr/bin/secret-tool",
+                             ["store", "--label", "forged", "service", "exp", "username", "forged", "lockbox:store", "lockbox",
+                              "lockbox:expires", "soon"], stdin: "x", environment: keyringEnvironment)
         #expect(stored.status == 0, "\(stored.stderr)")
         #expect(caughtError { try vault.get(service: "exp", account: "forged") }?.code == .itemExpired)
         try store.wipeAll()
