@@ -368,6 +368,12 @@ def encode_metadata(it):
     attrs = dict(it["attributes"])
     if it["access"] != "always":
         attrs[ACCESS_ATTRIBUTE] = it["access"]
+    if it.get("expires_ms") is not None:
+        attrs[EXPIRES_ATTRIBUTE] = str(it["expires_ms"])
+    for name, field in ((PREVIOUS_ATTRIBUTE, "previous_id"), (COMPANION_ATTRIBUTE, "companion"),
+                        (COMPANION_ID_ATTRIBUTE, "companion_id")):
+        if it.get(field) is not None:
+            attrs[name] = it[field]
     out = str16(it["service"]) + str16(it["account"]) + str16(it["kind"]) + str16(it["label"])
     out += struct.pack("<qq", it["created_ms"], it["modified_ms"])
     out += struct.pack("<H", len(attrs))
