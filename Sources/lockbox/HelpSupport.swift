@@ -80,15 +80,14 @@ enum HelpSupport {
     /// `--help-all`).
     static func addingVaultOptionsLine(to help: String, arguments: [String]) -> String {
         guard help.hasPrefix("OVERVIEW:") || help.hasPrefix("USAGE:") else { return help }
-        let (command, path, _) = command(namedBy: arguments)
+        let (command, _, _) = command(namedBy: arguments)
         let heading = VaultOptions.title.uppercased() + ":"
         guard !help.contains(heading),
               LockboxCommand.helpMessage(for: command, includeHidden: true, columns: 10_000).contains(heading)
         else { return help }
-        let name = (["lockbox"] + path).joined(separator: " ")
         var text = help
         while text.hasSuffix("\n") { text.removeLast() }
-        return text + "\n\n\(heading)\n  \(VaultOptions.shortSummary), …\n  `\(name) \(helpAll)` describes them all.\n"
+        return text + "\n\n\(heading)\n  \(VaultOptions.shortSummary), … (see \(helpAll))\n"
     }
 
     /// For a command line whose subcommand name is not one of lockbox's: the usage error to
