@@ -66,7 +66,7 @@ struct GitCredential: ParsableCommand {
     /// Prints `username`, `password` (and `password_expiry_utc` if recorded) of the matching
     /// credential, or nothing.
     private func get(_ description: GitCredentialDescription, service: String) throws {
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let candidates: [ItemMetadata]
         if let username = description.username {
             guard !username.isEmpty else { return }  // no item has an empty account
@@ -114,7 +114,7 @@ struct GitCredential: ParsableCommand {
         var attributes = ["protocol": description.protocolName ?? "", "host": description.host ?? ""]
         if let path = description.path { attributes["path"] = path }
         if let expiry = description.passwordExpiry { attributes[GitCredentialDescription.expiryAttribute] = String(expiry) }
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let existing = try vault.metadata(service: service, account: username)
         // git approves after every successful use: an unchanged credential is not rewritten.
         if let existing, existing.kind == .password, existing.attributes == attributes,
@@ -133,7 +133,7 @@ struct GitCredential: ParsableCommand {
     /// Removes the matching credentials: of that user (or all users of the service), and only
     /// where the stored password equals the one given, if one is given.
     private func erase(_ description: GitCredentialDescription, service: String) throws {
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let accounts = try description.username.map { $0.isEmpty ? [] : [$0] } ?? vault.list(service: service).map(\.key.account)
         for account in accounts {
             // With a password: compared and deleted in one step of the store (one transaction of

@@ -50,7 +50,7 @@ struct SetItem: ParsableCommand {
 
     func run() throws {
         // Comparing with a protected item's secret needs what reading it needs: the window.
-        let vault = ifCurrentFd != nil ? try vaultOptions.openVault() : Vault(store: try vaultOptions.openStore())
+        let vault = ifCurrentFd != nil ? try vaultOptions.storeOpener().openVault() : Vault(store: try vaultOptions.storeOpener().openStore())
         let secret = try SecretInput.secretFromStandardInput(prompt: "Secret for '\(account)' on '\(service)': ", raw: raw,
                                                            allowEmpty: allowEmpty)
         var parsed: [String: String] = [:]
@@ -86,7 +86,7 @@ struct GetItem: ParsableCommand {
     @Argument(help: "The account.") var account: String
 
     func run() throws {
-        let secret = try vaultOptions.openVault().require(service: service, account: account)
+        let secret = try vaultOptions.storeOpener().openVault().require(service: service, account: account)
         Trace.log("read '\(account)' on '\(service)'; writing it to standard output")
         _ = try secret.withUnsafeBytes { bytes in try FileDescriptor.standardOutput.writeAll(bytes) }
         if isatty(STDOUT_FILENO) == 1 { _ = try FileDescriptor.standardOutput.writeAll("\n".utf8) }
@@ -104,7 +104,7 @@ struct DeleteItem: ParsableCommand {
     @Argument(help: "The account.") var account: String
 
     func run() throws {
-        guard try Vault(store: try vaultOptions.openStore()).delete(service: service, account: account) else {
+        guard try Vault(store: try vaultOptions.storeOpener().openStore()).delete(service: service, account: account) else {
             throw LockboxError.itemNotFound(service: service, account: account)
         }
         Console.status("Deleted '\(account)' on '\(service)'.")
@@ -128,7 +128,7 @@ struct ListItems: ParsableCommand {
 
     func run() throws {
         if jsonLines { return try streamJSONLines() }
-        let items = try Vault(store: try vaultOptions.openStore()).list(service: service)
+        let items = try Vault(store: try vaultOptions.storeOpener().openStore()).list(service: service)
         if json {
             try Console.printJSON(items.map(ListedItem.init))
             return
@@ -154,7 +154,7 @@ struct ListItems: ParsableCommand {
     /// other stores hold every item in memory anyway, so their list is printed line by line.
     private func streamJSONLines() throws {
         if let service { try ItemLimits.validateService(service) }
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -205,7 +205,7 @@ struct Wipe: ParsableCommand {
     }
 
     func run() throws {
-        let vault = Vault(store: try vaultOptions.openStore())
+        let vault = Vault(store: try vaultOptions.storeOpener().openStore())
         let scope = service.map { "service '\($0)'" } ?? "the whole vault"
         if !yes {
             let count = try vault.list(service: service).count

@@ -41,7 +41,7 @@ struct Init: ParsableCommand {
             throw LockboxError.invalidArgument("a vault in PostgreSQL is shared by many hosts; a TPM slot would open it on one: leave out --tpm")
         }
         // In `lockbox`, this hands over to `lockbox-postgres` before a key file is made.
-        let support = postgres ? try PostgresCommands.provider() : nil
+        if postgres { _ = try PostgresCommands.provider() }
         let path = vaultOptions.vaultPath
         // Before a key file is generated: say what is at the path, not only that something is.
         if !postgres { try EncryptedFileStore.checkCanCreate(at: path) }
@@ -60,13 +60,13 @@ struct Init: ParsableCommand {
         } else if credentials.allSatisfy({ if case .sealed = $0 { true } else { false } }) || withPassphrase {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
         }
-        if let support {
-            let created = try support.create(try vaultOptions.postgresConnection(), credentials: credentials, kdf: kdf.parameters)
+        if postgres {
+            let server = try vaultOptions.storeOpener().createPostgresVault(credentials: credentials, kdf: kdf.parameters)
             let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
-            Console.status("Created a vault in PostgreSQL at \(created.server) with key slot(s): \(slots).")
+            Console.status("Created a vault in PostgreSQL at \(server) with key slot(s): \(slots).")
             return
         }
-        let slotKinds: [EncryptedFileStore.KeySlotInfo]
+        let slotKinds: [KeySlotInfo]
         if format == 2 {
             slotKinds = try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
         } else {
@@ -100,7 +100,7 @@ struct Passwd: ParsableCommand {
     @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
 
     func run() throws {
-        let store = try vaultOptions.openFileStore()
+        let store = try vaultOptions.storeOpener().openFileStore()
         let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
         try store.changePassphrase(to: newPassphrase, kdf: kdf.parameters, slot: slot)
@@ -134,9 +134,7 @@ struct RotateKey: ParsableCommand {
            let tpm = try keptTPMCredential() {
             credentials.append(tpm)
         }
-        let store: any KeySlotManaging = SQLiteVaultStore.sqliteHeader(vaultOptions.vaultPath).isSQLite
-            ? try SQLiteVaultStore.open(at: vaultOptions.vaultPath, credentials: credentials)
-            : try EncryptedFileStore.open(at: vaultOptions.vaultPath, credentials: credentials)
+        let store = try FileVault.open(at: vaultOptions.vaultPath, credentials: credentials)
         try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
         Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
     }
@@ -210,7 +208,7 @@ struct Slot: ParsableCommand {
         }
 
         func run() throws {
-            let slots = try vaultOptions.openFileStore().keySlots()
+            let slots = try vaultOptions.storeOpener().openFileStore().keySlots()
             if json {
                 try Console.printJSON(slots.map { Listed(index: $0.index, kind: $0.kind.rawValue, kdf: $0.kdf?.description, openedThisHandle: $0.openedThisHandle) })
                 return
@@ -228,7 +226,7 @@ struct Slot: ParsableCommand {
         @Option(help: "Argon2id cost for the new slot.") var kdf: KDFPreset = .moderate
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
             let index = try store.addKeySlot(.passphrase(passphrase), kdf: kdf.parameters)
@@ -244,7 +242,7 @@ struct Slot: ParsableCommand {
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let keyPath = FilePath(path)
             if generate { try KeyFile.generate(at: keyPath) }
             let index = try store.addKeySlot(.keyFile(keyPath))
@@ -268,7 +266,7 @@ struct Slot: ParsableCommand {
         var force = false
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let slots = try store.keySlots()
             let recovery = slots.filter { $0.kind != .tpm2 }
             if recovery.count == 1, recovery[0].index == index, slots.contains(where: { $0.kind == .tpm2 }) {

@@ -44,6 +44,60 @@ public enum FileVault {
         }
     }
 
+    /// Opens the vault at `path`, in whichever format it is, through its re-authentication
+    /// window when `window` holds a valid one (then `credentials` is never called), else with the
+    /// first credential `credentials` returns that opens one of its key slots. A window the
+    /// vault's keys no longer match, or whose ``FileVaultWindowKey/confirm`` refuses, is revoked.
+    /// The file is opened once, unless a window is refused after it opened the vault.
+    ///
+    /// - Parameters:
+    ///   - path: the vault file.
+    ///   - window: where windows are kept (`SessionWindow.fileVaultWindows()`), or `nil`.
+    ///   - credentials: asked only when no window opened the vault; must return at least one.
+    ///   - readOnly: as for ``open(at:credentials:readOnly:timeout:now:)``.
+    ///   - timeout: how long a write waits for another process's write to finish.
+    ///   - now: the clock for item timestamps.
+    /// - Returns: the store, and whether a window opened it.
+    public static func open(
+        at path: FilePath, window: (any FileVaultWindow)?, credentials: () throws -> [VaultCredential], readOnly: Bool = false,
+        timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> (store: any KeySlotManaging, throughWindow: Bool) {
+        func given() throws -> [VaultCredential] {
+            let list = try credentials()
+            guard !list.isEmpty else {
+                throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+            }
+            return list
+        }
+        switch try VaultFile.probe(at: path) {
+        case .format1(let snapshot):
+            if let key = window?.key(forVault: snapshot.vaultID) {
+                if let store = try EncryptedFileStore.open(snapshot, windowDataKey: key.dataKey, fingerprint: key.fingerprint, lockTimeout: timeout, now: now),
+                   try key.confirm(store)
+                {
+                    return (store, true)
+                }
+                key.revoke()
+            }
+            return (try EncryptedFileStore.open(snapshot, credentials: given(), lockTimeout: timeout, now: now), false)
+        case .format2(let file):
+            var used: FileVaultWindowKey?
+            let opened = try SQLiteVaultStore.open(at: file.path, windowKey: { vaultID in
+                guard let key = window?.key(forVault: vaultID) else { return nil }
+                used = key
+                return (key.dataKey, key.fingerprint)
+            }, credentials: given, probed: file, readOnly: readOnly, busyTimeout: timeout, now: now)
+            guard let used else { return (opened.store, opened.throughWindow) }
+            if opened.throughWindow {
+                if try used.confirm(opened.store) { return (opened.store, true) }
+                used.revoke()
+                return (try SQLiteVaultStore.open(at: file.path, credentials: given(), readOnly: readOnly, busyTimeout: timeout, now: now), false)
+            }
+            used.revoke()  // read, but the vault's keys changed since
+            return (opened.store, false)
+        }
+    }
+
     /// ``open(at:credentials:readOnly:timeout:now:)`` with one credential.
     public static func open(
         at path: FilePath, credential: VaultCredential, readOnly: Bool = false, timeout: Duration = .seconds(10),
@@ -62,5 +116,19 @@ public enum FileVault {
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> SQLiteVaultStore {
         try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf, busyTimeout: timeout, now: now)
+    }
+
+    /// The vault ID of the vault at `path`, in whichever format it is, read without a credential
+    /// (a session window's scope).
+    package static func vaultID(at path: FilePath) throws -> [UInt8] {
+        if VaultFileFormat.detect(at: path) == .format2 { return try SQLiteVaultStore.vaultID(at: path) }
+        return try VaultFile.snapshot(at: path).header.vaultID
+    }
+
+    /// The key slots of the vault at `path`, in whichever format it is, read without a credential
+    /// (which kinds it has, whether a TPM slot needs a PIN).
+    package static func keySlotsWithoutCredential(at path: FilePath) throws -> [KeySlot] {
+        if VaultFileFormat.detect(at: path) == .format2 { return try SQLiteVaultStore.keySlots(at: path) }
+        return try VaultFile.snapshot(at: path).header.slots
     }
 }
