@@ -49,7 +49,11 @@ struct StoreOpener {
                     + "with PostgreSQL use get, set, delete, list, wipe, init, migrate, pin, token, device-id or sign-out")
         }
         let providers = configuration.store == .postgres ? [try postgresProvider()] : []
-        return try configuration.storeSelection(secretService: SecretServiceStoreProvider(), providers: providers)
+        // Built field by field rather than with `configuration.storeSelection`, whose validation
+        // would refuse an empty --profile or --vault that the commands have always taken.
+        return StoreSelection(request: configuration.store, profile: configuration.profile,
+                              settingsPath: configuration.settingsPath ?? options.settingsPath, vaultPath: configuration.vaultPath,
+                              secretService: SecretServiceStoreProvider(), providers: providers)
     }
 
     /// The store this invocation uses, decided by ``StoreSelection``, without opening it.
