@@ -23,7 +23,7 @@ struct StoreOpener {
     }
 
     /// The credentials given (key file, passphrase descriptor, TPM, or a prompt).
-    private func credentials(prompt: String? = nil) throws -> [VaultCredential] {
+    func credentials(prompt: String? = nil) throws -> [VaultCredential] {
         try options.unlockCredentials(prompt: prompt, keyFile: configuration.keyFile, vaultPath: configuration.vaultPath)
     }
 

@@ -129,12 +129,14 @@ struct RotateKey: ParsableCommand {
     var dropUnmatchedSlots = false
 
     func run() throws {
-        var credentials = try vaultOptions.unlockCredentials()
+        let opener = try vaultOptions.storeOpener()
+        let path = opener.configuration.vaultPath
+        var credentials = try opener.credentials()
         if !credentials.contains(where: { if case .sealed = $0 { true } else { false } }),
-           let tpm = try keptTPMCredential() {
+           let tpm = try keptTPMCredential(path) {
             credentials.append(tpm)
         }
-        let store = try FileVault.open(at: vaultOptions.vaultPath, credentials: credentials)
+        let store = try FileVault.open(at: path, credentials: credentials)
         try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
         Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
     }
@@ -142,9 +144,9 @@ struct RotateKey: ParsableCommand {
     /// The TPM as a credential that keeps the vault's TPM2 slots, when it has any and each would
     /// unseal here; `nil` when it has none, or when --drop-unmatched-slots drops them all.
     /// Throws ``TPMSlotNotKept`` for a slot that cannot be kept.
-    private func keptTPMCredential() throws -> VaultCredential? {
-        guard FileManager.default.fileExists(atPath: vaultOptions.vaultPath.string) else { return nil }
-        let sealed = try EncryptedFileStore.sealedKeySlots(at: vaultOptions.vaultPath)
+    private func keptTPMCredential(_ path: FilePath) throws -> VaultCredential? {
+        guard FileManager.default.fileExists(atPath: path.string) else { return nil }
+        let sealed = try EncryptedFileStore.sealedKeySlots(at: path)
         guard !sealed.isEmpty else { return nil }
         let sealer = try TPMSupport.sealer()
         var failures: [(index: Int, error: any LockboxCodedError)] = []
