@@ -31,7 +31,7 @@ struct SetTokens: ParsableCommand {
     @Option(help: "The user the session belongs to.") var subject: String?
 
     func run() throws {
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         let json = try SecretInput.read(from: .standardInput, limit: 1 << 20, stopAtNewline: false, what: "token response")
         let data = json.withUnsafeBytes { Data($0) }
         try TokenStore(store: store).save(oauthResponse: data, service: service, account: account, subject: subject)
@@ -65,7 +65,7 @@ struct GetToken: ParsableCommand {
     }
 
     func run() throws {
-        let tokens = TokenStore(store: try vaultOptions.openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
+        let tokens = TokenStore(store: try vaultOptions.storeOpener().openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
         if let refreshWith {
             _ = try blockingAwait { try await tokens.validAccessToken(service: service, account: account) { current in
                 try Self.runRefresher(refreshWith, current)
@@ -136,7 +136,7 @@ struct TokenStatusCommand: ParsableCommand {
     }
 
     func run() throws {
-        guard let set = try TokenStore(store: try vaultOptions.openStore()).load(service: service, account: account) else {
+        guard let set = try TokenStore(store: try vaultOptions.storeOpener().openStore()).load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if json {
@@ -163,7 +163,7 @@ struct ClearTokens: ParsableCommand {
     @Argument(help: "The account.") var account: String
 
     func run() throws {
-        guard try TokenStore(store: try vaultOptions.openStore()).clear(service: service, account: account) else {
+        guard try TokenStore(store: try vaultOptions.storeOpener().openStore()).clear(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         Console.status("Tokens cleared for '\(account)' on '\(service)'.")
@@ -179,7 +179,7 @@ struct DeviceID: ParsableCommand {
     @Flag(help: "Make a new ID.") var reset = false
 
     func run() throws {
-        let identity = DeviceIdentity(store: try vaultOptions.openStore())
+        let identity = DeviceIdentity(store: try vaultOptions.storeOpener().openStore())
         let id = reset ? try identity.reset(service: service, account: account) : try identity.deviceID(service: service, account: account)
         print(id.uuidString.lowercased())
     }
@@ -193,7 +193,7 @@ struct SignOutCommand: ParsableCommand {
     @Flag(help: "Keep the device ID.") var keepDeviceId = false
 
     func run() throws {
-        let report = try SignOut.run(service: service, store: try vaultOptions.openStore(), keepDeviceID: keepDeviceId)
+        let report = try SignOut.run(service: service, store: try vaultOptions.storeOpener().openStore(), keepDeviceID: keepDeviceId)
         for item in report.removed { print("removed  \(item.account)  (\(item.kind))") }
         for item in report.kept { print("kept     \(item.account)  (\(item.kind))") }
         Console.status("Signed out of '\(service)': \(report.removed.count) item(s) removed.")

@@ -45,7 +45,9 @@ struct Doctor: ParsableCommand {
     func run() throws {
         var checks: [Check] = []
         let settingsPath = vaultOptions.settingsPath
-        let request = try vaultOptions.requestedSelection()
+        // The options parsed once; PostgreSQL is refused here, before any check runs.
+        let opener = try vaultOptions.storeOpener()
+        let request = try opener.selection().request
 
         // The Secret Service, part by part.
         let environment = CommandEnvironment.values
@@ -93,7 +95,7 @@ struct Doctor: ParsableCommand {
                                     fix: "run as its owner, or copy it to a file you own"))
             } else {
                 checks.append(Check(name: "file vault", ok: true, detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8)), "
-                                    + (SQLiteVaultStore.sqliteHeader(vaultPath).isVault ? "format 2 (SQLite)" : "format 1")))
+                                    + (VaultFileFormat.detect(at: vaultPath) == .format2 ? "format 2 (SQLite)" : "format 1")))
             }
         } else {
             fileProblem = .vaultNotFound(path: vaultPath.string)
@@ -134,7 +136,7 @@ struct Doctor: ParsableCommand {
 
         // Which store this run would use, and why: the library's resolver decides, as for every
         // other command (nothing is recorded here; the first command that opens the store does).
-        let resolution = try vaultOptions.resolveStore()
+        let resolution = try opener.resolveStore()
         let store = resolution.storeKind
         let why = resolution.reason + (resolution.isNewChoice && request == .auto ? " (the first command will record it)" : "")
         let blocking: (any LockboxCodedError)? = store == .secretService ? secretServiceProblem : fileProblem ?? tpm.problem

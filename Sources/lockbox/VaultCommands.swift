@@ -41,7 +41,7 @@ struct Init: ParsableCommand {
             throw LockboxError.invalidArgument("a vault in PostgreSQL is shared by many hosts; a TPM slot would open it on one: leave out --tpm")
         }
         // In `lockbox`, this hands over to `lockbox-postgres` before a key file is made.
-        let support = postgres ? try PostgresCommands.provider() : nil
+        if postgres { _ = try PostgresCommands.provider() }
         let path = vaultOptions.vaultPath
         // Before a key file is generated: say what is at the path, not only that something is.
         if !postgres { try EncryptedFileStore.checkCanCreate(at: path) }
@@ -60,13 +60,13 @@ struct Init: ParsableCommand {
         } else if credentials.allSatisfy({ if case .sealed = $0 { true } else { false } }) || withPassphrase {
             credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
         }
-        if let support {
-            let created = try support.create(try vaultOptions.postgresConnection(), credentials: credentials, kdf: kdf.parameters)
+        if postgres {
+            let server = try vaultOptions.storeOpener().createPostgresVault(credentials: credentials, kdf: kdf.parameters)
             let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
-            Console.status("Created a vault in PostgreSQL at \(created.server) with key slot(s): \(slots).")
+            Console.status("Created a vault in PostgreSQL at \(server) with key slot(s): \(slots).")
             return
         }
-        let slotKinds: [EncryptedFileStore.KeySlotInfo]
+        let slotKinds: [KeySlotInfo]
         if format == 2 {
             slotKinds = try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
         } else {
@@ -100,7 +100,7 @@ struct Passwd: ParsableCommand {
     @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
 
     func run() throws {
-        let store = try vaultOptions.openFileStore()
+        let store = try vaultOptions.storeOpener().openFileStore()
         let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
         try store.changePassphrase(to: newPassphrase, kdf: kdf.parameters, slot: slot)
@@ -129,14 +129,14 @@ struct RotateKey: ParsableCommand {
     var dropUnmatchedSlots = false
 
     func run() throws {
-        var credentials = try vaultOptions.unlockCredentials()
+        let opener = try vaultOptions.storeOpener()
+        let path = opener.configuration.vaultPath
+        var credentials = try opener.credentials()
         if !credentials.contains(where: { if case .sealed = $0 { true } else { false } }),
-           let tpm = try keptTPMCredential() {
+           let tpm = try keptTPMCredential(path) {
             credentials.append(tpm)
         }
-        let store: any KeySlotManaging = SQLiteVaultStore.sqliteHeader(vaultOptions.vaultPath).isSQLite
-            ? try SQLiteVaultStore.open(at: vaultOptions.vaultPath, credentials: credentials)
-            : try EncryptedFileStore.open(at: vaultOptions.vaultPath, credentials: credentials)
+        let store = try FileVault.open(at: path, credentials: credentials)
         try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
         Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
     }
@@ -144,9 +144,9 @@ struct RotateKey: ParsableCommand {
     /// The TPM as a credential that keeps the vault's TPM2 slots, when it has any and each would
     /// unseal here; `nil` when it has none, or when --drop-unmatched-slots drops them all.
     /// Throws ``TPMSlotNotKept`` for a slot that cannot be kept.
-    private func keptTPMCredential() throws -> VaultCredential? {
-        guard FileManager.default.fileExists(atPath: vaultOptions.vaultPath.string) else { return nil }
-        let sealed = try EncryptedFileStore.sealedKeySlots(at: vaultOptions.vaultPath)
+    private func keptTPMCredential(_ path: FilePath) throws -> VaultCredential? {
+        guard FileManager.default.fileExists(atPath: path.string) else { return nil }
+        let sealed = try EncryptedFileStore.sealedKeySlots(at: path)
         guard !sealed.isEmpty else { return nil }
         let sealer = try TPMSupport.sealer()
         var failures: [(index: Int, error: any LockboxCodedError)] = []
@@ -210,7 +210,7 @@ struct Slot: ParsableCommand {
         }
 
         func run() throws {
-            let slots = try vaultOptions.openFileStore().keySlots()
+            let slots = try vaultOptions.storeOpener().openFileStore().keySlots()
             if json {
                 try Console.printJSON(slots.map { Listed(index: $0.index, kind: $0.kind.rawValue, kdf: $0.kdf?.description, openedThisHandle: $0.openedThisHandle) })
                 return
@@ -228,7 +228,7 @@ struct Slot: ParsableCommand {
         @Option(help: "Argon2id cost for the new slot.") var kdf: KDFPreset = .moderate
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
             let index = try store.addKeySlot(.passphrase(passphrase), kdf: kdf.parameters)
@@ -244,7 +244,7 @@ struct Slot: ParsableCommand {
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let keyPath = FilePath(path)
             if generate { try KeyFile.generate(at: keyPath) }
             let index = try store.addKeySlot(.keyFile(keyPath))
@@ -268,7 +268,7 @@ struct Slot: ParsableCommand {
         var force = false
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let slots = try store.keySlots()
             let recovery = slots.filter { $0.kind != .tpm2 }
             if recovery.count == 1, recovery[0].index == index, slots.contains(where: { $0.kind == .tpm2 }) {
