@@ -13,14 +13,14 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 declare -A files=(
-    [vault-file]="Lockbox/Stores/EncryptedFile/VaultFormat.swift Lockbox/Stores/EncryptedFile/ByteCoding.swift Lockbox/Stores/EncryptedFile/KeySlotCrypto.swift"
-    [vault-payload]="Lockbox/Stores/EncryptedFile/VaultFormat.swift Lockbox/Stores/EncryptedFile/ByteCoding.swift"
-    [vault-row]="Lockbox/Stores/SQLite/VaultRecords.swift Lockbox/Stores/EncryptedFile/VaultFormat.swift"
-    [vault-database]="Lockbox/Stores/SQLite/SQLiteVaultStore.swift Lockbox/Stores/SQLite/SQLiteConnection.swift Lockbox/Stores/SQLite/VaultRecords.swift"
-    [settings]="Lockbox/Selection/BackendSettings.swift"
+    [vault-file]="Lockbox/Sealing/VaultFormat.swift Lockbox/Sealing/ByteCoding.swift Lockbox/Sealing/KeySlotCrypto.swift"
+    [vault-payload]="Lockbox/Sealing/VaultFormat.swift Lockbox/Sealing/ByteCoding.swift"
+    [vault-row]="Lockbox/Sealing/VaultRecords.swift Lockbox/Sealing/VaultFormat.swift"
+    [vault-database]="Lockbox/Stores/FileVault/SQLiteVaultStore.swift Lockbox/Stores/FileVault/SQLiteConnection.swift Lockbox/Sealing/VaultRecords.swift"
+    [settings]="Lockbox/Selection/StoreSettings.swift"
     [pin-record]="Lockbox/PIN/PinGuard.swift Lockbox/PIN/LockoutPolicy.swift Lockbox/PIN/PinClock.swift"
     [session-window]="LockboxWindows/SessionWindow.swift LockboxWindows/KernelKeyring.swift"
-    [key-file]="Lockbox/Stores/EncryptedFile/VaultCredential.swift"
+    [key-file]="Lockbox/Sealing/VaultCredential.swift"
     [token-response]="Lockbox/Credentials/TokenSet.swift"
     [token-record]="Lockbox/Credentials/TokenSet.swift"
 )

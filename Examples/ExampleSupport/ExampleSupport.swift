@@ -42,7 +42,7 @@ public final class ExampleRun: @unchecked Sendable {
                 try KeyFile.generate(at: pinKey)
                 pinStore = try FileVault.create(at: folder.appending("pins.lockbox"), credentials: [.keyFile(pinKey)])
                 print("\(name) — on the Secret Service (gnome-keyring); PINs in an encrypted file vault in \(folder.string)")
-            case .file:
+            case .file, .postgres, .memory:
                 pinStore = opened
                 print("\(name) — on an encrypted file vault in \(folder.string)")
             }

@@ -6,7 +6,9 @@ import lockbox
 
 /// `lockbox-postgres`: the `lockbox` commands with the PostgreSQL store (`--store postgres`,
 /// `migrate --from/--to postgres`). `lockbox` hands such command lines over to this program, so
-/// users type `lockbox` either way; only this program links SwiftNIO and postgres-nio.
+/// users type `lockbox` either way; only this program links SwiftNIO and postgres-nio. It
+/// registers the library's ``PostgresStoreProvider``, through which the commands open the store
+/// as they open every other.
 struct PostgresSupport: PostgresCommandSupport {
     /// The stores opened by this command, closed by ``closeAll()``.
     private let opened = Locked<[PostgresStore]>([])
@@ -14,20 +16,12 @@ struct PostgresSupport: PostgresCommandSupport {
     /// A command makes a handful of queries one after another: a small pool.
     private static let maximumConnections = 2
 
-    func open(_ connection: PostgresConnectionSource, credentials: [VaultCredential]) throws -> (store: any AsyncSecretStore, server: String) {
-        let url = try Self.url(connection)
-        return remember(try CallingThread.run {
-            try await PostgresStore.open(url, credentials: credentials, maximumConnections: Self.maximumConnections)
-        })
-    }
-
-    func create(
-        _ connection: PostgresConnectionSource, credentials: [VaultCredential], kdf: KDFParameters
-    ) throws -> (store: any AsyncSecretStore, server: String) {
-        let url = try Self.url(connection)
-        return remember(try CallingThread.run {
-            try await PostgresStore.create(url, credentials: credentials, kdf: kdf, maximumConnections: Self.maximumConnections)
-        })
+    func provider(_ connection: PostgresConnectionSource) throws -> any StoreProvider {
+        let url: PostgresConnectionURL = switch connection {
+        case .file(let path): try PostgresConnectionURL.read(fromFile: path)
+        case .environment(let name): try PostgresConnectionURL.read(fromEnvironment: name)
+        }
+        return Remembering(base: PostgresStoreProvider(url: url, maximumConnections: Self.maximumConnections), opened: opened)
     }
 
     func closeAll() {
@@ -35,15 +29,23 @@ struct PostgresSupport: PostgresCommandSupport {
         for store in stores { try? CallingThread.run { await store.shutdown() } }
     }
 
-    private func remember(_ store: PostgresStore) -> (store: any AsyncSecretStore, server: String) {
-        opened.withLock { $0.append(store) }
-        return (store, store.server)
-    }
+    /// The library's provider, keeping each store it opens or creates for ``closeAll()``.
+    private struct Remembering: StoreProvider {
+        let base: PostgresStoreProvider
+        let opened: Locked<[PostgresStore]>
 
-    private static func url(_ connection: PostgresConnectionSource) throws -> PostgresConnectionURL {
-        switch connection {
-        case .file(let path): try PostgresConnectionURL.read(fromFile: path)
-        case .environment(let name): try PostgresConnectionURL.read(fromEnvironment: name)
+        var kind: StoreKind { base.kind }
+        var capabilities: StoreCapabilities { base.capabilities }
+
+        func open(_ request: StoreOpenRequest) throws -> OpenedStore { remember(try base.open(request)) }
+
+        func create(_ request: StoreOpenRequest, kdf: KDFParameters) throws -> OpenedStore {
+            remember(try base.create(request, kdf: kdf))
+        }
+
+        private func remember(_ store: OpenedStore) -> OpenedStore {
+            if let postgres = store.asyncStore as? PostgresStore { opened.withLock { $0.append(postgres) } }
+            return store
         }
     }
 }

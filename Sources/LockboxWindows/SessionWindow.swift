@@ -30,8 +30,7 @@ public enum SessionWindow {
 
     /// The window scope of the file vault at `path`: its vault ID, read without a credential.
     public static func scope(forVaultAt path: FilePath) throws -> String {
-        let vaultID = SQLiteVaultStore.sqliteHeader(path).isVault ? try SQLiteVaultStore.vaultID(at: path) : try EncryptedFileStore.vaultID(at: path)
-        return "vault:" + vaultID.hexString
+        "vault:" + (try FileVault.vaultID(at: path)).hexString
     }
 
     /// The scope of a Secret Service profile's window.
@@ -89,6 +88,17 @@ public enum SessionWindow {
         try open(material: store.windowMaterial(), store: store, duration: duration, openedBy: openedBy, pin: pin, clock: clock)
     }
 
+    /// Opens the window for a file vault in either format, as ``FileVault`` opened it (carrying
+    /// its data key). Throws ``LockboxError/invalidArgument(_:)`` for a store that is not a file
+    /// vault. `clock`: as for ``open(scope:duration:openedBy:credentialFingerprint:pin:dataKey:clock:)``.
+    public static func open(for store: any KeySlotManaging, duration: Duration, openedBy: String,
+                            pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
+        guard let fileVault = store as? any FileVaultWindowMaterial else {
+            throw LockboxError.invalidArgument("a session window carrying a data key is opened for a file vault only")
+        }
+        try open(material: fileVault.windowMaterial(), store: store, duration: duration, openedBy: openedBy, pin: pin, clock: clock)
+    }
+
     private static func open(material: (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes), store: any SecretStore,
                              duration: Duration, openedBy: String, pin: PinProfile?, clock: ReauthGate.Clock) throws {
         let scope = "vault:" + material.vaultID.hexString
@@ -115,50 +125,40 @@ public enum SessionWindow {
 
     /// The file vault at `path`, opened through its window, or `nil` if there is no valid window
     /// (none, expired on `clock`, revoked, or the vault's keys changed since — then the window is
-    /// revoked).
-    public static func openStore(at path: FilePath, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws -> EncryptedFileStore? {
-        try openStore(EncryptedFileStore.readSnapshot(at: path), clock: clock)
-    }
-
-    /// ``openStore(at:)`` for a vault file already read: the file is read once whether or not a
-    /// window opens it (the caller opens the same snapshot with credentials otherwise).
-    package static func openStore(_ snapshot: VaultFileSnapshot, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws -> EncryptedFileStore? {
-        let scope = "vault:" + snapshot.vaultID.hexString
-        guard let window = read(scope: scope, clock: clock), let dataKey = window.dataKey else { return nil }
-        if let store = try EncryptedFileStore.open(snapshot, windowDataKey: dataKey, fingerprint: window.fingerprint),
-           try pinStillMatches(window, store: store)
+    /// revoked). Format 1 only; ``FileVault/open(at:window:credentials:readOnly:timeout:now:)``
+    /// with ``fileVaultWindows(clock:)`` opens either format, through a window or with credentials.
+    public static func openStore(at path: FilePath, clock: @escaping ReauthGate.Clock = ReauthGate.monotonicClock) throws -> EncryptedFileStore? {
+        let snapshot = try EncryptedFileStore.readSnapshot(at: path)
+        guard let key = fileVaultWindows(clock: clock).key(forVault: snapshot.vaultID) else { return nil }
+        if let store = try EncryptedFileStore.open(snapshot, windowDataKey: key.dataKey, fingerprint: key.fingerprint),
+           try key.confirm(store)
         {
             return store
         }
-        close(scope: scope)
+        key.revoke()
         return nil
     }
 
-    /// Opens the format-2 vault at `path` through its window if a valid one is open and
-    /// `useWindow` (then
-    /// `credentials` is not asked), else with `credentials`; a window the vault's keys no longer
-    /// match, or whose PIN changed, is revoked. The file is opened once unless a PIN changed.
-    /// `probed`: the file as ``VaultFile/probe(at:)`` opened it, as for ``SQLiteVaultStore``'s
-    /// window-aware open.
-    package static func openStore(
-        format2At path: FilePath, credentials: () throws -> [VaultCredential], window useWindow: Bool = true,
-        probed: OpenedDatabaseFile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock
-    ) throws -> (store: SQLiteVaultStore, throughWindow: Bool) {
-        var window: (scope: String, contents: Contents)?
-        let opened = try SQLiteVaultStore.open(at: path, windowKey: { vaultID in
-            guard useWindow else { return nil }
+    /// The session windows of this login session as ``FileVault`` takes them: the window for a
+    /// vault carries its data key and the fingerprint of its key slots; one opened with a PIN is
+    /// refused (and closed) once that PIN changed.
+    /// - Parameter clock: the monotonic clock the windows' expiry is counted on.
+    public static func fileVaultWindows(clock: @escaping ReauthGate.Clock = ReauthGate.monotonicClock) -> any FileVaultWindow {
+        KernelKeyringWindows(clock: clock)
+    }
+
+    /// ``fileVaultWindows(clock:)``: the windows in the kernel keyring.
+    private struct KernelKeyringWindows: FileVaultWindow {
+        let clock: ReauthGate.Clock
+
+        func key(forVault vaultID: [UInt8]) -> FileVaultWindowKey? {
             let scope = "vault:" + vaultID.hexString
-            guard let contents = read(scope: scope, clock: clock), let dataKey = contents.dataKey else { return nil }
-            window = (scope, contents)
-            return (dataKey, contents.fingerprint)
-        }, credentials: credentials, probed: probed)
-        if opened.throughWindow, let window {
-            if try pinStillMatches(window.contents, store: opened.store) { return opened }
-            close(scope: window.scope)
-            return (try SQLiteVaultStore.open(at: path, credentials: credentials()), false)
+            guard let contents = SessionWindow.read(scope: scope, clock: clock), let dataKey = contents.dataKey else { return nil }
+            return FileVaultWindowKey(
+                dataKey: dataKey, fingerprint: contents.fingerprint,
+                confirm: { store in try SessionWindow.pinStillMatches(contents, store: store) },
+                revoke: { SessionWindow.close(scope: scope) })
         }
-        if let window { close(scope: window.scope) }  // read, but the vault's keys changed since
-        return opened
     }
 
     /// The window's state (seconds left on `clock`), or `nil` if there is none.
@@ -176,7 +176,7 @@ public enum SessionWindow {
 
     // MARK: Payload
 
-    package struct Contents {
+    package struct Contents: Sendable {
         var expires: Double
         var openedBy: String
         var fingerprint: String
@@ -240,7 +240,8 @@ extension SessionWindow {
     /// The window scope of the store `resolution` chose (``StoreSelection`` decides it, so the
     /// window and the commands that use the store agree): the file vault's vault ID, read without
     /// a credential, or the profile's Secret Service scope. `nil` when the file vault does not
-    /// exist, so no window can be open for it.
+    /// exist, so no window can be open for it, and for stores that have no windows (PostgreSQL,
+    /// memory).
     public static func scope(for resolution: StoreResolution) throws -> String? {
         switch resolution.storeKind {
         case .secretService:
@@ -249,6 +250,8 @@ extension SessionWindow {
             let path = resolution.selection.vaultPath
             guard FileManager.default.fileExists(atPath: path.string) else { return nil }
             return try scope(forVaultAt: path)
+        case .postgres, .memory:
+            return nil
         }
     }
 }

@@ -34,7 +34,7 @@ struct SetTokens: ParsableCommand {
     @Option(help: "The user the session belongs to.") var subject: String?
 
     func run() throws {
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         let json = try SecretInput.read(from: .standardInput, limit: 1 << 20, stopAtNewline: false, what: "token response")
         let data = json.withUnsafeBytes { Data($0) }
         try TokenStore(store: store).save(oauthResponse: data, service: service, account: account, subject: subject)
@@ -72,7 +72,7 @@ struct GetToken: ParsableCommand {
     }
 
     func run() throws {
-        let tokens = TokenStore(store: try vaultOptions.openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
+        let tokens = TokenStore(store: try vaultOptions.storeOpener().openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
         if let refreshWith {
             _ = try blockingAwait { try await tokens.validAccessToken(service: service, account: account) { current in
                 try Self.runRefresher(refreshWith, current)
@@ -146,7 +146,7 @@ struct TokenStatusCommand: ParsableCommand {
     }
 
     func run() throws {
-        guard let set = try TokenStore(store: try vaultOptions.openStore()).load(service: service, account: account) else {
+        guard let set = try TokenStore(store: try vaultOptions.storeOpener().openStore()).load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if json {
@@ -174,7 +174,7 @@ struct ClearTokens: ParsableCommand {
     @Argument(help: "The account.") var account: String
 
     func run() throws {
-        guard try TokenStore(store: try vaultOptions.openStore()).clear(service: service, account: account) else {
+        guard try TokenStore(store: try vaultOptions.storeOpener().openStore()).clear(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         Console.status("Tokens cleared for '\(account)' on '\(service)'.")
@@ -199,7 +199,7 @@ struct DeviceID: ParsableCommand {
     }
 
     func run() throws {
-        let identity = DeviceIdentity(store: try vaultOptions.openStore())
+        let identity = DeviceIdentity(store: try vaultOptions.storeOpener().openStore())
         if reset {
             try Confirmation.require(yes: yes, question: "Replace the device ID of '\(service)' with a new one?",
                                      what: "replace the device ID of '\(service)'")
@@ -231,7 +231,7 @@ struct SignOutCommand: ParsableCommand {
     }
 
     func run() throws {
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         try Confirmation.require(yes: yes, question: "Remove everything '\(service)' stored (tokens, PINs, protected items\(keepDeviceId ? "" : ", device ID"))?",
                                  what: "sign out of '\(service)'")
         let report = try SignOut.run(service: service, store: store, keepDeviceID: keepDeviceId)

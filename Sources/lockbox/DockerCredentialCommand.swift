@@ -116,7 +116,7 @@ struct DockerCredential: ParsableCommand {
         }
         let secret = fields["Secret"] ?? SecretBytes(count: 0) { _ in }
         let service = Self.servicePrefix + serverURL
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let existing = try vault.metadata(service: service, account: username)
         try vault.set(secret, service: service, account: username, kind: .password, label: "Registry credential for \(serverURL)",
                       attributes: ["server": serverURL], access: existing?.access ?? .always)
@@ -130,7 +130,7 @@ struct DockerCredential: ParsableCommand {
     private func get() throws {
         let serverURL = try readServerURL()
         let service = Self.servicePrefix + serverURL
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         guard let item = try vault.list(service: service).max(by: { $0.modified < $1.modified }),
               let secret = try vault.get(service: service, account: item.key.account)
         else { throw ProtocolFailure(message: Self.notFoundMessage) }
@@ -144,7 +144,7 @@ struct DockerCredential: ParsableCommand {
     private func erase() throws {
         let serverURL = try readServerURL()
         let service = Self.servicePrefix + serverURL
-        let vault = try vaultOptions.openStore()
+        let vault = try vaultOptions.storeOpener().openStore()
         let items = try Vault(store: vault).list(service: service)
         guard !items.isEmpty else { throw ProtocolFailure(message: Self.notFoundMessage) }
         for item in items { _ = try Vault(store: vault).delete(service: service, account: item.key.account) }
@@ -153,7 +153,7 @@ struct DockerCredential: ParsableCommand {
 
     private func list() throws {
         var servers: [(String, FlatJSONObject.Value)] = []
-        for item in try Vault(store: try vaultOptions.openStore()).list() where item.key.service.hasPrefix(Self.servicePrefix) {
+        for item in try Vault(store: try vaultOptions.storeOpener().openStore()).list() where item.key.service.hasPrefix(Self.servicePrefix) {
             servers.append((String(item.key.service.dropFirst(Self.servicePrefix.count)), .text(item.key.account)))
         }
         let output = FlatJSONObject.encode(servers.sorted { $0.0 < $1.0 })

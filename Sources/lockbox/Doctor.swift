@@ -50,12 +50,14 @@ struct Doctor: ParsableCommand {
     func run() throws {
         var checks: [Check] = []
         let settingsPath = vaultOptions.settingsPath
-        let request = try vaultOptions.requestedSelection()
+        // The options parsed once; PostgreSQL is refused here, before any check runs.
+        let opener = try vaultOptions.storeOpener()
+        let request = try opener.selection().request
         // Which store this run would use, and why: the library's resolver decides, as for every
         // other command (nothing is recorded here; the first command that opens the store does).
         // Only that store's parts are checked: a profile on the file vault has no use for a
         // session bus, one on the Secret Service none for a vault file.
-        let resolution = try vaultOptions.resolveStore()
+        let resolution = try opener.resolveStore()
         let store = resolution.storeKind
 
         // The Secret Service, part by part.
@@ -108,7 +110,7 @@ struct Doctor: ParsableCommand {
                                         fix: "run as its owner, or copy it to a file you own"))
                 } else {
                     checks.append(Check(name: "file vault", ok: true, detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8)), "
-                                        + (SQLiteVaultStore.sqliteHeader(vaultPath).isVault ? "format 2 (SQLite)" : "format 1")))
+                                        + (VaultFileFormat.detect(at: vaultPath) == .format2 ? "format 2 (SQLite)" : "format 1")))
                 }
             } else {
                 fileProblem = .vaultNotFound(path: vaultPath.string)

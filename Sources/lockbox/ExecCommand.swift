@@ -111,7 +111,7 @@ struct Exec: ParsableCommand {
         var secrets: [ItemReference: SecretBytes] = [:]
         let items = variables.compactMap { if case let .item(item) = $0.value { item } else { nil } } + descriptors.map(\.item)
         if !items.isEmpty {
-            let vault = try vaultOptions.openVault()
+            let vault = try vaultOptions.storeOpener().openVault()
             for item in items where secrets[item] == nil {
                 do {
                     secrets[item] = try vault.require(service: item.service, account: item.account)

@@ -70,7 +70,7 @@ struct GitCredential: ParsableCommand {
     /// Prints `username`, `password` (and `password_expiry_utc` if recorded) of the matching
     /// credential, or nothing.
     private func get(_ description: GitCredentialDescription, service: String) throws {
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let candidates: [ItemMetadata]
         if let username = description.username {
             guard !username.isEmpty else { return }  // no item has an empty account
@@ -128,7 +128,7 @@ struct GitCredential: ParsableCommand {
             guard abs(seconds) < 1 << 38 else { throw LockboxError.invalidArgument("git sent a password_expiry_utc out of range") }
             return Date(timeIntervalSince1970: Double(seconds))
         }
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let existing = try vault.metadata(service: service, account: username)
         // git approves after every successful use: an unchanged credential is not rewritten.
         if let existing, existing.kind == .password, existing.attributes == attributes,
@@ -154,7 +154,7 @@ struct GitCredential: ParsableCommand {
     /// Removes the matching credentials: of that user (or all users of the service), and only
     /// where the stored password equals the one given, if one is given.
     private func erase(_ description: GitCredentialDescription, service: String) throws {
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let accounts = try description.username.map { $0.isEmpty ? [] : [$0] } ?? vault.list(service: service).map(\.key.account)
         for account in accounts {
             // With a password: compared and deleted in one step of the store (one transaction of

@@ -61,7 +61,7 @@ struct SetItem: ParsableCommand {
 
     func run() throws {
         // Comparing with a protected item's secret needs what reading it needs: the window.
-        let vault = ifCurrentFd != nil ? try vaultOptions.openVault() : Vault(store: try vaultOptions.openStore())
+        let vault = ifCurrentFd != nil ? try vaultOptions.storeOpener().openVault() : Vault(store: try vaultOptions.storeOpener().openStore())
         let secret = try SecretInput.secretFromStandardInput(prompt: "Secret for '\(account)' on '\(service)': ", raw: raw,
                                                            allowEmpty: allowEmpty)
         var parsed: [String: String] = [:]
@@ -111,7 +111,7 @@ struct GetItem: ParsableCommand {
     }
 
     func run() throws {
-        let vault = try vaultOptions.openVault()
+        let vault = try vaultOptions.storeOpener().openVault()
         let secret: SecretBytes
         if previous {
             guard let found = try vault.previous(service: service, account: account) else {
@@ -139,7 +139,7 @@ struct DeleteItem: ParsableCommand {
     @Argument(help: "The account.") var account: String
 
     func run() throws {
-        guard try Vault(store: try vaultOptions.openStore()).delete(service: service, account: account) else {
+        guard try Vault(store: try vaultOptions.storeOpener().openStore()).delete(service: service, account: account) else {
             throw LockboxError.itemNotFound(service: service, account: account)
         }
         Console.status("Deleted '\(account)' on '\(service)'.")
@@ -166,7 +166,7 @@ struct ListItems: ParsableCommand {
     func run() throws {
         if jsonLines { return try streamJSONLines() }
         let now = Date()
-        let items = try Vault(store: try vaultOptions.openStore()).list(service: service).filter { !expired || $0.isExpired(at: now) }
+        let items = try Vault(store: try vaultOptions.storeOpener().openStore()).list(service: service).filter { !expired || $0.isExpired(at: now) }
         if json {
             try Console.printJSON(items.map(ListedItem.init))
             return
@@ -197,7 +197,7 @@ struct ListItems: ParsableCommand {
     /// other stores hold every item in memory anyway, so their list is printed line by line.
     private func streamJSONLines() throws {
         if let service { try ItemLimits.validateService(service) }
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -265,7 +265,7 @@ struct Wipe: ParsableCommand {
     }
 
     func run() throws {
-        let vault = Vault(store: try vaultOptions.openStore())
+        let vault = Vault(store: try vaultOptions.storeOpener().openStore())
         if expired {
             let removed = try vault.wipeExpired(service: service)
             Console.status("Removed \(removed.count) expired item(s)\(service.map { " of service '\(Console.escapingControlCharacters($0))'" } ?? "").")
@@ -378,7 +378,7 @@ struct RestoreItem: ParsableCommand {
 
     func run() throws {
         let gracePeriod = try grace.map { try ExpiryArguments.duration($0, option: "--grace") } ?? Vault.defaultGracePeriod
-        guard try vaultOptions.openVault().restorePrevious(service: service, account: account, keepingReplacedFor: gracePeriod) else {
+        guard try vaultOptions.storeOpener().openVault().restorePrevious(service: service, account: account, keepingReplacedFor: gracePeriod) else {
             throw CLIError.itemChanged(service: service, account: account)
         }
         Console.status("Restored the previous value of '\(Console.escapingControlCharacters(account))' on '\(Console.escapingControlCharacters(service))'.")

@@ -173,9 +173,9 @@ struct LockboxCommand: ParsableCommand {
         }
         guard positionals.count == (name == "list" ? 0 : 2) else { return nil }
         var options = VaultOptions()
-        func storeArgument(_ option: String) -> StoreArgument?? {
+        func storeArgument(_ option: String) -> StoreRequest?? {
             guard let text = values[option] else { return .some(nil) }
-            return StoreArgument(rawValue: text).map { .some($0) }
+            return StoreRequest(argument: text).map { .some($0) }
         }
         func descriptor(_ option: String) -> Int32?? {
             guard let text = values[option] else { return .some(nil) }

@@ -44,7 +44,7 @@ struct PinOptions: ParsableArguments {
     /// The guard over the profile's store. With `checkingStore`, a store other processes of the
     /// user can read and rewrite (the Secret Service) is refused here, before any PIN is asked for.
     func guardian(checkingStore: Bool = true) throws -> PinGuard {
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         if checkingStore && store.isOpenToOtherProcessesOfUser {
             throw LockboxError.pinStoreUnprotected(store: "\(type(of: store))")
         }
@@ -188,12 +188,7 @@ struct ResetPin: ParsableCommand {
             else {
                 throw CLIError.noInput("no passphrase to authorise the reset: --passphrase-fd N, a terminal, or a line of standard input")
             }
-            let path = options.vaultOptions.vaultPath
-            if SQLiteVaultStore.sqliteHeader(path).isVault {
-                _ = try SQLiteVaultStore.open(at: path, credentials: [.passphrase(passphrase)])
-            } else {
-                _ = try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase))
-            }
+            _ = try FileVault.open(at: options.vaultOptions.vaultPath, credential: .passphrase(passphrase))
             try guardian.reset(options.profile)
         }
         Console.status("PIN reset for '\(options.profileName)'.")

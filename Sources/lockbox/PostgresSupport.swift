@@ -10,14 +10,9 @@ import SystemPackage
 /// hands the whole command line over to `lockbox-postgres` beside it (``PostgresCommands/provider()``),
 /// so that `lockbox` links no SwiftNIO and its start-up does not pay for it.
 package protocol PostgresCommandSupport: Sendable {
-    /// Opens the vault in the database `connection` names with the first credential that opens
-    /// one of its key slots; with the server (hosts and database, never a password), for messages.
-    func open(_ connection: PostgresConnectionSource, credentials: [VaultCredential]) throws -> (store: any AsyncSecretStore, server: String)
-    /// Creates the schema if needed and a new, empty vault in it, one key slot per credential;
-    /// with the server, as ``open(_:credentials:)``.
-    func create(
-        _ connection: PostgresConnectionSource, credentials: [VaultCredential], kdf: KDFParameters
-    ) throws -> (store: any AsyncSecretStore, server: String)
+    /// The PostgreSQL store's provider (`PostgresStoreProvider`) for the database `connection`
+    /// names: the commands open and create the store through it, as through every store's.
+    func provider(_ connection: PostgresConnectionSource) throws -> any StoreProvider
     /// Closes the connections of every store opened, once the command is done.
     func closeAll()
 }

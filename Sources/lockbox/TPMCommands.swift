@@ -110,7 +110,7 @@ extension Slot {
         @OptionGroup var tpmSlot: TPMSlotOptions
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let index = try store.addKeySlot(.sealed(try tpmSlot.sealer()))
             Console.status("Added TPM2 slot \(index).")
         }
@@ -182,7 +182,7 @@ extension Doctor {
 
     /// The `key slots` line: the slots, a problem when no TPM2 slot opens or none is left for
     /// recovery.
-    private static func slotList(_ kinds: [EncryptedFileStore.KeySlotInfo.Kind], usableTPMSlot: Bool) -> Check {
+    private static func slotList(_ kinds: [KeySlotInfo.Kind], usableTPMSlot: Bool) -> Check {
         let list = kinds.enumerated().map { "\($0.offset): \($0.element.rawValue)" }.joined(separator: ", ")
         let hasTPMSlot = kinds.contains(.tpm2)
         let hasRecovery = kinds.contains { $0 != .tpm2 }

@@ -71,22 +71,13 @@ struct Migrate: ParsableCommand {
             Example: lockbox migrate --from secret-service --to file --all --move
             """)
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
-    @Option(help: ArgumentHelp("Where the items are now: file, secret-service or postgres.", valueName: "store")) var from: MigrationStore
-    @Option(help: ArgumentHelp("Where they go: file, secret-service or postgres.", valueName: "store")) var to: MigrationStore
+    @Option(help: ArgumentHelp("Where the items are now: file, secret-service or postgres.", valueName: "store")) var from: StoreKind
+    @Option(help: ArgumentHelp("Where they go: file, secret-service or postgres.", valueName: "store")) var to: StoreKind
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Every Lockbox item (required when no --service is given).") var all = false
     @Flag(help: "Remove each source item once its copy is verified.") var move = false
     @Option(help: ArgumentHelp("When the destination has a different item at the same address: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
     @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth, removedFromSource).") var json = false
-
-    /// A store `migrate` copies from or to.
-    enum MigrationStore: String, ExpressibleByArgument, CaseIterable, CustomStringConvertible {
-        case file
-        case secretService = "secret-service"
-        case postgres
-
-        var description: String { rawValue }
-    }
 
     func validate() throws {
         if from == to { throw ValidationError("--from and --to name the same store") }
@@ -96,21 +87,14 @@ struct Migrate: ParsableCommand {
     func run() throws {
         // First, before anything reads a descriptor: in `lockbox`, PostgreSQL hands over to `lockbox-postgres`.
         if from == .postgres || to == .postgres { _ = try PostgresCommands.provider() }
-        let source = try open(from)
-        let destination = try open(to)
+        let opener = try vaultOptions.storeOpener()
+        let source = try opener.open(from)
+        let destination = try opener.open(to)
         let report = try withProgress(label: "migrating") {
             try Transfer.run(from: source, to: destination, service: service, onConflict: onConflict, move: move, progress: $0)
         }
         try printReport(report, json: json)
         Console.status("Migrated \(from) → \(to): \(summary(report)).")
-    }
-
-    private func open(_ store: MigrationStore) throws -> any SecretStore {
-        switch store {
-        case .file: try vaultOptions.openFileStore()
-        case .secretService: try SecretServiceStore()
-        case .postgres: try vaultOptions.openPostgresStore().store.blocking()
-        }
     }
 }
 
@@ -137,7 +121,7 @@ struct Export: ParsableCommand {
     @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         let passphrase = try backupPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "backup passphrase") }
             ?? SecretInput.promptTwice("Backup passphrase: ", what: "backup passphrase")
         try PassphrasePolicy.check(passphrase, what: "backup passphrase", allowWeak: allowWeakPassphrase)
@@ -195,10 +179,8 @@ struct Import: ParsableCommand {
         }
         // `export` writes a backup in the vault's format: a format-1 file or a format-2 database.
         let backupPath = FilePath(file)
-        let backup: any SecretStore = SQLiteVaultStore.sqliteHeader(backupPath).isVault
-            ? try SQLiteVaultStore.open(at: backupPath, credentials: [.passphrase(passphrase)], readOnly: true)
-            : try EncryptedFileStore.open(at: backupPath, credential: .passphrase(passphrase))
-        let store = try vaultOptions.openStore()
+        let backup = try FileVault.open(at: backupPath, credential: .passphrase(passphrase), readOnly: true)
+        let store = try vaultOptions.storeOpener().openStore()
         if onConflict == .overwrite {
             try Confirmation.require(yes: yes, question: "Replace the vault's items that differ from the backup's with the backup's?",
                                      what: "overwrite items from \(file)")
@@ -220,7 +202,7 @@ extension Import {
         let input = try JSONLinesInput(path: file)
         defer { input.close() }
         let count: Int
-        let store = try vaultOptions.openStore()
+        let store = try vaultOptions.storeOpener().openStore()
         // On a terminal: items read, the rate and (for a file) the time left from the bytes read.
         let line = ProgressLine(label: "importing")
         defer { line?.finish() }

@@ -42,7 +42,7 @@ struct Init: ParsableCommand {
             throw LockboxError.invalidArgument("a vault in PostgreSQL is shared by many hosts; a TPM slot would open it on one: leave out --tpm")
         }
         // In `lockbox`, this hands over to `lockbox-postgres` before a key file is made.
-        let support = postgres ? try PostgresCommands.provider() : nil
+        if postgres { _ = try PostgresCommands.provider() }
         let path = vaultOptions.vaultPath
         // Before a key file is generated: say what is at the path, not only that something is.
         if !postgres { try EncryptedFileStore.checkCanCreate(at: path) }
@@ -66,13 +66,13 @@ struct Init: ParsableCommand {
             credentials.append(.keyFile(keyFile))
         }
         if let passphrase { credentials.append(.passphrase(passphrase)) }
-        if let support {
-            let created = try support.create(try vaultOptions.postgresConnection(), credentials: credentials, kdf: kdf.parameters)
+        if postgres {
+            let server = try vaultOptions.storeOpener().createPostgresVault(credentials: credentials, kdf: kdf.parameters)
             let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
-            Console.status("Created a vault in PostgreSQL at \(created.server) with key slot(s): \(slots).")
+            Console.status("Created a vault in PostgreSQL at \(server) with key slot(s): \(slots).")
             return
         }
-        let slotKinds: [EncryptedFileStore.KeySlotInfo]
+        let slotKinds: [KeySlotInfo]
         if format == 2 {
             slotKinds = try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
         } else {
@@ -108,7 +108,7 @@ struct Passwd: ParsableCommand {
     @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
-        let store = try vaultOptions.openFileStore()
+        let store = try vaultOptions.storeOpener().openFileStore()
         let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
         try PassphrasePolicy.check(newPassphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
@@ -139,14 +139,14 @@ struct RotateKey: ParsableCommand {
     var dropUnmatchedSlots = false
 
     func run() throws {
-        var credentials = try vaultOptions.unlockCredentials()
+        let opener = try vaultOptions.storeOpener()
+        let path = opener.configuration.vaultPath
+        var credentials = try opener.credentials()
         if !credentials.contains(where: { if case .sealed = $0 { true } else { false } }),
-           let tpm = try keptTPMCredential() {
+           let tpm = try keptTPMCredential(path) {
             credentials.append(tpm)
         }
-        let store: any KeySlotManaging = SQLiteVaultStore.sqliteHeader(vaultOptions.vaultPath).isSQLite
-            ? try SQLiteVaultStore.open(at: vaultOptions.vaultPath, credentials: credentials)
-            : try EncryptedFileStore.open(at: vaultOptions.vaultPath, credentials: credentials)
+        let store = try FileVault.open(at: path, credentials: credentials)
         try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
         Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
     }
@@ -154,9 +154,9 @@ struct RotateKey: ParsableCommand {
     /// The TPM as a credential that keeps the vault's TPM2 slots, when it has any and each would
     /// unseal here; `nil` when it has none, or when --drop-unmatched-slots drops them all.
     /// Throws ``TPMSlotNotKept`` for a slot that cannot be kept.
-    private func keptTPMCredential() throws -> VaultCredential? {
-        guard FileManager.default.fileExists(atPath: vaultOptions.vaultPath.string) else { return nil }
-        let sealed = try EncryptedFileStore.sealedKeySlots(at: vaultOptions.vaultPath)
+    private func keptTPMCredential(_ path: FilePath) throws -> VaultCredential? {
+        guard FileManager.default.fileExists(atPath: path.string) else { return nil }
+        let sealed = try EncryptedFileStore.sealedKeySlots(at: path)
         guard !sealed.isEmpty else { return nil }
         let sealer = try TPMSupport.sealer()
         var failures: [(index: Int, error: any LockboxCodedError)] = []
@@ -227,7 +227,7 @@ struct Slot: ParsableCommand {
         }
 
         func run() throws {
-            let slots = try vaultOptions.openFileStore().keySlots()
+            let slots = try vaultOptions.storeOpener().openFileStore().keySlots()
             if json {
                 try Console.printJSON(slots.map {
                     Listed(index: $0.index, kind: $0.kind.rawValue,
@@ -251,7 +251,7 @@ struct Slot: ParsableCommand {
         @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
             try PassphrasePolicy.check(passphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
@@ -269,7 +269,7 @@ struct Slot: ParsableCommand {
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let keyPath = FilePath(path)
             if generate { try KeyFile.generate(at: keyPath) }
             let index = try store.addKeySlot(.keyFile(keyPath))
@@ -295,7 +295,7 @@ struct Slot: ParsableCommand {
         @Flag(help: ArgumentHelp(Confirmation.yesHelp)) var yes = false
 
         func run() throws {
-            let store = try vaultOptions.openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStore()
             let slots = try store.keySlots()
             let recovery = slots.filter { $0.kind != .tpm2 }
             let lastRecovery = recovery.count == 1 && recovery[0].index == index && slots.contains(where: { $0.kind == .tpm2 })

@@ -11,7 +11,7 @@ struct VaultLocked: AdvisingError {
     var path: String
     /// Its key slots' kinds, in slot order; `nil` when the header could not be read (the
     /// message then names every kind of credential).
-    var slots: [EncryptedFileStore.KeySlotInfo.Kind]?
+    var slots: [KeySlotInfo.Kind]?
 
     /// The error for the vault at `path`, its slots read from its header.
     init(path: FilePath) {
@@ -20,7 +20,7 @@ struct VaultLocked: AdvisingError {
     }
 
     /// An error for `path` with the given slots (tests).
-    init(path: String, slots: [EncryptedFileStore.KeySlotInfo.Kind]?) {
+    init(path: String, slots: [KeySlotInfo.Kind]?) {
         self.path = path
         self.slots = slots
     }
@@ -36,9 +36,9 @@ struct VaultLocked: AdvisingError {
     }
 
     /// What opens each kind of slot the vault has, in the order of its first slot of that kind.
-    static func ways(_ slots: [EncryptedFileStore.KeySlotInfo.Kind]) -> [String] {
+    static func ways(_ slots: [KeySlotInfo.Kind]) -> [String] {
         var ways: [String] = []
-        var seen: Set<EncryptedFileStore.KeySlotInfo.Kind> = []
+        var seen: Set<KeySlotInfo.Kind> = []
         for kind in slots where seen.insert(kind).inserted {
             let indices = slots.indices.filter { slots[$0] == kind }.map(String.init).joined(separator: ", ")
             let which = "slot\(indices.contains(",") ? "s" : "") \(indices)"

@@ -5,18 +5,30 @@ import LockboxWindows
 import LockboxSecretService
 import SystemPackage
 
-/// `--store`: a store of the library's ``StoreRequest`` (or `auto`), or `postgres`, the
-/// PostgreSQL store, which `lockbox-postgres` opens (``PostgresCommands``).
-enum StoreArgument: String, ExpressibleByArgument, CaseIterable, CustomStringConvertible {
-    case auto
-    case secretService = "secret-service"
-    case file
-    case postgres
+/// `--store`: the library's ``StoreRequest`` (a store by name, or `auto`); `memory` is not
+/// offered (a command's items would be gone when it ends). `postgres` is opened by
+/// `lockbox-postgres` (``PostgresCommands``).
+extension StoreRequest: ExpressibleByArgument {
+    /// The request named `argument`, but never `memory`.
+    public init?(argument: String) {
+        guard let request = StoreRequest(rawValue: argument), request != .memory else { return nil }
+        self = request
+    }
 
-    /// The library's request for this store; `nil` for `postgres`, which the resolver does not choose.
-    var request: StoreRequest? { StoreRequest(rawValue: rawValue) }
+    /// `auto`, `secret-service`, `file`, `postgres`.
+    public static var allValueStrings: [String] { [auto, secretService, file, postgres].map(\.rawValue) }
+}
 
-    var description: String { rawValue }
+/// `migrate --from/--to`: the library's ``StoreKind``, but never `memory`.
+extension StoreKind: ExpressibleByArgument {
+    /// The store named `argument`, but never `memory`.
+    public init?(argument: String) {
+        guard let kind = StoreKind(rawValue: argument), kind != .memory else { return nil }
+        self = kind
+    }
+
+    /// `file`, `secret-service`, `postgres`.
+    public static var allValueStrings: [String] { [file, secretService, postgres].map(\.rawValue) }
 }
 
 /// The options every command that opens a store shares: which store, where the file vault is
@@ -41,11 +53,11 @@ struct VaultOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.",
         valueName: "store"))
-    var store: StoreArgument?
+    var store: StoreRequest?
 
     /// `--backend`: the old name of `--store`, still accepted (scripts use it) but not shown.
     @Option(name: .customLong("backend"), help: .private)
-    var backendAlias: StoreArgument?
+    var backendAlias: StoreRequest?
 
     @Option(name: .customLong("postgres-url-file"), help: ArgumentHelp(
         "With --store postgres: the file (mode 0600) whose first line is the database URL, postgresql://USER:PASSWORD@HOST:PORT/DATABASE. Default: $LOCKBOX_POSTGRES_URL_FILE, else the URL in $LOCKBOX_POSTGRES_URL. Never the URL itself: it holds a password.",
@@ -89,7 +101,10 @@ struct VaultOptions: ParsableArguments {
 
     /// The key file: --key-file, then $LOCKBOX_KEY_FILE (a path, not a secret), then the one
     /// `lockbox init` recorded for this profile's vault, when the vault is that one.
-    var keyFilePath: FilePath? {
+    var keyFilePath: FilePath? { keyFilePath(forVault: vaultPath) }
+
+    /// ``keyFilePath`` for the vault at `vaultPath` (already worked out).
+    func keyFilePath(forVault vaultPath: FilePath) -> FilePath? {
         if let given = givenKeyFilePath { return given }
         // A credential given explicitly is the one to use: the recorded key file is not added.
         guard passphraseFd == nil, let profile = try? StoreSettings.load(from: settingsPath).profiles[profileName],
@@ -112,6 +127,13 @@ struct VaultOptions: ParsableArguments {
     /// The credentials given: key file and/or passphrase from a descriptor; with neither, a
     /// no-echo prompt on the terminal.
     func unlockCredentials(prompt: String? = nil) throws -> [VaultCredential] {
+        let vaultPath = vaultPath
+        return try unlockCredentials(prompt: prompt, keyFile: keyFilePath(forVault: vaultPath), vaultPath: vaultPath)
+    }
+
+    /// ``unlockCredentials(prompt:)`` with the key file and the vault path already worked out
+    /// (``StoreOpener``'s configuration).
+    func unlockCredentials(prompt: String?, keyFile keyFilePath: FilePath?, vaultPath: FilePath) throws -> [VaultCredential] {
         var credentials: [VaultCredential] = []
         if let keyFilePath {
             Trace.log("credential: key file \(keyFilePath.string)")
@@ -167,28 +189,16 @@ struct VaultOptions: ParsableArguments {
 
     /// The store asked for: --store (or its old name --backend), then $LOCKBOX_STORE (or its old
     /// name $LOCKBOX_BACKEND), then `file` if a vault or key is named, else `auto`.
-    func requestedStore() throws -> StoreArgument {
+    func requestedStore() throws -> StoreRequest {
         if let chosen = store ?? backendAlias { return chosen }
         for (name, value) in [("LOCKBOX_STORE", environment["LOCKBOX_STORE"]), ("LOCKBOX_BACKEND", environment["LOCKBOX_BACKEND"])] {
             guard let fromEnvironment = value, !fromEnvironment.isEmpty else { continue }
-            guard let parsed = StoreArgument(rawValue: fromEnvironment) else {
+            guard let parsed = StoreRequest(argument: fromEnvironment) else {
                 throw LockboxError.invalidArgument("\(name) is '\(fromEnvironment)'; use auto, secret-service, file or postgres")
             }
             return parsed
         }
         return namesFileVault ? .file : .auto
-    }
-
-    /// The store request for ``StoreSelection``: every store but PostgreSQL, which commands that
-    /// work on it open with ``openStore()`` before asking the resolver.
-    func requestedSelection() throws -> StoreRequest {
-        let requested = try requestedStore()
-        guard let request = requested.request else {
-            throw LockboxError.invalidArgument(
-                "this command works on the file vault or the Secret Service, not on the PostgreSQL store; "
-                    + "with PostgreSQL use get, set, delete, list, wipe, init, migrate, pin, token, device-id or sign-out")
-        }
-        return request
     }
 
     /// Where the PostgreSQL URL comes from: --postgres-url-file, then $LOCKBOX_POSTGRES_URL_FILE,
@@ -203,168 +213,13 @@ struct VaultOptions: ParsableArguments {
         return .environment(name: "LOCKBOX_POSTGRES_URL")
     }
 
-    /// Opens the vault in PostgreSQL with the credentials given (a key file, a passphrase on a
-    /// descriptor or asked on the terminal). In `lockbox`, hands the command over to `lockbox-postgres`.
-    func openPostgresStore() throws -> (store: any AsyncSecretStore, fresh: Bool) {
-        let support = try PostgresCommands.provider()
-        let connection = try postgresConnection()
-        let credentials = try unlockCredentials(prompt: "Passphrase for the vault in PostgreSQL: ")
-        let opened = try support.open(connection, credentials: credentials)
-        Trace.log("store: PostgreSQL at \(opened.server)")
-        return (opened.store, Self.includesPassphrase(credentials))
-    }
-
-    /// Whether a passphrase is among `credentials` (a vault opened with one counts as freshly
-    /// authenticated when its passphrase slot opened it).
-    static func includesPassphrase(_ credentials: [VaultCredential]) -> Bool {
-        credentials.contains { if case .passphrase = $0 { true } else { false } }
-    }
-
-    /// Opens the store this invocation should use, and records the choice for the profile the
-    /// first time one is made. With `auto` and a recorded store that is unavailable, it fails
-    /// loudly rather than switch to another, empty store.
-    func openStore() throws -> any SecretStore {
-        if try requestedStore() == .postgres { return try openPostgresStore().store.blocking() }
-        // No freshness needed: no session-window look-up for the Secret Service.
-        return try openResolvedStore(needsFreshness: false).store
-    }
-
-    /// A vault over the store this invocation uses, able to read protected items when this
-    /// invocation is freshly authenticated: inside a re-authentication window (`lockbox unlock`), or with
-    /// the vault passphrase given just now.
-    func openVault() throws -> Vault {
-        let (store, fresh) = try openStoreDetailed()
-        return Vault(store: store, freshness: fresh ? InvocationFreshness.fresh : InvocationFreshness.stale)
-    }
-
-    /// The store selection these options describe: the library's one resolver.
-    func selection() throws -> StoreSelection {
-        StoreSelection(request: try requestedSelection(), profile: profileName, settingsPath: settingsPath,
-                       vaultPath: vaultPath, secretService: SecretServiceStoreProvider())
-    }
-
-    /// The store this invocation uses, decided by ``StoreSelection``, without opening it.
-    func resolveStore() throws -> StoreResolution {
-        let resolution = try selection().resolve()
-        Trace.log("store requested: \(resolution.selection.request); settings \(settingsPath.string), profile '\(profileName)' "
-            + (resolution.recorded.map { "recorded \($0.storeKind.rawValue) (\($0.reason))" } ?? "has no recorded store"))
-        Trace.log("store: \(resolution.storeKind.rawValue) (\(resolution.reason))")
-        return resolution
-    }
-
-    /// The store, and whether this invocation counts as freshly authenticated.
-    func openStoreDetailed() throws -> (store: any SecretStore, fresh: Bool) {
-        if try requestedStore() == .postgres {
-            let opened = try openPostgresStore()
-            return (opened.store.blocking(), opened.fresh)
-        }
-        let opened = try openResolvedStore()
-        return (opened.store, opened.fresh)
-    }
-
-    /// Opens the store ``StoreSelection`` chose (recording a new choice), with the resolution.
-    /// `needsFreshness: false` (a command that reads no protected item: set, delete, list) skips
-    /// the Secret Service's window look-up and reports `fresh` as false; a file vault still opens
-    /// through its window when one is open.
-    func openResolvedStore(needsFreshness: Bool = true) throws -> (store: any SecretStore, fresh: Bool, resolution: StoreResolution) {
-        let resolution = try resolveStore()
-        switch resolution.storeKind {
-        case .file:
-            // One open decides the format (docs/PERFORMANCE.md): a format-1 vault is read whole
-            // by it; the read stops at the first bytes of a format-2 vault, and SQLite takes the
-            // descriptor over.
-            let opened = try resolution.opening { () throws -> (store: any SecretStore, fresh: Bool) in
-                switch try probeVaultFile() {
-                case .format1(let snapshot):
-                    let opened = try openFileStore(snapshot)
-                    return (opened.store, opened.fresh)
-                case .format2(let file):
-                    let opened = try openFormat2Store(probed: file)
-                    return (opened.store, opened.fresh)
-                }
-            }
-            return (opened.store, opened.fresh, resolution)
-        case .secretService:
-            let store = try resolution.opening { try resolution.openSecretService() }
-            if resolution.recorded != nil, resolution.selection.request == .auto { RecordedSecretService.resolution.withLock { $0 = resolution } }
-            return (store, needsFreshness ? try secretServiceWindowOpen(store, resolution) : false, resolution)
-        }
-    }
-
-    private func secretServiceWindowOpen(_ store: any SecretStore, _ resolution: StoreResolution) throws -> Bool {
-        guard let scope = try SessionWindow.scope(for: resolution) else { return false }
-        let open = try SessionWindow.isOpen(scope: scope, store: store)
-        Trace.log("store: Secret Service; re-authentication window \(open ? "open" : "not open")")
-        return open
-    }
-
-    /// Opens a format-2 vault: through its re-authentication window if one is open (no
-    /// credential needed), else with the credentials given. Fresh when a window or a passphrase
-    /// opened it.
-    func openFormat2Store(useWindow: Bool = true, probed: OpenedDatabaseFile? = nil) throws -> (store: SQLiteVaultStore, fresh: Bool) {
-        Trace.log("store: file vault, format 2 (SQLite) \(vaultPath.string)")
-        var credentials: [VaultCredential] = []
-        let opened = try SessionWindow.openStore(format2At: vaultPath, credentials: {
-            credentials = try unlockCredentials()
-            return credentials
-        }, window: useWindow, probed: probed)
-        if opened.throughWindow {
-            Trace.log("opened through the re-authentication window (no credential needed)")
-            return (opened.store, true)
-        }
-        let slots = try opened.store.keySlots()
-        Self.traceOpened(slots)
-        let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
-        let byPassphrase = passphraseOpened && Self.includesPassphrase(credentials)
-        return (opened.store, byPassphrase)
-    }
-
-    /// Opens the file vault, format 1 or 2, with the credentials given (commands that only make
-    /// sense for it: key slots, passphrase, migration).
-    func openFileStore() throws -> any KeySlotManaging {
-        if SQLiteVaultStore.sqliteHeader(vaultPath).isSQLite { return try openFormat2Store().store }
-        return try openFileStoreDetailed().store
-    }
-
-    /// Opens the file vault: through its re-authentication window if one is open (no credential needed),
-    /// else with the credentials given. Fresh when a window or a passphrase opened it.
-    func openFileStoreDetailed(useWindow: Bool = true) throws -> (store: EncryptedFileStore, fresh: Bool) {
-        let path = vaultPath
-        // Say "no vault" before asking for a passphrase that could not help.
-        if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
-        return try openFileStore(EncryptedFileStore.readSnapshot(at: path), useWindow: useWindow)
-    }
-
-    /// What the vault file is, format 1 (read whole) or 2, from one open of it; "no vault" before
-    /// any passphrase is asked.
-    private func probeVaultFile() throws -> VaultFile.Probe {
-        if !FileManager.default.fileExists(atPath: vaultPath.string) { throw LockboxError.vaultNotFound(path: vaultPath.string) }
-        return try VaultFile.probe(at: vaultPath)
-    }
-
-    /// Traces which key slots opened the vault (never what opened them).
-    private static func traceOpened(_ slots: [EncryptedFileStore.KeySlotInfo]) {
-        Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
-    }
-
-    /// Opens the format-1 vault file read as `snapshot`: through its re-authentication window if
-    /// one is open and `useWindow`, else with the credentials given.
-    private func openFileStore(_ snapshot: VaultFileSnapshot, useWindow: Bool = true) throws -> (store: EncryptedFileStore, fresh: Bool) {
-        let path = vaultPath
-        Trace.log("store: file vault \(path.string)")
-        // The file is read once: the window (keyed by the vault ID in its header) and the
-        // credentials open the same snapshot.
-        if useWindow, let store = try SessionWindow.openStore(snapshot) {
-            Trace.log("opened through the re-authentication window (no credential needed)")
-            return (store, true)
-        }
-        let credentials = try unlockCredentials()
-        let store = try EncryptedFileStore.open(snapshot, credentials: credentials)
-        let slots = try store.keySlots()
-        Self.traceOpened(slots)
-        let passphraseOpened = slots.contains { $0.openedThisHandle && $0.kind == .passphrase }
-        let byPassphrase = passphraseOpened && Self.includesPassphrase(credentials)
-        return (store, byPassphrase)
+    /// The library's configuration these options describe, worked out once (the vault path,
+    /// the key file, the profile and the settings file): what ``StoreOpener`` opens.
+    func configuration() throws -> LockboxConfiguration {
+        let vaultPath = vaultPath
+        return LockboxConfiguration(
+            store: try requestedStore(), profile: profileName, vaultPath: vaultPath, settingsPath: settingsPath,
+            keyFile: keyFilePath(forVault: vaultPath))
     }
 }
 

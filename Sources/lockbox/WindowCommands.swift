@@ -54,25 +54,24 @@ struct Unlock: ParsableCommand {
             return PinProfile(service: parts[0], name: parts[1])
         }
         if let pinProfile {
-            let (store, _, resolution) = try vaultOptions.openResolvedStore()
+            let (store, _, resolution) = try vaultOptions.storeOpener().open()
             let entered = try PinInput.read("PIN for '\(pinProfile.name)': ")
             try PinGuard(store: store).verify(pinProfile, pin: entered)
             let fingerprint = try PinGuard(store: store).fingerprint(pinProfile) ?? ""
-            if let fileStore = store as? EncryptedFileStore {
-                try SessionWindow.open(for: fileStore, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
-            } else if let format2Store = store as? SQLiteVaultStore {
-                try SessionWindow.open(for: format2Store, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
+            if let fileVault = store as? any KeySlotManaging {
+                try SessionWindow.open(for: fileVault, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
             } else if let scope = try SessionWindow.scope(for: resolution) {
                 try SessionWindow.open(scope: scope, duration: duration,
                                        openedBy: "pin \(pinProfile)", credentialFingerprint: "",
                                        pin: (pinProfile, fingerprint))
             }
         } else {
-            let resolution = try vaultOptions.resolveStore()
+            let opener = try vaultOptions.storeOpener()
+            let resolution = try opener.resolveStore()
             if resolution.storeKind == .secretService {
                 throw LockboxError.invalidArgument("the Secret Service store has no passphrase of Lockbox's: unlock with --pin SERVICE/PROFILE")
             }
-            let path = vaultOptions.vaultPath
+            let path = opener.configuration.vaultPath
             if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
             let passphrase: SecretBytes
             if let fd = vaultOptions.passphraseFd {
@@ -83,13 +82,8 @@ struct Unlock: ParsableCommand {
                 throw CLIError.noInput("unlock needs the vault passphrase (--passphrase-fd N, or a terminal) or --pin SERVICE/PROFILE")
             }
             // Opening with the passphrase alone proves it (a key file would not count).
-            if SQLiteVaultStore.sqliteHeader(path).isVault {
-                let store = try resolution.opening { try SQLiteVaultStore.open(at: path, credentials: [.passphrase(passphrase)]) }
-                try SessionWindow.open(for: store, duration: duration, openedBy: "passphrase")
-            } else {
-                let fileStore = try resolution.opening { try EncryptedFileStore.open(at: path, credential: .passphrase(passphrase)) }
-                try SessionWindow.open(for: fileStore, duration: duration, openedBy: "passphrase")
-            }
+            let store = try resolution.opening { try FileVault.open(at: path, credential: .passphrase(passphrase)) }
+            try SessionWindow.open(for: store, duration: duration, openedBy: "passphrase")
         }
         Console.status("Unlocked for \(Int(duration.components.seconds)) s. `lockbox lock` closes the window now.")
     }
@@ -136,5 +130,5 @@ struct WindowStatus: ParsableCommand {
 /// The window scope of the store this invocation would use (the one ``StoreSelection`` chooses
 /// for `get` too), found without any credential; `nil` when no window can exist (no vault yet).
 func windowScope(_ options: VaultOptions) throws -> String? {
-    try SessionWindow.scope(for: options.resolveStore())
+    try SessionWindow.scope(for: options.storeOpener().resolveStore())
 }

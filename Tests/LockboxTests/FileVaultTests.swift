@@ -26,7 +26,7 @@ struct FileVaultTests {
         try KeyFile.generate(at: key)
         let created = try FileVault.create(at: folder.file("new.lockbox"), credentials: [.keyFile(key)], kdf: testKDF)
         try created.set(secret("v2"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
-        #expect(SQLiteVaultStore.sqliteHeader(folder.file("new.lockbox")).isVault)
+        #expect(VaultFileFormat.detect(at: folder.file("new.lockbox")) == .format2)
         let legacy = try EncryptedFileStore.create(at: folder.file("old.lockbox"), credentials: [.keyFile(key)], kdf: testKDF)
         try legacy.set(secret("v1"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
         let reopened = try FileVault.open(at: folder.file("old.lockbox"), credential: .keyFile(key))
@@ -58,5 +58,34 @@ struct FirstRunTests {
         result = try cli.run(["get", "com.example.api", "alice", "--vault", cli.vault])
         #expect(result.status == 40 || result.status == 2 || result.status == 5, "\(result.status) \(result.stderr)")
         #expect(result.status != 0)
+    }
+
+    @Test("VaultFileFormat tells format 1, format 2, another SQLite database and anything else apart from the first bytes")
+    func detectsEachFormat() throws {
+        let sqlite = Array("SQLite format 3".utf8) + [0]
+        func database(applicationID: UInt32) -> [UInt8] {
+            var header = sqlite + [UInt8](repeating: 0, count: 72 - sqlite.count)
+            header[68...71] = [UInt8(applicationID >> 24), UInt8(applicationID >> 16 & 0xFF), UInt8(applicationID >> 8 & 0xFF), UInt8(applicationID & 0xFF)]
+            return header
+        }
+        let cases: [([UInt8], VaultFileFormat)] = [
+            (Array("LOCKBOX".utf8) + [0, 1, 0], .format1),
+            (database(applicationID: UInt32(SQLiteVaultStore.applicationID)), .format2),
+            (database(applicationID: 0x1234_5678), .foreignDatabase),
+            (sqlite + [0, 0], .foreignDatabase),
+            (Array("LOCKBOX".utf8), .unknown),
+            (Array("plain text, not a vault".utf8), .unknown),
+            ([], .unknown),
+        ]
+        let folder = try TemporaryFolder()
+        for (index, (bytes, expected)) in cases.enumerated() {
+            #expect(VaultFileFormat.detect(header: bytes[...]) == expected, "case \(index)")
+            let file = folder.file("case-\(index)")
+            try Data(bytes).write(to: URL(fileURLWithPath: file.string))
+            #expect(VaultFileFormat.detect(at: file) == expected, "case \(index) from a file")
+        }
+        #expect(VaultFileFormat.detect(at: folder.file("missing")) == .unknown)
+        #expect(mkfifo(folder.file("fifo").string, 0o600) == 0)
+        #expect(VaultFileFormat.detect(at: folder.file("fifo")) == .unknown, "a FIFO is not waited on")
     }
 }

@@ -278,10 +278,10 @@ struct SQLiteVaultStoreTests {
         let stranger = old.folder.file("stranger.key")
         try KeyFile.generate(at: stranger)
         expectCode(.wrongCredential) { try SQLiteVaultStore.convert(formatOneAt: old.vaultPath, credentials: [.keyFile(stranger)]) }
-        #expect(!SQLiteVaultStore.sqliteHeader(old.vaultPath).isSQLite)
+        #expect(VaultFileFormat.detect(at: old.vaultPath) == .format1)
 
         #expect(try SQLiteVaultStore.convert(formatOneAt: old.vaultPath, credentials: [.keyFile(old.keyPath)]) == .converted(items: 2))
-        #expect(SQLiteVaultStore.sqliteHeader(old.vaultPath).isVault)
+        #expect(VaultFileFormat.detect(at: old.vaultPath) == .format2)
         for credential in [VaultCredential.keyFile(old.keyPath), .passphrase(secret("old words"))] {
             let store = try SQLiteVaultStore.open(at: old.vaultPath, credentials: [credential])
             #expect(try store.list(service: nil) == before)
@@ -428,7 +428,7 @@ struct Format2CLITests {
     func itemCommands() throws {
         var result = try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(SQLiteVaultStore.sqliteHeader(FilePath(vault)).isVault)
+        #expect(VaultFileFormat.detect(at: FilePath(vault)) == .format2)
         #expect(try lockbox(["set", "secret.service.example", "secret-account-name"], stdin: Data("value one".utf8)).status == 0)
         #expect(try lockbox(["get", "secret.service.example", "secret-account-name"]).stdoutString == "value one")
         result = try lockbox(["list", "--json"])
@@ -459,7 +459,7 @@ struct Format2CLITests {
         let listed = try lockbox(["list", "--json"]).stdoutString
         var result = try lockbox(["convert"])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(SQLiteVaultStore.sqliteHeader(FilePath(vault)).isVault)
+        #expect(VaultFileFormat.detect(at: FilePath(vault)) == .format2)
         #expect(try lockbox(["get", "svc", "binary"]).stdout == binary)
         #expect(try lockbox(["list", "--json"]).stdoutString == listed)
         result = try lockbox(["convert"])
@@ -499,7 +499,7 @@ extension Format2CLITests {
         // One file holds the backup (a format-2 vault, as the vault is); no -wal or -shm beside it.
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).filter { $0.hasPrefix("backup.lockbox") }
         #expect(names == ["backup.lockbox"])
-        #expect(SQLiteVaultStore.sqliteHeader(FilePath(backup)).isVault)
+        #expect(VaultFileFormat.detect(at: FilePath(backup)) == .format2)
         #expect(try FilePath(backup).stat().permissions.rawValue & 0o777 == 0o600)
         #expect(try SQLiteVaultStore.open(at: FilePath(backup), credentials: [.passphrase(secret("backup words"))]).list(service: "migrated").count == 301)
 
@@ -791,7 +791,7 @@ extension SQLiteVaultStoreTests {
         for round in 0..<20 {
             let other = try vault.reopen()
             try other.set(secret("round \(round)"), for: ItemKey(service: "svc", account: "round-\(round)"), options: ItemOptions())
-            #expect(SQLiteVaultStore.sqliteHeader(vault.path).isVault)
+            #expect(VaultFileFormat.detect(at: vault.path) == .format2)
         }
         #expect(try sharedLocksHeld() > 0, "a descriptor of the vault was closed beside the open handle")
         // One read-write probe and one header read kept, however many rounds.

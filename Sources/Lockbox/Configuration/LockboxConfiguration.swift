@@ -25,7 +25,7 @@ import SystemPackage
 /// let tokens = configuration.tokenStore(store: store, executor: executor)
 /// ```
 public struct LockboxConfiguration: Sendable {
-    /// The store asked for: `auto`, `file` or `secret-service` (``storeSelection(secretService:)``).
+    /// The store asked for: `auto`, or a store by name (``storeSelection(secretService:providers:)``).
     public var store: StoreRequest
     /// The profile a store choice is recorded under (``StoreSettings``).
     public var profile: String
@@ -145,16 +145,40 @@ public struct LockboxConfiguration: Sendable {
     }
 
     /// The store selection this configuration describes (``StoreSelection``), which records its
-    /// choice in ``settingsPath``. Throws ``LockboxError/invalidArgument(_:)`` when no settings
-    /// file is configured (a service that always uses the file vault opens it with
-    /// ``openFileVault()`` and needs none).
-    public func storeSelection(secretService: (any SecretServiceProvider)? = nil) throws -> StoreSelection {
+    /// choice in ``settingsPath``. Without a settings file, a store asked for by name is used
+    /// and nothing is recorded (a service that always uses the file vault needs none); `auto`
+    /// throws ``LockboxError/invalidArgument(_:)``, having nowhere to record its choice.
+    /// - Parameters:
+    ///   - secretService: how to reach the Secret Service, or `nil`.
+    ///   - providers: providers beyond the built-in ones (a PostgreSQL provider).
+    public func storeSelection(
+        secretService: (any SecretServiceProvider)? = nil, providers: [any StoreProvider] = []
+    ) throws -> StoreSelection {
         try validate()
-        guard let settingsPath else {
+        let settings: FilePath
+        if let settingsPath {
+            settings = settingsPath
+        } else if store != .auto {
+            settings = FilePath()  // none: nothing is read or recorded
+        } else {
             throw LockboxError.invalidArgument("choosing a store records the choice in a settings file, and none is configured")
         }
-        return StoreSelection(request: store, profile: profile, settingsPath: settingsPath, vaultPath: vaultPath,
-                              secretService: secretService)
+        return StoreSelection(request: store, profile: profile, settingsPath: settings, vaultPath: vaultPath,
+                              secretService: secretService, providers: providers)
+    }
+
+    /// Opens the store this configuration names through its provider: ``storeSelection(secretService:providers:)``
+    /// resolved, then ``StoreResolution/open(_:)``, with ``keyFile`` as the credential.
+    /// - Parameters:
+    ///   - secretService: how to reach the Secret Service, or `nil`.
+    ///   - providers: providers beyond the built-in ones (a PostgreSQL provider).
+    ///   - window: where re-authentication windows are kept (`SessionWindow.fileVaultWindows()`), or `nil`.
+    public func openStore(
+        secretService: (any SecretServiceProvider)? = nil, providers: [any StoreProvider] = [],
+        window: (any FileVaultWindow)? = nil
+    ) throws -> OpenedStore {
+        try storeSelection(secretService: secretService, providers: providers).resolve()
+            .open(StoreOpenRequest(configuration: self, window: window))
     }
 
     /// A new executor with ``blockingThreads`` threads at ``blockingThreadNiceness`` and a

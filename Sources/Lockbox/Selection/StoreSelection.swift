@@ -1,7 +1,7 @@
 import FoundationEssentials
 import SystemPackage
 
-/// The store asked for: one by name, or `auto`.
+/// The store asked for: a ``StoreKind`` by name, or `auto`.
 public enum StoreRequest: String, Sendable, CaseIterable, CustomStringConvertible {
     /// The store recorded for the profile; the first time, the Secret Service when it is
     /// reachable and unlocked, else the file vault — and that choice is recorded.
@@ -10,8 +10,25 @@ public enum StoreRequest: String, Sendable, CaseIterable, CustomStringConvertibl
     case secretService = "secret-service"
     /// The encrypted file vault.
     case file
+    /// A vault in PostgreSQL: needs a PostgreSQL provider (``StoreSelection/providers``).
+    case postgres
+    /// A ``MemoryStore``: tests.
+    case memory
 
-    /// `auto`, `secret-service` or `file`.
+    /// A request for `kind`.
+    public init(_ kind: StoreKind) {
+        switch kind {
+        case .secretService: self = .secretService
+        case .file: self = .file
+        case .postgres: self = .postgres
+        case .memory: self = .memory
+        }
+    }
+
+    /// The store named, or `nil` for `auto`.
+    public var kind: StoreKind? { StoreKind(rawValue: rawValue) }
+
+    /// `auto`, `secret-service`, `file`, `postgres` or `memory`.
     public var description: String { rawValue }
 }
 
@@ -25,11 +42,24 @@ public protocol LockableSecretStore: SecretStore {
 /// Connects to the Secret Service for ``StoreSelection``. The core links no libsecret:
 /// `LockboxSecretService` provides one (`SecretServiceStoreProvider`); a program without it passes `nil`,
 /// and then `auto` means the file vault.
-public protocol SecretServiceProvider: Sendable {
+///
+/// It is the Secret Service's ``StoreProvider``: opening connects.
+public protocol SecretServiceProvider: StoreProvider {
     /// Connects; throws ``LockboxError/noSessionBus(detail:)``,
     /// ``LockboxError/secretServiceUnavailable(detail:)`` or
     /// ``LockboxError/secretServiceTimeout(operation:seconds:)`` when it cannot.
     func connect() throws -> any LockableSecretStore
+}
+
+extension SecretServiceProvider {
+    /// ``StoreKind/secretService``.
+    public var kind: StoreKind { .secretService }
+    /// Persistent; the login keyring unlocks it, not Lockbox's credentials.
+    public var capabilities: StoreCapabilities { [.persistent] }
+    /// Connects (``connect()``); the request's credentials are not used.
+    public func open(_ request: StoreOpenRequest) throws -> OpenedStore {
+        OpenedStore(store: try connect(), location: "the Secret Service")
+    }
 }
 
 /// The one place that decides which store a profile uses: `auto | secret-service | file`, with
@@ -51,12 +81,17 @@ public struct StoreSelection: Sendable {
     public var request: StoreRequest
     /// The profile whose choice is recorded.
     public var profile: String
-    /// The settings file that records each profile's choice.
+    /// The settings file that records each profile's choice; empty: none, so a store asked for
+    /// by name is used without reading or recording anything.
     public var settingsPath: FilePath
     /// The file vault's path.
     public var vaultPath: FilePath
     /// How to reach the Secret Service; `nil` when the program does not use it.
     public var secretService: (any SecretServiceProvider)?
+    /// The providers of the stores beyond the built-in ones (``FileVaultProvider``,
+    /// ``MemoryStoreProvider``, and ``secretService``): a PostgreSQL provider, or a replacement
+    /// for a built-in one.
+    public var providers: [any StoreProvider]
 
     /// A selection.
     /// - Parameters:
@@ -65,18 +100,33 @@ public struct StoreSelection: Sendable {
     ///   - settingsPath: the settings file (a user's: ``StoreSettings/defaultPath(environment:)``).
     ///   - vaultPath: the file vault (a user's: ``EncryptedFileStore/defaultPath(environment:)``).
     ///   - secretService: how to reach the Secret Service, or `nil`.
+    ///   - providers: providers beyond the built-in ones (a PostgreSQL provider).
     ///
-    /// ``LockboxConfiguration/storeSelection(secretService:)`` makes one from a configuration.
+    /// ``LockboxConfiguration/storeSelection(secretService:providers:)`` makes one from a configuration.
     public init(
         request: StoreRequest = .auto, profile: String = "default",
         settingsPath: FilePath, vaultPath: FilePath,
-        secretService: (any SecretServiceProvider)? = nil
+        secretService: (any SecretServiceProvider)? = nil, providers: [any StoreProvider] = []
     ) {
         self.request = request
         self.profile = profile
         self.settingsPath = settingsPath
         self.vaultPath = vaultPath
         self.secretService = secretService
+        self.providers = providers
+    }
+
+    /// The provider that opens `kind`: one of ``providers``, else the built-in one; `nil` when
+    /// this program has none (PostgreSQL without its provider, the Secret Service without
+    /// ``secretService``).
+    public func provider(for kind: StoreKind) -> (any StoreProvider)? {
+        if let given = providers.first(where: { $0.kind == kind }) { return given }
+        switch kind {
+        case .file: return FileVaultProvider()
+        case .memory: return MemoryStoreProvider()
+        case .secretService: return secretService
+        case .postgres: return nil
+        }
     }
 
     /// Decides the store, without opening the file vault (no credential is needed) and without
@@ -86,16 +136,20 @@ public struct StoreSelection: Sendable {
     /// For `auto` with nothing recorded, it connects to the Secret Service to see whether it is
     /// reachable and unlocked; the connection is kept in the resolution and reused.
     public func resolve() throws -> StoreResolution {
+        if let kind = request.kind, !kind.isRecordable || settingsPath.isEmpty {
+            // Never recorded (or nowhere to record it), so the settings are not read.
+            return StoreResolution(selection: self, storeKind: kind, reason: "asked for explicitly", recorded: nil,
+                                   recordReason: nil, connection: nil)
+        }
         let recorded = try StoreSettings.load(from: settingsPath).profiles[profile]
         func resolution(_ storeKind: StoreKind, _ reason: String, record: String?, connection: (any LockableSecretStore)? = nil) -> StoreResolution {
             StoreResolution(selection: self, storeKind: storeKind, reason: reason, recorded: recorded,
                             recordReason: recorded == nil ? record : nil, connection: connection)
         }
         switch request {
-        case .file:
-            return resolution(.file, "asked for explicitly", record: "requested explicitly")
-        case .secretService:
-            return resolution(.secretService, "asked for explicitly", record: "requested explicitly")
+        case .file, .secretService, .postgres, .memory:
+            let kind = StoreKind(rawValue: request.rawValue) ?? .file
+            return resolution(kind, "asked for explicitly", record: "requested explicitly")
         case .auto:
             if let recorded {
                 let when = recorded.recorded.formatted(.iso8601)
@@ -167,14 +221,30 @@ public struct StoreResolution: Sendable {
         return try provider.connect()
     }
 
-    /// Opens the resolved store: the Secret Service, or the file vault (format 1 or 2) with
-    /// `credentials`; records the choice if it is new.
+    /// Opens the resolved store with `credentials` through its provider
+    /// (``StoreSelection/provider(for:)``); records the choice if it is new.
     public func open(credentials: [VaultCredential]) throws -> any SecretStore {
-        try opening { () throws -> any SecretStore in
-            switch storeKind {
-            case .secretService: return try openSecretService()
-            case .file: return try FileVault.open(at: selection.vaultPath, credentials: credentials)
+        try open(StoreOpenRequest(
+            configuration: LockboxConfiguration(store: selection.request, profile: selection.profile, vaultPath: selection.vaultPath,
+                                                settingsPath: selection.settingsPath),
+            credentials: { credentials })).store
+    }
+
+    /// Opens the resolved store through its provider (``StoreSelection/provider(for:)``): the
+    /// one way every program, the `lockbox` CLI included, opens a store it did not name itself.
+    /// Records the choice if it is new; a recorded store that is not available throws
+    /// ``LockboxError/recordedStoreUnavailable(store:settingsPath:reason:)`` (``opening(_:)``).
+    /// The Secret Service connection made while resolving is reused.
+    public func open(_ request: StoreOpenRequest) throws -> OpenedStore {
+        try opening { () throws -> OpenedStore in
+            if storeKind == .secretService, let connection {
+                return OpenedStore(store: connection, location: "the Secret Service")
             }
+            guard let provider = selection.provider(for: storeKind) else {
+                if storeKind == .secretService { _ = try openSecretService() }  // its own error
+                throw LockboxError.invalidArgument("this program has no provider for the \(storeKind) store")
+            }
+            return try provider.open(request)
         }
     }
 

@@ -1,17 +1,27 @@
 import FoundationEssentials
 import SystemPackage
 
-/// The stores a profile can keep its credentials in.
+/// The one name of a store: where items live. Each is opened through its ``StoreProvider``;
+/// ``StoreRequest`` is a store or `auto`.
 ///
 /// Called `Backend` before; "store" is the one word for where items live (docs/ARCHITECTURE.md).
+/// A profile's recorded choice (``StoreSettings``) is one of the stores `auto` chooses from:
+/// ``secretService`` or ``file``.
 public enum StoreKind: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
     /// The freedesktop Secret Service (gnome-keyring, KeePassXC), through libsecret.
     case secretService = "secret-service"
     /// The encrypted file vault.
     case file
+    /// A vault in a PostgreSQL database (the `LockboxPostgres` product).
+    case postgres
+    /// Process memory only (``MemoryStore``): tests.
+    case memory
 
-    /// `secret-service` or `file`.
+    /// `secret-service`, `file`, `postgres` or `memory`.
     public var description: String { rawValue }
+
+    /// Whether `auto` can choose this store, and so whether it is recorded for a profile.
+    public var isRecordable: Bool { self == .file || self == .secretService }
 }
 
 /// Which store each profile uses, recorded the first time a store is chosen so later runs never

@@ -24,13 +24,13 @@ extension SQLiteVaultStore {
         formatOneAt path: FilePath, credentials: [VaultCredential], lockTimeout: Duration = .seconds(10)
     ) throws -> Conversion {
         let path = VaultFile.resolvedPath(path)
-        if sqliteHeader(path).isSQLite {
+        if VaultFileFormat.detect(at: path).isDatabase {
             _ = try open(at: path, credentials: credentials, busyTimeout: lockTimeout)
             return .alreadyFormat2
         }
         let old = try EncryptedFileStore.open(at: path, credentials: credentials, lockTimeout: lockTimeout)
         return try VaultLock(vaultPath: path, timeout: lockTimeout).withLock { () throws -> Conversion in
-            if sqliteHeader(path).isSQLite { return .alreadyFormat2 }  // another converter finished first
+            if VaultFileFormat.detect(at: path).isDatabase { return .alreadyFormat2 }  // another converter finished first
             // A conversion killed before it finished left its full sealed copy; no other is being
             // built now (this lock), and the copy would still open with credentials retired later.
             removeUnfinishedCopies(of: path)

@@ -151,7 +151,7 @@ package final class OpenedDatabaseFile {
 /// SQLite guards its own descriptors against this (a connection closed while another holds locks
 /// leaves its descriptor open, and the next open of the file reuses it instead of calling `open`).
 /// Lockbox's descriptors need the same care: the probe of ``VaultFile/probe(at:)`` is not taken
-/// over when SQLite reuses one of its own, and `sqliteHeader` reads a few bytes by path. Closing
+/// over when SQLite reuses one of its own, and `VaultFileFormat.detect(at:)` reads a few bytes by path. Closing
 /// such a descriptor beside an open connection dropped that connection's shared lock; another
 /// process closing the vault then found itself its last user, folded the write-ahead log in and
 /// deleted it under the open connection (a later write failed with a disk I/O error, or the

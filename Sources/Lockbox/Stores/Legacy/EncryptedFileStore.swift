@@ -106,13 +106,8 @@ public final class EncryptedFileStore: SecretStore {
             throw LockboxError.invalidArgument(
                 "\(path.string) is \(describe(status.type)), not a vault; refusing to create one there. Name the vault file with --vault (e.g. \(path.string)/vault.lockbox for a directory).")
         }
-        var start = [UInt8](repeating: 0, count: VaultHeader.magic.count)
-        if let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking]) {
-            // Closed through DatabaseFileDescriptors: it may be a format-2 vault this process has open.
-            defer { DatabaseFileDescriptors.close(fd, readWrite: false) }
-            _ = try? start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
-        }
-        if start == VaultHeader.magic || SQLiteVaultStore.sqliteHeader(path).isVault {
+        let format = VaultFileFormat.detect(at: path)
+        if format == .format1 || format == .format2 {
             throw LockboxError.vaultAlreadyExists(path: path.string)
         }
         throw LockboxError.invalidArgument(
@@ -151,14 +146,13 @@ public final class EncryptedFileStore: SecretStore {
 
     /// The kinds of the vault's key slots, in order, read from its header without any credential
     /// (to know whether a TPM could open it before asking for a passphrase).
-    public static func keySlotKinds(at path: FilePath) throws -> [KeySlotInfo.Kind] {
-        try slotsWithoutCredential(at: path).map { KeySlotInfo.Kind($0.kind) }
+    public static func keySlotKinds(at path: FilePath) throws -> [Lockbox.KeySlotInfo.Kind] {
+        try slotsWithoutCredential(at: path).map { Lockbox.KeySlotInfo.Kind($0.kind) }
     }
 
     /// The key slots of the vault at `path`, format 1 or 2, read without a credential.
     private static func slotsWithoutCredential(at path: FilePath) throws -> [KeySlot] {
-        if SQLiteVaultStore.sqliteHeader(path).isVault { return try SQLiteVaultStore.keySlots(at: path) }
-        return try VaultFile.snapshot(at: path).header.slots
+        try FileVault.keySlotsWithoutCredential(at: path)
     }
 
     /// The sealed bytes of the vault's TPM2 key slots, by slot index, read without any credential
@@ -290,46 +284,17 @@ public final class EncryptedFileStore: SecretStore {
 
     // MARK: Key slots
 
-    /// What a key slot is, without any of its key material.
-    public struct KeySlotInfo: Sendable, Hashable, CustomStringConvertible {
-        /// The kinds of key slot.
-        public enum Kind: String, Sendable, Hashable {
-            /// Opened by a passphrase (Argon2id).
-            case passphrase
-            /// Opened by a key file.
-            case keyFile = "key-file"
-            /// Opened by a secret a TPM keeps (``VaultCredential/sealed(_:)``).
-            case tpm2
-
-            init(_ kind: KeySlot.Kind) {
-                switch kind {
-                case .passphrase: self = .passphrase
-                case .keyFile: self = .keyFile
-                case .tpm2: self = .tpm2
-                }
-            }
-        }
-        /// The slot's position, as `removeKeySlot(at:)` and `lockbox slot remove` take it.
-        public var index: Int
-        /// What opens the slot.
-        public var kind: Kind
-        /// Argon2id cost, for passphrase slots.
-        public var kdf: KDFParameters?
-        /// Whether this handle was opened through this slot.
-        public var openedThisHandle: Bool
-
-        /// `0: passphrase, Argon2id(t=3, m=256 MiB)`.
-        public var description: String {
-            "\(index): \(kind.rawValue)" + (kdf.map { ", \($0)" } ?? "") + (openedThisHandle ? " (opened this handle)" : "")
-        }
-    }
+    /// The old name of ``Lockbox/KeySlotInfo``, which describes a key slot of a vault in either
+    /// format.
+    @available(*, deprecated, message: "KeySlotInfo is a top-level type now: it describes a key slot of either format.")
+    public typealias KeySlotInfo = Lockbox.KeySlotInfo
 
     /// The vault's key slots, in order.
-    public func keySlots() throws -> [KeySlotInfo] {
+    public func keySlots() throws -> [Lockbox.KeySlotInfo] {
         try withFreshState { state in
             state.header.slots.enumerated().map { index, slot in
-                KeySlotInfo(
-                    index: index, kind: KeySlotInfo.Kind(slot.kind), kdf: slot.kdf,
+                Lockbox.KeySlotInfo(
+                    index: index, kind: Lockbox.KeySlotInfo.Kind(slot.kind), kdf: slot.kdf,
                     openedThisHandle: state.unlocker?.opened(slot) ?? false)
             }
         }

@@ -1,9 +1,9 @@
 /// A vault whose key slots can be listed and changed: ``EncryptedFileStore`` (format 1) and
-/// ``SQLiteVaultStore`` (format 2), which share the slot code (``EncryptedFileStore/KeySlotInfo`` describes a slot
+/// ``SQLiteVaultStore`` (format 2), which share the slot code (``KeySlotInfo`` describes a slot
 /// in either).
 public protocol KeySlotManaging: SecretStore {
     /// The vault's key slots, in order.
-    func keySlots() throws -> [EncryptedFileStore.KeySlotInfo]
+    func keySlots() throws -> [KeySlotInfo]
 
     /// Adds a key slot that `credential` opens; returns its index. The data key is unchanged.
     @discardableResult
@@ -33,3 +33,13 @@ extension KeySlotManaging {
 
 extension EncryptedFileStore: KeySlotManaging {}
 extension SQLiteVaultStore: KeySlotManaging {}
+
+/// A file vault that can hand its vault ID, key-slot fingerprint and data key to a session window
+/// (`SessionWindow.open(for:duration:openedBy:pin:clock:)`), whichever format it is.
+package protocol FileVaultWindowMaterial: KeySlotManaging {
+    /// The vault's ID, its key slots' fingerprint and the data key.
+    func windowMaterial() throws -> (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes)
+}
+
+extension EncryptedFileStore: FileVaultWindowMaterial {}
+extension SQLiteVaultStore: FileVaultWindowMaterial {}

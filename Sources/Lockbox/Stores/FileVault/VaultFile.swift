@@ -130,10 +130,10 @@ package enum VaultFile {
             do {
                 // A format-2 vault (SQLite) is not read whole: its first bytes say what it is
                 // (read with pread, so the whole-file read below still starts at 0).
-                var start = [UInt8](repeating: 0, count: SQLiteVaultStore.sqliteHeaderBytes)
+                var start = [UInt8](repeating: 0, count: VaultFileFormat.headerBytes)
                 let peeked = try start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
-                let header = SQLiteVaultStore.sqliteHeader(start.prefix(peeked))
-                if header.isVault || (expecting == .database && header.isSQLite) {
+                let format = VaultFileFormat.detect(header: start.prefix(peeked))
+                if format == .format2 || (expecting == .database && format.isDatabase) {
                     guard expecting != .format1 else {
                         throw LockboxError.unsupportedFormatVersion(
                             path: path.string, found: Int(VaultRecords.formatVersion), supported: Int(VaultHeader.currentVersion))
@@ -149,7 +149,7 @@ package enum VaultFile {
                 let bytes = try fd.readToEnd(limit: maximumBytes, expectedSize: Int(status.size))
                 // Permission advice only for a file that is a vault; anything else (a link to
                 // /etc/passwd, say) is reported as not a vault when its header is parsed.
-                if bytes.starts(with: VaultHeader.magic) { try checkOwnership(status, path: path) }
+                if VaultFileFormat.detect(header: bytes.prefix(VaultFileFormat.headerBytes)) == .format1 { try checkOwnership(status, path: path) }
                 let (vaultHeader, headerLength) = try parseHeader(bytes, path: path)
                 return .format1(VaultFileSnapshot(path: path, bytes: bytes, identity: FileIdentity(status), header: vaultHeader, headerLength: headerLength))
             } catch let error as LockboxError {

@@ -344,30 +344,6 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
-    /// What the first 72 bytes of the file at `path` say: a SQLite database, and whether its
-    /// `application_id` (bytes 68-71, big-endian) is a Lockbox vault's. Never blocks on a FIFO.
-    package static func sqliteHeader(_ path: FilePath) -> (isSQLite: Bool, isVault: Bool) {
-        var start = [UInt8](repeating: 0, count: sqliteHeaderBytes)
-        // A descriptor kept while a connection of this process has the file open is reused; this
-        // one is closed through DatabaseFileDescriptors too, which keeps it in that case.
-        let reused = DatabaseFileDescriptors.takeParked(path: path, writable: false)
-        guard let fd = reused?.descriptor ?? (try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .nonBlocking])) else { return (false, false) }
-        defer { DatabaseFileDescriptors.close(fd, readWrite: reused?.readWrite ?? false) }
-        let count = (try? start.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }) ?? 0
-        return sqliteHeader(start.prefix(count))
-    }
-
-    /// How many bytes ``sqliteHeader(_:)-(ArraySlice<UInt8>)`` needs.
-    static let sqliteHeaderBytes = 72
-
-    /// What the first bytes of a file say: a SQLite database, and whether it is a Lockbox vault.
-    static func sqliteHeader(_ start: ArraySlice<UInt8>) -> (isSQLite: Bool, isVault: Bool) {
-        guard start.count >= 16, start.prefix(16).elementsEqual(Array("SQLite format 3".utf8) + [0]) else { return (false, false) }
-        guard start.count >= sqliteHeaderBytes else { return (true, false) }
-        let id = start.dropFirst(68).prefix(4).reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        return (true, id == applicationID)
-    }
-
     /// The files SQLite keeps beside a vault in WAL mode: the log (committed writes not yet in
     /// the database) and its shared-memory index. They hold sealed rows as the vault does.
     package static func sidecarPaths(_ path: FilePath) -> [FilePath] {
@@ -829,10 +805,10 @@ public final class SQLiteVaultStore: SecretStore {
     // MARK: Key slots
 
     /// The vault's key slots, in order.
-    public func keySlots() throws -> [EncryptedFileStore.KeySlotInfo] {
+    public func keySlots() throws -> [KeySlotInfo] {
         try withTransaction(writing: false) { state in
             try Self.readVaultRow(state.connection, path: path).2.enumerated().map { index, row in
-                EncryptedFileStore.KeySlotInfo(
+                KeySlotInfo(
                     index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf, openedThisHandle: state.unlocker?.opened(row.slot) ?? false)
             }
         }

@@ -1,0 +1,134 @@
+import FoundationEssentials
+import SystemPackage
+
+/// The encrypted vault file: one way to open any vault Lockbox ever wrote, and one way to create
+/// a new one — what `lockbox init` makes, what a service opens.
+///
+/// ``create(at:credentials:kdf:timeout:now:)`` makes a vault in format 2 (``SQLiteVaultStore``:
+/// one SQLite database of sealed rows, whose writes cost the same at ten items and at a million).
+/// ``open(at:credentials:readOnly:timeout:now:)`` opens format 2, and format 1 (the single
+/// encrypted file ``EncryptedFileStore`` reads and writes), which `lockbox convert` or
+/// ``SQLiteVaultStore/convert(formatOneAt:credentials:lockTimeout:)`` turns into format 2. The file is
+/// opened once; its first bytes say which format it is.
+///
+/// ```swift
+/// let store = try FileVault.open(at: "/var/lib/app/vault.lockbox", credentials: [.keyFile("/etc/app/vault.key")])
+/// let vault = Vault(store: store)
+/// ```
+public enum FileVault {
+    /// Opens the vault at `path`, in whichever format it is, with the first credential that opens
+    /// one of its key slots (key files first, then passphrases).
+    ///
+    /// - Parameters:
+    ///   - path: the vault file.
+    ///   - credentials: key files, passphrases or TPM seals; at least one.
+    ///   - readOnly: open a format-2 vault read-only wherever it is, changing nothing in or beside
+    ///     its file. A vault on a read-only or full file system is opened read-only anyway.
+    ///   - timeout: how long a write waits for another process's write to finish.
+    ///   - now: the clock for item timestamps.
+    public static func open(
+        at path: FilePath, credentials: [VaultCredential], readOnly: Bool = false, timeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> any KeySlotManaging {
+        guard !credentials.isEmpty else {
+            throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+        }
+        switch try VaultFile.probe(at: path) {
+        case .format1(let snapshot):
+            return try EncryptedFileStore.open(snapshot, credentials: credentials, lockTimeout: timeout, now: now)
+        case .format2(let file):
+            return try SQLiteVaultStore.open(
+                at: file.path, windowKey: { _ in nil }, credentials: { credentials }, probed: file, readOnly: readOnly,
+                busyTimeout: timeout, now: now
+            ).store
+        }
+    }
+
+    /// Opens the vault at `path`, in whichever format it is, through its re-authentication
+    /// window when `window` holds a valid one (then `credentials` is never called), else with the
+    /// first credential `credentials` returns that opens one of its key slots. A window the
+    /// vault's keys no longer match, or whose ``FileVaultWindowKey/confirm`` refuses, is revoked.
+    /// The file is opened once, unless a window is refused after it opened the vault.
+    ///
+    /// - Parameters:
+    ///   - path: the vault file.
+    ///   - window: where windows are kept (`SessionWindow.fileVaultWindows()`), or `nil`.
+    ///   - credentials: asked only when no window opened the vault; must return at least one.
+    ///   - readOnly: as for ``open(at:credentials:readOnly:timeout:now:)``.
+    ///   - timeout: how long a write waits for another process's write to finish.
+    ///   - now: the clock for item timestamps.
+    /// - Returns: the store, and whether a window opened it.
+    public static func open(
+        at path: FilePath, window: (any FileVaultWindow)?, credentials: () throws -> [VaultCredential], readOnly: Bool = false,
+        timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> (store: any KeySlotManaging, throughWindow: Bool) {
+        func given() throws -> [VaultCredential] {
+            let list = try credentials()
+            guard !list.isEmpty else {
+                throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+            }
+            return list
+        }
+        switch try VaultFile.probe(at: path) {
+        case .format1(let snapshot):
+            if let key = window?.key(forVault: snapshot.vaultID) {
+                if let store = try EncryptedFileStore.open(snapshot, windowDataKey: key.dataKey, fingerprint: key.fingerprint, lockTimeout: timeout, now: now),
+                   try key.confirm(store)
+                {
+                    return (store, true)
+                }
+                key.revoke()
+            }
+            return (try EncryptedFileStore.open(snapshot, credentials: given(), lockTimeout: timeout, now: now), false)
+        case .format2(let file):
+            var used: FileVaultWindowKey?
+            let opened = try SQLiteVaultStore.open(at: file.path, windowKey: { vaultID in
+                guard let key = window?.key(forVault: vaultID) else { return nil }
+                used = key
+                return (key.dataKey, key.fingerprint)
+            }, credentials: given, probed: file, readOnly: readOnly, busyTimeout: timeout, now: now)
+            guard let used else { return (opened.store, opened.throughWindow) }
+            if opened.throughWindow {
+                if try used.confirm(opened.store) { return (opened.store, true) }
+                used.revoke()
+                return (try SQLiteVaultStore.open(at: file.path, credentials: given(), readOnly: readOnly, busyTimeout: timeout, now: now), false)
+            }
+            used.revoke()  // read, but the vault's keys changed since
+            return (opened.store, false)
+        }
+    }
+
+    /// ``open(at:credentials:readOnly:timeout:now:)`` with one credential.
+    public static func open(
+        at path: FilePath, credential: VaultCredential, readOnly: Bool = false, timeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> any KeySlotManaging {
+        try open(at: path, credentials: [credential], readOnly: readOnly, timeout: timeout, now: now)
+    }
+
+    /// Creates a new, empty vault in format 2 at `path` with one key slot per credential.
+    ///
+    /// Missing folders are created with mode 0700; the vault file gets mode 0600. The vault is
+    /// built under a temporary name and linked into place when complete; it fails with
+    /// ``LockboxError/vaultAlreadyExists(path:)`` rather than overwrite anything.
+    public static func create(
+        at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default, timeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> SQLiteVaultStore {
+        try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf, busyTimeout: timeout, now: now)
+    }
+
+    /// The vault ID of the vault at `path`, in whichever format it is, read without a credential
+    /// (a session window's scope).
+    package static func vaultID(at path: FilePath) throws -> [UInt8] {
+        if VaultFileFormat.detect(at: path) == .format2 { return try SQLiteVaultStore.vaultID(at: path) }
+        return try VaultFile.snapshot(at: path).header.vaultID
+    }
+
+    /// The key slots of the vault at `path`, in whichever format it is, read without a credential
+    /// (which kinds it has, whether a TPM slot needs a PIN).
+    package static func keySlotsWithoutCredential(at path: FilePath) throws -> [KeySlot] {
+        if VaultFileFormat.detect(at: path) == .format2 { return try SQLiteVaultStore.keySlots(at: path) }
+        return try VaultFile.snapshot(at: path).header.slots
+    }
+}
