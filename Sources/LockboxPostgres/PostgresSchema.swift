@@ -155,7 +155,7 @@ enum PostgresSchema {
         try await client.withConnection { connection in
             // IF NOT EXISTS under the lock: two hosts creating the schema at once would otherwise
             // collide on the catalog's unique index.
-            try await connection.withTransaction(logger: logger) { connection in
+            try await PostgresStore.transaction(on: connection, logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
                 try await connection.query("CREATE SCHEMA IF NOT EXISTS lockbox", logger: logger)
                 try await connection.query("""
@@ -167,7 +167,7 @@ enum PostgresSchema {
             }
             for (index, statements) in migrations.enumerated() {
                 let version = index + 1
-                try await connection.withTransaction(logger: logger) { connection in
+                try await PostgresStore.transaction(on: connection, logger: logger) { connection in
                     try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
                     var newest = 0
                     for try await found in try await connection.query("SELECT coalesce(max(version), 0)::int8 FROM lockbox.schema_migrations", logger: logger)
