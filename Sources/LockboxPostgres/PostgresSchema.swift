@@ -146,6 +146,61 @@ enum PostgresSchema {
             $body$
             """,
         ],
+        // 5: the statements whose result a host acts on, as procedures that COMMIT before they
+        // return it. An autocommit statement's rows (and its CommandComplete) reach the client
+        // before the implicit commit at Sync, which waits for the synchronous standby: a host
+        // could evaluate a guess, or hold a lease, that a failover at that moment loses. A
+        // procedure's OUT row is sent after its COMMIT returned, and that COMMIT waits for the
+        // standby, so the row is the acknowledgement: one round trip, durable before it is read.
+        // Called with CALL outside any transaction block (a procedure may COMMIT only there).
+        [
+            """
+            CREATE PROCEDURE lockbox.count_pin_attempt(
+                attempt_address bytea, delays float8[], disable_after integer,
+                OUT evaluate boolean, OUT counted integer, OUT decided_at timestamptz, OUT locked_until timestamptz
+            ) LANGUAGE plpgsql AS $body$
+            BEGIN
+                SELECT d.evaluate, d.counted, d.decided_at, d.locked_until INTO evaluate, counted, decided_at, locked_until
+                    FROM lockbox.begin_pin_attempt(attempt_address, delays, disable_after) d;
+                COMMIT;
+            END
+            $body$
+            """,
+            """
+            CREATE PROCEDURE lockbox.clear_pin_attempts(attempt_address bytea, OUT cleared boolean)
+            LANGUAGE plpgsql AS $body$
+            BEGIN
+                DELETE FROM lockbox.pin_attempts a WHERE a.address = attempt_address;
+                cleared := FOUND;
+                COMMIT;
+            END
+            $body$
+            """,
+            """
+            CREATE PROCEDURE lockbox.take_refresh_lease(
+                lease_address bytea, lease_seconds float8, OUT taken_fence bigint, OUT taken_until timestamptz
+            ) LANGUAGE plpgsql AS $body$
+            BEGIN
+                INSERT INTO lockbox.refresh_leases AS l (address, fence, expires_at)
+                    VALUES (lease_address, nextval('lockbox.refresh_lease_fences'), clock_timestamp() + lease_seconds * interval '1 second')
+                    ON CONFLICT (address) DO UPDATE SET fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at
+                        WHERE l.expires_at <= clock_timestamp()
+                    RETURNING l.fence, l.expires_at INTO taken_fence, taken_until;
+                COMMIT;
+            END
+            $body$
+            """,
+            """
+            CREATE PROCEDURE lockbox.end_refresh_lease(lease_address bytea, lease_fence bigint, OUT ended boolean)
+            LANGUAGE plpgsql AS $body$
+            BEGIN
+                DELETE FROM lockbox.refresh_leases l WHERE l.address = lease_address AND l.fence = lease_fence;
+                ended := FOUND;
+                COMMIT;
+            END
+            $body$
+            """,
+        ],
     ]
 
     /// Creates the schema and applies every migration the database lacks. Throws
