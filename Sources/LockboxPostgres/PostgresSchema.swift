@@ -156,12 +156,12 @@ enum PostgresSchema {
         [
             """
             CREATE PROCEDURE lockbox.count_pin_attempt(
-                attempt_address bytea, delays float8[], disable_after integer,
+                attempt_address bytea, delays float8[], evaluation_limit integer,
                 OUT evaluate boolean, OUT counted integer, OUT decided_at timestamptz, OUT locked_until timestamptz
             ) LANGUAGE plpgsql AS $body$
             BEGIN
                 SELECT d.evaluate, d.counted, d.decided_at, d.locked_until INTO evaluate, counted, decided_at, locked_until
-                    FROM lockbox.begin_pin_attempt(attempt_address, delays, disable_after) d;
+                    FROM lockbox.begin_pin_attempt(attempt_address, delays, evaluation_limit) d;
                 COMMIT;
             END
             $body$

@@ -21,7 +21,7 @@ extension PostgresStore: PinAttemptLedger {
         try await run("counting a PIN attempt") { store in
             let address = ByteBuffer(bytes: store.records.address(key))
             let rows = try await store.client.query(
-                "CALL lockbox.count_pin_attempt(\(address), \(lockout.delays), \(Int32(lockout.disableAfter)), NULL, NULL, NULL, NULL)",
+                "CALL lockbox.count_pin_attempt(\(address), \(lockout.delays), \(Int32(lockout.evaluationLimit)), NULL, NULL, NULL, NULL)",
                 logger: store.logger)
             var decision: PinAttemptDecision?
             for try await (evaluate, counted, decidedAt, lockedUntil) in rows.decode((Bool?, Int32?, Date?, Date?).self) {
