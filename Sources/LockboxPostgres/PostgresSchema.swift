@@ -5,9 +5,10 @@ import PostgresNIO
 /// The tables a ``PostgresStore`` keeps, in the schema `lockbox`, and the versioned migrations
 /// that make them (docs/ARCHITECTURE.md, "PostgreSQL store").
 ///
-/// Each migration runs in its own transaction under a transaction-scoped advisory lock, and
-/// records its version in `lockbox.schema_migrations` in that transaction: running them again
-/// (every open does) changes nothing, and hosts starting together apply each exactly once.
+/// The missing migrations run in one transaction under a transaction-scoped advisory lock, each
+/// recording its version in `lockbox.schema_migrations`: running them again (every open does)
+/// changes nothing and, at the current version, only reads the version; hosts starting together
+/// apply each exactly once.
 enum PostgresSchema {
     /// The newest schema version this code knows.
     static var currentVersion: Int { migrations.count }
@@ -203,11 +204,37 @@ enum PostgresSchema {
         ],
     ]
 
+    /// The schema version the database is at: 0 without a `lockbox.schema_migrations` table.
+    /// Reads only (two statements, no lock, no DDL).
+    static func version(on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        var exists = false
+        for try await found in try await connection.query(
+            "SELECT to_regclass('lockbox.schema_migrations') IS NOT NULL", logger: logger
+        ).decode(Bool.self) { exists = found }
+        guard exists else { return 0 }
+        var newest = 0
+        for try await found in try await connection.query(
+            "SELECT coalesce(max(version), 0)::int8 FROM lockbox.schema_migrations", logger: logger
+        ).decode(Int.self) { newest = found }
+        return newest
+    }
+
     /// Creates the schema and applies every migration the database lacks. Throws
     /// ``PostgresStoreError/schemaTooNew(server:found:supported:)`` if the database has one this
     /// code does not know.
+    ///
+    /// A database already at ``currentVersion`` is only read (``version(on:logger:)``: no lock,
+    /// no DDL). Otherwise one transaction under the advisory lock creates the schema and the
+    /// version table if missing, reads the version again (another host may have migrated
+    /// meanwhile), and applies every missing migration in order, each recording its version: all
+    /// of them or none, and hosts starting together apply each exactly once.
     static func migrate(_ client: PostgresClient, logger: Logger, server: String) async throws {
         try await client.withConnection { connection in
+            let found = try await version(on: connection, logger: logger)
+            guard found <= currentVersion else {
+                throw PostgresStoreError.schemaTooNew(server: server, found: found, supported: currentVersion)
+            }
+            guard found < currentVersion else { return }
             // IF NOT EXISTS under the lock: two hosts creating the schema at once would otherwise
             // collide on the catalog's unique index.
             try await PostgresStore.transaction(on: connection, logger: logger) { connection in
@@ -219,22 +246,13 @@ enum PostgresSchema {
                         applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
                     )
                     """, logger: logger)
-            }
-            for (index, statements) in migrations.enumerated() {
-                let version = index + 1
-                try await PostgresStore.transaction(on: connection, logger: logger) { connection in
-                    try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
-                    var newest = 0
-                    for try await found in try await connection.query("SELECT coalesce(max(version), 0)::int8 FROM lockbox.schema_migrations", logger: logger)
-                        .decode(Int.self) {
-                        newest = found
-                    }
-                    guard newest <= currentVersion else {
-                        throw PostgresStoreError.schemaTooNew(server: server, found: newest, supported: currentVersion)
-                    }
-                    guard newest < version else { return }
+                let newest = try await version(on: connection, logger: logger)
+                guard newest <= currentVersion else {
+                    throw PostgresStoreError.schemaTooNew(server: server, found: newest, supported: currentVersion)
+                }
+                for (index, statements) in migrations.enumerated() where index + 1 > newest {
                     for statement in statements { try await connection.query(statement, logger: logger) }
-                    try await connection.query("INSERT INTO lockbox.schema_migrations (version) VALUES (\(version))", logger: logger)
+                    try await connection.query("INSERT INTO lockbox.schema_migrations (version) VALUES (\(index + 1))", logger: logger)
                 }
             }
         }
