@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Lockbox
 import Logging
 import PostgresNIO
@@ -185,3 +186,4 @@ enum PostgresSchema {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -57,3 +58,4 @@ extension PostgresStore: PinAttemptLedger {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -76,3 +77,4 @@ extension PostgresStore: RefreshLeasing {
         ItemKey(service: key.service, account: "refresh-lease:" + key.account)
     }
 }
+#endif

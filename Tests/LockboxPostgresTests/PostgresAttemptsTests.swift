@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import LockboxTesting
@@ -321,3 +322,4 @@ extension PostgresStoreTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import CoreMetrics
 import Foundation
 import Lockbox
@@ -148,3 +149,12 @@ do {
 } catch {
     fail("\(error)")
 }
+#else
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// A helper of the PostgreSQL tests and benchmark: nothing to do without the `PostgreSQL` trait.
+fputs("this program needs the package's PostgreSQL trait (swift build --traits PostgreSQL)\n", stderr)
+exit(2)
+#endif
