@@ -39,6 +39,10 @@ scripts/run-examples.sh
 # and run against a vault `lockbox init` made, reading what `lockbox set` stored.
 step "README and DocC samples as a consumer package"
 scripts/check-samples.sh "$bin/lockbox"
+# Blocking calls a service can reach from async code are refused by the compiler (async overloads
+# win; `noasync` where there is none), as a consumer package sees them.
+step "blocking API from async code"
+scripts/check-noasync.sh
 # The example Hummingbird service (built by run-examples.sh above): two processes on one vault
 # driven with concurrent requests, then the starvation benchmark's quick mode (figures, no
 # thresholds).
