@@ -1,7 +1,7 @@
 # Shortcuts for the scripts in scripts/ (each script says what it does at its top).
 # `make test` is what CI runs (.ci/run); `make demo` is the README's first command.
 # `make check` is the quick loop: build, the suite without the services the test command starts,
-# and the docs checks (CONTRIBUTING.md gives its time).
+# the docs checks and the protocol models (CONTRIBUTING.md gives its time).
 .PHONY: check demo test examples build release static-libstdc++ release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
 
 demo:
@@ -26,6 +26,7 @@ check:
 	swift test --skip-build $(TRAITS) --skip LockboxPostgresTests
 	scripts/gen-cli-docs.sh --check --binary "$$(swift build $(TRAITS) --show-bin-path)/lockbox"
 	scripts/check-docs.sh
+	scripts/check-models.sh
 
 # The lockbox users run (`make install`; docs/PERFORMANCE.md gives its figures and why each flag):
 # release, with the Swift runtime and FoundationEssentials linked statically, in its own scratch

@@ -56,6 +56,12 @@ scripts/check-docs.sh
 # The DocC catalog and every doc comment build without DocC warnings (swift-docc-plugin; about 25 s).
 step "check-docc"
 scripts/check-docc.sh
+# The PostgreSQL store's cross-host protocols (PIN ledger, refresh lease, conditional PIN change,
+# device ID), model-checked with spin under host crashes and a failover: each model holds and
+# each mutant, a key step removed, fails (docs/ARCHITECTURE.md, "Model-checked cross-host
+# protocols"; ~35 s).
+step "check-models"
+scripts/check-models.sh
 
 # docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
 # written from the document alone) must read what lockbox writes.

@@ -25,7 +25,7 @@
     X(OSSL_PARAM_construct_utf8_string) X(OSSL_PARAM_construct_octet_string) X(OSSL_PARAM_construct_end) \
     X(EVP_CIPHER_fetch) X(EVP_CIPHER_free) X(EVP_CIPHER_CTX_new) X(EVP_CIPHER_CTX_free) X(EVP_CipherInit_ex2) \
     X(EVP_CIPHER_CTX_set_padding) X(EVP_CipherUpdate) X(EVP_CipherFinal_ex) \
-    X(OSSL_LIB_CTX_new) X(OPENSSL_cleanse) X(OpenSSL_version)
+    X(OSSL_LIB_CTX_new) X(OPENSSL_cleanse) X(OpenSSL_version) X(OPENSSL_init_crypto)
 
 static struct {
 #define LOCKBOX_LIBCRYPTO_FIELD(name) __typeof__(name) *name;
@@ -36,18 +36,28 @@ static struct {
 // The run-time name of OpenSSL 3's ABI (Debian's libssl3), not the -dev symlink.
 static const char library_name[] = "libcrypto.so.3";
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static int loaded;
+// Two stages, each run once per process: the library and the group (what the key exchange needs
+// first), then the HKDF and AES-128-CBC implementations (needed only once the provider has
+// answered OpenSession). Fetching those from OpenSSL's default provider is most of the cost of
+// using libcrypto at all (about two thirds of its instructions, docs/PERFORMANCE.md), so the
+// second stage runs on a thread of its own, started by the first, while the caller waits for the
+// provider; whoever needs an algorithm first waits for that stage (pthread_once).
+static pthread_once_t library_once = PTHREAD_ONCE_INIT;
+static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
+static int library_loaded;
+static int algorithms_loaded;
+static int background_started;
 static char load_error[512] = "libcrypto was not loaded";
-// Made once: Lockbox's own library context, the group's prime and p - 1 (public), the HKDF and
-// AES-128-CBC implementations fetched from that context.
+static char algorithms_error[512] = "libcrypto's algorithms were not loaded";
+// Made once: the group's prime and p - 1 (public); Lockbox's own library context and the HKDF
+// and AES-128-CBC implementations fetched from it.
 static OSSL_LIB_CTX *library_context;
 static BIGNUM *prime;
 static BIGNUM *prime_minus_one;
 static EVP_KDF *hkdf;
 static EVP_CIPHER *aes128_cbc;
 
-static void load(void) {
+static void load_library(void) {
     // RTLD_NODELETE: libcrypto keeps its providers and thread keys for the process's life.
     void *handle = dlopen(library_name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle == NULL) {
@@ -63,36 +73,93 @@ static void load(void) {
     }
     LOCKBOX_LIBCRYPTO_FUNCTIONS(LOCKBOX_LIBCRYPTO_LOOKUP)
 #undef LOCKBOX_LIBCRYPTO_LOOKUP
+    // No atexit handler: OPENSSL_cleanup at exit would free what a thread still fetching the
+    // algorithms uses (a process may exit while it runs). The process's end frees everything.
+    if (!table.OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL)) {
+        snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: OPENSSL_init_crypto failed");
+        return;
+    }
+    prime = table.BN_get_rfc2409_prime_1024(NULL);
+    prime_minus_one = prime ? table.BN_dup(prime) : NULL;
+    if (prime == NULL || prime_minus_one == NULL || !table.BN_sub_word(prime_minus_one, 1)) {
+        snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: it has no RFC 2409 prime");
+        return;
+    }
+    __atomic_store_n(&library_loaded, 1, __ATOMIC_RELEASE);
+}
+
+static void load_algorithms(void) {
+    pthread_once(&library_once, load_library);
+    if (!__atomic_load_n(&library_loaded, __ATOMIC_ACQUIRE)) {
+        snprintf(algorithms_error, sizeof algorithms_error, "%s", load_error);
+        return;
+    }
     // A library context of Lockbox's own, with OpenSSL's default provider (loaded for it on the
     // first fetch): the program's default context, its configuration (openssl.cnf, OPENSSL_CONF)
     // and any provider it loaded neither change what the session runs nor are changed by it
     // (SessionCryptoTests runs the vectors under a configuration that breaks the default context).
     library_context = table.OSSL_LIB_CTX_new();
     if (library_context == NULL) {
-        snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: OSSL_LIB_CTX_new failed");
+        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: OSSL_LIB_CTX_new failed");
         return;
     }
-    prime = table.BN_get_rfc2409_prime_1024(NULL);
-    prime_minus_one = prime ? table.BN_dup(prime) : NULL;
     hkdf = table.EVP_KDF_fetch(library_context, "HKDF", NULL);
     aes128_cbc = table.EVP_CIPHER_fetch(library_context, "AES-128-CBC", NULL);
-    if (prime == NULL || prime_minus_one == NULL || !table.BN_sub_word(prime_minus_one, 1) || hkdf == NULL || aes128_cbc == NULL) {
-        snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: it has no %s",
-                 hkdf == NULL ? "HKDF" : aes128_cbc == NULL ? "AES-128-CBC" : "RFC 2409 prime");
+    if (hkdf == NULL || aes128_cbc == NULL) {
+        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: it has no %s",
+                 hkdf == NULL ? "HKDF" : "AES-128-CBC");
         return;
     }
-    __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&algorithms_loaded, 1, __ATOMIC_RELEASE);
+}
+
+static void *load_in_background(void *unused) {
+    (void)unused;
+    pthread_once(&algorithms_once, load_algorithms);
+    return NULL;
+}
+
+// Starts the loading thread once; if no thread can be made, the first caller that needs an
+// algorithm loads it itself.
+static void start_background_load(void) {
+    if (__atomic_exchange_n(&background_started, 1, __ATOMIC_ACQ_REL)) return;
+    pthread_attr_t attributes;
+    if (pthread_attr_init(&attributes) != 0) return;
+    pthread_t thread;
+    if (pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED) == 0) {
+        (void)pthread_create(&thread, &attributes, load_in_background, NULL);
+    }
+    pthread_attr_destroy(&attributes);
+}
+
+void lockbox_libcrypto_preload(void) {
+    start_background_load();
 }
 
 int lockbox_libcrypto_load(char *error, size_t error_size) {
-    pthread_once(&load_once, load);
-    if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE)) return 1;
+    pthread_once(&library_once, load_library);
+    if (__atomic_load_n(&library_loaded, __ATOMIC_ACQUIRE)) {
+        start_background_load();
+        return 1;
+    }
     if (error != NULL && error_size > 0) snprintf(error, error_size, "%s", load_error);
     return 0;
 }
 
+// The second stage, waiting for the thread that runs it. 1 when HKDF and AES-128-CBC are there.
+static int algorithms_ready(void) {
+    pthread_once(&algorithms_once, load_algorithms);
+    return __atomic_load_n(&algorithms_loaded, __ATOMIC_ACQUIRE);
+}
+
+int lockbox_libcrypto_algorithms(char *error, size_t error_size) {
+    if (algorithms_ready()) return 1;
+    if (error != NULL && error_size > 0) snprintf(error, error_size, "%s", algorithms_error);
+    return 0;
+}
+
 int lockbox_libcrypto_is_loaded(void) {
-    return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&library_loaded, __ATOMIC_ACQUIRE);
 }
 
 const char *lockbox_libcrypto_version(void) {
@@ -162,7 +229,7 @@ int lockbox_dh_shared(const uint8_t exponent[LOCKBOX_DH_EXPONENT_BYTES], const u
 int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length,
                         const uint8_t *info, size_t info_length, uint8_t *out, size_t length) {
     if (out == NULL || length == 0 || length > 255 * 32) return -1;
-    if (!lockbox_libcrypto_load(NULL, 0)) return -2;
+    if (!algorithms_ready()) return -2;
     EVP_KDF_CTX *context = table.EVP_KDF_CTX_new(hkdf);
     if (context == NULL) return -2;
     // An empty salt or info is left out: RFC 5869's default (HashLen zero bytes) and empty info.
@@ -184,7 +251,7 @@ int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *
 
 static int cbc(int encrypt, const uint8_t key[16], const uint8_t iv[16], const uint8_t *input, size_t length, uint8_t *output) {
     if (length % 16 != 0 || length > INT_MAX - 16) return -1;
-    if (!lockbox_libcrypto_load(NULL, 0)) return -2;
+    if (!algorithms_ready()) return -2;
     EVP_CIPHER_CTX *context = table.EVP_CIPHER_CTX_new();
     if (context == NULL) return -2;
     int status = -2, written = 0, last = 0;

@@ -88,6 +88,13 @@ final class SecretServiceClient: @unchecked Sendable {
         try run("connecting") { _ in }
     }
 
+    /// Before a call that moves a secret: starts loading libcrypto for Lockbox's session on a
+    /// thread of its own, so the loading overlaps the bus round trips before `OpenSession`. Does
+    /// nothing for libsecret's sessions, and nothing after the first time in a process.
+    func prepareSession() {
+        if sessions == .libcrypto { SessionCrypto.preload() }
+    }
+
     /// Runs `body` with the connection and a fresh deadline, serialised, and turns every D-Bus
     /// (or libsecret) failure into a typed ``LockboxError``.
     func run<T>(_ operation: String, _ body: (Calls) throws -> T) throws -> T {

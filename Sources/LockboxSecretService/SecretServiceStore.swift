@@ -94,6 +94,7 @@ public final class SecretServiceStore: SecretStore {
         let label = options.resolvedLabel(for: key)
         let contentType = secret.isValidUTF8 ? "text/plain" : "application/octet-stream"
 
+        client.prepareSession()
         try client.run("storing an item") { calls in
             // The items already at this address, then the lock check (Lockbox never prompts, and
             // creating an item in a locked collection could).
@@ -185,7 +186,8 @@ public final class SecretServiceStore: SecretStore {
     /// libsecret's proxy set-up and `OpenSession` before it, once per connection). No item proxy
     /// is built, and no other match's secret is fetched.
     private func findItem(_ key: ItemKey, loadSecret: Bool) throws -> FoundItem? {
-        try client.run(loadSecret ? "reading an item" : "reading item metadata") { calls in
+        if loadSecret { client.prepareSession() }
+        return try client.run(loadSecret ? "reading an item" : "reading item metadata") { calls in
             let (unlocked, locked) = try calls.searchItems(Self.addressAttributes(key))
             guard !(unlocked.isEmpty && locked.isEmpty) else {
                 // A locked keyring can look exactly like a missing item: ask which it is.

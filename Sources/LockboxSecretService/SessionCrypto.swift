@@ -37,9 +37,19 @@ package enum SessionCrypto {
         if lockbox_libcrypto_is_loaded() != 0 { return }
         var message = [CChar](repeating: 0, count: 512)
         if lockbox_libcrypto_load(&message, message.count) == 0 {
-            let detail = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: detail)
+            throw LockboxError.secretServiceFailed(operation: "opening an encrypted session", detail: text(message))
         }
+    }
+
+    /// Starts loading libcrypto and fetching its HKDF and AES-128-CBC on a thread of its own, so
+    /// that the work overlaps the bus round trips before the key exchange; returns at once. Called
+    /// by operations that move a secret; later calls do nothing.
+    package static func preload() {
+        lockbox_libcrypto_preload()
+    }
+
+    private static func text(_ message: [CChar]) -> String {
+        String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// A fresh private exponent and the public value to send (`OpenSession`'s input): big-endian,
@@ -182,8 +192,13 @@ package enum SessionCrypto {
         return padded.withUnsafeBytes { SecretBytes(copying: $0.prefix($0.count - padding)) }
     }
 
-    /// A libcrypto call that failed after loading (an allocation, or a missing algorithm).
+    /// A libcrypto call that failed after loading: a missing algorithm (with the loader's reason)
+    /// or an allocation.
     private static func libcryptoFailed(_ operation: String) -> LockboxError {
-        .secretServiceFailed(operation: operation, detail: "libcrypto failed")
+        var message = [CChar](repeating: 0, count: 512)
+        if lockbox_libcrypto_algorithms(&message, message.count) == 0 {
+            return .secretServiceFailed(operation: operation, detail: text(message))
+        }
+        return .secretServiceFailed(operation: operation, detail: "libcrypto failed")
     }
 }

@@ -27,10 +27,19 @@ enum {
     LOCKBOX_DH_EXPONENT_BYTES = 32, /* private exponents: 256 bits (see SessionCrypto.swift) */
 };
 
-/* Loads libcrypto and looks up every function used, once per process (later calls return the
-   first result). Returns 1 on success; else 0, with what failed in `error`. Thread-safe. Every
-   function below calls it itself; call it first for the reason of a failure. */
+/* Loads libcrypto, looks up every function used and reads the group's prime, once per process
+   (later calls return the first result), and starts fetching HKDF and AES-128-CBC on a thread of
+   its own. Returns 1 on success; else 0, with what failed in `error`. Thread-safe. Every function
+   below calls it (or waits for the fetch) itself; call it first for the reason of a failure. */
 int lockbox_libcrypto_load(char *error, size_t error_size);
+
+/* Waits for HKDF and AES-128-CBC to be fetched (fetching them on this thread if no other does).
+   Returns 1 when both are there; else 0, with what failed in `error`. */
+int lockbox_libcrypto_algorithms(char *error, size_t error_size);
+
+/* Starts all of the above on a thread of its own and returns at once (nothing if already
+   started), so that loading overlaps the caller's bus round trips. Thread-safe. */
+void lockbox_libcrypto_preload(void);
 
 /* 1 if libcrypto is loaded in this process (for tests and `lockbox doctor`), else 0. */
 int lockbox_libcrypto_is_loaded(void);
