@@ -21,7 +21,8 @@ let package = Package(
         .package(path: "..", traits: ["PostgreSQL", "SwiftConfiguration", "YAML"]),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // With its YAML trait, as the root enables it here (its `YAML` trait).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
         // DeviceLogin: a small real HTTP server on loopback.
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         // HummingbirdService: it shares SwiftNIO with postgres-nio.

@@ -3,11 +3,13 @@
 # consumer file (a package depending on `Lockbox` alone, as an app would) calls the blocking API
 # from an async function, and the compiler must answer each call as listed below —
 #   - an error, "expression is 'async' but is not marked with 'await'", where an async overload
-#     of the same name exists (Vault, PinGuard, TokenStore, DeviceIdentity, Transfer, SignOut):
-#     the async overload wins, so the blocking one cannot be called by accident;
-#   - the `@available(*, noasync)` diagnostic where the call has no async twin (ReauthGate's
-#     PIN and passphrase checks, which hash on the calling thread): an error in Swift 6
-#     language mode (a warning in Swift 5 mode);
+#     of the same name exists (Vault, PinGuard, TokenStore, DeviceIdentity, Transfer, SignOut)
+#     and the call is in an async function: the async overload wins;
+#   - the `@available(*, noasync)` diagnostic where the blocking overload is the one chosen: in
+#     an async closure (a Hummingbird or Vapor route), in top-level code that awaits (a
+#     service's main.swift), and where there is no async twin
+#     (ReauthGate's PIN and passphrase checks, which hash on the calling thread): an error in
+#     Swift 6 language mode (a warning in Swift 5 mode);
 # and the same calls in synchronous code compile without a diagnostic.
 #
 #   scripts/check-noasync.sh        (about 1 minute; build folder .build-samples, shared with
@@ -51,6 +53,15 @@ func handler(vault: Vault, pins: PinGuard, tokens: TokenStore, ids: DeviceIdenti
     try gate.open(verifying: key, for: profile, with: pins)  // ERROR-NOASYNC
 }
 
+// A Hummingbird-style route, an async closure: there the blocking overload is the one chosen (it
+// compiled without `await` and blocked a thread of the pool); noasync refuses it.
+func route(vault: Vault, pins: PinGuard) -> @Sendable () async throws -> Void {
+    return {
+        _ = try vault.get(service: "s", account: "a")  // ERROR-NOASYNC
+        try pins.verify(profile, pin: key)  // ERROR-NOASYNC
+    }
+}
+
 func tool(vault: Vault, pins: PinGuard, tokens: TokenStore, ids: DeviceIdentity, gate: ReauthGate) throws {
     _ = try vault.get(service: "s", account: "a")  // NONE
     try pins.verify(profile, pin: key)  // NONE
@@ -58,6 +69,15 @@ func tool(vault: Vault, pins: PinGuard, tokens: TokenStore, ids: DeviceIdentity,
     _ = try ids.deviceID(service: "s")  // NONE
     try gate.open(verifying: key, for: profile, with: pins)  // NONE
 }
+
+// Top-level code that awaits is async code too; there the blocking overload is the one chosen,
+// so noasync is what refuses it.
+let vault = Vault(store: MemoryStore())
+try await Task.sleep(for: .milliseconds(1))
+_ = try vault.get(service: "s", account: "a")  // ERROR-NOASYNC
+try PinGuard(store: MemoryStore()).verify(profile, pin: key)  // ERROR-NOASYNC
+_ = try TokenStore(store: MemoryStore()).load(service: "s", account: "a")  // ERROR-NOASYNC
+_ = try DeviceIdentity(store: MemoryStore()).deviceID(service: "s")  // ERROR-NOASYNC
 SWIFT
 log=$work/build.log
 (cd "$work/probe" && swift build --scratch-path "$root/.build-samples" >"$log" 2>&1) || true

@@ -63,7 +63,10 @@ if [[ -d "$work/service" ]]; then
     build "$work/service" "$root/.build"
 fi
 
-"$lockbox" init --vault "$work/vault.lockbox" --key-file "$work/vault.key" --generate-key-file >/dev/null
+# A key file as a service gets one (32 random bytes), and the vault `lockbox init --key-file` makes.
+head -c 32 /dev/urandom >"$work/vault.key"
+chmod 600 "$work/vault.key"
+"$lockbox" init --vault "$work/vault.lockbox" --key-file "$work/vault.key" >/dev/null
 printf 'stored by lockbox set' | "$lockbox" set readme-sample cli --vault "$work/vault.lockbox" --key-file "$work/vault.key"
 bin=$(cd "$work/consumer" && swift build --scratch-path "$root/.build-samples" --show-bin-path)
 while read -r program; do
