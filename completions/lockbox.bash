@@ -173,13 +173,13 @@ _lockbox() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|set|get|delete|list|wipe|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|exec|git-credential|docker-credential|help)
+    init|set|get|delete|list|wipe|restore|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|exec|git-credential|docker-credential|help)
         # Offer subcommand argument completions
         "_lockbox_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init set get delete list wipe passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest exec git-credential docker-credential help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init set get delete list wipe restore passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest exec git-credential docker-credential help' -- "${cur}"))
         ;;
     esac
 }
@@ -240,9 +240,9 @@ _lockbox_init() {
 
 _lockbox_set() {
     repeating_flags=()
-    non_repeating_flags=(--raw --allow-empty --protected --no-protected --no-clobber --version -h --help)
+    non_repeating_flags=(--raw --allow-empty --protected --no-protected --no-clobber --keep-previous --version -h --help)
     repeating_options=(--attribute)
-    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label --if-current-fd)
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --kind --label --if-current-fd --expires --grace)
     __lockbox_offer_flags_options 2
 
     # Offer option value completions
@@ -284,12 +284,18 @@ _lockbox_set() {
     '--if-current-fd')
         return
         ;;
+    '--expires')
+        return
+        ;;
+    '--grace')
+        return
+        ;;
     esac
 }
 
 _lockbox_get() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--allow-expired --previous --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 2
@@ -363,7 +369,7 @@ _lockbox_delete() {
 
 _lockbox_list() {
     repeating_flags=()
-    non_repeating_flags=(--json --json-lines --version -h --help)
+    non_repeating_flags=(--json --json-lines --expired --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
@@ -403,7 +409,7 @@ _lockbox_list() {
 
 _lockbox_wipe() {
     repeating_flags=()
-    non_repeating_flags=(--all --yes --version -h --help)
+    non_repeating_flags=(--all --expired --yes --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --service)
     __lockbox_offer_flags_options 0
@@ -436,6 +442,46 @@ _lockbox_wipe() {
         return
         ;;
     '--service')
+        return
+        ;;
+    esac
+}
+
+_lockbox_restore() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --grace)
+    __lockbox_offer_flags_options 2
+
+    # Offer option value completions
+    case "${prev}" in
+    '--store')
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--profile')
+        return
+        ;;
+    '--vault')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--key-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
+        return
+        ;;
+    '--grace')
         return
         ;;
     esac

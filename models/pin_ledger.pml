@@ -9,15 +9,18 @@
  * failover (on the synchronous standby; after the failover, on the promoted primary); counts
  * only ever become durable, never less, so checking at the end sees every loss. And each
  * evaluated guess has a count of its own (no two evaluated between two clears of the row have
- * the same count), none past the policy's disable limit.
+ * the same count), none past the policy's disable limit, and none past its wipe limit: the
+ * ledger refuses from LockoutPolicy.evaluationLimit (the wipe or the disable limit, whichever
+ * comes first), and a host refused at the wipe limit does the wipe that is due.
  *
  * Mutants (spin -D...), each must fail the check:
  *   COMPARE_BEFORE_COUNT  the hash is compared before begin_pin_attempt counts the guess
  *   ACT_BEFORE_COMMIT     the host acts on begin_pin_attempt's row before its COMMIT has
  *                         completed (reached the synchronous standby)
  *   NO_ROW_LOCK           begin_pin_attempt reads the count without SELECT … FOR UPDATE
- * Optional: CHECK_WIPE_LIMIT also asserts that no guess is evaluated past the wipe limit
- * (wipeAfter); see docs/ARCHITECTURE.md for why that does not hold.
+ *   NO_WIPE_LIMIT         the ledger is given the disable limit alone (not evaluationLimit), so
+ *                         a guess counted past the wipe limit, by another host or after a wipe
+ *                         that never ran, is evaluated
  */
 
 #ifndef NH
@@ -140,7 +143,7 @@ end:
 
 proctype Host(byte h; byte guesses) {
     byte g, myGen, prev, counted, ep;
-    bool evaluate, right;
+    bool evaluate, right, wipeDue;
     do
     :: g < guesses ->
         g++;
@@ -165,8 +168,13 @@ proctype Host(byte h; byte guesses) {
         atomic {
             if :: gen != myGen -> goto lost :: else fi;
             prev = P_fail; ep = P_ep;
+            wipeDue = (prev >= W);   /* PinGuard: decide(failures: before) == .wipe */
             if
+#ifndef NO_WIPE_LIMIT
+            :: prev >= D || prev >= W -> evaluate = false           /* past evaluationLimit */
+#else
             :: prev >= D -> evaluate = false                                    /* disabled */
+#endif
             :: prev < D && prev >= DELAYFROM && P_last == now -> evaluate = false  /* wait */
             :: else -> evaluate = true; counted = prev + 1
             fi
@@ -194,22 +202,24 @@ proctype Host(byte h; byte guesses) {
         /* The row was already taken as the answer: the commit completes, or is lost, unseen. */
         atomic { (gen != myGen) || !standby || (unshipped & (1 << h)) == 0 }
 #endif
-        if :: !evaluate -> goto nextGuess :: else fi;   /* pinLockedOut / pinDisabled */
+        if
+        :: !evaluate && wipeDue -> goto wipe   /* a wipe that is due: done, nothing evaluated */
+        :: !evaluate && !wipeDue -> goto nextGuess   /* pinLockedOut / pinDisabled */
+        :: else
+        fi;
         CRASHPOINT;
 #if !defined(COMPARE_BEFORE_COUNT) && !defined(ACT_BEFORE_COMMIT)
         /* compare(pin, with: record.hash): the guess is evaluated. */
         atomic { EVALUATE }
 #endif
-#ifdef CHECK_WIPE_LIMIT
-        assert(counted <= W);
-#endif
+        assert(counted <= W);   /* never evaluated past the wipe limit */
         CRASHPOINT;
         if
         :: right ->
             /* recordPinSuccess: DELETE FROM lockbox.pin_attempts. */
             TX_LOCKED(P_fail = 0; P_last = NOTIME; P_ep++, lost)
         :: !right && counted >= W ->
-            /* Wipe: the listed items, the PIN record, then the count (three transactions). */
+wipe:       /* Wipe: the listed items, the PIN record, then the count (three transactions). */
             TX_PLAIN(P_item = false, lost);
             CRASHPOINT;
             TX_PLAIN(P_rec = false, lost);
@@ -221,7 +231,7 @@ proctype Host(byte h; byte guesses) {
 lost:   /* connectionLost: the call fails; the host goes on with its next guess */
         skip;
 nextGuess:
-        atomic { prev = 0; counted = 0; ep = 0; evaluate = false; right = false }
+        atomic { prev = 0; counted = 0; ep = 0; evaluate = false; right = false; wipeDue = false }
     :: g >= guesses -> break
     od;
 crashed:

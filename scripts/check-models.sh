@@ -42,7 +42,7 @@ runs=(
     "pin_ledger|-DCOMPARE_BEFORE_COUNT|fails|mutant: the hash compared before the guess is counted"
     "pin_ledger|-DACT_BEFORE_COMMIT|fails|mutant: begin_pin_attempt's row acted on before COMMIT"
     "pin_ledger|-DNO_ROW_LOCK|fails|mutant: the count read without FOR UPDATE"
-    "pin_ledger|-DCHECK_WIPE_LIMIT|fails|known gap: guesses go past the wipe limit"
+    "pin_ledger|-DNO_WIPE_LIMIT|fails|mutant: the ledger refuses only from the disable limit"
     "refresh_lease|-|holds|one endpoint call per lease; a stalled holder stores nothing"
     "refresh_lease|-DNO_FENCE|fails|mutant: the lease row deleted without its fence"
     "refresh_lease|-DTAKE_LIVE|fails|mutant: a live lease taken over (no expiry check)"

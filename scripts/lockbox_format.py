@@ -7,6 +7,7 @@ libsodium): an independent second implementation that the Swift reader and write
 against. Errors are FormatFailure with the lockbox CLI's exit code for the class of failure.
 """
 
+import re
 import struct
 
 from nacl import bindings, encoding, exceptions, hash as nacl_hash, pwhash
@@ -45,6 +46,12 @@ KEY_FILE_CONTEXT = b"lockbox.v1.keyfile-slot"
 PAD_BLOCK = 256
 MAX_FILE_BYTES = 1 << 30
 ACCESS_ATTRIBUTE = "lockbox.access"
+# FORMAT.md 7.1: an item's expiry and the bookkeeping of previous versions and companions.
+EXPIRES_ATTRIBUTE = "lockbox.expires"
+PREVIOUS_ATTRIBUTE = "lockbox.previous"
+COMPANION_ATTRIBUTE = "lockbox.companion"
+COMPANION_ID_ATTRIBUTE = "lockbox.companion-id"
+TIMESTAMP_LIMIT_MS = 1 << 48
 
 
 class FormatFailure(Exception):
@@ -361,6 +368,12 @@ def encode_metadata(it):
     attrs = dict(it["attributes"])
     if it["access"] != "always":
         attrs[ACCESS_ATTRIBUTE] = it["access"]
+    if it.get("expires_ms") is not None:
+        attrs[EXPIRES_ATTRIBUTE] = str(it["expires_ms"])
+    for name, field in ((PREVIOUS_ATTRIBUTE, "previous_id"), (COMPANION_ATTRIBUTE, "companion"),
+                        (COMPANION_ID_ATTRIBUTE, "companion_id")):
+        if it.get(field) is not None:
+            attrs[name] = it[field]
     out = str16(it["service"]) + str16(it["account"]) + str16(it["kind"]) + str16(it["label"])
     out += struct.pack("<qq", it["created_ms"], it["modified_ms"])
     out += struct.pack("<H", len(attrs))
@@ -413,8 +426,42 @@ def parse_metadata(reader, index, normalize):
     # FORMAT.md 7.1: lockbox.access is absent or fresh-authentication; anything else is corrupt.
     if attributes.get(ACCESS_ATTRIBUTE, "fresh-authentication") != "fresh-authentication":
         raise corrupt(f"item {index} has an unknown access policy")
-    return {"service": service, "account": account, "kind": kind, "label": label,
+    item = {"service": service, "account": account, "kind": kind, "label": label,
             "created_ms": created, "modified_ms": modified, "attributes": attributes}
+    # lockbox.expires: a decimal integer of milliseconds within +-2^48; the IDs 1-64 lower-case
+    # hex digits; the companion role not empty. Anything else is corrupt, as Lockbox reads it.
+    expires = attributes.get(EXPIRES_ATTRIBUTE)
+    if expires is not None:
+        if not re.fullmatch(r"-?[0-9]{1,19}", expires) or abs(int(expires)) > TIMESTAMP_LIMIT_MS:
+            raise corrupt(f"item {index} has a malformed {EXPIRES_ATTRIBUTE}")
+        item["expires_ms"] = int(expires)
+    for name, field in ((PREVIOUS_ATTRIBUTE, "previous_id"), (COMPANION_ID_ATTRIBUTE, "companion_id")):
+        value = attributes.get(name)
+        if value is not None:
+            if not re.fullmatch(r"[0-9a-f]{1,64}", value):
+                raise corrupt(f"item {index} has a malformed {name}")
+            item[field] = value
+    companion = attributes.get(COMPANION_ATTRIBUTE)
+    if companion is not None:
+        if companion == "":
+            raise corrupt(f"item {index} has a malformed {COMPANION_ATTRIBUTE}")
+        item["companion"] = companion
+    return item
+
+
+def previous_version(items, item, now_ms):
+    """The companion holding `item`'s previous version (FORMAT.md 7.1) if it is still readable at
+    `now_ms`, else None: same service, account "lockbox.previous:" + account, companion role
+    "previous", companion ID equal to the item's lockbox.previous, expiry after now."""
+    wanted = item.get("previous_id")
+    if wanted is None:
+        return None
+    for other in items:
+        if (other["service"] == item["service"] and other["account"] == "lockbox.previous:" + item["account"]
+                and other.get("companion") == "previous" and other.get("companion_id") == wanted
+                and other.get("expires_ms") is not None and other["expires_ms"] > now_ms):
+            return other
+    return None
 
 
 def encode_file(vault_id, generation, slots, body_nonce, data_key, items):

@@ -257,13 +257,20 @@ W1 = {
 
 W2 = {
     "id": "edge-cases",
-    "description": "Format 2: the slots and items of the format-1 vector edge-cases (empty label and secret, non-ASCII names and attributes, a protected item, extreme timestamps, a 300-byte binary secret) plus an item whose account is in NFD (its address is computed from NFC, its metadata keeps the name as written)",
+    "description": "Format 2: the slots and items of the format-1 vector edge-cases (empty label and secret, non-ASCII names and attributes, a protected item, extreme timestamps, a 300-byte binary secret) plus an item whose account is in NFD (its address is computed from NFC, its metadata keeps the name as written), and an item that expires and holds a previous version kept in its companion (lockbox.expires, lockbox.previous, lockbox.companion, lockbox.companion-id)",
     "vault_id": V2["vault_id"],
     "data_key": V2["data_key"],
     "slots": V2["slots"],
     "items": with_nonces(V2["items"] + [
         {"service": "nfd", "account": "e\u0301t\u0065\u0301", "kind": "generic", "label": "decomposed",
          "created_ms": 5, "modified_ms": 6, "attributes": {}, "access": "always", "secret": b"\x00"},
+        {"service": "db", "account": "app", "kind": "password", "label": "DB", "created_ms": 1795240623183,
+         "modified_ms": 1795240700000, "attributes": {}, "access": "always", "secret": b"new password",
+         "expires_ms": 1800000000000, "previous_id": "0123456789abcdef0123456789abcdef"},
+        {"service": "db", "account": "lockbox.previous:app", "kind": "password", "label": "Previous version of 'app' on 'db'",
+         "created_ms": 1795240700000, "modified_ms": 1795240700000, "attributes": {}, "access": "always",
+         "secret": b"old password", "expires_ms": 1795327100000, "companion": "previous",
+         "companion_id": "0123456789abcdef0123456789abcdef"},
     ], 0x01),
 }
 
@@ -337,6 +344,10 @@ def render_items(items, nonces):
             "created_ms": i["created_ms"], "modified_ms": i["modified_ms"], "attributes": i["attributes"],
             "access": i["access"], "secret_hex": i["secret"].hex(),
         }
+        # FORMAT.md 7.1's expiry and previous-version bookkeeping, only where an item has them.
+        for field in ("expires_ms", "previous_id", "companion", "companion_id"):
+            if i.get(field) is not None:
+                item[field] = i[field]
         if nonces:
             item["metadata_nonce_hex"] = i["metadata_nonce"].hex()
             item["secret_nonce_hex"] = i["secret_nonce"].hex()

@@ -172,8 +172,16 @@ helper_protocol() {
         lockbox git-credential store
     out=$(printf 'protocol=https\nhost=proto.example.org\nusername=new\n\n' | lockbox git-credential get)
     expect_equal "a future expiry is returned with the password" "$out" $'username=new\npassword=later\npassword_expiry_utc=4102444800'
+    printf 'protocol=https\nhost=proto.example.org\nusername=oauth\npassword=access\noauth_refresh_token=refresh me\n\n' |
+        lockbox git-credential store
+    out=$(printf 'protocol=https\nhost=proto.example.org\nusername=oauth\n\n' | lockbox git-credential get)
+    expect_equal "oauth_refresh_token is stored with the credential and returned (git 2.41+ protocol)" "$out" \
+        $'username=oauth\npassword=access\noauth_refresh_token=refresh me'
+    expect_equal "the refresh token is not listed as an item of its own" "$(listed git:https://proto.example.org | grep -c oauth)" "1"
     out=$(printf 'protocol=https\nhost=proto.example.org\n\n' | lockbox git-credential erase)
     expect_equal "erase without user name or password removes the host's credentials" "$(listed git:https://proto.example.org)" ""
+    expect_equal "the refresh token was erased with its credential" \
+        "$(lockbox list --json-lines | grep -c oauth-refresh-token || true)" "0"
 }
 
 # ------------------------------------------------------------------ git credential --

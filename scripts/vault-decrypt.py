@@ -45,7 +45,7 @@ MAX_KEY_FILE_BYTES = 4096
 
 def item_json(item):
     """An item as this script prints it."""
-    return {
+    shown = {
         "service": item["service"],
         "account": item["account"],
         "kind": item["kind"],
@@ -57,6 +57,15 @@ def item_json(item):
         "attributes": dict(sorted(item["attributes"].items())),
         "secret_base64": base64.b64encode(item["secret"]).decode("ascii"),
     }
+    # FORMAT.md 7.1: the expiry, and what a companion item (a previous version, a refresh
+    # token) is to the item it belongs to.
+    if "expires_ms" in item:
+        shown["expires_ms"] = item["expires_ms"]
+        shown["expires"] = iso_ms(item["expires_ms"])
+    for field in ("previous_id", "companion", "companion_id"):
+        if field in item:
+            shown[field] = item[field]
+    return shown
 
 
 def nfc(text):

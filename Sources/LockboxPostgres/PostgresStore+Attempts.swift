@@ -21,7 +21,7 @@ extension PostgresStore: PinAttemptLedger {
             let rows = try await store.client.query(
                 """
                 SELECT evaluate, counted::int8, decided_at, locked_until
-                FROM lockbox.begin_pin_attempt(\(address), \(lockout.delays), \(Int32(lockout.disableAfter)))
+                FROM lockbox.begin_pin_attempt(\(address), \(lockout.delays), \(Int32(lockout.evaluationLimit)))
                 """, logger: store.logger)
             var decision: PinAttemptDecision?
             for try await (evaluate, counted, decidedAt, lockedUntil) in rows.decode((Bool, Int, Date, Date?).self) {

@@ -350,9 +350,7 @@ public final class PostgresStore: AsyncSecretStore {
         _ secret: SecretBytes, for key: ItemKey, options: ItemOptions, created: Date, modified: Date,
         address: [UInt8], _ records: VaultRecords
     ) -> (metadata: [UInt8], secret: [UInt8]) {
-        let metadata = ItemMetadata(
-            key: key, kind: options.kind, label: options.resolvedLabel(for: key),
-            created: created, modified: modified, attributes: options.attributes, access: options.access)
+        let metadata = ItemMetadata(key: key, options: options, created: created, modified: modified)
         let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: secret), address: address)
         return (sealedMetadata, records.sealSecret(secret, address: address, metadata: sealedMetadata))
     }

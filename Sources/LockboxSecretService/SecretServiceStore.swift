@@ -28,6 +28,9 @@ public final class SecretServiceStore: SecretStore {
     static let formatVersion = "1"
     static let kindAttribute = "lockbox:kind"
     static let accessAttribute = "lockbox:access"
+    /// The prefix of the expiry and the bookkeeping of the previous version and companions
+    /// (`lockbox:expires`, `lockbox:previous`, `lockbox:companion`, `lockbox:companion-id`).
+    static let reservedAttributePrefix = "lockbox:"
     static let userAttributePrefix = "lockbox:attr:"
     static let schemaAttribute = "xdg:schema"
     static let schemaName = "org.freedesktop.Secret.Generic"
@@ -89,6 +92,9 @@ public final class SecretServiceStore: SecretStore {
         attributes[Self.formatAttribute] = Self.formatVersion
         attributes[Self.kindAttribute] = options.kind.rawValue
         if options.access != .always { attributes[Self.accessAttribute] = options.access.rawValue }
+        for (name, value) in ReservedAttributes.encode(expires: options.expires, reserved: options.reserved) {
+            attributes[Self.reservedAttributePrefix + name] = value
+        }
         attributes[Self.schemaAttribute] = Self.schemaName
         for (name, value) in options.attributes { attributes[Self.userAttributePrefix + name] = value }
         let label = options.resolvedLabel(for: key)
@@ -246,10 +252,26 @@ public final class SecretServiceStore: SecretStore {
         }
         // An unknown access value is read as the strictest known one, never as "always".
         let access = attributes[accessAttribute].map { ItemAccess(rawValue: $0) ?? .freshAuthentication } ?? .always
-        return ItemMetadata(
+        var metadata = ItemMetadata(
             key: key, kind: ItemKind(rawValue: attributes[kindAttribute] ?? ItemKind.generic.rawValue), label: label,
             created: Date(timeIntervalSince1970: Double(created)),
             modified: Date(timeIntervalSince1970: Double(modified)),
             attributes: extra, access: access)
+        // Any process of the user can write these attributes: an expiry that cannot be read is
+        // taken as passed (the strictest reading, as for access), other bookkeeping as absent.
+        switch ReservedAttributes.decode({ attributes[reservedAttributePrefix + $0] }) {
+        case let .success((expires, reserved)):
+            metadata.expires = expires
+            metadata.reserved = reserved
+        case let .failure(malformed):
+            if malformed.name == ReservedAttributes.expires { metadata.expires = Date(timeIntervalSince1970: 0) }
+            var lenient = attributes
+            lenient.removeValue(forKey: reservedAttributePrefix + malformed.name)
+            if case let .success((expires, reserved)) = ReservedAttributes.decode({ lenient[reservedAttributePrefix + $0] }) {
+                metadata.expires = metadata.expires ?? expires
+                metadata.reserved = reserved
+            }
+        }
+        return metadata
     }
 }

@@ -466,12 +466,16 @@ public enum KnownAnswerTests {
                 throw VectorError("item \(index): timestamps must be within +-2^53 ms, where Lockbox keeps them exactly")
             }
             guard let access = ItemAccess(rawValue: accessName) else { throw VectorError("item \(index): unknown access \(accessName)") }
-            let metadata = ItemMetadata(
+            var metadata = ItemMetadata(
                 key: ItemKey(service: try item.string("service"), account: try item.string("account")),
                 kind: ItemKind(rawValue: try item.string("kind")), label: try item.string("label"),
                 created: VaultPayload.date(milliseconds: created),
                 modified: VaultPayload.date(milliseconds: modified),
-                attributes: try item.stringMap("attributes"), access: access)
+                attributes: try item.stringMap("attributes"), access: access,
+                expires: try item.optionalInteger("expires_ms").map { VaultPayload.date(milliseconds: $0) })
+            metadata.reserved = ItemReserved(
+                previousID: try item.optionalString("previous_id"), companion: try item.optionalString("companion"),
+                companionID: try item.optionalString("companion_id"))
             let entry = VaultEntry(metadata: metadata, secret: SecretBytes(copying: try item.hex("secret_hex")))
             entries.append(VaultVectorBuilder.RowInput(
                 entry: entry, metadataNonce: nonces ? try item.hex("metadata_nonce_hex") : [],
@@ -563,6 +567,9 @@ public enum KnownAnswerTests {
         guard actual.kind == expected.kind, actual.label == expected.label, actual.access == expected.access,
               actual.attributes == expected.attributes
         else { throw VectorError("item \(key): kind, label, access or attributes differ") }
+        guard actual.expires.map(VaultPayload.milliseconds) == expected.expires.map(VaultPayload.milliseconds),
+              actual.reserved == expected.reserved
+        else { throw VectorError("item \(key): expiry or previous-version bookkeeping differs") }
         guard VaultPayload.milliseconds(actual.created) == VaultPayload.milliseconds(expected.created),
               VaultPayload.milliseconds(actual.modified) == VaultPayload.milliseconds(expected.modified)
         else { throw VectorError("item \(key): timestamps differ") }

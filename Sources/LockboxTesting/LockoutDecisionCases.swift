@@ -18,13 +18,14 @@ public enum LockoutDecisionCases {
 
         /// What the case is, for a test's output.
         public var description: String {
-            "delays \(policy.delays), disable after \(policy.disableAfter): \(failures) failures, "
+            "delays \(policy.delays), wipe after \(policy.wipeAfter.map(String.init) ?? "never"), disable after \(policy.disableAfter): \(failures) failures, "
                 + "\(secondsSinceLastAttempt.map { "\($0) s since the last" } ?? "no last attempt") → \(expected)"
         }
     }
 
     private static let phone = LockoutPolicy.default  // 0,0,0,0,60,300,900,900,3600
     private static let strict = LockoutPolicy(uncheckedDelays: [0, 30], disableAfter: 3)
+    private static let wiping = LockoutPolicy(uncheckedDelays: [0, 0, 30], wipeAfter: 3, disableAfter: 5)
 
     /// Every case.
     public static let all: [Case] = [
@@ -42,14 +43,18 @@ public enum LockoutDecisionCases {
         Case(policy: strict, failures: 1, secondsSinceLastAttempt: 0, expected: .evaluate),
         Case(policy: strict, failures: 2, secondsSinceLastAttempt: 5, expected: .wait(seconds: 25)),
         Case(policy: strict, failures: 3, secondsSinceLastAttempt: 99_999, expected: .disabled),
+        Case(policy: wiping, failures: 2, secondsSinceLastAttempt: 1, expected: .evaluate),
+        Case(policy: wiping, failures: 3, secondsSinceLastAttempt: 1, expected: .wipe),
+        Case(policy: wiping, failures: 3, secondsSinceLastAttempt: 99_999, expected: .wipe),
+        Case(policy: wiping, failures: 7, secondsSinceLastAttempt: 99_999, expected: .wipe),
     ]
 }
 
 extension LockoutPolicy {
     /// A policy of known-good values, for the table (the checking initialiser throws).
-    fileprivate init(uncheckedDelays delays: [Double], disableAfter: Int) {
+    fileprivate init(uncheckedDelays delays: [Double], wipeAfter: Int? = nil, disableAfter: Int) {
         do {
-            try self.init(delays: delays, disableAfter: disableAfter)
+            try self.init(delays: delays, wipeAfter: wipeAfter, disableAfter: disableAfter)
         } catch {
             preconditionFailure("the table's policy breaks a rule: \(error)")
         }

@@ -115,6 +115,8 @@ enum ExitStatus: Int32, CaseIterable {
     case cancelled = 13
     case itemExists = 14
     case itemChanged = 15
+    case itemExpired = 16
+    case noPreviousVersion = 17
     case noSessionBus = 20
     case noSecretService = 21
     case keyringLocked = 22
@@ -172,6 +174,8 @@ extension ExitStatus {
         case .cancelled: return "not confirmed"
         case .itemExists: return "item exists"
         case .itemChanged: return "item changed meanwhile"
+        case .itemExpired: return "item expired"
+        case .noPreviousVersion: return "no previous version kept"
         case .noSessionBus: return "no D-Bus session bus"
         case .noSecretService: return "no Secret Service provider"
         case .keyringLocked: return "keyring locked"
@@ -303,6 +307,11 @@ enum ErrorTable {
         .kernelKeyringUnavailable: Entry(exit: .kernelKeyringUnavailable),
         .sessionExpired: Entry(exit: .sessionExpired),
         .noTokens: Entry(exit: .noTokens) { _ in "Store them with `lockbox token set`." },
+        .itemExpired: .lockbox(.itemExpired) { error in
+            guard case let .itemExpired(service, account, _) = error else { return nil }
+            return "Store a new value with `lockbox set`, read it anyway with `lockbox get --allow-expired '\(service)' '\(account)'`, or remove expired items with `lockbox wipe --expired`."
+        },
+        .noPreviousVersion: Entry(exit: .noPreviousVersion) { _ in "Keep one on the next rotation with `lockbox set --keep-previous`." },
         // TPM failures (LockboxTPM's TPMError): a refused PIN exits as any wrong PIN does.
         .tpmUnavailable: Entry(exit: .noTPM) { error in
             if (error as? TPMError)?.timeout != nil {

@@ -18,7 +18,7 @@ struct GitCredential: ParsableCommand {
             Set up: git config --global credential.helper '!lockbox git-credential' (or put a link named \
             git-credential-lockbox to lockbox on PATH and use credential.helper lockbox). Git appends the \
             operation and writes the credential's attributes (protocol, host, path, username, password, \
-            password_expiry_utc) to standard input; `get` answers on standard output, or prints nothing \
+            password_expiry_utc, oauth_refresh_token) to standard input; `get` answers on standard output, or prints nothing \
             when nothing matches. Other attributes and other operations are ignored, as git's protocol asks.
 
             The credential for PROTOCOL://HOST[/PATH] is stored as service git:PROTOCOL://HOST[/PATH] and \
@@ -27,7 +27,10 @@ struct GitCredential: ParsableCommand {
             stored one; a credential whose password_expiry_utc has passed is not returned. `erase` with a \
             password removes the stored credential only if it holds that password (so rejecting a \
             mistyped password keeps the good one). An unchanged credential is not rewritten, and one \
-            stored with `lockbox set --protected` stays protected. oauth_refresh_token is not stored.
+            stored with `lockbox set --protected` stays protected. password_expiry_utc is the item's expiry \
+            (`lockbox list` shows it; `lockbox wipe --expired` removes the credential once it passed); \
+            oauth_refresh_token is kept with the credential (not listed on its own), returned by `get` \
+            and erased with it.
 
             Unlocking without a prompt: open a window (`lockbox unlock`), or name a key file \
             (LOCKBOX_KEY_FILE, or '!lockbox git-credential --key-file PATH'); on a desktop the Secret \
@@ -76,7 +79,7 @@ struct GitCredential: ParsableCommand {
         }
         let now = Date().timeIntervalSince1970
         for item in candidates {
-            if let expiry = GitCredentialDescription.expiry(of: item), Double(expiry) <= now {
+            if let expiry = GitCredentialDescription.expiry(of: item), Double(expiry) <= now || item.isExpired() {
                 Trace.log("git-credential: '\(item.key.account)' expired at \(expiry); not returned")
                 continue
             }
@@ -84,7 +87,8 @@ struct GitCredential: ParsableCommand {
                 Console.status("lockbox: the user name of an item of '\(service)' holds a newline or NUL, which git's protocol cannot carry; skipped")
                 continue
             }
-            guard let password = try vault.get(service: service, account: item.key.account) else { continue }
+            guard let password = try vault.get(service: service, account: item.key.account, allowExpired: true) else { continue }
+            let refreshToken = try vault.companion(.oauthRefreshToken, service: service, account: item.key.account)
             let transmittable = password.withUnsafeBytes { !$0.contains(UInt8(ascii: "\n")) && !$0.contains(0) }
             guard transmittable else {
                 Console.status("lockbox: the password of '\(item.key.account)' on '\(service)' holds a newline or NUL, which git's protocol cannot carry; skipped")
@@ -96,6 +100,11 @@ struct GitCredential: ParsableCommand {
             _ = try output.writeAll("\n".utf8)
             if let expiry = GitCredentialDescription.expiry(of: item) {
                 _ = try output.writeAll("password_expiry_utc=\(expiry)\n".utf8)
+            }
+            if let refreshToken, refreshToken.withUnsafeBytes({ !$0.contains(UInt8(ascii: "\n")) && !$0.contains(0) }) {
+                _ = try output.writeAll("\(GitCredentialDescription.refreshTokenAttribute)=".utf8)
+                _ = try refreshToken.withUnsafeBytes { try output.writeAll($0) }
+                _ = try output.writeAll("\n".utf8)
             }
             return
         }
@@ -113,21 +122,32 @@ struct GitCredential: ParsableCommand {
         }
         var attributes = ["protocol": description.protocolName ?? "", "host": description.host ?? ""]
         if let path = description.path { attributes["path"] = path }
-        if let expiry = description.passwordExpiry { attributes[GitCredentialDescription.expiryAttribute] = String(expiry) }
+        // password_expiry_utc is the item's expiry, the one every item has.
+        let expires = try description.passwordExpiry.map { seconds -> Date in
+            guard abs(seconds) < 1 << 38 else { throw LockboxError.invalidArgument("git sent a password_expiry_utc out of range") }
+            return Date(timeIntervalSince1970: Double(seconds))
+        }
         let vault = try vaultOptions.openVault()
         let existing = try vault.metadata(service: service, account: username)
         // git approves after every successful use: an unchanged credential is not rewritten.
         if let existing, existing.kind == .password, existing.attributes == attributes,
-           let stored = try? vault.get(service: service, account: username), stored == password {
+           GitCredentialDescription.expiry(of: existing) == description.passwordExpiry,
+           let stored = try? vault.get(service: service, account: username, allowExpired: true), stored == password,
+           (try? vault.companion(.oauthRefreshToken, service: service, account: username)) == description.refreshToken {
             Trace.log("git-credential: '\(username)' on '\(service)' is unchanged; not rewritten")
             return
         }
         // A credential the user protected (`lockbox set --protected`) stays protected.
+        let access = existing?.access ?? .always
         try vault.set(
-            password, service: service, account: username, kind: .password,
-            label: "Git credential for \(service.dropFirst(GitCredentialDescription.servicePrefix.count))",
-            attributes: attributes, access: existing?.access ?? .always)
-        Trace.log("git-credential: stored '\(username)' on '\(service)'")
+            password, service: service, account: username,
+            changes: ItemChanges(
+                kind: .password, label: "Git credential for \(service.dropFirst(GitCredentialDescription.servicePrefix.count))",
+                attributes: attributes, access: access, expires: expires))
+        // The refresh token git sent goes with the password; none sent, none kept (it belonged
+        // to the password replaced).
+        try vault.setCompanion(.oauthRefreshToken, description.refreshToken, service: service, account: username, kind: .token, access: access)
+        Trace.log("git-credential: stored '\(username)' on '\(service)'\(description.refreshToken == nil ? "" : " with its OAuth refresh token")")
     }
 
     /// Removes the matching credentials: of that user (or all users of the service), and only
@@ -156,11 +176,16 @@ struct GitCredentialDescription {
     var password: SecretBytes?
     /// `password_expiry_utc`: when the password stops working, in seconds since the epoch.
     var passwordExpiry: Int64?
+    /// `oauth_refresh_token`: what renews an OAuth access token used as the password.
+    var refreshToken: SecretBytes?
 
     /// Services of git credentials start with this.
     static let servicePrefix = "git:"
-    /// The item attribute that keeps `password_expiry_utc`.
+    /// git's name of the expiry (an item's ``ItemMetadata/expires``; credentials stored before
+    /// Lockbox had expiries keep it as an attribute of this name, still read).
     static let expiryAttribute = "password_expiry_utc"
+    /// git's name of the OAuth refresh token.
+    static let refreshTokenAttribute = "oauth_refresh_token"
     /// The longest line read: a password of the largest secret size plus its key.
     static let lineLimit = ItemLimits.maxSecretBytes + 64
 
@@ -190,6 +215,10 @@ struct GitCredentialDescription {
                     description.password = SecretBytes(copying: value)
                     return
                 }
+                if key == refreshTokenAttribute {
+                    description.refreshToken = value.isEmpty ? nil : SecretBytes(copying: value)
+                    return
+                }
                 // Invalid UTF-8 is refused, never folded into U+FFFD: two different hosts, paths
                 // or user names must never become one item's address.
                 guard let text = String(validating: value, as: UTF8.self) else {
@@ -204,7 +233,7 @@ struct GitCredentialDescription {
                 case "path": description.path = text
                 case "username": description.username = text
                 case expiryAttribute: description.passwordExpiry = Int64(text)
-                default: break  // e.g. url, wwwauth[], capability[], oauth_refresh_token
+                default: break  // e.g. url, wwwauth[], capability[]
                 }
             }
         }
@@ -212,7 +241,8 @@ struct GitCredentialDescription {
 
     /// The recorded `password_expiry_utc` of a stored credential, if any.
     static func expiry(of item: ItemMetadata) -> Int64? {
-        item.attributes[expiryAttribute].flatMap { Int64($0) }
+        if let expires = item.expires { return Int64((expires.timeIntervalSince1970).rounded(.down)) }
+        return item.attributes[expiryAttribute].flatMap { Int64($0) }
     }
 
     /// Whether git's line protocol can carry `value` (no newline, no NUL).

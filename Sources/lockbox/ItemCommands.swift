@@ -34,6 +34,14 @@ struct SetItem: ParsableCommand {
     var noClobber = false
     @Option(help: ArgumentHelp("Write only if the item's secret is still the one read from this descriptor (compare-and-set; exit 15 if it changed).", valueName: "fd"))
     var ifCurrentFd: Int32?
+    @Option(help: ArgumentHelp(
+        "When the secret expires: a duration from now (30s, 15m, 12h, 7d, 2w, 1h30m) or a date (2026-12-31, 2026-12-31T18:00:00Z). `get` then refuses it (exit 16) and `wipe --expired` removes it. Default: never; a value stored without --expires does not expire.",
+        valueName: "duration|date"))
+    var expires: String?
+    @Flag(help: "Keep the value this replaces, readable with `get --previous` until --grace ends or the next rotation; `restore` puts it back. One previous value at most; a rotation without this flag drops it.")
+    var keepPrevious = false
+    @Option(help: ArgumentHelp("How long --keep-previous keeps the replaced value: a duration as for --expires. Default: 24h.", valueName: "duration"))
+    var grace: String?
 
     func validate() throws {
         if vaultOptions.passphraseFd == 0 {
@@ -46,6 +54,9 @@ struct SetItem: ParsableCommand {
         if ifCurrentFd == 0 || (ifCurrentFd != nil && ifCurrentFd == vaultOptions.passphraseFd) {
             throw ValidationError("--if-current-fd needs a descriptor of its own (standard input carries the new secret)")
         }
+        if grace != nil && !keepPrevious { throw ValidationError("--grace says how long --keep-previous keeps the replaced value; give --keep-previous too") }
+        if let expires { _ = try ExpiryArguments.expiry(expires) }
+        if let grace { _ = try ExpiryArguments.duration(grace, option: "--grace") }
     }
 
     func run() throws {
@@ -64,9 +75,13 @@ struct SetItem: ParsableCommand {
         } else {
             condition = noClobber ? .ifAbsent : .always
         }
+        let changes = ItemChanges(
+            kind: kind.map(ItemKind.init(rawValue:)), label: label, attributes: attributes.isEmpty ? nil : parsed,
+            access: protected.map { $0 ? .freshAuthentication : .always }, expires: try expires.map { try ExpiryArguments.expiry($0) })
+        var gracePeriod: Duration?
+        if keepPrevious { gracePeriod = try grace.map { try ExpiryArguments.duration($0, option: "--grace") } ?? Vault.defaultGracePeriod }
         let written = try vault.set(
-            secret, service: service, account: account, kind: kind.map(ItemKind.init(rawValue:)), label: label,
-            attributes: attributes.isEmpty ? nil : parsed, access: protected.map { $0 ? .freshAuthentication : .always }, when: condition)
+            secret, service: service, account: account, changes: changes, when: condition, keepingPreviousFor: gracePeriod)
         guard written else {
             if case .ifAbsent = condition { throw CLIError.itemExists(service: service, account: account) }
             throw CLIError.itemChanged(service: service, account: account)
@@ -79,14 +94,33 @@ struct GetItem: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
         abstract: "Print a secret, and nothing else, to standard output.",
-        discussion: "A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such item.").parsedOnItsOwn()
+        discussion: """
+            A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such \
+            item, 16 if its expiry (`set --expires`) has passed, 17 if --previous finds no previous value.
+            """).parsedOnItsOwn()
 
     @OptionGroup var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
+    @Flag(help: "Print the secret even if its expiry has passed.") var allowExpired = false
+    @Flag(help: "Print the value the last `set --keep-previous` replaced, while its grace period lasts.") var previous = false
+
+    func validate() throws {
+        if previous && allowExpired { throw ValidationError("--previous and --allow-expired: a previous value is readable only during its grace period") }
+    }
 
     func run() throws {
-        let secret = try vaultOptions.openVault().require(service: service, account: account)
+        let vault = try vaultOptions.openVault()
+        let secret: SecretBytes
+        if previous {
+            guard let found = try vault.previous(service: service, account: account) else {
+                if try vault.metadata(service: service, account: account) == nil { throw LockboxError.itemNotFound(service: service, account: account) }
+                throw LockboxError.noPreviousVersion(service: service, account: account)
+            }
+            secret = found
+        } else {
+            secret = try vault.require(service: service, account: account, allowExpired: allowExpired)
+        }
         Trace.log("read '\(account)' on '\(service)'; writing it to standard output")
         _ = try secret.withUnsafeBytes { bytes in try FileDescriptor.standardOutput.writeAll(bytes) }
         if isatty(STDOUT_FILENO) == 1 { _ = try FileDescriptor.standardOutput.writeAll("\n".utf8) }
@@ -121,6 +155,7 @@ struct ListItems: ParsableCommand {
     @Flag(help: "Print a JSON array instead of a table.") var json = false
     @Flag(help: "Print one JSON object per line as each item is read, unsorted: on a format-2 vault, memory does not grow with the item count.")
     var jsonLines = false
+    @Flag(help: "Only items whose expiry (`set --expires`) has passed.") var expired = false
 
     func validate() throws {
         if json && jsonLines { throw ValidationError("--json and --json-lines: choose one") }
@@ -128,25 +163,31 @@ struct ListItems: ParsableCommand {
 
     func run() throws {
         if jsonLines { return try streamJSONLines() }
-        let items = try Vault(store: try vaultOptions.openStore()).list(service: service)
+        let now = Date()
+        let items = try Vault(store: try vaultOptions.openStore()).list(service: service).filter { !expired || $0.isExpired(at: now) }
         if json {
             try Console.printJSON(items.map(ListedItem.init))
             return
         }
         if items.isEmpty {
+            if expired { return Console.status("No expired items.") }
             Console.status(service.map { "No items for service '\(Console.escapingControlCharacters($0))'." } ?? "The vault is empty.")
             return
         }
         // Names and labels are data anyone who could write the store chose: a newline or an
         // escape sequence in one must not rewrite the user's terminal (JSON output stays exact).
-        let rows = [["SERVICE", "ACCOUNT", "KIND", "MODIFIED", "LABEL"]] + items.map {
-            [$0.service, $0.account, $0.kind.rawValue + ($0.access == .freshAuthentication ? " (protected)" : ""),
-             $0.modified.formatted(.iso8601), $0.label].map(Console.escapingControlCharacters)
+        // EXPIRES: when the secret expires ("expired" once passed); "+previous" in KIND: the
+        // item holds the value a `set --keep-previous` replaced, until the time shown.
+        let rows = [["SERVICE", "ACCOUNT", "KIND", "MODIFIED", "EXPIRES", "LABEL"]] + items.map { item in
+            var kind = item.kind.rawValue + (item.access == .freshAuthentication ? " (protected)" : "")
+            if let until = item.previousUntil { kind += " (+previous until \(until.formatted(.iso8601)))" }
+            let expires = item.expires.map { ($0 <= now ? "expired " : "") + $0.formatted(.iso8601) } ?? "never"
+            return [item.service, item.account, kind, item.modified.formatted(.iso8601), expires, item.label].map(Console.escapingControlCharacters)
         }
-        let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
-            let padded = (0..<4).map { Console.leftAligned(row[$0], width: widths[$0]) }
-            print((padded + [row[4]]).joined(separator: "  "))
+            let padded = (0..<5).map { Console.leftAligned(row[$0], width: widths[$0]) }
+            print((padded + [row[5]]).joined(separator: "  "))
         }
     }
 
@@ -158,7 +199,10 @@ struct ListItems: ParsableCommand {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
+        let now = Date()
         func line(_ item: ItemMetadata) throws {
+            // Companions (a previous value, a refresh token) are not items of their own.
+            guard !item.isCompanion, !expired || item.isExpired(at: now) else { return }
             print(String(decoding: try encoder.encode(ListedItem(item)), as: UTF8.self))
         }
         if let vault = store as? SQLiteVaultStore {
@@ -168,10 +212,12 @@ struct ListItems: ParsableCommand {
         }
     }
 
-    /// The JSON shape of one listed item.
+    /// The JSON shape of one listed item. `expires` and `previousUntil` are left out when
+    /// there is none (`--json-lines` never gives `previousUntil`: it reads each row on its own).
     struct ListedItem: Encodable {
         var service, account, kind, label, access: String
         var created, modified: Date
+        var expires, previousUntil: Date?
         var attributes: [String: String]
 
         init(_ item: ItemMetadata) {
@@ -182,6 +228,8 @@ struct ListItems: ParsableCommand {
             access = item.access.rawValue
             created = item.created
             modified = item.modified
+            expires = item.expires
+            previousUntil = item.previousUntil
             attributes = item.attributes
         }
     }
@@ -190,22 +238,36 @@ struct ListItems: ParsableCommand {
 struct Wipe: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wipe",
-        abstract: "Remove every item of one service, or of the whole vault.",
-        discussion: "Asks for confirmation on the terminal unless --yes; without a terminal, --yes is required.")
+        abstract: "Remove every item of one service, or of the whole vault, or the expired ones.",
+        discussion: """
+            Asks for confirmation on the terminal unless --yes; without a terminal, --yes is required. \
+            --expired (alone, or with --service) removes the items whose expiry has passed, and the \
+            previous values whose grace period ended; it asks nothing, since those are already refused.
+            """)
 
     @OptionGroup var vaultOptions: VaultOptions
     @Option(help: "Remove this service's items.") var service: String?
     @Flag(help: "Remove every item in the vault.") var all = false
+    @Flag(help: "Remove only the items whose expiry (`set --expires`) has passed (with --service: of that service).") var expired = false
     @Flag(help: "Do not ask for confirmation.") var yes = false
 
     func validate() throws {
+        if expired {
+            if all { throw ValidationError("--expired and --all: --expired removes only expired items; give --service to limit it to one service") }
+            return
+        }
         if (service == nil) == (!all) {
-            throw ValidationError("say what to wipe: --service NAME or --all (one of them)")
+            throw ValidationError("say what to wipe: --service NAME, --all or --expired (one of them)")
         }
     }
 
     func run() throws {
         let vault = Vault(store: try vaultOptions.openStore())
+        if expired {
+            let removed = try vault.wipeExpired(service: service)
+            Console.status("Removed \(removed.count) expired item(s)\(service.map { " of service '\(Console.escapingControlCharacters($0))'" } ?? "").")
+            return
+        }
         let scope = service.map { "service '\($0)'" } ?? "the whole vault"
         if !yes {
             let count = try vault.list(service: service).count
@@ -281,5 +343,36 @@ enum Console {
     static func write(_ text: String) {
         var text = text
         text.withUTF8 { bytes in _ = try? FileDescriptor.standardError.writeAll(UnsafeRawBufferPointer(bytes)) }
+    }
+}
+
+struct RestoreItem: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Put back the value the last `set --keep-previous` replaced.",
+        discussion: """
+            The value restored replaces the current one, which becomes the previous value for --grace, so \
+            a restore can itself be undone with another restore. Kind, label, attributes and protection are \
+            kept; the restored value does not expire. Exit code 2 if there is no such item, 17 if it holds no \
+            previous value (none kept, the grace period ended, or a later rotation dropped it), 15 if the item \
+            changed meanwhile.
+            """).parsedOnItsOwn()
+
+    @OptionGroup var vaultOptions: VaultOptions
+    @Argument(help: "The service.") var service: String
+    @Argument(help: "The account.") var account: String
+    @Option(help: ArgumentHelp("How long the value replaced stays the previous one: a duration as for `set --expires`. Default: 24h.", valueName: "duration"))
+    var grace: String?
+
+    func validate() throws {
+        if let grace { _ = try ExpiryArguments.duration(grace, option: "--grace") }
+    }
+
+    func run() throws {
+        let gracePeriod = try grace.map { try ExpiryArguments.duration($0, option: "--grace") } ?? Vault.defaultGracePeriod
+        guard try vaultOptions.openVault().restorePrevious(service: service, account: account, keepingReplacedFor: gracePeriod) else {
+            throw CLIError.itemChanged(service: service, account: account)
+        }
+        Console.status("Restored the previous value of '\(Console.escapingControlCharacters(account))' on '\(Console.escapingControlCharacters(service))'.")
     }
 }

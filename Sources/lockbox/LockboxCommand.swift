@@ -29,7 +29,7 @@ struct LockboxCommand: ParsableCommand {
             """,
         version: version,
         subcommands: [
-            Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self,
+            Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self, RestoreItem.self,
             Passwd.self, RotateKey.self, Convert.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
             Exec.self, GitCredential.self, DockerCredential.self,
         ]
@@ -192,6 +192,7 @@ struct LockboxCommand: ParsableCommand {
         case "get":
             var get = GetItem()
             (get.vaultOptions, get.service, get.account) = (options, positionals[0], positionals[1])
+            (get.allowExpired, get.previous) = (false, false)
             command = get
         case "delete":
             var delete = DeleteItem()
@@ -201,12 +202,14 @@ struct LockboxCommand: ParsableCommand {
             var list = ListItems()
             (list.vaultOptions, list.service) = (options, values["--service"])
             (list.json, list.jsonLines) = (flags.contains("--json"), flags.contains("--json-lines"))
+            list.expired = false
             command = list
         default:
             var set = SetItem()
             (set.vaultOptions, set.service, set.account) = (options, positionals[0], positionals[1])
             (set.kind, set.label, set.attributes, set.raw, set.allowEmpty, set.protected) = (nil, nil, [], false, false, nil)
             (set.noClobber, set.ifCurrentFd) = (false, nil)
+            (set.expires, set.keepPrevious, set.grace) = (nil, false, nil)
             command = set
         }
         do {

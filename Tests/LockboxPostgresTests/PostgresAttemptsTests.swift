@@ -293,8 +293,9 @@ extension PostgresStoreTests {
 
 extension PostgresStoreTests {
     /// The PostgreSQL ledger's `begin_pin_attempt` against the table every lockout decision must
-    /// give (LockboxTesting's `LockoutDecisionCases`, which `LockoutPolicy.decide` passes too):
-    /// the two implementations of the rule cannot drift apart.
+    /// give (LockboxTesting's `LockoutDecisionCases`, which `LockoutPolicy.decide` passes too),
+    /// called with the limit `PostgresStore` passes (the policy's `evaluationLimit`): the two
+    /// implementations of the rule cannot drift apart.
     @Test func theLedgerFunctionAgreesWithTheLockoutDecisionTable() async throws {
         guard let cluster = try Cluster.current("lockout table") else { return }
         let store = try await makeStore(cluster)
@@ -308,13 +309,14 @@ extension PostgresStoreTests {
             let delays = testCase.policy.delays.map { String($0) }.joined(separator: ",")
             let answer = try cluster.psql("""
                 SELECT evaluate, coalesce(extract(epoch FROM locked_until - decided_at)::text, '') FROM lockbox.begin_pin_attempt(
-                    '\\x\(String(repeating: "ab", count: 32))', ARRAY[\(delays)]::float8[], \(testCase.policy.disableAfter))
+                    '\\x\(String(repeating: "ab", count: 32))', ARRAY[\(delays)]::float8[], \(testCase.policy.evaluationLimit))
                 """).trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|", omittingEmptySubsequences: false)
             let evaluate = answer.first == "t", remaining = answer.count > 1 ? Double(answer[1]) : nil
             switch testCase.expected {
             case .evaluate:
                 #expect(evaluate, "\(testCase): the database answered \(answer)")
-            case .disabled:
+            case .disabled, .wipe:
+                // A refusal without a delay; PinGuard tells the two apart by the count.
                 #expect(!evaluate && remaining == nil, "\(testCase): the database answered \(answer)")
             case .wait(let seconds):
                 #expect(!evaluate && remaining.map { abs($0 - seconds) < 1 } == true, "\(testCase): the database answered \(answer)")

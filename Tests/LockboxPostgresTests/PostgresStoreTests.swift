@@ -128,6 +128,43 @@ struct PostgresStoreTests {
         await store.shutdown()
     }
 
+    @Test func expiryAndThePreviousVersionLiveInTheSealedRowsWithoutASchemaChange() async throws {
+        guard let cluster = try Cluster.current("expiry and previous versions") else { return }
+        let store = try await makeStore(cluster)
+        let vault = Vault(store: store)
+        let expires = Date(timeIntervalSince1970: 4_102_444_800)
+        try await vault.set(secret("old"), service: "ci", account: "gone", changes: ItemChanges(expires: Date().addingTimeInterval(-5)))
+        try await vault.set(secret("live"), service: "ci", account: "live", changes: ItemChanges(expires: expires))
+        await #expect(throws: LockboxError.self) { _ = try await vault.get(service: "ci", account: "gone") }
+        do {
+            _ = try await vault.get(service: "ci", account: "gone")
+        } catch let error as LockboxError {
+            #expect(error.code == .itemExpired)
+        }
+        #expect(text(try await vault.get(service: "ci", account: "gone", allowExpired: true)) == "old")
+        #expect(try await vault.metadata(service: "ci", account: "live")?.expires == expires)
+
+        try await vault.set(secret("v1"), service: "db", account: "app", changes: ItemChanges())
+        try await vault.set(secret("v2"), service: "db", account: "app", changes: ItemChanges(), keepingPreviousFor: .seconds(600))
+        #expect(text(try await vault.get(service: "db", account: "app")) == "v2")
+        #expect(text(try await vault.previous(service: "db", account: "app")) == "v1")
+        #expect(try await vault.list(service: "db").map(\.account) == ["app"])
+        #expect(try await store.list(service: "db").count == 2, "the previous value is a sealed row of its own")
+
+        // Another host sees the same, through another pool.
+        let otherStore = try await PostgresStore.open(cluster.url, credentials: [.passphrase(secret("fleet words"))])
+        let other = Vault(store: otherStore)
+        #expect(text(try await other.previous(service: "db", account: "app")) == "v1")
+        #expect(try await other.metadata(service: "ci", account: "live")?.expires == expires)
+        #expect(try await other.restorePrevious(service: "db", account: "app"))
+        #expect(text(try await vault.get(service: "db", account: "app")) == "v1")
+        #expect(text(try await vault.previous(service: "db", account: "app")) == "v2")
+        #expect(try await vault.wipeExpired() == [ItemKey(service: "ci", account: "gone")])
+        #expect(try await vault.list().map(\.account).sorted() == ["app", "live"])
+        await otherStore.shutdown()
+        await store.shutdown()
+    }
+
     @Test func createRefusesAnExistingVaultAndOpenRefusesWrongCredentials() async throws {
         guard let cluster = try Cluster.current("create and open refusals") else { return }
         #expect(lockboxCode(await thrown { try await PostgresStore.open(cluster.url, credentials: [.key(Self.key)]) }) == .vaultNotFound)

@@ -20,6 +20,8 @@ let everyLockboxError: [LockboxError] = [
     .pinStoreUnprotected(store: "SecretServiceStore"),
     .reauthenticationRequired("r"), .kernelKeyringUnavailable(detail: "d"), .sessionExpired(service: "s", account: "a"),
     .noTokens(service: "s", account: "a"),
+    .itemExpired(service: "s", account: "a", expired: Date(timeIntervalSince1970: 1_800_000_000)),
+    .noPreviousVersion(service: "s", account: "a"),
 ]
 
 /// One TPM error of each `TPMError.Failure`, from the response codes tpm2-tss returns for them.
@@ -44,7 +46,7 @@ struct ErrorCodeTests {
         #expect(Set(byCategory.keys) == Set(LockboxError.Category.all), "a category no error has")
         #expect(Set(LockboxError.Category.all.map(\.rawValue)).count == LockboxError.Category.all.count)
         let expected: [LockboxError.Category: Set<LockboxError.Code>] = [
-            .noEntry: [.itemNotFound, .vaultNotFound, .pinNotSet, .noTokens],
+            .noEntry: [.itemNotFound, .vaultNotFound, .pinNotSet, .noTokens, .itemExpired, .noPreviousVersion],
             .alreadyExists: [.vaultAlreadyExists],
             .badData: [.corruptVault, .unsupportedFormatVersion, .undecodableItem],
             .noStorageAccess: [.insecurePermissions, .vaultBusy, .noSessionBus, .secretServiceUnavailable, .keyringLocked,
@@ -114,6 +116,7 @@ struct ErrorCodeTests {
             .postgresProgramMissing: 27, .postgresUnavailable: 27, .postgresConnectionLost: 27, .postgresRefused: 27, .postgresSchemaTooNew: 27,
             .wrongPin: 30, .pinLockedOut: 31, .pinDisabled: 32, .pinNotSet: 33, .pinRejected: 34, .pinWiped: 35, .pinStoreUnprotected: 36,
             .reauthenticationRequired: 40, .kernelKeyringUnavailable: 41, .sessionExpired: 50, .noTokens: 52,
+            .itemExpired: 16, .noPreviousVersion: 17,
             .invalidArgument: 64, .ioFailure: 74,
         ]
         for (code, status) in expected { #expect(ErrorTable.entry(for: code).exit.rawValue == status, "\(code)") }

@@ -3,6 +3,7 @@ import Synchronization
 import SystemPackage
 import Testing
 @testable import Lockbox
+import LockboxTesting
 
 /// A clock the test moves by hand: wall time, boot ID and time since boot.
 final class TestClock: PinClock {
@@ -296,6 +297,29 @@ struct PinGuardTests {
         #expect(try vault.get(service: "kids", account: "max-token") == nil)
         #expect(try vault.string(service: "kids", account: "other") == "keep")
         #expect(outcome { try f.guardian.verify(f.profile, pin: pin("4739")) } == "notSet")
+    }
+
+    @Test("a wipe cut short is done by the next try, which is not evaluated even with the right PIN")
+    func wipeCutShort() throws {
+        let folder = try TemporaryFolder()
+        let store = FaultInjectingStore()
+        let guardian = PinGuard(store: store, hashParameters: cheapHash, clock: TestClock(), lockDirectory: folder.file("locks"))
+        let profile = PinProfile(service: "kids", name: "max")
+        let vault = Vault(store: store)
+        try vault.set("session", service: "kids", account: "max-token")
+        try guardian.set(profile, pin: pin("4739"), lockout: LockoutPolicy(delays: [0], wipeAfter: 3),
+                         wipeItems: [ItemKey(service: "kids", account: "max-token")])
+        #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(1)")
+        #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(2)")
+        // The third wrong guess is counted, and the wipe stops at its first delete (as if the
+        // process died there).
+        store.failCall(1, of: .delete, with: LockboxError.invalidArgument("the process died"))
+        #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } != "wiped")
+        #expect(try vault.get(service: "kids", account: "max-token") != nil)
+        // The right PIN now is not evaluated: the wipe is due, and done.
+        #expect(outcome { try guardian.verify(profile, pin: pin("4739")) } == "wiped")
+        #expect(try vault.get(service: "kids", account: "max-token") == nil)
+        #expect(outcome { try guardian.verify(profile, pin: pin("4739")) } == "notSet")
     }
 
     @Test("change needs the old PIN; remove clears everything")

@@ -80,6 +80,25 @@ struct SecretServiceTests {
         try await StoreContract.concurrentThreads("secret service", store)
     }
 
+    @Test("expiry and the previous version kept through a rotation, as attributes and companion items of the keyring")
+    func expiryAndPrevious() throws {
+        try store.wipeAll()
+        try ExpiryContract.expiry("secret service", store)
+        try store.wipeAll()
+        try ExpiryContract.previous("secret service", store)
+        // The expiry is an attribute other tools see; an unreadable one is taken as passed.
+        let vault = Vault(store: store)
+        try vault.set(secret("v"), service: "exp", account: "a", changes: ItemChanges(expires: Date(timeIntervalSince1970: 4_102_444_800)))
+        let found = try run("/usr/bin/secret-tool", ["search", "--all", "service", "exp", "username", "a"], environment: keyringEnvironment)
+        #expect((found.stdout + found.stderr).contains("lockbox:expires = 4102444800000"), "\(found.stdout)\(found.stderr)")
+        let stored = try run("/usr/bin/secret-tool",
+                             ["store", "--label", "forged", "service", "exp", "username", "forged", "lockbox:store", "lockbox",
+                              "lockbox:expires", "soon"], stdin: "x", environment: keyringEnvironment)
+        #expect(stored.status == 0, "\(stored.stderr)")
+        #expect(caughtError { try vault.get(service: "exp", account: "forged") }?.code == .itemExpired)
+        try store.wipeAll()
+    }
+
     @Test("secret-tool finds what Lockbox stored, with readable attributes and label")
     func secretToolReadsLockbox() throws {
         try Vault(store: store).set("interop-secret\n", service: "interop", account: "alice", kind: .token,

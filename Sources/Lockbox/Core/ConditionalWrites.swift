@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// The metadata a write gives an item, each part `nil` to keep what the item has: rotating a
 /// secret keeps its kind, label, attributes and access unless the caller names new ones. A new
 /// item takes ``ItemOptions``' defaults for the parts left `nil`.
@@ -11,19 +13,33 @@ public struct ItemChanges: Sendable, Hashable {
     /// A new access policy, or `nil` to keep the item's: an item stored with
     /// ``ItemAccess/freshAuthentication`` stays protected through a rotation.
     public var access: ItemAccess?
+    /// When the new secret expires, `nil` for never. Unlike the other parts it is not kept from
+    /// the item: an expiry belongs to the value it was given with, so a rotation that names none
+    /// stores a value that does not expire.
+    public var expires: Date?
+    /// Lockbox's bookkeeping for the new value; like the expiry, never kept from the item (a
+    /// plain rotation drops the previous version the item held).
+    package var reserved = ItemReserved()
 
-    /// Changes to the parts given; `ItemChanges()` changes only the secret.
-    public init(kind: ItemKind? = nil, label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil) {
+    /// Changes to the parts given; `ItemChanges()` changes only the secret (and stores it
+    /// without an expiry).
+    public init(
+        kind: ItemKind? = nil, label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil,
+        expires: Date? = nil
+    ) {
         self.kind = kind
         self.label = label
         self.attributes = attributes
         self.access = access
+        self.expires = expires
     }
 
     /// Changes to every part: what `options` says, its default label included. Nothing of the
     /// item there is kept, so a plain write needs no read of it first.
     public init(replacingWith options: ItemOptions) {
-        self.init(kind: options.kind, label: options.label, attributes: options.attributes, access: options.access)
+        self.init(kind: options.kind, label: options.label, attributes: options.attributes, access: options.access,
+                  expires: options.expires)
+        reserved = options.reserved
         replacement = options
     }
 
@@ -35,11 +51,14 @@ public struct ItemChanges: Sendable, Hashable {
     package func options(over existing: ItemMetadata?) -> ItemOptions {
         if let replacement { return replacement }
         let defaults = ItemOptions()
-        return ItemOptions(
+        var options = ItemOptions(
             kind: kind ?? existing?.kind ?? defaults.kind,
             label: label ?? existing?.label,
             attributes: attributes ?? existing.map { $0.attributes.filter { !$0.key.hasPrefix(ItemLimits.reservedAttributePrefix) } } ?? [:],
-            access: access ?? existing?.access ?? defaults.access)
+            access: access ?? existing?.access ?? defaults.access,
+            expires: expires)
+        options.reserved = reserved
+        return options
     }
 }
 

@@ -66,13 +66,23 @@ public struct ItemOptions: Sendable, Hashable {
     public var attributes: [String: String]
     /// When the secret may be read.
     public var access: ItemAccess
+    /// When the secret stops being valid: after it, ``Vault/get(service:account:)`` refuses it
+    /// with ``LockboxError/itemExpired(service:account:expired:)`` and ``Vault/wipeExpired(service:)``
+    /// removes it; `nil` never expires.
+    public var expires: Date?
+    /// Lockbox's own bookkeeping (the previous version, companions), kept as reserved attributes.
+    package var reserved = ItemReserved()
 
     /// Creates item options.
-    public init(kind: ItemKind = .generic, label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always) {
+    public init(
+        kind: ItemKind = .generic, label: String? = nil, attributes: [String: String] = [:], access: ItemAccess = .always,
+        expires: Date? = nil
+    ) {
         self.kind = kind
         self.label = label
         self.attributes = attributes
         self.access = access
+        self.expires = expires
     }
 
     /// The label to store for `key`: the given one, or the conventional default.
@@ -97,11 +107,19 @@ public struct ItemMetadata: Hashable, Sendable, Codable {
     public var attributes: [String: String]
     /// When the secret may be read.
     public var access: ItemAccess
+    /// When the secret stops being valid (``ItemOptions/expires``); `nil` never expires.
+    public var expires: Date?
+    /// Until when the value this item's secret replaced stays readable with
+    /// ``Vault/previous(service:account:)``; `nil` when it holds none. Filled in by ``Vault``'s
+    /// `list` and `metadata` (a store's own `list` leaves it `nil`).
+    public var previousUntil: Date?
+    /// Lockbox's own bookkeeping (the previous version, companions), kept as reserved attributes.
+    package var reserved = ItemReserved()
 
     /// Creates item metadata.
     public init(
         key: ItemKey, kind: ItemKind, label: String, created: Date, modified: Date,
-        attributes: [String: String] = [:], access: ItemAccess = .always
+        attributes: [String: String] = [:], access: ItemAccess = .always, expires: Date? = nil
     ) {
         self.key = key
         self.kind = kind
@@ -110,6 +128,23 @@ public struct ItemMetadata: Hashable, Sendable, Codable {
         self.modified = modified
         self.attributes = attributes
         self.access = access
+        self.expires = expires
+    }
+
+    /// The metadata a store gives an item written with `options` under `key`.
+    package init(key: ItemKey, options: ItemOptions, created: Date, modified: Date) {
+        self.init(key: key, kind: options.kind, label: options.resolvedLabel(for: key), created: created, modified: modified,
+                  attributes: options.attributes, access: options.access, expires: options.expires)
+        reserved = options.reserved
+    }
+
+    /// Whether the secret has expired at `now`.
+    public func isExpired(at now: Date = Date()) -> Bool {
+        expires.map { $0 <= now } ?? false
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case key, kind, label, created, modified, attributes, access, expires, previousUntil
     }
 
     /// The item's service.
@@ -139,6 +174,12 @@ public enum ItemLimits {
         guard let options else { return }
         try checkName(options.kind.rawValue, what: "kind")
         if let label = options.label { try checkName(label, what: "label", allowEmpty: true) }
+        if let expires = options.expires {
+            let milliseconds = expires.timeIntervalSince1970 * 1000
+            guard milliseconds.isFinite, abs(milliseconds) < Double(VaultPayload.timestampLimit) else {
+                throw LockboxError.invalidArgument("the expiry time is out of range")
+            }
+        }
         guard options.attributes.count <= maxAttributes else {
             throw LockboxError.invalidArgument("an item may carry at most \(maxAttributes) attributes, not \(options.attributes.count)")
         }

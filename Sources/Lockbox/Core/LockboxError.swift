@@ -99,6 +99,12 @@ public enum LockboxError: Error, Sendable, Equatable {
     case sessionExpired(service: String, account: String)
     /// No token set is stored for (service, account).
     case noTokens(service: String, account: String)
+    /// The item's secret expired at `expired` (``ItemOptions/expires``): it is not returned
+    /// unless asked for anyway.
+    case itemExpired(service: String, account: String, expired: Date)
+    /// The item holds no previous version: none was kept, its grace period ended, or a later
+    /// rotation replaced it.
+    case noPreviousVersion(service: String, account: String)
 }
 
 /// An error of a Lockbox product with a stable ``code`` and a store-neutral ``category``:
@@ -177,7 +183,7 @@ extension LockboxError {
     /// ``code`` says exactly which.
     public var category: Category {
         switch self {
-        case .itemNotFound, .vaultNotFound, .pinNotSet, .noTokens:
+        case .itemNotFound, .vaultNotFound, .pinNotSet, .noTokens, .itemExpired, .noPreviousVersion:
             return .noEntry
         case .vaultAlreadyExists:
             return .alreadyExists
@@ -274,6 +280,10 @@ extension LockboxError {
         public static let sessionExpired = Code(rawValue: "session-expired")
         /// No token set is stored.
         public static let noTokens = Code(rawValue: "no-tokens")
+        /// The item's secret expired.
+        public static let itemExpired = Code(rawValue: "item-expired")
+        /// The item holds no previous version.
+        public static let noPreviousVersion = Code(rawValue: "no-previous-version")
 
         /// Every code, in the order of ``LockboxError``'s cases.
         public static let all: [Code] = [
@@ -308,6 +318,8 @@ extension LockboxError {
             .kernelKeyringUnavailable,
             .sessionExpired,
             .noTokens,
+            .itemExpired,
+            .noPreviousVersion,
         ]
     }
 
@@ -345,6 +357,8 @@ extension LockboxError {
         case .kernelKeyringUnavailable: return .kernelKeyringUnavailable
         case .sessionExpired: return .sessionExpired
         case .noTokens: return .noTokens
+        case .itemExpired: return .itemExpired
+        case .noPreviousVersion: return .noPreviousVersion
         }
     }
 }
@@ -438,6 +452,10 @@ extension LockboxError: CustomStringConvertible {
             return "session expired: the refresh token for '\(account)' on '\(service)' was rejected, so the tokens were cleared. Sign in again."
         case let .noTokens(service, account):
             return "no tokens are stored for '\(account)' on '\(service)'."
+        case let .itemExpired(service, account, expired):
+            return "the item for account '\(account)' on service '\(service)' expired at \(expired.formatted(.iso8601))."
+        case let .noPreviousVersion(service, account):
+            return "the item for account '\(account)' on service '\(service)' holds no previous version (none was kept, its grace period ended, or a later rotation replaced it)."
         case let .recordedStoreUnavailable(store, settingsPath, reason):
             let reason = reason.hasSuffix(".") ? String(reason.dropLast()) : reason
             return "this profile keeps its credentials in the \(store) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store."

@@ -62,7 +62,7 @@ public struct Vault: Sendable {
     }
 
     /// Runs one store call: timed, logged at `level` (a failure at warning, with its error code).
-    private func observed<T: Sendable>(
+    func observed<T: Sendable>(
         _ operation: String, service: String? = nil, account: String? = nil, level: Logger.Level = .debug,
         _ body: () async throws -> T
     ) async throws -> T {
@@ -192,11 +192,14 @@ public struct Vault: Sendable {
 
     // MARK: The one implementation of each operation
 
-    func get(service: String, account: String, via route: StoreRoute) async throws -> SecretBytes? {
+    func get(service: String, account: String, allowExpired: Bool = false, via route: StoreRoute) async throws -> SecretBytes? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
         guard let item = try await observed("get", service: service, account: account, { try await route.store.item(key) }) else {
             return nil
+        }
+        if !allowExpired, let expires = item.metadata.expires, expires <= Date() {
+            throw LockboxError.itemExpired(service: service, account: account, expired: expires)
         }
         if item.metadata.access == .freshAuthentication {
             guard let freshness else {
@@ -207,8 +210,8 @@ public struct Vault: Sendable {
         return item.secret
     }
 
-    func require(service: String, account: String, via route: StoreRoute) async throws -> SecretBytes {
-        guard let secret = try await get(service: service, account: account, via: route) else {
+    func require(service: String, account: String, allowExpired: Bool = false, via route: StoreRoute) async throws -> SecretBytes {
+        guard let secret = try await get(service: service, account: account, allowExpired: allowExpired, via: route) else {
             throw LockboxError.itemNotFound(service: service, account: account)
         }
         return secret
@@ -220,14 +223,20 @@ public struct Vault: Sendable {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key, options: changes.options(over: nil), secretCount: secret.count)
         if case .ifCurrent = condition { try await requireFreshnessToCompare(key, via: route) }
-        return try await observed("set", service: service, account: account) {
+        let written = try await observed("set", service: service, account: account) {
             try await route.store.set(secret, for: key, changes: changes, when: condition)
         }
+        // A rotation that keeps no previous version drops the one the item held.
+        if written, changes.reserved.previousID == nil, let companionKey = try? ItemCompanion.previous.checkedKey(for: key),
+           try await route.store.metadata(companionKey)?.reserved.companion == ItemCompanion.previous.rawValue {
+            try await route.store.delete(companionKey)
+        }
+        return written
     }
 
     /// A comparison with a protected item's secret tells whether a guess is right, so it needs
     /// what reading it needs: a fresh re-authentication.
-    private func requireFreshnessToCompare(_ key: ItemKey, via route: StoreRoute) async throws {
+    func requireFreshnessToCompare(_ key: ItemKey, via route: StoreRoute) async throws {
         guard try await route.store.metadata(key)?.access == .freshAuthentication else { return }
         guard let freshness else {
             throw LockboxError.reauthenticationRequired("'\(key.account)' on '\(key.service)' is protected")
@@ -247,25 +256,37 @@ public struct Vault: Sendable {
     func metadata(service: String, account: String, via route: StoreRoute) async throws -> ItemMetadata? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        return try await observed("metadata", service: service, account: account) { try await route.store.metadata(key) }
+        guard var metadata = try await observed("metadata", service: service, account: account, { try await route.store.metadata(key) }) else {
+            return nil
+        }
+        if metadata.reserved.previousID != nil {
+            let companion = try await route.store.metadata(ItemCompanion.previous.key(for: key))
+            metadata.previousUntil = companion.flatMap { Self.previousUntil(of: metadata, companion: $0) }
+        }
+        return metadata
     }
 
     func delete(service: String, account: String, via route: StoreRoute) async throws -> Bool {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        return try await observed("delete", service: service, account: account) { try await route.store.delete(key) }
+        let deleted = try await observed("delete", service: service, account: account) { try await route.store.delete(key) }
+        if deleted { try await deleteCompanions(of: key, via: route) }
+        return deleted
     }
 
     func delete(service: String, account: String, ifCurrent expected: SecretBytes, via route: StoreRoute) async throws -> Bool {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
         try await requireFreshnessToCompare(key, via: route)
-        return try await observed("delete", service: service, account: account) { try await route.store.delete(key, ifCurrent: expected) }
+        let deleted = try await observed("delete", service: service, account: account) { try await route.store.delete(key, ifCurrent: expected) }
+        if deleted { try await deleteCompanions(of: key, via: route) }
+        return deleted
     }
 
     func list(service: String?, via route: StoreRoute) async throws -> [ItemMetadata] {
         if let service { try ItemLimits.validateService(service) }
-        return try await observed("list", service: service) { try await route.store.list(service: service) }
+        let all = try await observed("list", service: service) { try await route.store.list(service: service) }
+        return Self.visible(all)
     }
 
     func wipe(service: String, via route: StoreRoute) async throws -> Int {

@@ -269,7 +269,7 @@ public final class TokenStore: Sendable {
         // vault); where another process's refresh was stored first, its tokens win.
         let encoded = try fresh.encoded()
         let stored = try await metrics.storeCall(access.typeName, "set") {
-            try await route.store.set(encoded, for: key, changes: ItemChanges(replacingWith: Self.options(for: key)), when: .ifCurrent(read))
+            try await route.store.set(encoded, for: key, changes: ItemChanges(replacingWith: Self.options(for: key, fresh)), when: .ifCurrent(read))
         }
         guard stored else { return (try await currentTokens(key, in: route.store), false) }
         emit(.refreshed(key))
@@ -302,7 +302,7 @@ public final class TokenStore: Sendable {
                     }
                     let fresh = try await refresh(latest)
                     let stored = try await metrics.storeCall(access.typeName, "set") {
-                        try await leasing.completeRefresh(lease, storing: try fresh.encoded(), for: key, options: Self.options(for: key))
+                        try await leasing.completeRefresh(lease, storing: try fresh.encoded(), for: key, options: Self.options(for: key, fresh))
                     }
                     if stored {
                         emit(.refreshed(key))
@@ -354,14 +354,18 @@ public final class TokenStore: Sendable {
         return tokens
     }
 
-    private static func options(for key: ItemKey) -> ItemOptions {
-        ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'")
+    /// The options of `key`'s token set. A set without a refresh token is worth nothing once its
+    /// access token expires, so the item expires then too (``ItemOptions/expires``: `list` shows
+    /// it and `wipe --expired` removes it); one with a refresh token does not expire.
+    private static func options(for key: ItemKey, _ tokens: TokenSet? = nil) -> ItemOptions {
+        ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'",
+                    expires: tokens.flatMap { $0.refreshToken == nil ? $0.expiresAt : nil })
     }
 
     private func write(_ tokens: TokenSet, _ key: ItemKey, via route: StoreRoute) async throws {
         let encoded = try tokens.encoded()
         try await metrics.storeCall(access.typeName, "set") {
-            try await route.store.set(encoded, for: key, options: Self.options(for: key))
+            try await route.store.set(encoded, for: key, options: Self.options(for: key, tokens))
         }
     }
 

@@ -100,7 +100,10 @@ public enum Transfer {
                 } else {
                     report.copied.append(target)
                 }
-                let options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access)
+                // The expiry and the bookkeeping go along: a previous version stays one, bound to its item.
+                var options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access,
+                                          expires: metadata.expires)
+                options.reserved = metadata.reserved
                 writes.append((ItemWrite(item.secret, for: target, options: options), metadata.key))
             }
             try await destination.set(writes.map(\.write))

@@ -50,6 +50,13 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
         return min(firstDelayed, disableAfter, wipeAfter ?? disableAfter)
     }
 
+    /// The count from which no guess is evaluated: the wipe limit or the disable limit, whichever
+    /// comes first. A ledger that counts guesses itself (``PinAttemptLedger``) refuses from here
+    /// on, and ``PinGuard`` then wipes or reports the PIN disabled by ``decide(failures:secondsSinceLastAttempt:disabled:)``.
+    public var evaluationLimit: Int {
+        min(disableAfter, wipeAfter ?? disableAfter)
+    }
+
     /// Seconds locked after `failures` consecutive failures.
     public func delay(afterFailures failures: Int) -> Double {
         guard failures > 0 else { return 0 }
@@ -58,11 +65,17 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
 
     /// The one lockout decision: whether a guess may be evaluated now, from the failures counted
     /// so far, the seconds since the last counted guess (`nil` if there is none; negative when a
-    /// clock went back, which restarts the delay from now), and whether the PIN was disabled.
+    /// clock went back, which restarts the delay from now), and whether the PIN was disabled:
+    /// evaluate, wait, disabled, or wipe (a count at ``wipeAfter`` — the wipe comes before any
+    /// other answer).
     /// ``PinGuard`` applies it to the file vault's and the Secret Service's records; the
     /// PostgreSQL store's `begin_pin_attempt` implements the same rule in SQL, and a table test
     /// holds the two to it.
     public func decide(failures: Int, secondsSinceLastAttempt elapsed: Double?, disabled: Bool = false) -> LockoutDecision {
+        // A count at the wipe limit whose wipe never ran (the process died between the count and
+        // the wipe, or another host's guess was counted first): the wipe is due, and no guess is
+        // evaluated before it.
+        if let wipeAfter, failures >= wipeAfter { return .wipe }
         if disabled || failures >= disableAfter { return .disabled }
         guard failures > 0, let elapsed else { return .evaluate }
         let remaining = delay(afterFailures: failures) - max(0, elapsed)
@@ -91,4 +104,7 @@ public enum LockoutDecision: Sendable, Equatable {
     case wait(seconds: Double)
     /// Refused: the PIN is disabled until a reset.
     case disabled
+    /// Refused: the wipe limit has been reached; the PIN and its items are wiped without
+    /// evaluating the guess.
+    case wipe
 }

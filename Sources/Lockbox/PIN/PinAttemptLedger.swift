@@ -6,8 +6,10 @@ import FoundationEssentials
 ///
 /// The contract, for each profile (addressed by the ``ItemKey`` the guard passes, not by its name):
 /// - ``beginPinAttempt(_:lockout:)`` decides, from the store's own clock and in one durable
-///   transaction, whether a guess may be evaluated now under `lockout` (not disabled, no delay of
-///   the last failure still running), and if so counts it as a failure **before** returning. A
+///   transaction, whether a guess may be evaluated now under `lockout` (the count below the
+///   policy's ``LockoutPolicy/evaluationLimit`` — the wipe or the disable limit, whichever comes
+///   first — and no delay of the last failure still running), and if so counts it as a failure
+///   **before** returning. A
 ///   guess is therefore counted even if the host dies while hashing, and no host's clock decides
 ///   when a delay ends. Parallel calls are serialised by the store: N calls count N.
 /// - ``recordPinSuccess(_:)`` clears the count after the guard found the PIN right.

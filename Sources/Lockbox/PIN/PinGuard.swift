@@ -478,7 +478,7 @@ public final class PinGuard: Sendable {
     /// The refusal a try gets from `record` at `now` without hashing: disabled, or locked out by
     /// every trusted clock. `nil` when the try may go ahead (or a clock went back, which the
     /// locked path handles with a write).
-    private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile, lastAttemptAheadMeansNow: Bool = false) -> LockboxError? {
+    private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile, lastAttemptAheadMeansNow: Bool = false) -> (any Error)? {
         // A last attempt later than `now`: when deciding on the record being counted, another
         // verifier's count just now (the delay runs from now); on an advisory read before the
         // lock, a clock that went back, which the locked path handles: not refused on it.
@@ -492,7 +492,24 @@ public final class PinGuard: Sendable {
             return LockboxError.pinDisabled(profile: profile.description, failures: record.failures)
         case .wait(let remaining):
             return LockboxError.pinLockedOut(profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining), seconds: remaining)
+        case .wipe:
+            return WipeDue(record: record)
         }
+    }
+
+    /// A refusal that is a wipe still to be done: the count reached the wipe limit and the wipe did
+    /// not run (the process died first, or another verifier counted first). Caught by
+    /// ``verifyLocked(_:pin:via:)``, which wipes; never thrown to a caller.
+    private struct WipeDue: Error {
+        let record: PinRecord
+    }
+
+    /// Wipes the PIN's items, then its record (so a wipe cut short is done again by the next
+    /// try), and throws ``LockboxError/pinWiped(profile:failures:)``.
+    private func wipe(_ profile: PinProfile, _ record: PinRecord, failures: Int, via route: StoreRoute) async throws -> Never {
+        for key in record.wipeItems { try await route.store.delete(key) }
+        try await route.store.delete(profile.itemKey)
+        throw LockboxError.pinWiped(profile: profile.description, failures: failures)
     }
 
     /// Throws the refusal the stored record gives a try now, read without the profile's lock (a
@@ -501,7 +518,8 @@ public final class PinGuard: Sendable {
     /// as that count says, which is the order the two tries are counted in.
     private func refuseIfLockedOut(_ profile: PinProfile, via route: StoreRoute) async throws {
         guard let record = try await load(profile, via: route) else { return }
-        if let refusal = refusal(record, at: clock.now(), for: profile) { throw refusal }
+        // A wipe that is due is done under the profile's lock, by the locked path.
+        if let refusal = refusal(record, at: clock.now(), for: profile), !(refusal is WipeDue) { throw refusal }
     }
 
     /// Verifies holding the profile's lock; each hash holds its memory in the executor's budget
@@ -526,18 +544,25 @@ public final class PinGuard: Sendable {
         if countedBeforeComparing {
             // Desktop: the try is counted durably before comparing, so a kill from here on still
             // counts it, and the refusal is decided on the record the count was added to.
-            evaluated = try await updateRecord(profile, via: route) { record in
-                // Decided on the clock read now, with a last attempt later than it (another
-                // verifier counted meanwhile) taken as just now: never evaluated past the delay.
-                let decidedAt = clock.now()
-                if let refusal = refusal(record, at: decidedAt, for: profile, lastAttemptAheadMeansNow: true) { throw refusal }
-                record.failures += 1
-                record.lastAttempt = decidedAt
-                return true
+            do {
+                evaluated = try await updateRecord(profile, via: route) { record in
+                    // Decided on the clock read now, with a last attempt later than it (another
+                    // verifier counted meanwhile) taken as just now: never evaluated past the delay.
+                    let decidedAt = clock.now()
+                    if let refusal = refusal(record, at: decidedAt, for: profile, lastAttemptAheadMeansNow: true) { throw refusal }
+                    record.failures += 1
+                    record.lastAttempt = decidedAt
+                    return true
+                }
+            } catch let due as WipeDue {
+                try await wipe(profile, due.record, failures: due.record.failures, via: route)
             }
         } else {
             guard let record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
-            if let refusal = refusal(record, at: now, for: profile) { throw refusal }
+            if let refusal = refusal(record, at: now, for: profile) {
+                if let due = refusal as? WipeDue { try await wipe(profile, due.record, failures: due.record.failures, via: route) }
+                throw refusal
+            }
             evaluated = record
         }
         let matches = try await compare(pin, with: evaluated.hash, via: route)
@@ -569,10 +594,8 @@ public final class PinGuard: Sendable {
                 return true
             }
         }
-        if let wipeAfter = evaluated.lockout.wipeAfter, evaluated.failures >= wipeAfter {
-            for key in evaluated.wipeItems { try await route.store.delete(key) }
-            try await route.store.delete(profile.itemKey)
-            throw LockboxError.pinWiped(profile: profile.description, failures: evaluated.failures)
+        if evaluated.lockout.decide(failures: evaluated.failures, secondsSinceLastAttempt: nil) == .wipe {
+            try await wipe(profile, evaluated, failures: evaluated.failures, via: route)
         }
         if evaluated.failures >= evaluated.lockout.disableAfter {
             _ = try await updateRecord(profile, via: route) { record in
@@ -618,6 +641,13 @@ public final class PinGuard: Sendable {
     private func verifyCounted(_ profile: PinProfile, pin: SecretBytes, by ledger: any PinAttemptLedger, via route: StoreRoute) async throws {
         guard let record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
         let decision = try await ledger.beginPinAttempt(profile.attemptKey, lockout: record.lockout)
+        // The count before this guess: at the wipe limit (a wipe that did not run: its host died,
+        // or another host's guess was counted first), the PIN is wiped and this guess, counted or
+        // refused by the ledger, is not evaluated.
+        let before = decision.evaluate ? decision.failures - 1 : decision.failures
+        if record.lockout.decide(failures: before, secondsSinceLastAttempt: nil) == .wipe {
+            try await wipeCounted(profile, record, failures: before, by: ledger, via: route)
+        }
         guard decision.evaluate else {
             if decision.failures >= record.lockout.disableAfter {
                 throw LockboxError.pinDisabled(profile: profile.description, failures: decision.failures)
@@ -631,11 +661,8 @@ public final class PinGuard: Sendable {
             try await ledger.recordPinSuccess(profile.attemptKey)
             return
         }
-        if let wipeAfter = record.lockout.wipeAfter, decision.failures >= wipeAfter {
-            for key in record.wipeItems { try await route.store.delete(key) }
-            try await route.store.delete(profile.itemKey)
-            try await ledger.recordPinSuccess(profile.attemptKey)
-            throw LockboxError.pinWiped(profile: profile.description, failures: decision.failures)
+        if record.lockout.decide(failures: decision.failures, secondsSinceLastAttempt: nil) == .wipe {
+            try await wipeCounted(profile, record, failures: decision.failures, by: ledger, via: route)
         }
         if decision.failures >= record.lockout.disableAfter {
             throw LockboxError.pinDisabled(profile: profile.description, failures: decision.failures)
@@ -643,6 +670,18 @@ public final class PinGuard: Sendable {
         let delay = record.lockout.delay(afterFailures: decision.failures)
         throw LockboxError.wrongPin(profile: profile.description, failures: decision.failures,
                                     retryAt: delay > 0 ? decision.decidedAt.addingTimeInterval(delay) : nil)
+    }
+
+    /// ``wipe(_:_:failures:via:)`` for a ledger's count, which it clears once the record is gone
+    /// (a new PIN starts with none).
+    private func wipeCounted(_ profile: PinProfile, _ record: PinRecord, failures: Int, by ledger: any PinAttemptLedger,
+                             via route: StoreRoute) async throws -> Never {
+        do {
+            try await wipe(profile, record, failures: failures, via: route)
+        } catch LockboxError.pinWiped(let profileName, let failures) {
+            try await ledger.recordPinSuccess(profile.attemptKey)
+            throw LockboxError.pinWiped(profile: profileName, failures: failures)
+        }
     }
 
     /// Whether `pin` matches a stored PHC hash, compared holding the hash's memory (its own cost,

@@ -197,10 +197,7 @@ public final class EncryptedFileStore: SecretStore {
         try ItemLimits.validate(key, options: options, secretCount: secret.count)
         let time = timestamp()
         try mutateEntries { entries throws in
-            let metadata = ItemMetadata(
-                key: key, kind: options.kind, label: options.resolvedLabel(for: key),
-                created: entries[key]?.metadata.created ?? time, modified: time, attributes: options.attributes,
-                access: options.access)
+            let metadata = ItemMetadata(key: key, options: options, created: entries[key]?.metadata.created ?? time, modified: time)
             entries[key] = VaultEntry(metadata: metadata, secret: secret)
             return ((), true)
         }
@@ -217,9 +214,7 @@ public final class EncryptedFileStore: SecretStore {
             guard condition.holds(for: existing?.secret) else { return (false, false) }
             let options = changes.options(over: existing?.metadata)
             try ItemLimits.validate(key, options: options, secretCount: secret.count)
-            let metadata = ItemMetadata(
-                key: key, kind: options.kind, label: options.resolvedLabel(for: key), created: existing?.metadata.created ?? time,
-                modified: time, attributes: options.attributes, access: options.access)
+            let metadata = ItemMetadata(key: key, options: options, created: existing?.metadata.created ?? time, modified: time)
             entries[key] = VaultEntry(metadata: metadata, secret: secret)
             return (true, true)
         }
@@ -244,9 +239,7 @@ public final class EncryptedFileStore: SecretStore {
         try mutateEntries { entries throws in
             for write in writes {
                 let metadata = ItemMetadata(
-                    key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
-                    created: entries[write.key]?.metadata.created ?? time, modified: time,
-                    attributes: write.options.attributes, access: write.options.access)
+                    key: write.key, options: write.options, created: entries[write.key]?.metadata.created ?? time, modified: time)
                 entries[write.key] = VaultEntry(metadata: metadata, secret: write.secret)
             }
             return ((), true)

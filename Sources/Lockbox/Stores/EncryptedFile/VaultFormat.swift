@@ -285,6 +285,9 @@ package enum VaultPayload {
     private static func storedAttributes(_ entry: VaultEntry) -> [String: String] {
         var attributes = entry.metadata.attributes.merging(entry.unknownReservedAttributes) { caller, _ in caller }
         if entry.metadata.access != .always { attributes[accessAttribute] = entry.metadata.access.rawValue }
+        for (name, value) in ReservedAttributes.encode(expires: entry.metadata.expires, reserved: entry.metadata.reserved) {
+            attributes[ItemLimits.reservedAttributePrefix + name] = value
+        }
         return attributes
     }
 
@@ -379,12 +382,24 @@ package enum VaultPayload {
             }
             access = .freshAuthentication
         }
+        // §7.1: `lockbox.expires`, `lockbox.previous`, `lockbox.companion`, `lockbox.companion-id`;
+        // a value this version cannot read is corrupt, never ignored.
+        let known = ReservedAttributes.names.map { ItemLimits.reservedAttributePrefix + $0 }
+        let decoded = ReservedAttributes.decode { attributes[ItemLimits.reservedAttributePrefix + $0] }
+        guard case let .success((expires, bookkeeping)) = decoded else {
+            if case let .failure(malformed) = decoded {
+                throw FormatError("item \(index) has a malformed \(ItemLimits.reservedAttributePrefix)\(malformed.name)")
+            }
+            throw FormatError("item \(index) has a malformed reserved attribute")
+        }
+        for name in known { attributes.removeValue(forKey: name) }
         let reserved = attributes.filter { $0.key.hasPrefix(ItemLimits.reservedAttributePrefix) }
         for name in reserved.keys { attributes.removeValue(forKey: name) }
-        let metadata = ItemMetadata(
+        var metadata = ItemMetadata(
             key: ItemKey(service: service, account: account), kind: ItemKind(rawValue: kind), label: label,
             created: date(milliseconds: created), modified: date(milliseconds: modified), attributes: attributes,
-            access: access)
+            access: access, expires: expires)
+        metadata.reserved = bookkeeping
         return (metadata, reserved)
     }
 

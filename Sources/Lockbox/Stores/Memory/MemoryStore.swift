@@ -41,9 +41,7 @@ public final class MemoryStore: SecretStore {
         let time = now()
         entries.withLock { entries in
             let created = entries[key]?.metadata.created ?? time
-            let metadata = ItemMetadata(
-                key: key, kind: options.kind, label: options.resolvedLabel(for: key),
-                created: created, modified: time, attributes: options.attributes, access: options.access)
+            let metadata = ItemMetadata(key: key, options: options, created: created, modified: time)
             entries[key] = Entry(metadata: metadata, secret: secret)
         }
     }

@@ -694,9 +694,7 @@ public final class SQLiteVaultStore: SecretStore {
     /// caller's write transaction.
     private func store(_ write: ItemWrite, existing: VaultEntry?, _ state: borrowing State, time: Date) throws {
         let metadata = ItemMetadata(
-            key: write.key, kind: write.options.kind, label: write.options.resolvedLabel(for: write.key),
-            created: existing?.metadata.created ?? time, modified: time,
-            attributes: write.options.attributes, access: write.options.access)
+            key: write.key, options: write.options, created: existing?.metadata.created ?? time, modified: time)
         let address = state.records.address(write.key)
         let sealedMetadata = state.records.sealMetadata(VaultEntry(metadata: metadata, secret: write.secret), address: address)
         let sealedSecret = state.records.sealSecret(write.secret, address: address, metadata: sealedMetadata)
