@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Lockbox
 import Logging
 import PostgresNIO
@@ -258,3 +259,4 @@ enum PostgresSchema {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -61,3 +62,4 @@ extension PostgresStore: PinAttemptLedger {
         }
     }
 }
+#endif

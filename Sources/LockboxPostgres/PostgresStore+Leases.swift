@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -75,3 +76,4 @@ extension PostgresStore: RefreshLeasing {
         ItemKey(service: key.service, account: "refresh-lease:" + key.account)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import Logging
@@ -852,3 +853,4 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         continuation?.resume(with: result)
     }
 }
+#endif

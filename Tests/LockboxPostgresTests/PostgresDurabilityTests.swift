@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import SystemPackage
@@ -201,3 +202,4 @@ extension PostgresUnreachableTests {
             """.utf8))
     }
 }
+#endif

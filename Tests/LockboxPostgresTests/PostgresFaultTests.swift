@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import SystemPackage
@@ -358,3 +359,4 @@ struct PostgresFailoverTests {
         FileHandle.standardError.write(Data("failover: \(checked) acknowledged writes checked (\(atKill.reduce(0, +)) before the kill); \(summaries.joined())".utf8))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import SystemPackage
@@ -443,3 +444,4 @@ extension PostgresStoreTests {
         #expect(try cluster.psql("SELECT count(*) FROM lockbox.items") == "4\n")
     }
 }
+#endif
