@@ -10,16 +10,21 @@ demo:
 test:
 	scripts/test.sh
 
+# The package's traits (Package.swift), as the test command enables them (scripts/traits.sh): the
+# PostgreSQL store (so `lockbox --store postgres` finds a working lockbox-postgres beside lockbox)
+# and the swift-configuration adapter. One set for every build into .build, so none rebuilds another's.
+TRAITS := --traits PostgreSQL,SwiftConfiguration,YAML
+
 build:
 	scripts/ensure-deps.sh --test
-	swift build
+	swift build $(TRAITS)
 
 # The quick loop: no keyring, swtpm or PostgreSQL is started, so the tests that need one say NOT
 # TESTED and pass; the test command (`make test`) runs them.
 check:
-	swift build --build-tests
-	swift test --skip-build --skip LockboxPostgresTests
-	scripts/gen-cli-docs.sh --check --binary "$$(swift build --show-bin-path)/lockbox"
+	swift build --build-tests $(TRAITS)
+	swift test --skip-build $(TRAITS) --skip LockboxPostgresTests
+	scripts/gen-cli-docs.sh --check --binary "$$(swift build $(TRAITS) --show-bin-path)/lockbox"
 	scripts/check-docs.sh
 	scripts/check-models.sh
 
@@ -37,7 +42,7 @@ CODE_LAYOUT := -Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/sc
 LIBSTDCXX_ARCHIVE := $(shell clang -print-file-name=libstdc++.a 2>/dev/null)
 STATIC_CXX_DIR := $(CURDIR)/.build-release/static-libstdc++
 STATIC_CXX := $(if $(filter /%,$(LIBSTDCXX_ARCHIVE)),-Xswiftc -L$(STATIC_CXX_DIR))
-RELEASE_BUILD = swift build -c release --static-swift-stdlib $(CODE_LAYOUT) $(PACKED_RELOCATIONS) $(STATIC_CXX) --product lockbox --scratch-path .build-release
+RELEASE_BUILD = swift build -c release --static-swift-stdlib --traits PostgreSQL $(CODE_LAYOUT) $(PACKED_RELOCATIONS) $(STATIC_CXX) --product lockbox --scratch-path .build-release
 release: static-libstdc++
 	$(RELEASE_BUILD)
 
@@ -64,12 +69,13 @@ install: release
 # release build takes several minutes more).
 # The same flags as lockbox's build (lld, which reads the packed-relocations option, and the same
 # code layout), so the two products share one scratch folder without rebuilding each other.
-POSTGRES_RELEASE_BUILD = swift build -c release --static-swift-stdlib $(CODE_LAYOUT) $(PACKED_RELOCATIONS) $(STATIC_CXX) --product lockbox-postgres --scratch-path .build-release
+POSTGRES_RELEASE_BUILD = swift build -c release --static-swift-stdlib --traits PostgreSQL $(CODE_LAYOUT) $(PACKED_RELOCATIONS) $(STATIC_CXX) --product lockbox-postgres --scratch-path .build-release
 install-postgres: install
 	$(POSTGRES_RELEASE_BUILD)
 	install -D -m 0755 "$$($(POSTGRES_RELEASE_BUILD) --show-bin-path)/lockbox-postgres" "$(DESTDIR)$(PREFIX)/bin/lockbox-postgres"
 
-# All five app flows (and TokenKeeper) on a file vault, then on a private gnome-keyring.
+# The examples package (Examples/): all five app flows (and TokenKeeper) on a file vault, then on
+# a private gnome-keyring.
 examples: build
 	scripts/run-examples.sh
 
@@ -82,7 +88,7 @@ docs-check:
 	scripts/check-docs.sh
 
 selftest: build
-	"$$(swift build --show-bin-path)/lockbox" selftest
+	"$$(swift build $(TRAITS) --show-bin-path)/lockbox" selftest
 
 bench:
 	scripts/bench.sh

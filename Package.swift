@@ -1,12 +1,12 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// LOCKBOX_SANITIZER_BUILD=1 (set by scripts/sanitizers.sh) leaves out everything that builds
-// SwiftNIO (postgres-nio, Hummingbird, LockboxPostgres, the HummingbirdService example) and
-// LockboxSwiftConfigurationTests, so the TSan and ASan builds do not compile them again. The normal
-// build includes them; apps depending on `Lockbox` alone build none of them either way.
-let sanitizerBuild = Context.environment["LOCKBOX_SANITIZER_BUILD"] == "1"
-
+// PostgreSQL support and the swift-configuration adapter are package traits, off by default, so a
+// package that depends on `Lockbox` (or any product but these two) resolves neither postgres-nio and
+// SwiftNIO nor swift-configuration: SwiftPM leaves out a dependency whose every use is guarded by a
+// disabled trait. A service that wants them names the trait in its dependency line (README,
+// "Install"); this repository's test command builds with `--traits PostgreSQL,SwiftConfiguration`.
+// The examples (Hummingbird, FlyingFox and the app flows) are a package of their own, Examples/.
 let package = Package(
     name: "Lockbox",
     products: [
@@ -23,43 +23,60 @@ let package = Package(
         // depend on "Lockbox" alone and link nothing of it.
         .library(name: "LockboxTPM", targets: ["LockboxTPM"]),
         // LockboxConfiguration from swift-configuration's ConfigReader (LOCKBOX_* environment
-        // variables, JSON and YAML files; the `YAML` trait of swift-configuration, enabled below,
-        // pulls in jpsim/Yams). Apps that configure Lockbox by hand build none of it.
+        // variables, JSON files; YAML files where the app enables swift-configuration's `YAML`
+        // trait). Empty unless the `SwiftConfiguration` trait is enabled: apps that configure
+        // Lockbox by hand resolve none of it.
         .library(name: "LockboxSwiftConfiguration", targets: ["LockboxSwiftConfiguration"]),
         // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
         .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
         // The command-line tool: Sources/LockboxMain runs the commands of the `lockbox` module.
         .executable(name: "lockbox", targets: ["LockboxMain"]),
-    ] + (sanitizerBuild ? [] : [
         // `lockbox` for the PostgreSQL store: the same commands with `--store postgres` (which
-        // `lockbox` hands to it, so `lockbox` itself links no SwiftNIO).
+        // `lockbox` hands to it, so `lockbox` itself links no SwiftNIO). Built without the
+        // `PostgreSQL` trait it only says so (exit 27, as when it is missing).
         .executable(name: "lockbox-postgres", targets: ["LockboxPostgresCLI"]),
-        // The fleet store: one vault in PostgreSQL for many hosts, over postgres-nio. Only apps
-        // that depend on this product build SwiftNIO.
+        // The fleet store: one vault in PostgreSQL for many hosts, over postgres-nio. Empty unless
+        // the `PostgreSQL` trait is enabled: only apps that enable it resolve and build SwiftNIO.
         .library(name: "LockboxPostgres", targets: ["LockboxPostgres"]),
-    ]),
+    ],
+    traits: [
+        .trait(
+            name: "PostgreSQL",
+            description: "The PostgreSQL store (LockboxPostgres, lockbox-postgres) over postgres-nio and SwiftNIO."
+        ),
+        .trait(
+            name: "SwiftConfiguration",
+            description: "LockboxConfiguration from swift-configuration's ConfigReader (LockboxSwiftConfiguration)."
+        ),
+        // The adapter's YAML test (and YAML files for an app that would rather not name
+        // swift-configuration's trait itself): enables swift-configuration's `YAML` trait, and so Yams.
+        .trait(
+            name: "YAML",
+            description: "SwiftConfiguration, with swift-configuration's YAML trait (jpsim/Yams) enabled.",
+            enabledTraits: ["SwiftConfiguration"]
+        ),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         // Logging and metrics APIs for services (the backends are the service's choice).
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
-        // Only the DeviceLogin example uses it: a small real HTTP server on loopback.
-        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
-        // Only LockboxSwiftConfiguration, its tests and the HummingbirdService example use it.
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
+        // Only LockboxSwiftConfiguration and its tests use it (trait `SwiftConfiguration`), with
+        // swift-configuration's default traits; its `YAML` trait only with ours (an app that wants
+        // YAML files enables either in its own manifest).
+        .package(
+            url: "https://github.com/apple/swift-configuration", from: "1.4.0",
+            traits: [.defaults, .trait(name: "YAML", condition: .when(traits: ["YAML"]))]
+        ),
+        // Only LockboxPostgres and its tests, tools and CLI use it (trait `PostgreSQL`).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         // `swift package generate-documentation --target Lockbox` (the DocC catalog,
         // Sources/Lockbox/Lockbox.docc; scripts/check-docc.sh). A command plugin: nothing of it is
         // linked or built by `swift build`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
-    ] + (sanitizerBuild ? [] : [
-        // Only LockboxPostgres (and its tests) use it.
-        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
-        // Only the HummingbirdService example uses it. It shares SwiftNIO with postgres-nio, so one
-        // build of the package compiles SwiftNIO once for both.
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
-    ]),
+    ],
     targets: [
         // libsodium, found through pkg-config; `apt-get install libsodium-dev` provides it.
         .systemLibrary(
@@ -159,7 +176,10 @@ let package = Package(
         ),
         .target(
             name: "LockboxSwiftConfiguration",
-            dependencies: ["Lockbox", .product(name: "Configuration", package: "swift-configuration")]
+            dependencies: [
+                "Lockbox",
+                .product(name: "Configuration", package: "swift-configuration", condition: .when(traits: ["SwiftConfiguration"])),
+            ]
         ),
         // The commands of the `lockbox` tool, as a module that its two executables run: `lockbox`
         // (LockboxMain) and `lockbox-postgres` (LockboxPostgresCLI, which adds the PostgreSQL store).
@@ -185,30 +205,6 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/LockboxBenchmarks"
-        ),
-        .executableTarget(
-            name: "TokenKeeper",
-            dependencies: ["Lockbox"],
-            path: "Examples/TokenKeeper"
-        ),
-        // Real apps' credential flows, each runnable headless (see Examples/README.md).
-        .target(
-            name: "ExampleSupport",
-            dependencies: ["Lockbox", "LockboxSecretService", .product(name: "SystemPackage", package: "swift-system")],
-            path: "Examples/ExampleSupport"
-        ),
-        .executableTarget(name: "FamilyProfiles", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/FamilyProfiles"),
-        .executableTarget(name: "ParentMode", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/ParentMode"),
-        .executableTarget(name: "SessionRestore", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/SessionRestore"),
-        .executableTarget(name: "DriverUnlock", dependencies: ["Lockbox", "ExampleSupport"], path: "Examples/DriverUnlock"),
-        .executableTarget(
-            name: "DeviceLogin",
-            dependencies: [
-                "Lockbox", "ExampleSupport",
-                .product(name: "FlyingFox", package: "FlyingFox"),
-                .product(name: "FlyingSocks", package: "FlyingFox"),
-            ],
-            path: "Examples/DeviceLogin"
         ),
         // Test helper: a process that keeps a Secret Service connection while its provider stops.
         .executableTarget(
@@ -239,12 +235,15 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-    ] + (sanitizerBuild ? [] : [
+        // The PostgreSQL store and everything built on it: each source is inside `#if PostgreSQL`,
+        // and each use of postgres-nio is conditioned on the trait, so without it these targets
+        // are empty and postgres-nio is neither resolved nor built (the sanitizer builds, the
+        // quick loop, every app that does not enable the trait).
         .target(
             name: "LockboxPostgres",
             dependencies: [
                 "Lockbox",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -255,7 +254,7 @@ let package = Package(
         ),
         // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
         // (inside scripts/postgres-session.sh); they fail instead of skipping when
-        // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given.
+        // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given, or the trait is off.
         // Test helper: one "host" of the cross-host tests (PIN guesses, a hash that never ends).
         .executableTarget(
             name: "LockboxPostgresWorker",
@@ -269,7 +268,8 @@ let package = Package(
         .testTarget(
             name: "LockboxPostgresTests",
             dependencies: [
-                "Lockbox", "LockboxPostgres", "LockboxTesting", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "Lockbox", "LockboxPostgres", "LockboxTesting",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 // The failover test's writer processes; a dependency so `swift build --build-tests` builds it.
                 "LockboxPostgresLoad",
                 // Started by the cross-host tests; a dependency so building the tests builds it.
@@ -283,35 +283,22 @@ let package = Package(
         .executableTarget(
             name: "LockboxPostgresLoad",
             dependencies: [
-                "Lockbox", "LockboxPostgres", "LockboxTesting", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "Lockbox", "LockboxPostgres", "LockboxTesting",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        // A Hummingbird 2 service over the async API (Examples/HummingbirdService/README.md), built
-        // and driven by scripts/run-service-example.sh.
-        .executableTarget(
-            name: "HummingbirdService",
-            dependencies: [
-                "Lockbox",
-                "LockboxSwiftConfiguration",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Configuration", package: "swift-configuration"),
-            ],
-            path: "Examples/HummingbirdService",
-            exclude: ["README.md"]
-        ),
-        // The LockboxSwiftConfiguration adapter's tests. Under the switch only so that the sanitizer
-        // builds do not compile swift-configuration (and Yams, swift-service-lifecycle) for them.
+        // The LockboxSwiftConfiguration adapter's tests (trait `SwiftConfiguration`; without it they
+        // are one test that fails when LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1).
         .testTarget(
             name: "LockboxSwiftConfigurationTests",
             dependencies: [
                 "Lockbox",
                 "LockboxSwiftConfiguration",
-                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Configuration", package: "swift-configuration", condition: .when(traits: ["SwiftConfiguration"])),
             ]
         ),
-    ]),
+    ],
     swiftLanguageModes: [.v6]
 )

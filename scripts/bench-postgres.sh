@@ -34,8 +34,9 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 if [[ -z "$binary" ]]; then
-    swift build -c "$configuration" --product LockboxPostgresLoad >/dev/null
-    binary="$(swift build -c "$configuration" --show-bin-path)/LockboxPostgresLoad"
+    source scripts/traits.sh
+    swift build -c "$configuration" "${lockbox_traits[@]}" --product LockboxPostgresLoad >/dev/null
+    binary="$(swift build -c "$configuration" "${lockbox_traits[@]}" --show-bin-path)/LockboxPostgresLoad"
 fi
 [[ -x $binary ]] || { echo "bench-postgres: no LockboxPostgresLoad at $binary" >&2; exit 2; }
 

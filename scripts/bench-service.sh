@@ -34,8 +34,9 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 if [[ -z "$service" ]]; then
-    swift build --product HummingbirdService >/dev/null
-    service="$(swift build --show-bin-path)/HummingbirdService"
+    build=(swift build --package-path Examples --scratch-path "$(pwd)/.build")
+    "${build[@]}" --product HummingbirdService >/dev/null
+    service="$("${build[@]}" --show-bin-path)/HummingbirdService"
 fi
 
 work=$(mktemp -d)

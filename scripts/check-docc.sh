@@ -12,16 +12,18 @@
 # KNOWN lists warnings tolerated (and printed) until they are fixed where they are (empty now);
 # a warning not in it fails the check. Remove an entry once it no longer appears.
 #
-# Uses the package's .build (the test command has built it): about 25 s on 2 cores, most of it
-# the symbol graph and docc; the archive is .build/plugins/Swift-DocC/outputs/Lockbox.doccarchive.
+# Uses the package's .build (the test command has built it), with the same traits
+# (scripts/traits.sh): about 25 s on 2 cores, most of it the symbol graph and docc; the archive
+# is .build/plugins/Swift-DocC/outputs/Lockbox.doccarchive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/traits.sh
 
 KNOWN=()
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! swift package generate-documentation --target Lockbox --enable-experimental-overloaded-symbol-presentation >"$log" 2>&1; then
+if ! swift package "${lockbox_traits[@]}" generate-documentation --target Lockbox --enable-experimental-overloaded-symbol-presentation >"$log" 2>&1; then
     cat "$log" >&2
     echo "check-docc: the documentation did not build (above)" >&2
     exit 2

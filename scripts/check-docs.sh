@@ -18,8 +18,9 @@
 # On 2 cores: about 25 s from an empty .build-docs, 2-4 s once it is built (an edit to
 # Sources/Lockbox recompiles only what changed). LockboxPostgres and LockboxSwiftConfiguration
 # are read from the package's own .build instead, which the test command has built just before
-# (SwiftNIO and swift-configuration take minutes to compile: built once per run, not twice);
-# run alone, the script builds those two targets there first.
+# with the traits that make them (PostgreSQL, SwiftConfiguration; scripts/traits.sh): SwiftNIO
+# and swift-configuration take minutes to compile, built once per run, not twice; run alone, the
+# script builds those two targets there first.
 #
 # What is checked: every symbol of access level public or open, SPI ones included (none today;
 # swift-symbolgraph-extract is asked for them with -include-spi-symbols). Enum cases, nested
@@ -58,19 +59,21 @@ main_scratch=$repo/.build
 log=$docs_scratch/check-docs-build.log
 mkdir -p "$docs_scratch"
 
-build_targets() { # SCRATCH MODULE...
-    local scratch=$1 module
-    shift
+source scripts/traits.sh
+build_targets() { # SCRATCH TRAITS MODULE...
+    local scratch=$1 traits=$2 module
+    shift 2
     for module in "$@"; do
-        if ! swift build --target "$module" --scratch-path "$scratch" >"$log" 2>&1; then
+        # shellcheck disable=SC2086 # TRAITS is empty or one option and its value
+        if ! swift build --target "$module" --scratch-path "$scratch" $traits >"$log" 2>&1; then
             cat "$log" >&2
             echo "check-docs: the $module target did not build (above); cannot check" >&2
             exit 2
         fi
     done
 }
-build_targets "$docs_scratch" "${modules[@]}"
-build_targets "$main_scratch" "${heavy_modules[@]}"
+build_targets "$docs_scratch" "" "${modules[@]}"
+build_targets "$main_scratch" "${lockbox_traits[*]}" "${heavy_modules[@]}"
 
 check_module() { # MODULE SCRATCH
 module=$1

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/ensure-deps.sh
-swift build --product lockbox >&2
+source scripts/traits.sh
+swift build "${lockbox_traits[@]}" --product lockbox >&2
 lockbox() { "$(swift build --show-bin-path)/lockbox" "$@"; }
 
 workdir=$(mktemp -d)

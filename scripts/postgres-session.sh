@@ -21,6 +21,10 @@
 #                                           target_session_attrs=read-write, connect_timeout=2:
 #                                           the failover test's own, so killing its primary
 #                                           breaks no other test (unset with --no-standby)
+#   LOCKBOX_TEST_POSTGRES_HAZARD_PAIR_URL_FILE  a THIRD such pair (nodes hazard-primary,
+#                                           hazard-standby, the same URL options): the durability
+#                                           tests' own, failed over again and again (unset with
+#                                           --no-standby)
 #   LOCKBOX_TEST_POSTGRES_CTL               a command for fault tests (NODE: primary, standby,
 #                                           failover-primary, failover-standby):
 #       CTL kill NODE                SIGKILL the server (postmaster and children)
@@ -32,6 +36,9 @@
 #       CTL psql NODE SQL            run SQL as the superuser in the vault's database; prints
 #                                    unaligned rows
 #       CTL dump NODE                pg_dump of the vault's database (plain SQL), as a backup has it
+#       CTL rebuild NODE FROM        NODE (killed after a failover) cloned anew from FROM, now its
+#                                    primary, and made FROM's synchronous standby: the pair is whole
+#                                    again for the next failover
 # With --hosts N (root, where the kernel allows network namespaces), N network namespaces, one
 # per "host" of the cross-host tests, each joined to this machine by its own veth pair with a
 # private /30 and nothing else (its own loopback; no route anywhere but the primary's address on
@@ -93,7 +100,7 @@ cleanup() {
     if [[ -n $command_pid ]]; then kill -TERM "$command_pid" 2>/dev/null; wait "$command_pid" 2>/dev/null; fi
     for namespace in "${namespaces[@]}"; do ip netns delete "$namespace" 2>/dev/null; done
     if [[ -n $tmp && -d $tmp ]]; then
-        for node in standby primary failover-standby failover-primary; do
+        for node in standby primary failover-standby failover-primary hazard-standby hazard-primary; do
             [[ -f $tmp/$node/postmaster.pid ]] || continue
             # A server a test left SIGSTOPped would not stop.
             pkill -CONT -P "$(head -n 1 "$tmp/$node/postmaster.pid")" 2>/dev/null
@@ -257,6 +264,11 @@ if ((standby)); then
         "127.0.0.1:$(cat "$tmp/server/failover-primary.port"),127.0.0.1:$(cat "$tmp/server/failover-standby.port")" \
         "?target_session_attrs=read-write&connect_timeout=2"
     export LOCKBOX_TEST_POSTGRES_FAILOVER_PAIR_URL_FILE="$tmp/client/failover-pair.url"
+    start_pair hazard-
+    url_file "$tmp/client/hazard-pair.url" \
+        "127.0.0.1:$(cat "$tmp/server/hazard-primary.port"),127.0.0.1:$(cat "$tmp/server/hazard-standby.port")" \
+        "?target_session_attrs=read-write&connect_timeout=2"
+    export LOCKBOX_TEST_POSTGRES_HAZARD_PAIR_URL_FILE="$tmp/client/hazard-pair.url"
 fi
 
 # The fault-test command: a small script with the paths baked in, so tests need no knowledge of
@@ -297,7 +309,31 @@ case "\${1:-}" in
         as_server "\$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "\$tmp/server" -p "\$(port_of "\$2")" -U postgres -d lockbox -c "\$3" ;;
     dump)
         as_server "\$pg_bin/pg_dump" -h "\$tmp/server" -p "\$(port_of "\$2")" -U postgres -d lockbox ;;
-    *) echo "usage: \$0 kill|stop|cont|start|dump NODE | promote [NODE] | psql NODE SQL" >&2; exit 2 ;;
+    rebuild)
+        # NODE (killed or stopped) cloned anew from FROM (a primary) as FROM's synchronous standby.
+        target=\$(node "\$2"); from=\$(node "\$3")
+        if [[ -f "\$tmp/\$target/postmaster.pid" ]]; then
+            as_server "\$pg_bin/pg_ctl" -D "\$tmp/\$target" -m immediate -w -t 10 stop >/dev/null 2>&1 || true
+        fi
+        rm -rf -- "\$tmp/\$target"
+        mkdir -m 0700 "\$tmp/\$target"
+        [[ \$server_user == "\$(id -un)" ]] || chown "\$server_user:" "\$tmp/\$target"
+        as_server env PGPASSFILE="\$tmp/server/pgpass" "\$pg_bin/pg_basebackup" -h 127.0.0.1 -p "\$(port_of "\$from")" -U postgres \\
+            -D "\$tmp/\$target" -R -X stream -c fast --no-sync >"\$tmp/server/\$target-basebackup.log" 2>&1 ||
+            { cat "\$tmp/server/\$target-basebackup.log" >&2; exit 1; }
+        as_server sh -c 'printf "%s\\n" "\$1" "\$2" >>"\$3"' rebuild "port = \$(port_of "\$target")" \\
+            "primary_conninfo = 'host=127.0.0.1 port=\$(port_of "\$from") user=postgres passfile=''\$tmp/server/pgpass'' application_name=\$target'" \\
+            "\$tmp/\$target/postgresql.auto.conf"
+        as_server "\$pg_bin/pg_ctl" -D "\$tmp/\$target" -l "\$tmp/server/\$target.log" -w -t 30 start >/dev/null
+        from_sql() { as_server "\$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "\$tmp/server" -p "\$(port_of "\$from")" -U postgres -d postgres -c "\$1"; }
+        from_sql "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+        from_sql "SELECT pg_reload_conf()" >/dev/null
+        for _ in \$(seq 300); do
+            [[ \$(from_sql "SELECT sync_state FROM pg_stat_replication WHERE application_name = '\$target'") == sync ]] && exit 0
+            sleep 0.1
+        done
+        echo "postgres-session ctl: \$target did not become \$from's synchronous standby" >&2; exit 1 ;;
+    *) echo "usage: \$0 kill|stop|cont|start|dump NODE | promote [NODE] | psql NODE SQL | rebuild NODE FROM" >&2; exit 2 ;;
 esac
 EOF
 chmod 0700 "$tmp/client/ctl"

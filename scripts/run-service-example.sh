@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the example Hummingbird service (Examples/HummingbirdService, a target of the root package
-# left out of the sanitizer builds), starts two
+# Builds the example Hummingbird service (Examples/HummingbirdService, a target of the examples
+# package, Examples/Package.swift), starts two
 # processes of it on ONE key-file vault on free loopback ports, drives them with concurrent
 # requests (scripts/drive-service.py check: tokens, 20 concurrent PIN verifies beside /health
 # probes, lockout across processes, device ID), stops them and checks they exit cleanly.
@@ -9,9 +9,10 @@
 #
 # Usage: scripts/run-service-example.sh [--no-bench]
 #
-# It builds into the root's .build with everything else, sharing SwiftNIO with LockboxPostgres: in
-# the test command `swift build --build-tests` has built it already, so this build takes seconds.
-# Alone from a clean clone on 2 cores: about 4-6 minutes, nearly all of it SwiftNIO and Hummingbird.
+# It builds the examples package into the root's .build, as scripts/run-examples.sh does, sharing
+# SwiftNIO with LockboxPostgres: in the test command that script has built it already, so this
+# build takes seconds. Alone from a clean clone on 2 cores: about 4-6 minutes, nearly all of it
+# SwiftNIO and Hummingbird.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,13 +27,14 @@ done
 
 log=$(mktemp)
 started=$SECONDS
-swift build --product HummingbirdService 2>&1 | tee "$log"
+build=(swift build --package-path Examples --scratch-path "$(pwd)/.build")
+"${build[@]}" --product HummingbirdService 2>&1 | tee "$log"
 if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
     echo "run-service-example: the build has warnings in our own code (above); fix them" >&2
     exit 1
 fi
 echo "run-service-example: built in $((SECONDS - started)) s"
-service="$(swift build --show-bin-path)/HummingbirdService"
+service="$("${build[@]}" --show-bin-path)/HummingbirdService"
 
 work=$(mktemp -d)
 chmod 700 "$work"

@@ -27,11 +27,13 @@ esac
 
 scripts/ensure-deps.sh --test
 
-# The manifest switch (Package.swift) that leaves out everything that builds SwiftNIO
-# (LockboxPostgres and its tests, the HummingbirdService example) and the swift-configuration
-# adapter's tests: the test product would otherwise compile SwiftNIO, postgres-nio and
-# swift-configuration under each sanitizer (3-5 minutes each on 2 cores). Those tests run once,
-# unsanitized, in scripts/test.sh.
+# The sanitizer builds enable none of the package's traits (Package.swift): LockboxPostgres and
+# the swift-configuration adapter are empty there, so the test product compiles neither SwiftNIO
+# nor postgres-nio nor swift-configuration under each sanitizer (3-5 minutes each on 2 cores saved);
+# their tests run once, unsanitized, in scripts/test.sh, which enables both traits. (The examples,
+# Hummingbird's included, are a package of their own, Examples/, never built here.)
+# LOCKBOX_SANITIZER_BUILD=1 tells the tests they run sanitized (slower processes: wider timing
+# slack; a few checks that cannot run under a sanitizer stand down).
 export LOCKBOX_SANITIZER_BUILD=1
 
 # Upper bound for one sanitized suite run, in seconds: about 5 minutes each on 2 cores.

@@ -13,25 +13,39 @@ trap 'step "done (exit $?)"' EXIT
 step "dependencies"
 scripts/ensure-deps.sh --test
 
+# The package's traits, all enabled here (Package.swift): the PostgreSQL store and the
+# swift-configuration adapter, with their tests. Every build into .build below uses the same set
+# (scripts/traits.sh), so none rebuilds another's modules; the examples package (Examples/), built
+# into the same .build by scripts/run-examples.sh, depends on the root with these traits, so
+# SwiftNIO is compiled once, here, for LockboxPostgres and the Hummingbird example together.
+source scripts/traits.sh
 log=$(mktemp)
 trap 'status=$?; rm -f "$log"; step "done (exit $status)"' EXIT
 step "build"
-swift build --build-tests 2>&1 | tee "$log"
+swift build --build-tests "${lockbox_traits[@]}" 2>&1 | tee "$log"
 if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; then
     echo "test: the build has warnings in our own code (above); fix them" >&2
     exit 1
 fi
+bin="$(swift build "${lockbox_traits[@]}" --show-bin-path)"
 
-# The examples must still do what they say, on the file vault and on gnome-keyring.
+# The examples (a package of their own, Examples/, built into .build with the root's traits: the
+# SwiftNIO and Hummingbird the service example needs come from the build above and this one) must
+# still do what they say, on the file vault and on gnome-keyring.
 step "examples"
 scripts/run-examples.sh
-# The README's library quick start, built as a consumer package (a path dependency on the
-# `Lockbox` product alone), opens a vault `lockbox init` made and reads what `lockbox set` stored.
-step "README sample as a consumer package"
-scripts/check-readme-sample.sh "$(swift build --show-bin-path)/lockbox"
-# The example Hummingbird service (built above with everything else: SwiftNIO is compiled once for
-# it and LockboxPostgres): two processes on one vault driven with concurrent requests, then the
-# starvation benchmark's quick mode (figures, no thresholds).
+# Every Swift sample of README.md and the DocC catalog, built as a consumer package would build it
+# (a path dependency on the root, no traits: it must resolve no SwiftNIO, postgres-nio or Yams)
+# and run against a vault `lockbox init` made, reading what `lockbox set` stored.
+step "README and DocC samples as a consumer package"
+scripts/check-samples.sh "$bin/lockbox"
+# Blocking calls a service can reach from async code are refused by the compiler (async overloads
+# win; `noasync` where there is none), as a consumer package sees them.
+step "blocking API from async code"
+scripts/check-noasync.sh
+# The example Hummingbird service (built by run-examples.sh above): two processes on one vault
+# driven with concurrent requests, then the starvation benchmark's quick mode (figures, no
+# thresholds).
 step "Hummingbird service example"
 scripts/run-service-example.sh
 
@@ -52,7 +66,7 @@ scripts/check-models.sh
 # docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
 # written from the document alone) must read what lockbox writes.
 step "check-format"
-scripts/check-format.sh "$(swift build --show-bin-path)/lockbox"
+scripts/check-format.sh "$bin/lockbox"
 
 # The PKCS#7 check of the Secret Service session (Lockbox's own code; the rest of the session is
 # libcrypto's), as the optimiser compiled it, has no branch or address that depends on the
@@ -72,7 +86,7 @@ export LOCKBOX_REQUIRE_KEYRING_TESTS=1
 step "vectors, selftest, fuzz smoke"
 python3 scripts/make-vault-vectors.py --check
 python3 scripts/check-session-vectors.py
-"$(swift build --show-bin-path)/lockbox" selftest | tail -n 1
+"$bin/lockbox" selftest | tail -n 1
 scripts/fuzz.sh 5
 
 # Re-authentication windows where the test command itself runs, outside the suite's `keyctl
@@ -80,12 +94,14 @@ scripts/fuzz.sh 5
 # 41; in a desktop login it must succeed and the next invocation must see the window. Never a
 # success whose window is gone (SECURITY.md, "No login session keyring, no window").
 step "window outside the session keyring"
-scripts/check-window-here.sh "$(swift build --show-bin-path)/lockbox"
+scripts/check-window-here.sh "$bin/lockbox"
 
 # The suite, with a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
 # tests; TPM tests that need to lock out or restart a TPM start a private swtpm of their own.
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1
+# The swift-configuration adapter's tests are built (trait SwiftConfiguration) and must run.
+export LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1
 # The PostgreSQL store's tests run below, against their own cluster.
 # Each suite run has a time limit (scripts/watchdog.sh): a hung test fails the step, naming the
 # tests still running and the processes they wait on, instead of using up CI's 90 minutes.
@@ -94,12 +110,13 @@ suite_log=$(mktemp)
 trap 'status=$?; rm -f "$log" "$suite_log"; step "done (exit $status)"' EXIT
 scripts/watchdog.sh 1800 --log "$suite_log" -- \
     keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- \
-    swift test --skip-build --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
+    swift test --skip-build "${lockbox_traits[@]}" --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
 # (scripts/postgres-session.sh starts and removes them), and a second pair that the failover test
 # (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather
 # than skip without them. About 30-50 s in all (session 14-35 s, tests ~15 s). Built once, by the
-# `swift build --build-tests` above; the sanitizer builds leave it out.
+# `swift build --build-tests` above (trait PostgreSQL); the sanitizer builds, which enable no
+# trait, leave it out.
 # The cross-host tests' 8 hosts run in 8 network namespaces (--hosts 8) wherever this machine can
 # make one (root with CAP_NET_ADMIN): then they must (LOCKBOX_REQUIRE_NETNS=1).
 step "PostgreSQL tests"
@@ -111,20 +128,20 @@ else
     echo "test.sh: this machine cannot make network namespaces; the cross-host tests run their hosts as plain processes"
 fi
 LOCKBOX_REQUIRE_NETNS=$require_netns LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/watchdog.sh 900 --log "$suite_log" -- \
-    scripts/postgres-session.sh --hosts 8 -- swift test --skip-build --filter LockboxPostgresTests > >(tee "$suite_log") 2>&1
+    scripts/postgres-session.sh --hosts 8 -- swift test --skip-build "${lockbox_traits[@]}" --filter LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # The PostgreSQL store's benchmark in its quick mode (debug build, ~10 s), so it keeps working;
 # figures, no thresholds (docs/PERFORMANCE.md, "PostgreSQL store").
 step "PostgreSQL benchmark, quick"
-scripts/bench-postgres.sh --quick --binary "$(swift build --show-bin-path)/LockboxPostgresLoad"
+scripts/bench-postgres.sh --quick --binary "$bin/LockboxPostgresLoad"
 # git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
 # pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
 step "integrations (git, Python keyring)"
-scripts/keyring-session.sh -- scripts/test-integrations.sh "$(swift build --show-bin-path)/lockbox"
+scripts/keyring-session.sh -- scripts/test-integrations.sh "$bin/lockbox"
 # lockbox next to secret-tool as whole processes, with D-Bus call counts (docs/PERFORMANCE.md):
 # the benchmark script in its quick mode (3 pairs a row, ~10 s, debug build), so it keeps working.
 # It prints figures and asserts no thresholds.
 step "CLI benchmark, quick"
-scripts/bench-cli.sh --quick --dbus --binary "$(swift build --show-bin-path)/lockbox"
+scripts/bench-cli.sh --quick --dbus --binary "$bin/lockbox"
 
 # The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
 # rebuilt for each; about 3 minutes each from cold): a data race, or a memory error in the C

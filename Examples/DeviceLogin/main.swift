@@ -127,12 +127,22 @@ struct GameClient: Sendable {
 let tokens = TokenStore(store: run.store)
 let client = GameClient(base: base, tokens: tokens)
 
+/// The async overloads, called from async functions as a service calls them (top-level code would
+/// pick the blocking overloads, which are unavailable from async code).
+func deviceID(_ identity: DeviceIdentity, service: String) async throws -> UUID {
+    try await identity.deviceID(service: service)
+}
+func save(_ tokens: TokenStore, _ response: Data, service: String) async throws -> TokenSet? {
+    try await tokens.save(oauthResponse: response, service: service, account: "player")
+    return try await tokens.load(service: service, account: "player")
+}
+
 run.step("First launch: the game registers its device ID and stores the tokens it gets back")
-let device = try DeviceIdentity(store: run.store).deviceID(service: app)
+let device = try await deviceID(DeviceIdentity(store: run.store), service: app)
 let (status, body) = try await client.post("/register", body: SecretBytes(utf8: device.uuidString))
 run.expect(status == 200, "the server registers the device")
-try tokens.save(oauthResponse: body, service: app, account: "player")
-run.say("device \(device) registered; tokens stored (\(try tokens.load(service: app, account: "player").map { "\($0)" } ?? "none"))")
+let stored = try await save(tokens, body, service: app)
+run.say("device \(device) registered; tokens stored (\(stored.map { "\($0)" } ?? "none"))")
 let firstStatus = try await client.loadProfile()
 run.expect(firstStatus == 200, "the profile loads")
 

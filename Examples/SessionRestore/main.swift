@@ -27,21 +27,28 @@ actor EventLog {
     }
 }
 
+/// The token store's async overloads, called from async functions as a service calls them
+/// (top-level code would pick the blocking overloads, which are unavailable from async code).
+func save(_ tokens: TokenStore, _ response: String, service: String) async throws {
+    try await tokens.save(oauthResponse: Data(response.utf8), service: service, account: "player", subject: "trader-17")
+}
+func load(_ tokens: TokenStore, service: String) async throws -> TokenSet? {
+    try await tokens.load(service: service, account: "player")
+}
+
 let key = ItemKey(service: app, account: "player")
 let log = EventLog()
 
 run.step("Launch 1: the player signs in; the session is stored")
 var tokens = TokenStore(store: run.store)
 var watcher = follow(tokens, into: log)
-try tokens.save(oauthResponse: Data(#"{"access_token":"a1","token_type":"Bearer","expires_in":3600,"refresh_token":"r1"}"#.utf8),
-                service: app, account: "player", subject: "trader-17")
+try await save(tokens, #"{"access_token":"a1","token_type":"Bearer","expires_in":3600,"refresh_token":"r1"}"#, service: app)
 let firstEvents = await log.waitFor(count: 1)
 run.expect(firstEvents == [.signedIn(key)], "a signed-in event")
 run.say("event: signed in")
 
 run.step("The access token expires; the next call refreshes it once and the app hears about it")
-try tokens.save(oauthResponse: Data(#"{"access_token":"a1","token_type":"Bearer","expires_in":0,"refresh_token":"r1"}"#.utf8),
-                service: app, account: "player", subject: "trader-17")
+try await save(tokens, #"{"access_token":"a1","token_type":"Bearer","expires_in":0,"refresh_token":"r1"}"#, service: app)
 let fresh = try await tokens.validAccessToken(service: app, account: "player") { current in
     TokenSet(accessToken: SecretBytes(utf8: "a2"), refreshToken: SecretBytes(utf8: "r2"), expiresAt: Date().addingTimeInterval(3600),
              subject: current.subject)
@@ -54,7 +61,7 @@ watcher.cancel()
 
 run.step("Launch 2: the app restarts and restores the session from the store")
 tokens = TokenStore(store: try run.reopen())
-let restored = try tokens.load(service: app, account: "player")
+let restored = try await load(tokens, service: app)
 run.expect(restored?.subject == "trader-17", "the session survives a restart")
 run.expect(restored?.accessToken == SecretBytes(utf8: "a2"), "with the refreshed token")
 run.say("restored the session of \(restored?.subject ?? "?") (token \(restored.map { "\($0.accessToken)" } ?? "none"))")

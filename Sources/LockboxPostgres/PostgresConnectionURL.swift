@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import SystemPackage
@@ -253,3 +254,4 @@ public struct PostgresConnectionURL: Sendable, CustomStringConvertible {
         return try PostgresConnectionURL(parsing: value)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Lockbox
 import Logging
 import PostgresNIO
@@ -5,9 +6,10 @@ import PostgresNIO
 /// The tables a ``PostgresStore`` keeps, in the schema `lockbox`, and the versioned migrations
 /// that make them (docs/ARCHITECTURE.md, "PostgreSQL store").
 ///
-/// Each migration runs in its own transaction under a transaction-scoped advisory lock, and
-/// records its version in `lockbox.schema_migrations` in that transaction: running them again
-/// (every open does) changes nothing, and hosts starting together apply each exactly once.
+/// The missing migrations run in one transaction under a transaction-scoped advisory lock, each
+/// recording its version in `lockbox.schema_migrations`: running them again (every open does)
+/// changes nothing and, at the current version, only reads the version; hosts starting together
+/// apply each exactly once.
 enum PostgresSchema {
     /// The newest schema version this code knows.
     static var currentVersion: Int { migrations.count }
@@ -146,16 +148,97 @@ enum PostgresSchema {
             $body$
             """,
         ],
+        // 5: the statements whose result a host acts on, as procedures that COMMIT before they
+        // return it. An autocommit statement's rows (and its CommandComplete) reach the client
+        // before the implicit commit at Sync, which waits for the synchronous standby: a host
+        // could evaluate a guess, or hold a lease, that a failover at that moment loses. A
+        // procedure's OUT row is sent after its COMMIT returned, and that COMMIT waits for the
+        // standby, so the row is the acknowledgement: one round trip, durable before it is read.
+        // Called with CALL outside any transaction block (a procedure may COMMIT only there).
+        [
+            """
+            CREATE PROCEDURE lockbox.count_pin_attempt(
+                attempt_address bytea, delays float8[], evaluation_limit integer,
+                OUT evaluate boolean, OUT counted integer, OUT decided_at timestamptz, OUT locked_until timestamptz
+            ) LANGUAGE plpgsql AS $body$
+            BEGIN
+                SELECT d.evaluate, d.counted, d.decided_at, d.locked_until INTO evaluate, counted, decided_at, locked_until
+                    FROM lockbox.begin_pin_attempt(attempt_address, delays, evaluation_limit) d;
+                COMMIT;
+            END
+            $body$
+            """,
+            """
+            CREATE PROCEDURE lockbox.clear_pin_attempts(attempt_address bytea, OUT cleared boolean)
+            LANGUAGE plpgsql AS $body$
+            BEGIN
+                DELETE FROM lockbox.pin_attempts a WHERE a.address = attempt_address;
+                cleared := FOUND;
+                COMMIT;
+            END
+            $body$
+            """,
+            """
+            CREATE PROCEDURE lockbox.take_refresh_lease(
+                lease_address bytea, lease_seconds float8, OUT taken_fence bigint, OUT taken_until timestamptz
+            ) LANGUAGE plpgsql AS $body$
+            BEGIN
+                INSERT INTO lockbox.refresh_leases AS l (address, fence, expires_at)
+                    VALUES (lease_address, nextval('lockbox.refresh_lease_fences'), clock_timestamp() + lease_seconds * interval '1 second')
+                    ON CONFLICT (address) DO UPDATE SET fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at
+                        WHERE l.expires_at <= clock_timestamp()
+                    RETURNING l.fence, l.expires_at INTO taken_fence, taken_until;
+                COMMIT;
+            END
+            $body$
+            """,
+            """
+            CREATE PROCEDURE lockbox.end_refresh_lease(lease_address bytea, lease_fence bigint, OUT ended boolean)
+            LANGUAGE plpgsql AS $body$
+            BEGIN
+                DELETE FROM lockbox.refresh_leases l WHERE l.address = lease_address AND l.fence = lease_fence;
+                ended := FOUND;
+                COMMIT;
+            END
+            $body$
+            """,
+        ],
     ]
+
+    /// The schema version the database is at: 0 without a `lockbox.schema_migrations` table.
+    /// Reads only (two statements, no lock, no DDL).
+    static func version(on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        var exists = false
+        for try await found in try await connection.query(
+            "SELECT to_regclass('lockbox.schema_migrations') IS NOT NULL", logger: logger
+        ).decode(Bool.self) { exists = found }
+        guard exists else { return 0 }
+        var newest = 0
+        for try await found in try await connection.query(
+            "SELECT coalesce(max(version), 0)::int8 FROM lockbox.schema_migrations", logger: logger
+        ).decode(Int.self) { newest = found }
+        return newest
+    }
 
     /// Creates the schema and applies every migration the database lacks. Throws
     /// ``PostgresStoreError/schemaTooNew(server:found:supported:)`` if the database has one this
     /// code does not know.
+    ///
+    /// A database already at ``currentVersion`` is only read (``version(on:logger:)``: no lock,
+    /// no DDL). Otherwise one transaction under the advisory lock creates the schema and the
+    /// version table if missing, reads the version again (another host may have migrated
+    /// meanwhile), and applies every missing migration in order, each recording its version: all
+    /// of them or none, and hosts starting together apply each exactly once.
     static func migrate(_ client: PostgresClient, logger: Logger, server: String) async throws {
         try await client.withConnection { connection in
+            let found = try await version(on: connection, logger: logger)
+            guard found <= currentVersion else {
+                throw PostgresStoreError.schemaTooNew(server: server, found: found, supported: currentVersion)
+            }
+            guard found < currentVersion else { return }
             // IF NOT EXISTS under the lock: two hosts creating the schema at once would otherwise
             // collide on the catalog's unique index.
-            try await connection.withTransaction(logger: logger) { connection in
+            try await PostgresStore.transaction(on: connection, logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
                 try await connection.query("CREATE SCHEMA IF NOT EXISTS lockbox", logger: logger)
                 try await connection.query("""
@@ -164,24 +247,16 @@ enum PostgresSchema {
                         applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
                     )
                     """, logger: logger)
-            }
-            for (index, statements) in migrations.enumerated() {
-                let version = index + 1
-                try await connection.withTransaction(logger: logger) { connection in
-                    try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
-                    var newest = 0
-                    for try await found in try await connection.query("SELECT coalesce(max(version), 0)::int8 FROM lockbox.schema_migrations", logger: logger)
-                        .decode(Int.self) {
-                        newest = found
-                    }
-                    guard newest <= currentVersion else {
-                        throw PostgresStoreError.schemaTooNew(server: server, found: newest, supported: currentVersion)
-                    }
-                    guard newest < version else { return }
+                let newest = try await version(on: connection, logger: logger)
+                guard newest <= currentVersion else {
+                    throw PostgresStoreError.schemaTooNew(server: server, found: newest, supported: currentVersion)
+                }
+                for (index, statements) in migrations.enumerated() where index + 1 > newest {
                     for statement in statements { try await connection.query(statement, logger: logger) }
-                    try await connection.query("INSERT INTO lockbox.schema_migrations (version) VALUES (\(version))", logger: logger)
+                    try await connection.query("INSERT INTO lockbox.schema_migrations (version) VALUES (\(index + 1))", logger: logger)
                 }
             }
         }
     }
 }
+#endif

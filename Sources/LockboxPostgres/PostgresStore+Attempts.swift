@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -12,30 +13,34 @@ import PostgresNIO
 /// add nothing against the database's writer: whoever can write the table can already reset a
 /// count by deleting the row or writing back an older sealed value.
 extension PostgresStore: PinAttemptLedger {
-    /// One statement (one round trip, one transaction): the row locked, the decision taken from
-    /// the database's clock, the guess counted and committed before this returns.
+    /// One statement, one round trip: `CALL lockbox.count_pin_attempt`, which locks the row, takes
+    /// the decision from the database's clock, counts the guess and COMMITs (waiting for a
+    /// synchronous standby) before it sends the decision back. A decision is never read before the
+    /// count is durable: if the primary dies first, this throws
+    /// ``PostgresStoreError/connectionLost(server:operation:)`` and the guess is not evaluated.
     public func beginPinAttempt(_ key: ItemKey, lockout: LockoutPolicy) async throws -> PinAttemptDecision {
         try await run("counting a PIN attempt") { store in
             let address = ByteBuffer(bytes: store.records.address(key))
             let rows = try await store.client.query(
-                """
-                SELECT evaluate, counted::int8, decided_at, locked_until
-                FROM lockbox.begin_pin_attempt(\(address), \(lockout.delays), \(Int32(lockout.evaluationLimit)))
-                """, logger: store.logger)
+                "CALL lockbox.count_pin_attempt(\(address), \(lockout.delays), \(Int32(lockout.evaluationLimit)), NULL, NULL, NULL, NULL)",
+                logger: store.logger)
             var decision: PinAttemptDecision?
-            for try await (evaluate, counted, decidedAt, lockedUntil) in rows.decode((Bool, Int, Date, Date?).self) {
-                decision = PinAttemptDecision(evaluate: evaluate, failures: counted, decidedAt: decidedAt, lockedUntil: lockedUntil)
+            for try await (evaluate, counted, decidedAt, lockedUntil) in rows.decode((Bool?, Int32?, Date?, Date?).self) {
+                guard let evaluate, let counted, let decidedAt else { continue }
+                decision = PinAttemptDecision(evaluate: evaluate, failures: Int(counted), decidedAt: decidedAt, lockedUntil: lockedUntil)
             }
             guard let decision else { throw LockboxError.corruptVault(path: store.server, reason: "the PIN attempt counter returned no row") }
             return decision
         }
     }
 
-    /// Deletes the profile's count (a right PIN, a reset, a new or removed PIN).
+    /// Deletes the profile's count (a right PIN, a reset, a new or removed PIN); returns once the
+    /// deletion is committed (`CALL lockbox.clear_pin_attempts`, one round trip).
     public func recordPinSuccess(_ key: ItemKey) async throws {
         try await run("clearing PIN attempts") { store in
-            _ = try await store.client.query(
-                "DELETE FROM lockbox.pin_attempts WHERE address = \(ByteBuffer(bytes: store.records.address(key)))", logger: store.logger)
+            let rows = try await store.client.query(
+                "CALL lockbox.clear_pin_attempts(\(ByteBuffer(bytes: store.records.address(key))), NULL)", logger: store.logger)
+            for try await _ in rows.decode(Bool?.self) {}
         }
     }
 
@@ -57,3 +62,4 @@ extension PostgresStore: PinAttemptLedger {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -30,3 +31,4 @@ extension PostgresStore: ConditionalWriteStore {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -35,3 +36,4 @@ extension PostgresStore: FirstWriteWinsStore {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import PostgresNIO
@@ -17,9 +18,12 @@ import PostgresNIO
 /// or account name in clear, and unlinkable to the tokens' row without the vault key); the fence
 /// and the expiry are in clear, because the database decides from them.
 extension PostgresStore: RefreshLeasing {
-    /// One statement: inserts the lease, or takes over an expired one, and returns it; `nil`
-    /// while another holder's lease is live. Two hosts at once: the second waits for the first's
-    /// row and then finds it live.
+    /// One statement, one round trip (`CALL lockbox.take_refresh_lease`): inserts the lease, or
+    /// takes over an expired one, COMMITs (waiting for a synchronous standby) and only then
+    /// returns it; `nil` while another holder's lease is live. Two hosts at once: the second waits
+    /// for the first's row and then finds it live. A lease is never returned before it is durable:
+    /// a failover at that moment makes this throw, and the promoted standby has no lease a host
+    /// does not know about.
     public func acquireRefreshLease(_ key: ItemKey, for duration: Duration) async throws -> RefreshLease? {
         let seconds = duration.seconds
         guard seconds.isFinite, seconds >= 0.001, seconds <= 86_400 else {
@@ -28,16 +32,10 @@ extension PostgresStore: RefreshLeasing {
         return try await run("taking a refresh lease") { store in
             let address = ByteBuffer(bytes: store.records.address(Self.leaseKey(key)))
             let rows = try await store.client.query(
-                """
-                INSERT INTO lockbox.refresh_leases AS l (address, fence, expires_at)
-                VALUES (\(address), nextval('lockbox.refresh_lease_fences'), clock_timestamp() + \(seconds) * interval '1 second')
-                ON CONFLICT (address) DO UPDATE SET fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at
-                    WHERE l.expires_at <= clock_timestamp()
-                RETURNING fence, expires_at
-                """, logger: store.logger)
+                "CALL lockbox.take_refresh_lease(\(address), \(seconds), NULL, NULL)", logger: store.logger)
             var lease: RefreshLease?
-            for try await (fence, expires) in rows.decode((Int64, Date).self) {
-                lease = RefreshLease(key: key, fence: fence, expires: expires)
+            for try await (fence, expires) in rows.decode((Int64?, Date?).self) {
+                if let fence, let expires { lease = RefreshLease(key: key, fence: fence, expires: expires) }
             }
             return lease
         }
@@ -62,12 +60,14 @@ extension PostgresStore: RefreshLeasing {
         }
     }
 
-    /// Deletes the lease row if it still has this fence.
+    /// Deletes the lease row if it still has this fence; returns once that is committed
+    /// (`CALL lockbox.end_refresh_lease`, one round trip).
     public func releaseRefreshLease(_ lease: RefreshLease) async throws {
         try await run("ending a refresh lease") { store in
             let address = ByteBuffer(bytes: store.records.address(Self.leaseKey(lease.key)))
-            _ = try await store.client.query(
-                "DELETE FROM lockbox.refresh_leases WHERE address = \(address) AND fence = \(lease.fence)", logger: store.logger)
+            let rows = try await store.client.query(
+                "CALL lockbox.end_refresh_lease(\(address), \(lease.fence), NULL)", logger: store.logger)
+            for try await _ in rows.decode(Bool?.self) {}
         }
     }
 
@@ -76,3 +76,4 @@ extension PostgresStore: RefreshLeasing {
         ItemKey(service: key.service, account: "refresh-lease:" + key.account)
     }
 }
+#endif

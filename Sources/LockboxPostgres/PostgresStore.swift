@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import Logging
@@ -113,7 +114,7 @@ public final class PostgresStore: AsyncSecretStore {
             try await store.run("creating the vault") { store in
                 try await PostgresSchema.migrate(store.client, logger: store.logger, server: store.server)
                 try await store.client.withConnection { connection in
-                    try await connection.withTransaction(logger: store.logger) { connection in
+                    try await Self.transaction(on: connection, logger: store.logger) { connection in
                         var inserted = false
                         let rows = try await connection.query("""
                             INSERT INTO lockbox.vault (format_version, vault_id, key_check)
@@ -203,7 +204,7 @@ public final class PostgresStore: AsyncSecretStore {
 
     private static func readVaultRow(_ client: PostgresClient, logger: Logger, server: String) async throws -> VaultRow {
         try await client.withConnection { connection in
-            try await connection.withTransaction(logger: logger) { connection in
+            try await transaction(on: connection, logger: logger) { connection in
                 var vault: (Int16, ByteBuffer, ByteBuffer)?
                 let rows = try await connection.query("SELECT format_version, vault_id, key_check FROM lockbox.vault", logger: logger)
                 for try await row in rows.decode((Int16, ByteBuffer, ByteBuffer).self) { vault = row }
@@ -289,6 +290,56 @@ public final class PostgresStore: AsyncSecretStore {
         }
     }
 
+    /// `body` in one transaction on `connection`: `BEGIN`, `body`, `COMMIT`; the result only once
+    /// `COMMIT` has returned (with a synchronous standby: once the standby has the commit).
+    ///
+    /// Not postgres-nio's `withTransaction`: after an error it sends `ROLLBACK` whatever the error
+    /// was, and on a connection whose channel has closed (a terminated backend, a crashed
+    /// server) that query never completes — `PostgresConnection.query` writes it into the
+    /// channel with no write promise, and once the closed channel's pipeline has dropped
+    /// postgres-nio's handler the query's own promise is never fulfilled. The call then hung until
+    /// its operation timeout instead of failing with `connectionLost`, whenever the `ROLLBACK`
+    /// lost the race against the pipeline's teardown. A lost connection needs no `ROLLBACK` (the
+    /// server rolls back a transaction whose connection ends), so none is sent then.
+    static func transaction<T: Sendable>(
+        on connection: PostgresConnection, logger: Logger, isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await connection.query("BEGIN", logger: logger)
+        let value: T
+        do {
+            value = try await body(connection)
+        } catch {
+            if !isConnectionLoss(error) && !connection.isClosed {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+            }
+            throw error
+        }
+        try await connection.query("COMMIT", logger: logger)
+        return value
+    }
+
+    /// Whether `error` says the connection ended (the server closed it, or the network did).
+    static func isConnectionLoss(_ error: any Error) -> Bool {
+        switch error {
+        case let error as PSQLError:
+            switch error.code {
+            case .server:
+                let state = error.serverInfo?[.sqlState] ?? ""
+                return state.hasPrefix("57P") || state.hasPrefix("08")
+            case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
+                return true
+            default:
+                return false
+            }
+        case let error as PostgresStoreError:
+            if case .connectionLost = error { return true }
+            return false
+        default:
+            return false
+        }
+    }
+
     // MARK: Keys
 
     var records: VaultRecords { keys.withLock { $0.records } }
@@ -309,11 +360,6 @@ public final class PostgresStore: AsyncSecretStore {
         } catch is StaleKeys {
             try await reloadKeys()
             do { return try await body(records) } catch is StaleKeys {
-                throw LockboxError.credentialsChanged(path: server)
-            }
-        } catch let error as PostgresTransactionError where error.closureError is StaleKeys {
-            try await reloadKeys()
-            do { return try await body(records) } catch let error as PostgresTransactionError where error.closureError is StaleKeys {
                 throw LockboxError.credentialsChanged(path: server)
             }
         }
@@ -375,7 +421,7 @@ public final class PostgresStore: AsyncSecretStore {
     func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
         try await withKeys { records in
             try await client.withConnection { connection in
-                try await connection.withTransaction(logger: logger) { connection in
+                try await Self.transaction(on: connection, logger: logger) { connection in
                     var keyCheck: ByteBuffer?
                     for try await value in try await connection.query("SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger)
                         .decode(ByteBuffer.self) { keyCheck = value }
@@ -807,3 +853,4 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         continuation?.resume(with: result)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 
@@ -56,3 +57,4 @@ public enum PostgresStoreError: LockboxCodedError, Equatable {
         }
     }
 }
+#endif

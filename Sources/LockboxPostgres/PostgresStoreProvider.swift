@@ -1,3 +1,4 @@
+#if PostgreSQL
 import FoundationEssentials
 import Lockbox
 
@@ -56,3 +57,4 @@ public struct PostgresStoreProvider: StoreProvider {
         credentials.contains { if case .passphrase = $0 { true } else { false } }
     }
 }
+#endif

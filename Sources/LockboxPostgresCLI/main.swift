@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import LockboxPostgres
@@ -52,3 +53,17 @@ struct PostgresSupport: PostgresCommandSupport {
 
 PostgresCommands.support.withLock { $0 = PostgresSupport() }
 LockboxTool.main()
+#else
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Built without the package's `PostgreSQL` trait, this program has no PostgreSQL store to offer:
+// it says so and exits with the PostgreSQL store's code (27), as `lockbox` does when it is missing.
+fputs(
+    "lockbox: this lockbox-postgres was built without the PostgreSQL store; build it with "
+        + "`swift build --traits PostgreSQL --product lockbox-postgres`, or install it with `make install-postgres`\n",
+    stderr
+)
+exit(27)
+#endif

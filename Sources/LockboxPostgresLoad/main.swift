@@ -1,3 +1,4 @@
+#if PostgreSQL
 // Load for the PostgreSQL store, as separate processes: the failover test's writers and the
 // benchmark of scripts/bench-postgres.sh. Not a user tool: its arguments name files (a URL file,
 // a key file), never a password or a key.
@@ -235,3 +236,12 @@ case "bench":
     do { try await bench(options(arguments.dropFirst())) } catch { fail("\(error)") }
 default: fail("usage: LockboxPostgresLoad write|bench --OPTION VALUE…")
 }
+#else
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// A helper of the PostgreSQL tests and benchmark: nothing to do without the `PostgreSQL` trait.
+fputs("this program needs the package's PostgreSQL trait (swift build --traits PostgreSQL)\n", stderr)
+exit(2)
+#endif

@@ -1,3 +1,4 @@
+#if SwiftConfiguration
 import Configuration
 import Lockbox
 
@@ -7,9 +8,9 @@ extension LockboxConfiguration {
     /// Scope the reader to `lockbox` (`reader.scoped(to: "lockbox")`), so that with an
     /// `EnvironmentVariablesProvider` the keys below are the `LOCKBOX_*` variables, and in a JSON
     /// file (`FileProvider<JSONSnapshot>`) or a YAML file (`FileProvider<YAMLSnapshot>`) they sit
-    /// under a `lockbox` key. YAML is swift-configuration's `YAML` trait (it pulls in jpsim/Yams);
-    /// this package enables it for its tests, which read environment variables, JSON and YAML —
-    /// enable it in your own manifest to read YAML:
+    /// under a `lockbox` key. YAML is swift-configuration's `YAML` trait (it pulls in jpsim/Yams),
+    /// off unless your manifest enables it, or Lockbox's `YAML` trait (which the package's own
+    /// tests build with, reading environment variables, JSON and YAML):
     ///
     /// | key | environment variable | value |
     /// |---|---|---|
@@ -104,3 +105,4 @@ extension LockboxConfiguration {
         return LockboxError.invalidArgument("the configuration value `\(key)` is '\(shown)'; expected \(expected)")
     }
 }
+#endif

@@ -72,7 +72,7 @@ struct PostgresProgramMissing: LockboxCodedError {
     var path: String
     var description: String {
         "the PostgreSQL store is opened by \(PostgresCommands.programName), which is not installed beside this lockbox (looked for \(path)); "
-            + "install it with `make install-postgres`, or build it with `swift build --product \(PostgresCommands.programName)`"
+            + "install it with `make install-postgres`, or build it with `swift build --traits PostgreSQL --product \(PostgresCommands.programName)`"
     }
     var code: LockboxError.Code { .postgresProgramMissing }
     var category: LockboxError.Category { .noStorageAccess }

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import LockboxTesting
@@ -323,3 +324,4 @@ extension PostgresStoreTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import SystemPackage
@@ -240,3 +241,4 @@ extension PostgresStoreTests {
         #expect(errors.map(\.category) == [.noStorageAccess, .noStorageAccess, .platformFailure, .badData])
     }
 }
+#endif

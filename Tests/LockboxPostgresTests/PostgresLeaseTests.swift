@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import Testing
@@ -152,3 +153,4 @@ extension PostgresStoreTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Lockbox
 import SystemPackage
@@ -331,8 +332,9 @@ struct PostgresStoreTests {
             _ = try? cluster.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()")
             blocker.waitUntilExit()
         }
-        // Wait until the blocker holds the lock (its pg_sleep is running).
-        let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND state = 'active' AND pid <> pg_backend_pid()"
+        // Wait until the blocker holds the lock: in its pg_sleep (the query text shows from the
+        // start of the batch, before the FOR UPDATE has run; the wait event only in the sleep).
+        let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND wait_event = 'PgSleep' AND pid <> pg_backend_pid()"
         for _ in 0..<400 {
             if try cluster.psql(sleeping).trimmingCharacters(in: .whitespacesAndNewlines) == "1" { break }
             try await Task.sleep(for: .milliseconds(50))
@@ -442,3 +444,4 @@ extension PostgresStoreTests {
         #expect(try cluster.psql("SELECT count(*) FROM lockbox.items") == "4\n")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import CoreMetrics
 import Foundation
 import Lockbox
@@ -57,6 +58,18 @@ do { cheap = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024) } catch 
 
 // Like a host of its own, each worker has its own lock folder: the per-host `flock`s of two
 // workers never meet, so only the database can make them agree.
+// The async overloads, called from async functions: top-level code would pick the blocking ones
+// (which are unavailable from async code).
+func verify(_ guard_: PinGuard, _ profile: PinProfile, _ pin: SecretBytes) async throws {
+    try await guard_.verify(profile, pin: pin)
+}
+func change(_ guard_: PinGuard, _ profile: PinProfile, from old: SecretBytes, to new: SecretBytes) async throws {
+    try await guard_.change(profile, from: old, to: new)
+}
+func deviceID(_ identity: DeviceIdentity, service: String, account: String) async throws -> UUID {
+    try await identity.deviceID(service: service, account: account)
+}
+
 let lockDirectory = FilePath(NSTemporaryDirectory()).appending("lockbox-worker-\(getpid())-\(UUID().uuidString)")
 
 do {
@@ -73,7 +86,7 @@ do {
                               clock: ShiftedClock(offset: offset), lockDirectory: lockDirectory)
         for _ in 0..<count {
             do {
-                try guard_.verify(profile, pin: pin)
+                try await verify(guard_, profile, pin)
                 print("ok")
             } catch LockboxError.wrongPin(_, let failures, _) {
                 print("wrong \(failures)")
@@ -95,13 +108,13 @@ do {
             access: StoreAccess(store, executor: .shared), policy: .default, hashParameters: cheap, clock: SystemPinClock(),
             lockDirectory: lockDirectory, lockTimeout: .seconds(30), acceptingStoreOpenToOtherProcesses: false, hasher: hanging,
             failureRecording: .afterComparing, logger: .lockboxDefault, metricsFactory: NOOPMetricsHandler.instance)
-        try guard_.verify(profile, pin: pin)
+        try await verify(guard_, profile, pin)
         print("returned")
     case "device-id":
         guard arguments.count == 6, let startAt = Double(arguments[5]) else { fail("bad START_AT") }
         let wait = startAt - Date().timeIntervalSince1970
         if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
-        let id = try DeviceIdentity(store: store, lockDirectory: lockDirectory).deviceID(service: arguments[3], account: arguments[4])
+        let id = try await deviceID(DeviceIdentity(store: store, lockDirectory: lockDirectory), service: arguments[3], account: arguments[4])
         print(id.uuidString)
     case "pin-change":
         guard arguments.count == 6, let startAt = Double(arguments[5]), input.count >= 3 else { fail("bad START_AT, or no new PIN on stdin") }
@@ -110,7 +123,7 @@ do {
         let wait = startAt - Date().timeIntervalSince1970
         if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
         do {
-            try guard_.change(profile, from: pin, to: SecretBytes(utf8: String(input[2])))
+            try await change(guard_, profile, from: pin, to: SecretBytes(utf8: String(input[2])))
             print("changed")
         } catch LockboxError.wrongPin(_, let failures, _) {
             print("wrong \(failures)")
@@ -148,3 +161,12 @@ do {
 } catch {
     fail("\(error)")
 }
+#else
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// A helper of the PostgreSQL tests and benchmark: nothing to do without the `PostgreSQL` trait.
+fputs("this program needs the package's PostgreSQL trait (swift build --traits PostgreSQL)\n", stderr)
+exit(2)
+#endif

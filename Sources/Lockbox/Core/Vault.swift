@@ -84,12 +84,14 @@ public struct Vault: Sendable {
 
     /// The secret under (service, account), or `nil` if none is stored. A protected item throws
     /// ``LockboxError/reauthenticationRequired(_:)`` outside a re-authentication window.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func get(service: String, account: String) throws -> SecretBytes? {
         try access.blocking { try await self.get(service: service, account: account, via: $0) }
     }
 
     /// The secret under (service, account); throws ``LockboxError/itemNotFound(service:account:)``
     /// if none is stored.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func require(service: String, account: String) throws -> SecretBytes {
         try access.blocking { try await self.require(service: service, account: account, via: $0) }
     }
@@ -99,6 +101,7 @@ public struct Vault: Sendable {
     /// rotation never drops them (a new item takes `.generic`, the conventional label, no
     /// attributes and `.always`). With `access: .freshAuthentication` the secret can later be
     /// read only inside a re-authentication window.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
         label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
@@ -112,6 +115,7 @@ public struct Vault: Sendable {
     /// ``WriteCondition/ifCurrent(_:)`` writes only over the secret the caller read. Returns
     /// whether it wrote. The format-2 file vault checks and writes in one transaction.
     @discardableResult
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
         label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil, when condition: WriteCondition
@@ -128,11 +132,13 @@ public struct Vault: Sendable {
     ///
     /// Throws ``LockboxError/invalidArgument(_:)`` if the stored bytes are not UTF-8.
     /// The returned `String` cannot be wiped; prefer ``get(service:account:)`` for long-lived code.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func string(service: String, account: String) throws -> String? {
         try access.blocking { try await self.string(service: service, account: account, via: $0) }
     }
 
     /// Stores the UTF-8 bytes of `string` under (service, account).
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func set(
         _ string: String, service: String, account: String, kind: ItemKind? = nil,
         label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
@@ -144,12 +150,14 @@ public struct Vault: Sendable {
     // MARK: Metadata and removal
 
     /// The metadata of the item under (service, account), or `nil` if none is stored.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func metadata(service: String, account: String) throws -> ItemMetadata? {
         try access.blocking { try await self.metadata(service: service, account: account, via: $0) }
     }
 
     /// Removes the item under (service, account); returns whether there was one.
     @discardableResult
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func delete(service: String, account: String) throws -> Bool {
         try access.blocking { try await self.delete(service: service, account: account, via: $0) }
     }
@@ -157,23 +165,27 @@ public struct Vault: Sendable {
     /// Removes the item under (service, account) only if its secret is byte for byte `expected`
     /// (compare-and-delete: a value rotated meanwhile is kept); returns whether it removed it.
     @discardableResult
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func delete(service: String, account: String, ifCurrent expected: SecretBytes) throws -> Bool {
         try access.blocking { try await self.delete(service: service, account: account, ifCurrent: expected, via: $0) }
     }
 
     /// Metadata (never secrets) of every item, or of one service's items.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func list(service: String? = nil) throws -> [ItemMetadata] {
         try access.blocking { try await self.list(service: service, via: $0) }
     }
 
     /// Removes every item of `service`; returns how many were removed.
     @discardableResult
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func wipe(service: String) throws -> Int {
         try access.blocking { try await self.wipe(service: service, via: $0) }
     }
 
     /// Removes every item; returns how many were removed.
     @discardableResult
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func wipeAll() throws -> Int {
         try access.blocking { try await self.wipeAll(via: $0) }
     }

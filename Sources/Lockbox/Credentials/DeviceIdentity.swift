@@ -38,16 +38,19 @@ public struct DeviceIdentity: Sendable {
     }
 
     /// The ID for (service, account), created on first use.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func deviceID(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
         try access.blocking { try await self.identifier(ItemKey(service: service, account: account), kind: .deviceID, via: $0) }
     }
 
     /// A guest or anonymous profile's ID: the same mechanism under `guest:NAME`, kind `guest-id`.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func guestID(service: String, name: String) throws -> UUID {
         try access.blocking { try await self.identifier(ItemKey(service: service, account: "guest:" + name), kind: .guestID, via: $0) }
     }
 
     /// Replaces the ID with a new one and returns it.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func reset(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
         try access.blocking { try await self.reset(ItemKey(service: service, account: account), via: $0) }
     }
@@ -146,6 +149,7 @@ public struct SignOutReport: Sendable, Equatable {
 public enum SignOut {
     /// Removes every item of `service` — tokens, PIN records, protected items, guest IDs,
     /// everything — except device IDs when `keepDeviceID` is set, and reports what it removed.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public static func run(service: String, store: any SecretStore, keepDeviceID: Bool = false) throws -> SignOutReport {
         try CallingThread.run { try await run(service: service, in: InlineSecretStore(store: store), keepDeviceID: keepDeviceID) }
     }

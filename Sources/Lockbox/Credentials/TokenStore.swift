@@ -102,11 +102,13 @@ public final class TokenStore: Sendable {
     ///
     /// The record is JSON built with Foundation: the tokens pass through `String`s in ordinary
     /// memory (the encoded bytes are zeroed, the intermediate strings cannot be). SECURITY.md.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func save(_ tokens: TokenSet, service: String, account: String) throws {
         try access.blocking { try await self.save(tokens, service: service, account: account, via: $0) }
     }
 
     /// Saves the tokens of an OAuth 2.0 token response (RFC 6749 §5.1).
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func save(oauthResponse: Data, service: String, account: String, subject: String? = nil) throws {
         try save(TokenSet(oauthResponse: oauthResponse, now: now(), subject: subject), service: service, account: account)
     }
@@ -115,12 +117,14 @@ public final class TokenStore: Sendable {
     ///
     /// The record is parsed with Foundation's `JSONDecoder`, which makes `String` copies of the
     /// tokens in ordinary memory before they are moved into ``SecretBytes``. SECURITY.md.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func load(service: String, account: String) throws -> TokenSet? {
         try access.blocking { try await self.load(service: service, account: account, via: $0) }
     }
 
     /// Removes the token set; returns whether there was one.
     @discardableResult
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func clear(service: String, account: String) throws -> Bool {
         try access.blocking { try await self.clear(service: service, account: account, via: $0) }
     }

@@ -45,6 +45,7 @@ public enum Transfer {
     /// - Throws: whatever either store throws, or ``LockboxError/invalidArgument(_:)`` when a copy
     ///   does not read back identically (that item's source is left as it was) or no free
     ///   `(imported N)` address is left for ``ConflictPolicy/keepBoth``.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public static func run(
         from source: any SecretStore, to destination: any SecretStore, service: String? = nil,
         onConflict: ConflictPolicy = .skip, move: Bool = false, progress: ((Int, Int) -> Void)? = nil

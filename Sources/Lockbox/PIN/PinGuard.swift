@@ -196,6 +196,7 @@ public final class PinGuard: Sendable {
     ///   - pin: the new PIN; only its Argon2id hash is stored.
     ///   - lockout: the delays and limits that wrong tries of this PIN trigger.
     ///   - wipeItems: items to wipe with the PIN if `lockout.wipeAfter` is reached.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
         try access.blocking { try await self.set(profile, pin: pin, lockout: lockout, wipeItems: wipeItems, via: $0) }
     }
@@ -207,11 +208,13 @@ public final class PinGuard: Sendable {
     ///
     /// A try while the profile is locked out or disabled is refused before the profile's lock is
     /// taken: no hash, no write, no wait behind a verification in progress.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
         try access.blocking { try await self.verify(profile, pin: pin, via: $0) }
     }
 
     /// Replaces the PIN after checking the old one (which counts toward the lockout like any try).
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
         try access.blocking { try await self.change(profile, from: oldPin, to: newPin, via: $0) }
     }
@@ -221,17 +224,20 @@ public final class PinGuard: Sendable {
     /// Removing needs no PIN: whoever can write the store is the higher authority (with the file
     /// vault, the holder of its passphrase or key file).
     @discardableResult
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func remove(_ profile: PinProfile) throws -> Bool {
         try access.blocking { try await self.remove(profile, via: $0) }
     }
 
     /// Clears the failures and re-enables a disabled PIN, after the caller has checked a higher
     /// authority (the vault passphrase, say). See ``reset(_:authorizedBy:pin:)`` for another profile's PIN.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func reset(_ profile: PinProfile) throws {
         try access.blocking { try await self.reset(profile, via: $0) }
     }
 
     /// Resets `profile` if `authority`'s PIN verifies (with its own lockout applying).
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) throws {
         try access.blocking { try await self.reset(profile, authorizedBy: authority, pin: pin, via: $0) }
     }
@@ -239,11 +245,13 @@ public final class PinGuard: Sendable {
     /// A fingerprint of the profile's current PIN hash (BLAKE2b), or `nil` without a PIN: it
     /// changes whenever the PIN is changed, removed or set anew, which closes re-authentication
     /// windows the old PIN opened. Reveals nothing about the PIN.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func fingerprint(_ profile: PinProfile) throws -> String? {
         try access.blocking { try await self.fingerprint(profile, via: $0) }
     }
 
     /// Failures, lockout end and state, without touching the counters.
+    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
     public func status(_ profile: PinProfile) throws -> PinStatus {
         try access.blocking { try await self.status(profile, via: $0) }
     }
