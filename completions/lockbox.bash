@@ -173,20 +173,20 @@ _lockbox() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|set|get|delete|list|wipe|restore|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|exec|git-credential|docker-credential|help)
+    init|set|get|delete|list|wipe|restore|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|exec|git-credential|docker-credential|exit-codes|help)
         # Offer subcommand argument completions
         "_lockbox_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init set get delete list wipe restore passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest exec git-credential docker-credential help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init set get delete list wipe restore passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest exec git-credential docker-credential exit-codes help' -- "${cur}"))
         ;;
     esac
 }
 
 _lockbox_init() {
     repeating_flags=()
-    non_repeating_flags=(--with-passphrase --tpm --tpm-pin --version -h --help)
+    non_repeating_flags=(--with-passphrase --tpm --tpm-pin --allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --generate-key-file --kdf --format --tpm-pcrs --tpm-new-pin-fd)
     __lockbox_offer_flags_options 0
@@ -489,7 +489,7 @@ _lockbox_restore() {
 
 _lockbox_passwd() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --slot --kdf)
     __lockbox_offer_flags_options 0
@@ -670,7 +670,7 @@ _lockbox_slot_list() {
 
 _lockbox_slot_add-passphrase() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --new-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
@@ -802,7 +802,7 @@ _lockbox_slot_add-tpm() {
 
 _lockbox_slot_remove() {
     repeating_flags=()
-    non_repeating_flags=(--force --version -h --help)
+    non_repeating_flags=(--force --yes --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
@@ -1321,7 +1321,7 @@ _lockbox_token_set() {
 
 _lockbox_token_get() {
     repeating_flags=()
-    non_repeating_flags=(--json --version -h --help)
+    non_repeating_flags=(--json --allow-expired --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --field --refresh-with --leeway)
     __lockbox_offer_flags_options 2
@@ -1441,7 +1441,7 @@ _lockbox_token_clear() {
 
 _lockbox_device-id() {
     repeating_flags=()
-    non_repeating_flags=(--reset --version -h --help)
+    non_repeating_flags=(--reset --yes --json --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --account)
     __lockbox_offer_flags_options 1
@@ -1481,7 +1481,7 @@ _lockbox_device-id() {
 
 _lockbox_signout() {
     repeating_flags=()
-    non_repeating_flags=(--keep-device-id --version -h --help)
+    non_repeating_flags=(--keep-device-id --yes --json --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
     __lockbox_offer_flags_options 1
@@ -1570,7 +1570,7 @@ _lockbox_migrate() {
 
 _lockbox_export() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--allow-weak-passphrase --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --to --service --backup-passphrase-fd --kdf)
     __lockbox_offer_flags_options 0
@@ -1621,7 +1621,7 @@ _lockbox_export() {
 
 _lockbox_import() {
     repeating_flags=()
-    non_repeating_flags=(--json-lines --json --version -h --help)
+    non_repeating_flags=(--json-lines --json --yes --version -h --help)
     repeating_options=()
     non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd --backup-passphrase-fd --on-conflict)
     __lockbox_offer_flags_options 1
@@ -1842,6 +1842,14 @@ _lockbox_docker-credential() {
         return
         ;;
     esac
+}
+
+_lockbox_exit-codes() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __lockbox_offer_flags_options 0
 }
 
 _lockbox_help() {

@@ -14,9 +14,12 @@ Sources, so that a change to the command definitions changes the output:
   * commands, arguments, options, defaults, help texts: `lockbox --experimental-dump-help`
     (argument-parser's ToolInfo JSON, serialization version 0);
   * the version in the man page header: `lockbox --version`;
-  * the exit-code table: the "Exit codes:" paragraph of the root command's discussion (what
-    `lockbox --help` shows), checked against the raw values of `enum ExitStatus` in
-    Sources/lockbox/ExitStatus.swift; the two must list the same codes or this script fails;
+  * the exit-code table: the "Exit codes:" paragraph of the `exit-codes` command's discussion
+    (what `lockbox help exit-codes` shows), checked against the raw values of `enum ExitStatus`
+    in Sources/lockbox/ExitStatus.swift; the two must list the same codes or this script fails;
+  * the vault options: hidden from `--help` (shouldDisplay false) but documented here, as the
+    arguments whose section title is VAULT_OPTIONS_TITLE and that have a description;
+  * EXAMPLES (man page): every "Example…: lockbox …" line of the commands' discussions;
   * ENVIRONMENT: the descriptions below, checked against the variables the code reads
     (`environment["NAME"]` / `getenv("NAME")` in Sources/); an undocumented variable fails;
   * completions: `lockbox --generate-completion-script bash|zsh|fish`, verbatim.
@@ -37,6 +40,13 @@ import tempfile
 from pathlib import Path
 
 TOOL = "lockbox"
+
+# The title of the option group every command that opens a store takes (`VaultOptions.title`):
+# hidden from `--help`, documented in full here.
+VAULT_OPTIONS_TITLE = "Vault options"
+
+# The command whose discussion holds the exit-code table.
+EXIT_CODES_COMMAND = "exit-codes"
 
 # The man page's date (.TH): fixed, so the page changes only when the commands do. Bump it with
 # the version (it shows in the footer beside "Lockbox VERSION").
@@ -137,6 +147,18 @@ SECRETS_AFTER = [
     "to standard error.",
 ]
 
+JSON_OUTPUT = [
+    "Every command that reports something takes `--json` and then prints one JSON value on standard "
+    "output in one dialect: camelCase keys (`openedThisHandle`, `expiresAt`, `deviceId`), "
+    "pretty-printed with two-space indentation and sorted keys, dates in ISO 8601 (UTC), numbers as "
+    "numbers, an absent value as `null`, and an empty array or object as `[]` or `{}`. "
+    "`list --json-lines` is the one exception by design: one compact object per line, as JSON lines are.",
+    "With `--json`, a failure is reported on standard error as a JSON object instead of the "
+    "`lockbox: error[CODE]: message` line: `{\"code\": CODE, \"exitCode\": N, \"message\": TEXT}`, where "
+    "CODE is the stable error code (`usage` for an error in the command line itself) and N the exit "
+    "status. The message never holds a secret or a value typed on the command line.",
+]
+
 SEE_ALSO = ["secret-tool(1)", "gnome-keyring-daemon(1)", "keyctl(1)", "keyrings(7)"]
 
 
@@ -209,7 +231,7 @@ class Command:
         self.name = " ".join(self.path)
         self.abstract = info.get("abstract", "").strip()
         self.discussion = info.get("discussion", "").strip()
-        self.arguments = [a for a in info.get("arguments", []) if a.get("shouldDisplay", True)]
+        self.arguments = [a for a in info.get("arguments", []) if is_documented(a)]
         self.subcommands = [Command(s, self.path) for s in info.get("subcommands", [])
                             if s.get("shouldDisplay", True) and s["commandName"] != "help"]
 
@@ -225,6 +247,14 @@ class Command:
     def own_arguments(self) -> list[dict]:
         """Arguments without the automatic --help and --version."""
         return [a for a in self.arguments if not is_builtin(a)]
+
+
+def is_documented(arg: dict) -> bool:
+    """Shown by `--help`, or one of the vault options (hidden there, shown by `--help-all`);
+    an option hidden without a description (`--backend`, an old name) is not documented."""
+    if arg.get("shouldDisplay", True):
+        return True
+    return arg.get("sectionTitle") == VAULT_OPTIONS_TITLE and bool(arg.get("abstract"))
 
 
 def is_builtin(arg: dict) -> bool:
@@ -302,13 +332,18 @@ def synopsis_text(parts: list[tuple[str, str]]) -> str:
 
 
 def split_exit_codes(root: Command, cases: dict[int, str]) -> tuple[list[str], list[tuple[int, str, list[str]]]]:
-    """The root discussion without its "Exit codes:" paragraph, and that paragraph's entries (code, meaning, error codes)."""
-    paragraphs = [p.strip() for p in root.discussion.split("\n\n") if p.strip()]
+    """The root discussion's paragraphs, and the entries (code, meaning, error codes) of the
+    "Exit codes:" paragraph of the exit-codes command's discussion (which loses that paragraph:
+    the documents show it as their exit-code table)."""
+    holder = next((c for c in root.subcommands if c.path[-1] == EXIT_CODES_COMMAND), None)
+    if holder is None:
+        raise GenerationError(f"`lockbox {EXIT_CODES_COMMAND}` is missing: it holds the exit-code table")
+    paragraphs = [p.strip() for p in holder.info.get("discussion", "").strip().split("\n\n") if p.strip()]
     rest, entries = [], []
     for paragraph in paragraphs:
         if paragraph.startswith("Exit codes:") and not entries:
             body = paragraph[len("Exit codes:"):].strip().rstrip(".")
-            for item in re.split(r",\s+(?=\d+\s)", body):
+            for item in re.split(r"(?:,\s+|\s*\n\s*)(?=\d+\s)", body):
                 match = re.fullmatch(r"(\d+)\s+(.+)", item.strip(), re.S)
                 if not match:
                     raise GenerationError(f"cannot read exit code entry {item!r} in the root command's discussion")
@@ -322,22 +357,24 @@ def split_exit_codes(root: Command, cases: dict[int, str]) -> tuple[list[str], l
         else:
             rest.append(paragraph)
     if not entries:
-        raise GenerationError("the root command's discussion (`lockbox --help`) has no \"Exit codes:\" paragraph")
+        raise GenerationError(f"`lockbox help {EXIT_CODES_COMMAND}` has no \"Exit codes:\" paragraph")
+    holder.discussion = "\n\n".join(rest)
+    rest = [p.strip() for p in root.discussion.split("\n\n") if p.strip()]
     listed = [code for code, _, _ in entries]
     problems = []
     if len(set(listed)) != len(listed):
-        problems.append("an exit code is listed twice in the root command's discussion")
+        problems.append(f"an exit code is listed twice in `lockbox help {EXIT_CODES_COMMAND}`")
     missing = sorted(set(cases) - set(listed))
     extra = sorted(set(listed) - set(cases))
     if missing:
-        problems.append("ExitStatus.swift has exit codes that `lockbox --help` does not list: "
+        problems.append(f"ExitStatus.swift has exit codes that `lockbox help {EXIT_CODES_COMMAND}` does not list: "
                         + ", ".join(f"{c} ({cases[c]})" for c in missing))
     if extra:
-        problems.append("`lockbox --help` lists exit codes that ExitStatus.swift does not have: "
+        problems.append(f"`lockbox help {EXIT_CODES_COMMAND}` lists exit codes that ExitStatus.swift does not have: "
                         + ", ".join(map(str, extra)))
     if problems:
-        raise GenerationError("\n".join(problems) + "\nKeep the root discussion in Sources/lockbox/LockboxCommand.swift "
-                              "and Sources/lockbox/ExitStatus.swift in step.")
+        raise GenerationError("\n".join(problems) + "\nKeep `ExitStatus.table` and `enum ExitStatus` in "
+                              "Sources/lockbox/ExitStatus.swift in step.")
     return rest, sorted(entries)
 
 
@@ -348,7 +385,7 @@ def discussion_blocks(text: str) -> list[tuple[str, str]]:
         line = line.strip()
         if not line:
             continue
-        match = re.fullmatch(r"(Examples?[^:]*):\s*(lockbox\s.+)", line)
+        match = re.fullmatch(r"(Examples?[^:]*):\s*(\S.*\blockbox\b.*)", line)
         if match:
             blocks.append(("example", match.group(1) + ":\n" + match.group(2)))
         else:
@@ -434,8 +471,7 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     add(f"This is the reference for `{TOOL}` {md_inline(version)}, generated from its own command definitions.")
     add("")
     for paragraph in description:
-        add(md_inline(" ".join(paragraph.split())))
-        add("")
+        add_discussion_markdown(add, paragraph)
     add("The same text, command by command: `lockbox help <subcommand>` or `lockbox <subcommand> --help`. "
         "The man page is [docs/man/lockbox.1](man/lockbox.1) (`man -l docs/man/lockbox.1`); "
         "shell completions are in [completions/](../completions/).")
@@ -449,6 +485,7 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     for command in commands:
         indent = "  " * (len(command.path) - 1)
         add(f"{indent}- [`{command.name}`](#{command.anchor})")
+    add("- [JSON output](#json-output)")
     add("- [Exit codes](#exit-codes)")
     add("- [Environment](#environment)")
     add("- [Files](#files)")
@@ -491,7 +528,8 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     takers = [c for c in commands if not c.subcommands and any(signature(a) in shared_keys for a in c.own_arguments())]
     add(f"Every command that opens a store ({len(takers)} of them) takes these options, to choose the store and "
         "unlock the file vault. They may also be written before the subcommand "
-        "(`lockbox --store file get SERVICE ACCOUNT`).")
+        "(`lockbox --store file get SERVICE ACCOUNT`). A command's `--help` names them in one closing line; "
+        "`--help-all` describes them.")
     add("")
     add_option_table(add, shared)
 
@@ -507,17 +545,7 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
         add(synopsis_text(synopsis_parts(command, shared_keys)))
         add("```")
         add("")
-        for kind, text in discussion_blocks(command.discussion):
-            if kind == "example":
-                label, code = text.split("\n", 1)
-                add(md_inline(label))
-                add("")
-                add("```sh")
-                add(code)
-                add("```")
-            else:
-                add(md_inline(text))
-            add("")
+        add_discussion_markdown(add, command.discussion)
         if command.subcommands:
             add("Subcommands:")
             add("")
@@ -546,6 +574,12 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
                 + ", ".join(f"`{preferred(a)}`" for a in shared) + ").")
             add("")
 
+    add("## JSON output")
+    add("")
+    for paragraph in JSON_OUTPUT:
+        add(md_inline(paragraph))
+        add("")
+
     add("## Exit codes")
     add("")
     add("Each kind of failure has its own exit code, so scripts can tell them apart; the message on standard "
@@ -561,7 +595,7 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
         "code (`LockboxError.Code`: the library's, LockboxTPM's or the CLI's own), and each code belongs "
         "to one store-neutral category (`LockboxError.Category`: "
         "no-entry, no-storage-access, authentication-failed, …) that library users switch on. This table is generated "
-        "from the \"Exit codes:\" paragraph of `lockbox --help`, which the CLI builds from its one error table "
+        "from the \"Exit codes:\" paragraph of `lockbox help exit-codes`, which the CLI builds from its one error table "
         "(`ErrorTable` in Sources/lockbox/ExitStatus.swift: error code to exit code and advice); the generator "
         "fails unless that paragraph lists exactly the codes of `enum ExitStatus`.")
     add("")
@@ -598,6 +632,21 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     add("cp completions/lockbox.fish ~/.config/fish/completions/")
     add("```")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def add_discussion_markdown(add, discussion: str) -> None:
+    """A discussion's paragraphs, its examples as shell blocks."""
+    for kind, text in discussion_blocks(discussion):
+        if kind == "example":
+            label, code = text.split("\n", 1)
+            add(md_inline(label))
+            add("")
+            add("```sh")
+            add(code)
+            add("```")
+        else:
+            add(md_inline(text))
+        add("")
 
 
 def add_option_table(add, options: list[dict]) -> None:
@@ -707,6 +756,22 @@ def roff_option_body(arg: dict) -> str:
     return roff_inline(text)
 
 
+def add_discussion_roff(add, discussion: str) -> None:
+    """A discussion's paragraphs, its examples indented and unfilled."""
+    for kind, text in discussion_blocks(discussion):
+        add(".PP")
+        if kind == "example":
+            label, code = text.split("\n", 1)
+            add(roff_inline(label))
+            add(".RS 4")
+            add(".nf")
+            add(roff_single(roff_escape(code)))
+            add(".fi")
+            add(".RE")
+        else:
+            add(roff_inline(text))
+
+
 def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
     shared, shared_keys, description, exits, commands = prepare(root, cases)
     lines: list[str] = []
@@ -730,8 +795,7 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
     add(".SH DESCRIPTION")
     add(roff_inline(root.abstract))
     for paragraph in description:
-        add(".PP")
-        add(roff_inline(" ".join(paragraph.split())))
+        add_discussion_roff(add, paragraph)
     add(".PP")
     add(roff_inline("Each command is described under COMMANDS below, and by `lockbox help <subcommand>`."))
     add(".SS Secrets are never arguments")
@@ -749,11 +813,17 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
         add(".PP")
         add(roff_inline(paragraph))
 
+    add(".SS JSON output")
+    for paragraph in JSON_OUTPUT:
+        add(".PP")
+        add(roff_inline(paragraph))
+
     add(".SH OPTIONS")
     add(".SS Vault options")
     add(roff_inline("Every command that opens a store takes these options, to choose the store and unlock the "
                     "file vault. They may also be written before the subcommand "
-                    "(`lockbox --store file get SERVICE ACCOUNT`)."))
+                    "(`lockbox --store file get SERVICE ACCOUNT`). A command's `--help` names them in one "
+                    "closing line; `--help-all` describes them."))
     for arg in shared:
         add(".TP")
         add(roff_option_tag(arg))
@@ -771,18 +841,7 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
         if command.abstract:
             add(".PP")
             add(roff_inline(command.abstract))
-        for kind, text in discussion_blocks(command.discussion):
-            add(".PP")
-            if kind == "example":
-                label, code = text.split("\n", 1)
-                add(roff_inline(label))
-                add(".RS 4")
-                add(".nf")
-                add(roff_single(roff_escape(code)))
-                add(".fi")
-                add(".RE")
-            else:
-                add(roff_inline(text))
+        add_discussion_roff(add, command.discussion)
         if command.subcommands:
             add(".PP")
             add(roff_line("Subcommands: " + ", ".join(f"\\fB{roff_escape(s.path[-1])}\\fR" for s in command.subcommands) + "."))
@@ -818,6 +877,21 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
         add(".TP")
         add(f"\\fI{roff_escape(path)}\\fR")
         add(roff_inline(what))
+
+    add(".SH EXAMPLES")
+    add(roff_inline("Every example of the commands' help, by command."))
+    for command in [root] + commands:
+        for kind, text in discussion_blocks(command.discussion):
+            if kind != "example":
+                continue
+            label, code = text.split("\n", 1)
+            add(".PP")
+            add(roff_inline(label if command is root else f"{command.name}: {label}"))
+            add(".RS 4")
+            add(".nf")
+            add(roff_single(roff_escape(code)))
+            add(".fi")
+            add(".RE")
 
     add(".SH SEE ALSO")
     refs = []

@@ -976,7 +976,7 @@ def main() -> int:
             checked(run_process([lockbox, "slot", "add-passphrase", "--vault", str(s["pass_vault"]), "--key-file",
                                  str(s["key"]), "--new-passphrase-fd", "{fd}"], passphrase=passphrase),
                     "lockbox slot add-passphrase")
-            checked(run_process([lockbox, "slot", "remove", "0", "--vault", str(s["pass_vault"]),
+            checked(run_process([lockbox, "slot", "remove", "0", "--yes", "--vault", str(s["pass_vault"]),
                                  "--passphrase-fd", "{fd}"], passphrase=passphrase), "lockbox slot remove 0")
             slots = checked(run_process([lockbox, "slot", "list", "--vault", str(s["pass_vault"]),
                                          "--passphrase-fd", "{fd}"], passphrase=passphrase), "lockbox slot list")

@@ -36,6 +36,14 @@ public enum SessionWindow {
     /// The scope of a Secret Service profile's window.
     public static func scope(secretServiceProfile profile: String) -> String { "secret-service:" + profile }
 
+    /// Throws ``LockboxError/kernelKeyringUnavailable(detail:)`` unless this process has a
+    /// session keyring of its own login session, which a window needs: ask before the work that
+    /// opening one takes (a passphrase's Argon2id, a PIN's check), so a process that cannot keep
+    /// a window (cron, a systemd service, a container) is told at once, with nothing spent.
+    public static func requireSessionKeyring() throws {
+        try KernelKeyring.requireLoginSessionKeyring()
+    }
+
     /// Opens (or replaces) the window for `scope` for `duration`. Throws
     /// ``LockboxError/kernelKeyringUnavailable(detail:)`` where the kernel keyring cannot hold it.
     /// - Parameters:

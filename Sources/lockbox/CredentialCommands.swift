@@ -14,7 +14,9 @@ struct Token: ParsableCommand {
         abstract: "OAuth token sets: store, read, refresh once across processes, clear.",
         discussion: """
             Exit codes: 50 session expired (the refresh token was rejected; tokens cleared), \
-            51 the refresh failed for another reason (tokens kept), 52 no tokens stored.
+            51 the refresh failed for another reason (tokens kept), 52 no tokens stored, 53 the access \
+            token has expired and nothing refreshed it.
+            Example: lockbox token status com.example.api alice
             """,
         subcommands: [SetTokens.self, GetToken.self, TokenStatusCommand.self, ClearTokens.self])
 
@@ -24,8 +26,9 @@ struct Token: ParsableCommand {
 
 struct SetTokens: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "set", abstract: "Store a token set from an OAuth 2.0 token response (RFC 6749 §5.1 JSON) on standard input.")
-    @OptionGroup var vaultOptions: VaultOptions
+        commandName: "set", abstract: "Store a token set from an OAuth 2.0 token response (RFC 6749 §5.1 JSON) on standard input.",
+        discussion: "Example: curl -s -d @grant https://idp.example/token | lockbox token set com.example.api alice")
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
     @Option(help: "The user the session belongs to.") var subject: String?
@@ -47,15 +50,19 @@ struct GetToken: ParsableCommand {
             --refresh-with runs COMMAND with /bin/sh; it gets the refresh token on standard input \
             (never in its arguments or environment) and must print the OAuth token response JSON. \
             An `invalid_grant` error response means the session expired (tokens cleared, exit 50); \
-            a non-zero exit or anything else is a transient failure (tokens kept, exit 51).
+            a non-zero exit or anything else is a transient failure (tokens kept, exit 51). Without \
+            --refresh-with, an access token that has expired (or expires within --leeway) is not printed \
+            (exit 53) unless --allow-expired is given.
+            Example: lockbox token get com.example.api alice --refresh-with ./refresh.sh
             """)
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
     @Option(help: "Which token: access or refresh.") var field: TokenField = .access
-    @Flag(help: "Print the whole token set as JSON (tokens included).") var json = false
+    @Flag(help: "Print the whole token set as JSON (tokens included): accessToken, tokenType, refreshToken, expiresAt, scope, subject.") var json = false
     @Option(help: ArgumentHelp("A command that refreshes the tokens (it is described in this command's help).", valueName: "command")) var refreshWith: String?
     @Option(help: ArgumentHelp("Seconds before expiry that a token counts as expired.", valueName: "seconds")) var leeway: Double = 60
+    @Flag(help: "Print the access token even when it has expired (else exit 53 without --refresh-with).") var allowExpired = false
 
     enum TokenField: String, ExpressibleByArgument { case access, refresh }
 
@@ -74,17 +81,19 @@ struct GetToken: ParsableCommand {
         guard let set = try tokens.load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
+        // An access token Lockbox itself counts as expired is not handed out as if it were good.
+        if (field == .access || json) && !allowExpired && !set.isValid(at: Date(), leeway: .milliseconds(Int64(leeway * 1000))) {
+            throw CLIError.accessTokenExpired(service: service, account: account)
+        }
         if json {
+            /// The token set in the CLI's JSON dialect (camelCase, pretty-printed, like every `--json`).
             struct Tokens: Encodable {
-                var access_token: String, token_type: String, refresh_token: String?, expires_at: Date?, scope: String?, subject: String?
+                var accessToken: String, tokenType: String, refreshToken: String?, expiresAt: Date?, scope: String?, subject: String?
             }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            encoder.dateEncodingStrategy = .iso8601
-            let tokens = Tokens(access_token: set.accessToken.stringValue() ?? "", token_type: set.tokenType,
-                                refresh_token: set.refreshToken?.stringValue(), expires_at: set.expiresAt, scope: set.scope,
+            let tokens = Tokens(accessToken: set.accessToken.stringValue() ?? "", tokenType: set.tokenType,
+                                refreshToken: set.refreshToken?.stringValue(), expiresAt: set.expiresAt, scope: set.scope,
                                 subject: set.subject)
-            print(String(decoding: try encoder.encode(tokens), as: UTF8.self))
+            try Console.printJSON(tokens)
             return
         }
         guard let token = field == .access ? set.accessToken : set.refreshToken else {
@@ -119,8 +128,9 @@ struct GetToken: ParsableCommand {
 
 
 struct TokenStatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "When the access token expires; never a token.")
-    @OptionGroup var vaultOptions: VaultOptions
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "When the access token expires; never a token.",
+        discussion: "Example: lockbox token status com.example.api alice --json")
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
     @Flag(help: "Print JSON: expiresAt, expiresInSeconds (negative once expired), refreshToken (stored or not), tokenType, scope, subject.") var json = false
@@ -157,8 +167,9 @@ struct TokenStatusCommand: ParsableCommand {
 }
 
 struct ClearTokens: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove a token set.")
-    @OptionGroup var vaultOptions: VaultOptions
+    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove a token set.",
+        discussion: "Example: lockbox token clear com.example.api alice")
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
 
@@ -172,28 +183,63 @@ struct ClearTokens: ParsableCommand {
 
 struct DeviceID: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "device-id", abstract: "Print the service's stable device ID, creating it on first use (one, even under concurrent first calls).")
-    @OptionGroup var vaultOptions: VaultOptions
+        commandName: "device-id", abstract: "Print the service's stable device ID, creating it on first use (one, even under concurrent first calls).",
+        discussion: "Example: lockbox device-id com.example.app")
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Option(help: "Another account for the ID, e.g. guest:alice.") var account: String = DeviceIdentity.defaultAccount
-    @Flag(help: "Make a new ID.") var reset = false
+    @Flag(help: "Make a new ID, replacing the stored one (asked to confirm on a terminal; --yes without one).") var reset = false
+    @Flag(help: ArgumentHelp(Confirmation.yesHelp)) var yes = false
+    @Flag(help: "Print JSON: service, account, deviceId, reset.") var json = false
+
+    /// `device-id --json`.
+    struct Report: Encodable {
+        var service, account, deviceId: String
+        var reset: Bool
+    }
 
     func run() throws {
         let identity = DeviceIdentity(store: try vaultOptions.storeOpener().openStore())
+        if reset {
+            try Confirmation.require(yes: yes, question: "Replace the device ID of '\(service)' with a new one?",
+                                     what: "replace the device ID of '\(service)'")
+        }
         let id = reset ? try identity.reset(service: service, account: account) : try identity.deviceID(service: service, account: account)
+        if json {
+            try Console.printJSON(Report(service: service, account: account, deviceId: id.uuidString.lowercased(), reset: reset))
+            return
+        }
         print(id.uuidString.lowercased())
     }
 }
 
 struct SignOutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "signout", abstract: "Clear everything a service stored: tokens, PINs, protected items, device ID (unless --keep-device-id).")
-    @OptionGroup var vaultOptions: VaultOptions
+        commandName: "signout", abstract: "Clear everything a service stored: tokens, PINs, protected items, device ID (unless --keep-device-id).",
+        discussion: "Example: lockbox signout com.example.app --keep-device-id")
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Flag(help: "Keep the device ID.") var keepDeviceId = false
+    @Flag(help: ArgumentHelp(Confirmation.yesHelp)) var yes = false
+    @Flag(help: "Print JSON: service, removed and kept (each a list of account and kind).") var json = false
+
+    /// `signout --json`.
+    struct Report: Encodable {
+        struct Item: Encodable { var account, kind: String }
+        var service: String
+        var removed, kept: [Item]
+    }
 
     func run() throws {
-        let report = try SignOut.run(service: service, store: try vaultOptions.storeOpener().openStore(), keepDeviceID: keepDeviceId)
+        let store = try vaultOptions.storeOpener().openStore()
+        try Confirmation.require(yes: yes, question: "Remove everything '\(service)' stored (tokens, PINs, protected items\(keepDeviceId ? "" : ", device ID"))?",
+                                 what: "sign out of '\(service)'")
+        let report = try SignOut.run(service: service, store: store, keepDeviceID: keepDeviceId)
+        if json {
+            try Console.printJSON(Report(service: service, removed: report.removed.map { Report.Item(account: $0.account, kind: "\($0.kind)") },
+                                         kept: report.kept.map { Report.Item(account: $0.account, kind: "\($0.kind)") }))
+            return
+        }
         for item in report.removed { print("removed  \(item.account)  (\(item.kind))") }
         for item in report.kept { print("kept     \(item.account)  (\(item.kind))") }
         Console.status("Signed out of '\(service)': \(report.removed.count) item(s) removed.")

@@ -47,7 +47,7 @@ struct DockerCredential: ParsableCommand {
             Example, one server's credential as a client asks for it: lockbox docker-credential get <<< localhost:5000
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The action the client names: store, get, erase, list or version.") var action: String
 
     /// The actions of the protocol.

@@ -41,7 +41,7 @@ struct Exec: ParsableCommand {
             Example, on descriptor 3: lockbox exec --fd 3=db/app -- myapp --password-file /dev/fd/3
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(name: .customLong("env"), help: ArgumentHelp(
         "Set variable NAME to the secret of item SERVICE/ACCOUNT; repeatable.", valueName: "NAME=SERVICE/ACCOUNT"))
     var environmentSpecs: [String] = []

@@ -13,6 +13,10 @@ enum CLIError: LockboxCodedError {
     case itemExists(service: String, account: String)
     /// `set --if-current-fd` found another secret there.
     case itemChanged(service: String, account: String)
+    /// `token get` found the access token expired (within the leeway), and nothing refreshes it.
+    case accessTokenExpired(service: String, account: String)
+    /// A new vault passphrase breaks the passphrase policy (``PassphrasePolicy``).
+    case passphraseRejected(String)
 
     var description: String {
         switch self {
@@ -25,6 +29,9 @@ enum CLIError: LockboxCodedError {
             return "an item for account '\(account)' on service '\(service)' exists, so nothing was stored (--no-clobber)"
         case let .itemChanged(service, account):
             return "the item for account '\(account)' on service '\(service)' no longer holds the secret given as current (or is gone), so nothing was stored"
+        case let .accessTokenExpired(service, account):
+            return "the access token for '\(account)' on '\(service)' has expired (or expires within the leeway), so it was not printed"
+        case let .passphraseRejected(message): return message
         }
     }
 
@@ -36,6 +43,8 @@ enum CLIError: LockboxCodedError {
         case .notConfirmed: return .notConfirmed
         case .itemExists: return .itemExists
         case .itemChanged: return .itemChanged
+        case .accessTokenExpired: return .accessTokenExpired
+        case .passphraseRejected: return .passphraseRejected
         }
     }
 
@@ -44,6 +53,7 @@ enum CLIError: LockboxCodedError {
         switch self {
         case .itemExists: return .alreadyExists
         case .itemChanged: return .authenticationFailed
+        case .accessTokenExpired: return .authenticationRequired
         default: return .invalidArgument
         }
     }
@@ -76,6 +86,10 @@ extension LockboxError.Code {
     static let itemChanged = LockboxError.Code(rawValue: "item-changed")
     /// A token refresh failed transiently (the CLI's refresher).
     static let refreshFailed = LockboxError.Code(rawValue: "refresh-failed")
+    /// `token get` would print an expired access token (the CLI's).
+    static let accessTokenExpired = LockboxError.Code(rawValue: "access-token-expired")
+    /// A new vault passphrase breaks the passphrase policy (the CLI's).
+    static let passphraseRejected = LockboxError.Code(rawValue: "passphrase-rejected")
 
     /// `lockbox-postgres` is missing beside `lockbox` (the CLI's).
     static let postgresProgramMissing = LockboxError.Code(rawValue: "postgres-program-missing")
@@ -92,11 +106,12 @@ extension LockboxError.Code {
     ]
 
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
-    static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed, .itemExists, .itemChanged]
+    static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed, .itemExists, .itemChanged,
+                                           .accessTokenExpired, .passphraseRejected]
 }
 
 /// The CLI's exit codes: one per kind of failure, so scripts can tell them apart. The library's
-/// errors map to them through ``ErrorTable``; `lockbox --help` lists them from ``meaning``
+/// errors map to them through ``ErrorTable``; `lockbox exit-codes` lists them from ``meaning``
 /// (and docs/CLI.md and the man page are generated from that).
 enum ExitStatus: Int32, CaseIterable {
     case success = 0
@@ -117,6 +132,7 @@ enum ExitStatus: Int32, CaseIterable {
     case itemChanged = 15
     case itemExpired = 16
     case noPreviousVersion = 17
+    case passphraseRejected = 18
     case noSessionBus = 20
     case noSecretService = 21
     case keyringLocked = 22
@@ -137,6 +153,7 @@ enum ExitStatus: Int32, CaseIterable {
     case sessionExpired = 50
     case refreshFailed = 51
     case noTokens = 52
+    case accessTokenExpired = 53
     case noTPM = 60
     case tpmLockedOut = 61
     case tpmPCRMismatch = 62
@@ -155,7 +172,7 @@ enum ExitStatus: Int32, CaseIterable {
 }
 
 extension ExitStatus {
-    /// What the code means, as `lockbox --help` lists it.
+    /// What the code means, as `lockbox exit-codes` lists it.
     var meaning: String {
         switch self {
         case .success: return "ok"
@@ -176,6 +193,7 @@ extension ExitStatus {
         case .itemChanged: return "item changed meanwhile"
         case .itemExpired: return "item expired"
         case .noPreviousVersion: return "no previous version kept"
+        case .passphraseRejected: return "passphrase refused by policy"
         case .noSessionBus: return "no D-Bus session bus"
         case .noSecretService: return "no Secret Service provider"
         case .keyringLocked: return "keyring locked"
@@ -196,6 +214,7 @@ extension ExitStatus {
         case .sessionExpired: return "session expired"
         case .refreshFailed: return "token refresh failed"
         case .noTokens: return "no tokens stored"
+        case .accessTokenExpired: return "access token expired"
         case .noTPM: return "no TPM reachable"
         case .tpmLockedOut: return "TPM in dictionary-attack lockout"
         case .tpmPCRMismatch: return "TPM PCR values changed"
@@ -204,22 +223,12 @@ extension ExitStatus {
         case .ioError: return "I/O error"
         }
     }
-
-    /// `0 ok, 1 unexpected failure [tpm-failure], 2 item not found [item-not-found], …`: every
-    /// exit code with its meaning and the error codes ``ErrorTable`` maps to it, in order (what
-    /// `lockbox --help` lists, and docs/CLI.md and the man page are generated from).
-    static var summary: String {
-        allCases.map { status in
-            let codes = ErrorTable.codes(for: status)
-            return "\(status.rawValue) \(status.meaning)" + (codes.isEmpty ? "" : " [\(codes.map(\.rawValue).joined(separator: " "))]")
-        }.joined(separator: ", ")
-    }
 }
 
 /// The one table from an error's ``LockboxError/Code`` (a ``LockboxError``'s or a `TPMError`'s)
 /// to the CLI's exit code and advice (what to do, in terms of lockbox's commands and options; the
 /// library's message says only what happened). `ExitStatus(for:)`, the error output, `lockbox
-/// --help`'s exit-code list (so docs/CLI.md and the man page) and the tests read it.
+/// exit-codes` (so docs/CLI.md and the man page) and the tests read it.
 enum ErrorTable {
     struct Entry {
         /// The exit code.
@@ -255,7 +264,9 @@ enum ErrorTable {
         .credentialsChanged: Entry(exit: .credentialsChanged),
         .invalidKeyFile: .lockbox(.invalidKeyFile) { error in
             guard case let .invalidKeyFile(_, reason) = error, reason == "no such file" else { return nil }
-            return "Create one with `lockbox init --generate-key-file PATH`."
+            return "Check the path (--key-file, LOCKBOX_KEY_FILE, or the one `lockbox init` recorded for this profile). "
+                + "A new key file: `lockbox init --generate-key-file PATH` for a new vault, "
+                + "`lockbox slot add-key-file --generate PATH` (opened with another credential) for this one."
         },
         .invalidArgument: Entry(exit: .usage),
         .keySlotRefused: .lockbox(.keySlotRefused) { error in
@@ -338,6 +349,10 @@ enum ErrorTable {
         .itemExists: Entry(exit: .itemExists) { _ in "Leave out --no-clobber to replace it." },
         .itemChanged: Entry(exit: .itemChanged) { _ in "Read the item again (`lockbox get`) and decide on the new value." },
         .refreshFailed: Entry(exit: .refreshFailed),
+        .passphraseRejected: Entry(exit: .passphraseRejected),
+        .accessTokenExpired: Entry(exit: .accessTokenExpired) { _ in
+            "Refresh it with `lockbox token get --refresh-with COMMAND`, or print it anyway with --allow-expired."
+        },
     ]
 
     /// The entry for `code`; a code this CLI does not know (a newer library) is an unexpected failure.

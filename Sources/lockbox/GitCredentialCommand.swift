@@ -35,9 +35,10 @@ struct GitCredential: ParsableCommand {
             Unlocking without a prompt: open a window (`lockbox unlock`), or name a key file \
             (LOCKBOX_KEY_FILE, or '!lockbox git-credential --key-file PATH'); on a desktop the Secret \
             Service needs nothing. Otherwise the passphrase is asked on the terminal.
+            Example: git config --global credential.helper lockbox
             """).parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The operation git appends: get, store or erase. Any other is ignored.") var operation: String
 
     /// The operations of git's helper protocol.

@@ -16,7 +16,7 @@ struct SetItem: ParsableCommand {
             Example: lockbox set com.example.api alice < token.txt
             """).parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service, e.g. com.example.api.") var service: String
     @Argument(help: "The account within the service.") var account: String
     @Option(help: "What the item holds: generic, password, token, device-id, pin-hash, or your own. Default: the item's kind, or generic for a new item.")
@@ -95,15 +95,16 @@ struct GetItem: ParsableCommand {
         commandName: "get",
         abstract: "Print a secret, and nothing else, to standard output.",
         discussion: """
-            A newline follows the secret only when standard output is a terminal. Exit code 2 if there is no such \
-            item, 16 if its expiry (`set --expires`) has passed, 17 if --previous finds no previous value.
+            A newline follows the secret only on a terminal. Exit code 2: no such item; 16: it \
+            expired (`set --expires`); 17: --previous found none.
+            Example: lockbox get com.example.api alice
             """).parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
     @Flag(help: "Print the secret even if its expiry has passed.") var allowExpired = false
-    @Flag(help: "Print the value the last `set --keep-previous` replaced, while its grace period lasts.") var previous = false
+    @Flag(help: "Print the value `set --keep-previous` replaced.") var previous = false
 
     func validate() throws {
         if previous && allowExpired { throw ValidationError("--previous and --allow-expired: a previous value is readable only during its grace period") }
@@ -131,9 +132,9 @@ struct DeleteItem: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Remove one item.",
-        discussion: "Exit code 2 if there is no such item.").parsedOnItsOwn()
+        discussion: "Exit code 2 if there is no such item.\nExample: lockbox delete com.example.api alice").parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
 
@@ -148,9 +149,10 @@ struct DeleteItem: ParsableCommand {
 struct ListItems: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
-        abstract: "List items: metadata only, never secrets.").parsedOnItsOwn()
+        abstract: "List items: metadata only, never secrets.",
+        discussion: "Example: lockbox list --service com.example.api --json").parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Print a JSON array instead of a table.") var json = false
     @Flag(help: "Print one JSON object per line as each item is read, unsorted: on a format-2 vault, memory does not grow with the item count.")
@@ -243,13 +245,14 @@ struct Wipe: ParsableCommand {
             Asks for confirmation on the terminal unless --yes; without a terminal, --yes is required. \
             --expired (alone, or with --service) removes the items whose expiry has passed, and the \
             previous values whose grace period ended; it asks nothing, since those are already refused.
+            Example: lockbox wipe --service com.example.api --yes
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: "Remove this service's items.") var service: String?
     @Flag(help: "Remove every item in the vault.") var all = false
     @Flag(help: "Remove only the items whose expiry (`set --expires`) has passed (with --service: of that service).") var expired = false
-    @Flag(help: "Do not ask for confirmation.") var yes = false
+    @Flag(help: ArgumentHelp(Confirmation.yesHelp)) var yes = false
 
     func validate() throws {
         if expired {
@@ -269,13 +272,8 @@ struct Wipe: ParsableCommand {
             return
         }
         let scope = service.map { "service '\($0)'" } ?? "the whole vault"
-        if !yes {
-            let count = try vault.list(service: service).count
-            guard let answer = Terminal.confirm("Remove \(count) item(s) of \(scope)?") else {
-                throw CLIError.notConfirmed("refusing to wipe \(scope) without confirmation: there is no terminal to ask on. Pass --yes.")
-            }
-            guard answer else { throw CLIError.notConfirmed("nothing was removed") }
-        }
+        try Confirmation.require(yes: yes, question: "Remove \(try vault.list(service: service).count) item(s) of \(scope)?",
+                                 what: "wipe \(scope)")
         let removed = try service.map { try vault.wipe(service: $0) } ?? vault.wipeAll()
         Console.status("Removed \(removed) item(s) of \(scope).")
     }
@@ -305,13 +303,22 @@ enum Console {
         return escaped
     }
 
-    /// Prints `value` on standard output as the CLI's `--json` outputs are: pretty-printed, keys
-    /// sorted, dates in ISO 8601, `/` not escaped.
+    /// Prints `value` on standard output as every `--json` output of the CLI is (docs/CLI.md,
+    /// "JSON output"): camelCase keys, pretty-printed, keys sorted, dates in ISO 8601, `/` not
+    /// escaped, an empty array or object as `[]` or `{}`.
     static func printJSON(_ value: some Encodable) throws {
+        print(try jsonText(value))
+    }
+
+    /// `value` as ``printJSON(_:)`` prints it (without the final newline).
+    static func jsonText(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        print(String(decoding: try encoder.encode(value), as: UTF8.self))
+        let text = String(decoding: try encoder.encode(value), as: UTF8.self)
+        // The encoder writes an empty array as "[\n\n  ]". A string never holds a raw newline
+        // (JSON escapes it), so only empty containers match.
+        return text.replacing(/\[\n\s*\]/, with: "[]").replacing(/\{\n\s*\}/, with: "{}")
     }
 
     /// `value` with `places` digits after the point, rounded half away from zero (`%.Nf` for the
@@ -356,9 +363,10 @@ struct RestoreItem: ParsableCommand {
             kept; the restored value does not expire. Exit code 2 if there is no such item, 17 if it holds no \
             previous value (none kept, the grace period ended, or a later rotation dropped it), 15 if the item \
             changed meanwhile.
+            Example: lockbox restore com.example.api alice
             """).parsedOnItsOwn()
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
     @Option(help: ArgumentHelp("How long the value replaced stays the previous one: a duration as for `set --expires`. Default: 24h.", valueName: "duration"))

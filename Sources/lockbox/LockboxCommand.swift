@@ -25,13 +25,17 @@ struct LockboxCommand: ParsableCommand {
             --verbose (anywhere) or LOCKBOX_LOG=debug traces what lockbox decides and does on standard \
             error: store choice, paths, credential kinds, timings; never secrets or argument values.
 
-            Exit codes: \(ExitStatus.summary).
+            The vault options (\(VaultOptions.summary)) are shown by `lockbox COMMAND --help-all`; \
+            the exit codes by `lockbox help exit-codes`.
+            Example: lockbox init --generate-key-file ~/.config/lockbox/vault.key
+            Example: lockbox set com.example.api alice < token.txt
+            Example: lockbox get com.example.api alice
             """,
         version: version,
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self, RestoreItem.self,
             Passwd.self, RotateKey.self, Convert.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
-            Exec.self, GitCredential.self, DockerCredential.self,
+            Exec.self, GitCredential.self, DockerCredential.self, ExitCodes.self,
         ]
     )
 
@@ -55,7 +59,8 @@ struct LockboxCommand: ParsableCommand {
             {
                 printVersion()
             }
-            let arguments = Trace.configure(helperArguments(of: CommandLine.arguments), environment: CommandEnvironment.values)
+            let arguments = HelpSupport.translatingHelpAll(
+                Trace.configure(helperArguments(of: CommandLine.arguments), environment: CommandEnvironment.values))
             try refuseUnknownShortOptions(arguments)
             var command = try parseCommand(hoistingGlobalOptions(arguments))
             Trace.log("command: \(commandPath(of: command)) (\(arguments.count) arguments; their values are not logged)")
@@ -69,7 +74,7 @@ struct LockboxCommand: ParsableCommand {
             failure.report()
         } catch let error as any LockboxCodedError {
             let error = RecordedSecretService.translating(error)
-            fail(error, message: "error[\(error.code)]: " + ErrorTable.message(for: error))
+            fail(error, message: ErrorTable.message(for: error))
         } catch {
             usageFailure(error)
         }
@@ -247,8 +252,32 @@ struct LockboxCommand: ParsableCommand {
     /// message must not copy it into logs as well. Help and `--version` print as usual.
     static func usageFailure(_ error: any Error) -> Never {
         let code = exitCode(for: error)
-        guard code != .success else { exit(withError: error) }
-        let (message, redacted) = redactingArguments(in: fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()))
+        let typed = helperArguments(of: CommandLine.arguments)
+        guard code != .success else {
+            // Help screens end with the line naming the (hidden) vault options; the rest as argument-parser prints it.
+            let help = fullMessage(for: error)
+            guard help.hasPrefix("OVERVIEW:") || help.hasPrefix("USAGE:") else { exit(withError: error) }
+            print(HelpSupport.addingVaultOptionsLine(to: help, arguments: typed), terminator: "")
+            exitIfStandardOutputFailed()
+            Glibc.exit(ExitStatus.success.rawValue)
+        }
+        // A mistyped command name: a suggestion, and no paragraph about secrets (a close
+        // misspelling of a command is not one); nothing typed is repeated.
+        if code == .validationFailure, let mistyped = HelpSupport.mistypedCommandMessage(typed) {
+            if wantsJSONErrors {
+                writeJSONError(code: "usage", exitCode: code.rawValue, message: mistyped)
+                Glibc.exit(code.rawValue)
+            }
+            let text = mistyped + "\n"
+            text.withCString { _ = write(STDERR_FILENO, $0, strlen($0)) }
+            Glibc.exit(code.rawValue)
+        }
+        let parsersMessage = HelpSupport.suggestingHiddenOptions(in: fullMessage(for: error), arguments: typed)
+        let (message, redacted) = redactingArguments(in: parsersMessage, arguments: Array(CommandLine.arguments.dropFirst()))
+        if wantsJSONErrors {
+            writeJSONError(code: "usage", exitCode: code.rawValue, message: message)
+            Glibc.exit(code.rawValue)
+        }
         var text = message
         if redacted {
             text += "\n(Arguments are not repeated in errors. Secrets are never arguments: `set` reads standard input or "
@@ -316,11 +345,11 @@ struct LockboxCommand: ParsableCommand {
     static let knownNames: Set<String> = {
         // Plus the hidden --backend (the old name of --store), which help does not show.
         var names: Set<String> = ["-h", "--help", "--version", "--verbose", "--generate-completion-script", "--experimental-dump-help",
-                                  "--backend"]
+                                  "--backend", "--help-all", "--help-hidden"]
         let option = /(?:^|[^A-Za-z0-9-])(--?[A-Za-z][A-Za-z0-9-]*)/
         func collect(_ command: any ParsableCommand.Type) {
             if let name = command.configuration.commandName { names.insert(name) }
-            for match in LockboxCommand.helpMessage(for: command, columns: 10_000).matches(of: option) {
+            for match in LockboxCommand.helpMessage(for: command, includeHidden: true, columns: 10_000).matches(of: option) {
                 names.insert(String(match.output.1))
             }
             command.configuration.subcommands.forEach(collect)
@@ -385,12 +414,33 @@ struct LockboxCommand: ParsableCommand {
         fail(LockboxError.io(operation: "writing", path: "standard output", errno: Errno(rawValue: code)))
     }
 
-    private static func fail(_ error: any Error & CustomStringConvertible, message text: String? = nil) -> Never {
+    private static func fail(_ error: any LockboxCodedError, message text: String? = nil) -> Never {
         let text = text ?? error.description
-        Trace.log("failed: exit \(ExitStatus(for: error).rawValue): \(text)")
-        var message = "lockbox: \(text)\n"
-        message.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
-        Glibc.exit(ExitStatus(for: error).rawValue)
+        let status = ExitStatus(for: error)
+        Trace.log("failed: exit \(status.rawValue): error[\(error.code)]: \(text)")
+        if wantsJSONErrors {
+            writeJSONError(code: error.code.rawValue, exitCode: status.rawValue, message: text)
+        } else {
+            var message = "lockbox: error[\(error.code)]: \(text)\n"
+            message.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
+        }
+        Glibc.exit(status.rawValue)
+    }
+
+    /// Whether errors are reported as JSON: `--json` is on the command line (before any `--`).
+    static var wantsJSONErrors: Bool {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        return arguments[..<(arguments.firstIndex(of: "--") ?? arguments.endIndex)].contains("--json")
+    }
+
+    /// An error as the JSON object on standard error that `--json` asks for: `code` (the stable
+    /// error code, `usage` for a command-line error), `exitCode` and `message`, in the CLI's JSON
+    /// dialect (docs/CLI.md, "JSON output").
+    static func writeJSONError(code: String, exitCode: Int32, message: String) {
+        struct Failure: Encodable { var code: String, exitCode: Int32, message: String }
+        var text = ((try? Console.jsonText(Failure(code: code, exitCode: exitCode, message: message)))
+            ?? #"{"code": "failure", "exitCode": 1, "message": "the error could not be encoded"}"#) + "\n"
+        text.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
     }
 }
 

@@ -21,6 +21,7 @@ struct Pin: ParsableCommand {
             Exit codes: 30 wrong PIN, 31 locked out (the message says when to retry), 32 PIN disabled \
             after 100 failures, 33 no PIN set, 34 PIN refused by the policy, 35 PIN wiped after too many failures, \
             36 the store cannot keep PINs (the Secret Service).
+            Example: lockbox pin set kids max
             """,
         subcommands: [SetPin.self, VerifyPin.self, ChangePin.self, RemovePin.self, PinStatusCommand.self, ResetPin.self,
                       Calibrate.self])
@@ -31,7 +32,7 @@ struct Pin: ParsableCommand {
 
 /// What every `pin` subcommand shares: the store, the profile, and hashing cost.
 struct PinOptions: ParsableArguments {
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service (app) the PIN profile belongs to, e.g. kids.") var service: String
     @Argument(help: "The PIN profile (not --profile, which names a store choice), e.g. max.") var profileName: String
     @Option(help: "Argon2id cost for new hashes; an older hash is upgraded on the next successful verify.")
@@ -69,7 +70,8 @@ enum PinInput {
 }
 
 struct SetPin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "set", abstract: "Set the PIN of a PIN profile that has none (asked twice).")
+    static let configuration = CommandConfiguration(commandName: "set", abstract: "Set the PIN of a PIN profile that has none (asked twice).",
+        discussion: "Example: lockbox pin set kids max --wipe-after 10 --wipe-item savings")
     @OptionGroup var options: PinOptions
     @Option(help: ArgumentHelp("Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats. Default: 0,0,0,0,60,300,900,900,3600.", valueName: "s,s,…"))
     var lockoutDelays: String?
@@ -99,7 +101,8 @@ struct SetPin: ParsableCommand {
 }
 
 struct VerifyPin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check a PIN (exit 0 if right).")
+    static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check a PIN (exit 0 if right).",
+        discussion: "Example: lockbox pin verify kids max")
     @OptionGroup var options: PinOptions
 
     func run() throws {
@@ -110,7 +113,8 @@ struct VerifyPin: ParsableCommand {
 }
 
 struct ChangePin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "change", abstract: "Change a PIN: the old one, then the new one twice.")
+    static let configuration = CommandConfiguration(commandName: "change", abstract: "Change a PIN: the old one, then the new one twice.",
+        discussion: "Example: lockbox pin change kids max")
     @OptionGroup var options: PinOptions
 
     func run() throws {
@@ -123,7 +127,8 @@ struct ChangePin: ParsableCommand {
 }
 
 struct RemovePin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a PIN profile's PIN and its counters.")
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a PIN profile's PIN and its counters.",
+        discussion: "Example: lockbox pin remove kids max")
     @OptionGroup var options: PinOptions
 
     func run() throws {
@@ -135,7 +140,8 @@ struct RemovePin: ParsableCommand {
 }
 
 struct PinStatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Failures and lockout of a PIN profile; nothing secret.")
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Failures and lockout of a PIN profile; nothing secret.",
+        discussion: "Example: lockbox pin status kids max --json")
     @OptionGroup var options: PinOptions
     @Flag(help: "Print JSON.") var json = false
 
@@ -164,7 +170,7 @@ struct ResetPin: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reset",
         abstract: "Clear failures and re-enable a disabled PIN, on a higher authority's word.",
-        discussion: "With --by, another PIN profile's PIN (asked like any PIN); without it, the file vault's passphrase, asked again even if a key file opened the vault.")
+        discussion: "With --by, another PIN profile's PIN (asked like any PIN); without it, the file vault's passphrase: from --passphrase-fd, else asked (again, even if a key file opened the vault).\nExample: lockbox pin reset kids max --by parent")
     @OptionGroup var options: PinOptions
     @Option(help: ArgumentHelp("Another PIN profile of the same service whose PIN authorises the reset.", valueName: "profile")) var by: String?
 
@@ -175,8 +181,12 @@ struct ResetPin: ParsableCommand {
             try guardian.reset(options.profile, authorizedBy: PinProfile(service: options.service, name: by), pin: pin)
         } else {
             // The vault passphrase is the higher authority: it must open a passphrase slot now.
-            guard let passphrase = try Terminal.readHidden(prompt: "Vault passphrase: ") ?? stdinPassphrase() else {
-                throw CLIError.noInput("no passphrase to authorise the reset")
+            // --passphrase-fd (the descriptor read once, whether or not it opened the store), else
+            // the terminal, else a line of standard input.
+            guard let passphrase = try options.vaultOptions.passphraseFd.map({ try VaultOptions.passphrase(fromDescriptor: $0) })
+                ?? Terminal.readHidden(prompt: "Vault passphrase: ") ?? stdinPassphrase()
+            else {
+                throw CLIError.noInput("no passphrase to authorise the reset: --passphrase-fd N, a terminal, or a line of standard input")
             }
             _ = try FileVault.open(at: options.vaultOptions.vaultPath, credential: .passphrase(passphrase))
             try guardian.reset(options.profile)
@@ -193,7 +203,8 @@ struct ResetPin: ParsableCommand {
 struct Calibrate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "calibrate",
-        abstract: "Measure Argon2id here and suggest PIN hash parameters for a target time.")
+        abstract: "Measure Argon2id here and suggest PIN hash parameters for a target time.",
+        discussion: "Example: lockbox pin calibrate --target 0.5")
     @Option(help: ArgumentHelp("Seconds one verification should take.", valueName: "seconds")) var target: Double = 0.35
     @Option(help: ArgumentHelp("Memory in MiB (at least 64).", valueName: "MiB")) var memory: Int = 256
 

@@ -19,6 +19,7 @@ struct SelfTest: ParsableCommand {
             the *.json files in DIR are used instead (the format of Sources/LockboxSelfTest/Vectors in the source tree). \
             Touches nothing but a private temporary folder. Exit codes: 0 every vector passed, \
             1 any vector failed, 64 unusable --vectors folder. See docs/SECURITY-TESTING.md.
+            Example: lockbox selftest
             """)
 
     @Flag(help: "Print the results as JSON.") var json = false
@@ -51,12 +52,10 @@ struct SelfTest: ParsableCommand {
         let failed = results.filter { !$0.passed }.count
         let seconds = (clock.now - start) / .seconds(1)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             let report = Report(passed: results.count - failed, failed: failed, vectorSource: source,
                                 libsodium: LibraryVersions.sodium, libcrypto: LibraryVersions.libcrypto, seconds: seconds,
                                 results: results)
-            Self.write(String(decoding: try encoder.encode(report), as: UTF8.self) + "\n")
+            Self.write(try Console.jsonText(report) + "\n")
         } else {
             Self.write("selftest: \(results.count - failed) passed, \(failed) failed, from \(files.count) files (\(source)); libsodium \(LibraryVersions.sodium); libcrypto \(LibraryVersions.libcrypto); \(Console.decimal(seconds, places: 1)) s\n")
         }

@@ -104,8 +104,9 @@ extension Slot {
                 The data key is wrapped under a secret sealed in this machine's TPM 2.0 ($LOCKBOX_TPM_TCTI, \
                 else /dev/tpmrm0); a copy of the vault elsewhere cannot use the slot. Keep a passphrase or \
                 key-file slot as recovery: a cleared or replaced TPM, or changed PCRs, cannot open it.
+                Example: lockbox slot add-tpm --tpm-pcrs 7
                 """)
-        @OptionGroup var vaultOptions: VaultOptions
+        @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
         @OptionGroup var tpmSlot: TPMSlotOptions
 
         func run() throws {

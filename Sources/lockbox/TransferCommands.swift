@@ -9,13 +9,12 @@ import SystemPackage
 
 extension ConflictPolicy: ExpressibleByArgument {}
 
-/// Prints `n/total` on one terminal line while a long transfer runs.
-private func progressPrinter(label: String) -> ((Int, Int) -> Void)? {
-    guard isatty(STDERR_FILENO) == 1 else { return nil }
-    return { done, total in
-        guard total >= 20 else { return }
-        Console.write("\r\(label) \(done)/\(total)" + (done == total ? "\n" : ""))
-    }
+/// Runs `body` with the progress callback of a transfer: a throttled ``ProgressLine`` on a
+/// terminal (cleared when `body` ends, for the summary), nothing on a pipe.
+private func withProgress<T>(label: String, _ body: (((Int, Int) -> Void)?) throws -> T) rethrows -> T {
+    guard let line = ProgressLine(label: label) else { return try body(nil) }
+    defer { line.finish() }
+    return try body { done, total in line.update(done: done, total: total) }
 }
 
 private func summary(_ report: TransferReport) -> String {
@@ -69,8 +68,9 @@ struct Migrate: ParsableCommand {
             recognised. The file vault is unlocked as usual (--vault, --key-file, --passphrase-fd, or a window); \
             a vault in PostgreSQL (--postgres-url-file or LOCKBOX_POSTGRES_URL; create it first with \
             `lockbox --store postgres init`) opens with the same key file or passphrase.
+            Example: lockbox migrate --from secret-service --to file --all --move
             """)
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: ArgumentHelp("Where the items are now: file, secret-service or postgres.", valueName: "store")) var from: StoreKind
     @Option(help: ArgumentHelp("Where they go: file, secret-service or postgres.", valueName: "store")) var to: StoreKind
     @Option(help: "Only this service's items.") var service: String?
@@ -90,8 +90,9 @@ struct Migrate: ParsableCommand {
         let opener = try vaultOptions.storeOpener()
         let source = try opener.open(from)
         let destination = try opener.open(to)
-        let report = try Transfer.run(from: source, to: destination, service: service, onConflict: onConflict, move: move,
-                                      progress: progressPrinter(label: "migrating"))
+        let report = try withProgress(label: "migrating") {
+            try Transfer.run(from: source, to: destination, service: service, onConflict: onConflict, move: move, progress: $0)
+        }
         try printReport(report, json: json)
         Console.status("Migrated \(from) → \(to): \(summary(report)).")
     }
@@ -109,25 +110,28 @@ struct Export: ParsableCommand {
             vault's key slots and gains one for the backup passphrase. Of a format-1 vault or the \
             Secret Service: a format-1 vault whose only slot is the backup passphrase. Restore with \
             `lockbox import BACKUP`, or use the backup as a vault (--vault BACKUP). See docs/FORMAT.md.
+            Example: lockbox export --to backup.lockbox --service com.example.api
             """)
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: ArgumentHelp("The backup file to create (refuses to overwrite).", valueName: "path"), completion: .file()) var to: String
     @Option(help: "Only this service's items.") var service: String?
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked twice).", valueName: "fd"))
     var backupPassphraseFd: Int32?
     @Option(help: "Argon2id cost for the backup's passphrase.") var kdf: KDFPreset = .moderate
+    @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
         let store = try vaultOptions.storeOpener().openStore()
         let passphrase = try backupPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "backup passphrase") }
             ?? SecretInput.promptTwice("Backup passphrase: ", what: "backup passphrase")
+        try PassphrasePolicy.check(passphrase, what: "backup passphrase", allowWeak: allowWeakPassphrase)
         if let vault = store as? SQLiteVaultStore {
             let count = try vault.backup(to: FilePath(to), passphrase: passphrase, kdf: kdf.parameters, service: service)
             Console.status("Exported \(count) item(s) to \(to).")
             return
         }
         let backup = try EncryptedFileStore.create(at: FilePath(to), credentials: [.passphrase(passphrase)], kdf: kdf.parameters)
-        let report = try Transfer.run(from: store, to: backup, service: service, progress: progressPrinter(label: "exporting"))
+        let report = try withProgress(label: "exporting") { try Transfer.run(from: store, to: backup, service: service, progress: $0) }
         Console.status("Exported \(report.copied.count) item(s) to \(to).")
     }
 }
@@ -142,14 +146,16 @@ struct Import: ParsableCommand {
             All items are stored in one batch, overwriting items at the same address: one transaction \
             on a format-2 vault (each line stored as it is read, so memory does not grow with the \
             input), one rewrite of a format-1 vault. A bad line refuses the whole input: nothing is stored.
+            Example: lockbox import backup.lockbox --on-conflict keep-both
             """)
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The backup file (with --json-lines: the JSON-lines file, or - for standard input).", completion: .file()) var file: String
     @Flag(help: "Read FILE as JSON lines of items instead of a backup vault.") var jsonLines = false
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked).", valueName: "fd"))
     var backupPassphraseFd: Int32?
     @Option(help: ArgumentHelp("When an item exists with different contents: skip (the default), overwrite, or keep-both. Not with --json-lines, which overwrites.", valueName: "policy")) var onConflict: ConflictPolicy?
     @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth). Not with --json-lines.") var json = false
+    @Flag(help: ArgumentHelp("With --on-conflict overwrite: do not ask for confirmation (required without a terminal).")) var yes = false
 
     func validate() throws {
         guard jsonLines else { return }
@@ -175,7 +181,13 @@ struct Import: ParsableCommand {
         let backupPath = FilePath(file)
         let backup = try FileVault.open(at: backupPath, credential: .passphrase(passphrase), readOnly: true)
         let store = try vaultOptions.storeOpener().openStore()
-        let report = try Transfer.run(from: backup, to: store, onConflict: onConflict ?? .skip, progress: progressPrinter(label: "importing"))
+        if onConflict == .overwrite {
+            try Confirmation.require(yes: yes, question: "Replace the vault's items that differ from the backup's with the backup's?",
+                                     what: "overwrite items from \(file)")
+        }
+        let report = try withProgress(label: "importing") {
+            try Transfer.run(from: backup, to: store, onConflict: onConflict ?? .skip, progress: $0)
+        }
         try printReport(report, json: json)
         Console.status("Imported from \(file): \(summary(report)).")
     }
@@ -191,14 +203,26 @@ extension Import {
         defer { input.close() }
         let count: Int
         let store = try vaultOptions.storeOpener().openStore()
+        // On a terminal: items read, the rate and (for a file) the time left from the bytes read.
+        let line = ProgressLine(label: "importing")
+        defer { line?.finish() }
+        let size = input.size
+        var items = 0
+        let progress: ((Int) -> Void)? = line.map { line in
+            { bytes in
+                items += 1
+                line.update(done: items, fraction: size.map { $0 > 0 ? Double(bytes) / Double($0) : 1 })
+            }
+        }
         if let vault = store as? SQLiteVaultStore {
-            count = try vault.set(streaming: { store in try input.forEachItem(store) })
+            count = try vault.set(streaming: { store in try input.forEachItem(store, progress: progress) })
         } else {
             var writes: [ItemWrite] = []
-            try input.forEachItem { writes.append($0) }
+            try input.forEachItem({ writes.append($0) }, progress: progress)
             try store.set(writes)
             count = writes.count
         }
+        line?.finish()
         Console.status("Imported \(count) item(s) from JSON lines in one batch.")
     }
 }
@@ -208,6 +232,8 @@ extension Import {
 private struct JSONLinesInput {
     let path: String
     let descriptor: FileDescriptor
+    /// The file's size in bytes; `nil` for standard input.
+    var size: Int? = nil
 
     init(path: String) throws {
         self.path = path
@@ -225,14 +251,17 @@ private struct JSONLinesInput {
             try? descriptor.close()
             throw LockboxError.invalidArgument("\(path) is not a regular file; give a file of JSON lines, or - for standard input")
         }
+        size = Int(status.st_size)
     }
 
     func close() {
         if path != "-" { try? descriptor.close() }
     }
 
-    /// Calls `body` with the item of every non-blank line, in order.
-    func forEachItem(_ body: (ItemWrite) throws -> Void) throws {
+    /// Calls `body` with the item of every non-blank line, in order, then `progress` (if given)
+    /// with the bytes read so far.
+    func forEachItem(_ body: (ItemWrite) throws -> Void, progress: ((Int) -> Void)? = nil) throws {
+        var consumed = 0
         var pending: [UInt8] = []
         var number = 0
         var block = [UInt8](repeating: 0, count: 64 * 1024)
@@ -252,12 +281,16 @@ private struct JSONLinesInput {
                 pending.append(contentsOf: block[lineStart..<index])
                 number += 1
                 try Self.checkLength(pending.count, number: number)
-                try Self.item(line: pending, number: number).map(body)
+                if let item = try Self.item(line: pending, number: number) {
+                    try body(item)
+                    progress?(consumed + index + 1)
+                }
                 pending.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
                 pending.removeAll(keepingCapacity: true)
                 lineStart = index + 1
             }
             pending.append(contentsOf: block[lineStart..<count])
+            consumed += count
             try Self.checkLength(pending.count, number: number + 1)
             if count == 0 { break }
         }

@@ -14,7 +14,7 @@ struct Init: ParsableCommand {
             Example for a service: lockbox init --vault /var/lib/app/vault.lockbox --generate-key-file /etc/app/vault.key
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: ArgumentHelp("Create a new key file here (32 random bytes, mode 0600) and add a slot for it.", valueName: "path"), completion: .file())
     var generateKeyFile: String?
     @Flag(help: "Also add a passphrase slot, asked on the terminal, when a key file is given.") var withPassphrase = false
@@ -24,6 +24,7 @@ struct Init: ParsableCommand {
     @Flag(help: "Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).")
     var tpm = false
     @OptionGroup var tpmSlot: TPMSlotOptions
+    @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func validate() throws {
         guard format == 1 || format == 2 else { throw ValidationError("--format takes 1 or 2") }
@@ -47,6 +48,15 @@ struct Init: ParsableCommand {
         if !postgres { try EncryptedFileStore.checkCanCreate(at: path) }
         // The TPM slot first: no TPM fails before a key file is made or a passphrase asked.
         var credentials: [VaultCredential] = tpm ? [.sealed(try tpmSlot.sealer())] : []
+        // The passphrase (when there is to be one) before a key file is made: one the policy
+        // refuses leaves nothing behind.
+        var passphrase: SecretBytes?
+        if let fd = vaultOptions.passphraseFd {
+            passphrase = try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")
+        } else if (generateKeyFile == nil && vaultOptions.givenKeyFilePath == nil) || withPassphrase {
+            passphrase = try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")
+        }
+        if let passphrase { try PassphrasePolicy.check(passphrase, what: "vault passphrase", allowWeak: allowWeakPassphrase) }
         if let generateKeyFile {
             let keyPath = FilePath(generateKeyFile)
             try KeyFile.generate(at: keyPath)
@@ -55,11 +65,7 @@ struct Init: ParsableCommand {
         } else if let keyFile = vaultOptions.givenKeyFilePath {
             credentials.append(.keyFile(keyFile))
         }
-        if let fd = vaultOptions.passphraseFd {
-            credentials.append(.passphrase(try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")))
-        } else if credentials.allSatisfy({ if case .sealed = $0 { true } else { false } }) || withPassphrase {
-            credentials.append(.passphrase(try SecretInput.promptTwice("New vault passphrase: ", what: "passphrase")))
-        }
+        if let passphrase { credentials.append(.passphrase(passphrase)) }
         if postgres {
             let server = try vaultOptions.storeOpener().createPostgresVault(credentials: credentials, kdf: kdf.parameters)
             let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
@@ -91,18 +97,21 @@ struct Passwd: ParsableCommand {
         discussion: """
             Unlock with the current passphrase or a key file; the new passphrase comes from \
             --new-passphrase-fd or is asked twice on the terminal. The data key stays the same.
+            Example: lockbox passwd --passphrase-fd 3 --new-passphrase-fd 4 3<old.txt 4<new.txt
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
     var newPassphraseFd: Int32?
     @Option(help: ArgumentHelp("Which passphrase slot to change, when there are several (see `lockbox slot list`).", valueName: "index")) var slot: Int?
     @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
+    @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
         let store = try vaultOptions.storeOpener().openFileStore()
         let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
+        try PassphrasePolicy.check(newPassphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
         try store.changePassphrase(to: newPassphrase, kdf: kdf.parameters, slot: slot)
         Console.status("Passphrase changed.")
     }
@@ -122,9 +131,10 @@ struct RotateKey: ParsableCommand {
             (no TPM, changed PCRs, another or a cleared TPM, a lockout; checked first, without using a \
             try of the TPM's limit) stops the rotation with that reason and its exit code, unless \
             --drop-unmatched-slots removes it: add it again afterwards with `lockbox slot add-tpm`.
+            Example: lockbox rotate-key --key-file vault.key --passphrase-fd 3 3<passphrase.txt
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Flag(help: "Remove key slots that none of the given credentials opens, and TPM2 slots that cannot unseal here.")
     var dropUnmatchedSlots = false
 
@@ -191,28 +201,39 @@ struct Slot: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "slot",
         abstract: "List, add and remove key slots.",
+        discussion: "Example: lockbox slot list",
         subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, AddTPM.self, RemoveSlot.self])
 
     /// Without a subcommand: a usage error (exit 64), not help with exit 0.
     func run() throws { throw ValidationError("name a subcommand; `lockbox slot --help` lists them") }
 
     struct ListSlots: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the vault's key slots.")
-        @OptionGroup var vaultOptions: VaultOptions
-        @Flag(help: "Print a JSON array (index, kind, kdf, openedThisHandle) instead of lines.") var json = false
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the vault's key slots.",
+        discussion: "Example: lockbox slot list --json")
+        @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
+        @Flag(help: "Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle) instead of lines.") var json = false
 
         /// One slot in `slot list --json`.
         struct Listed: Encodable {
+            /// A passphrase slot's Argon2id cost, as numbers.
+            struct KDF: Encodable {
+                var algorithm = "argon2id"
+                var opsLimit, memoryLimitBytes: UInt64
+            }
             var index: Int
             var kind: String
-            var kdf: String?
+            var kdf: KDF?
             var openedThisHandle: Bool
         }
 
         func run() throws {
             let slots = try vaultOptions.storeOpener().openFileStore().keySlots()
             if json {
-                try Console.printJSON(slots.map { Listed(index: $0.index, kind: $0.kind.rawValue, kdf: $0.kdf?.description, openedThisHandle: $0.openedThisHandle) })
+                try Console.printJSON(slots.map {
+                    Listed(index: $0.index, kind: $0.kind.rawValue,
+                           kdf: $0.kdf.map { Listed.KDF(opsLimit: $0.opsLimit, memoryLimitBytes: $0.memoryLimitBytes) },
+                           openedThisHandle: $0.openedThisHandle)
+                })
                 return
             }
             for slot in slots { print(slot.description) }
@@ -221,16 +242,19 @@ struct Slot: ParsableCommand {
 
     struct AddPassphrase: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "add-passphrase", abstract: "Add a passphrase slot (unlock with an existing credential first).")
-        @OptionGroup var vaultOptions: VaultOptions
+            commandName: "add-passphrase", abstract: "Add a passphrase slot (unlock with an existing credential first).",
+        discussion: "Example: lockbox slot add-passphrase --kdf sensitive")
+        @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
         @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
         var newPassphraseFd: Int32?
         @Option(help: "Argon2id cost for the new slot.") var kdf: KDFPreset = .moderate
+        @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
         func run() throws {
             let store = try vaultOptions.storeOpener().openFileStore()
             let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
+            try PassphrasePolicy.check(passphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
             let index = try store.addKeySlot(.passphrase(passphrase), kdf: kdf.parameters)
             Console.status("Added passphrase slot \(index).")
         }
@@ -238,8 +262,9 @@ struct Slot: ParsableCommand {
 
     struct AddKeyFile: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "add-key-file", abstract: "Add a key-file slot (unlock with an existing credential first).")
-        @OptionGroup var vaultOptions: VaultOptions
+            commandName: "add-key-file", abstract: "Add a key-file slot (unlock with an existing credential first).",
+        discussion: "Example: lockbox slot add-key-file --generate /etc/app/second.key")
+        @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
         @Argument(help: "The key file for the new slot.", completion: .file()) var path: String
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
 
@@ -255,30 +280,40 @@ struct Slot: ParsableCommand {
     struct RemoveSlot: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "remove",
-            abstract: "Remove a key slot; the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.",
+            abstract: "Remove a key slot (asked to confirm on a terminal; --yes without one); the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.",
             discussion: """
                 A TPM2 slot opens the vault only on this machine, and only while its TPM keeps its owner \
                 seed, the PCRs it is bound to keep their values and the TPM is not locked out; a passphrase \
                 or key-file slot is the recovery for when it cannot. Removing the last of those from a vault \
-                with a TPM2 slot is refused (exit 12) unless --force is given, and then asked on a terminal.
+                with a TPM2 slot is refused (exit 12) unless --force is given.
+                Example: lockbox slot remove 1
                 """)
-        @OptionGroup var vaultOptions: VaultOptions
+        @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
         @Argument(help: "The slot's index, from `lockbox slot list`.") var index: Int
-        @Flag(help: "Remove the vault's last passphrase or key-file slot even though it has a TPM2 slot, so that only the TPM opens it (asked to confirm on a terminal).")
+        @Flag(help: "Remove the vault's last passphrase or key-file slot even though it has a TPM2 slot, so that only the TPM opens it.")
         var force = false
+        @Flag(help: ArgumentHelp(Confirmation.yesHelp)) var yes = false
 
         func run() throws {
             let store = try vaultOptions.storeOpener().openFileStore()
             let slots = try store.keySlots()
             let recovery = slots.filter { $0.kind != .tpm2 }
-            if recovery.count == 1, recovery[0].index == index, slots.contains(where: { $0.kind == .tpm2 }) {
+            let lastRecovery = recovery.count == 1 && recovery[0].index == index && slots.contains(where: { $0.kind == .tpm2 })
+            if lastRecovery {
                 guard force else {
                     throw LockboxError.keySlot(
                         "slot \(index) is the vault's last passphrase or key-file slot, what opens it when the TPM2 slot cannot (another machine, a cleared or replaced TPM, changed PCRs, a lockout); refusing to remove it. Add another with `lockbox slot add-passphrase` first, or give --force to rely on the TPM alone.")
                 }
-                if Terminal.confirm("Slot \(index) is the vault's last recovery slot; after removing it only this machine's TPM opens the vault. Remove it?") == false {
-                    throw CLIError.notConfirmed("nothing was removed")
-                }
+            }
+            // A slot that is not there, or the only one, is refused by the store with its own error, unasked.
+            if let slot = slots.first(where: { $0.index == index }), slots.count > 1 {
+                let kind = "\(slot.kind.rawValue) slot \(index)"
+                try Confirmation.require(
+                    yes: yes,
+                    question: lastRecovery
+                        ? "Slot \(index) is the vault's last recovery slot; after removing it only this machine's TPM opens the vault. Remove it?"
+                        : "Remove \(kind)? Whatever opened the vault through it no longer will.",
+                    what: "remove \(kind)")
             }
             try store.removeKeySlot(at: index)
             Console.status("Removed key slot \(index).")
@@ -295,9 +330,10 @@ struct Convert: ParsableCommand {
             checks every item against the old vault, then replaces the old file atomically. The vault ID, \
             the data key and every key slot are kept, so each passphrase, key file and TPM slot still opens it. \
             Run it again safely: a vault already in format 2 is left as it is.
+            Example: lockbox convert --vault old.lockbox --key-file vault.key
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
 
     func run() throws {
         let path = vaultOptions.vaultPath

@@ -34,13 +34,29 @@ extension StoreKind: ExpressibleByArgument {
 /// The options every command that opens a store shares: which store, where the file vault is
 /// and how to unlock it.
 struct VaultOptions: ParsableArguments {
+    /// The title of the group in help: hidden from `--help` (which ends with a line naming the
+    /// group), shown in full by `--help-all`, docs/CLI.md and the man page.
+    static let title = "Vault options"
+
+    /// The group's visibility: hidden from help (``title``), but offered by the shell
+    /// completions, which `--generate-completion-script` writes from the same declarations.
+    static var visibility: ArgumentVisibility {
+        CommandLine.arguments.dropFirst().contains("--generate-completion-script") ? .default : .hidden
+    }
+
+    /// Every option of the group, as the root's help names them.
+    static let summary = "--store, --profile, --vault, --key-file, --passphrase-fd, --tpm-pin-fd, --postgres-url-file"
+
+    /// The options people use most, as the line that closes a command's `--help` names them.
+    static let shortSummary = "--store, --profile, --vault, --key-file, --passphrase-fd"
+
     @Option(name: .long, help: ArgumentHelp(
         "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.",
         valueName: "store"))
     var store: StoreRequest?
 
     /// `--backend`: the old name of `--store`, still accepted (scripts use it) but not shown.
-    @Option(name: .customLong("backend"), help: .hidden)
+    @Option(name: .customLong("backend"), help: .private)
     var backendAlias: StoreRequest?
 
     @Option(name: .customLong("postgres-url-file"), help: ArgumentHelp(
@@ -133,8 +149,8 @@ struct VaultOptions: ParsableArguments {
         if credentials.isEmpty {
             Trace.log("credential: none given; asking on the terminal")
             guard let typed = try Terminal.readHidden(prompt: prompt ?? "Passphrase for \(vaultPath.string): ") else {
-                throw LockboxError.reauthenticationRequired(
-                    "the vault is locked: no window is open, no key file (--key-file, LOCKBOX_KEY_FILE) or --passphrase-fd was given, and there is no terminal to ask on")
+                // Name the ways this vault opens (its slots), never one it does not have.
+                throw (try? requestedStore()) == .postgres ? VaultLocked(path: "in PostgreSQL", slots: nil) : VaultLocked(path: vaultPath)
             }
             credentials.append(.passphrase(typed))
         }
@@ -147,7 +163,8 @@ struct VaultOptions: ParsableArguments {
     /// (`migrate --from file --to postgres`) reads the descriptor once and offers it to both.
     private static let passphrasesRead = Locked<[Int32: SecretBytes]>([:])
 
-    private static func passphrase(fromDescriptor fd: Int32) throws -> SecretBytes {
+    /// The passphrase on descriptor `fd`, read once however many times it is asked for.
+    static func passphrase(fromDescriptor fd: Int32) throws -> SecretBytes {
         if let read = passphrasesRead.withLock({ $0[fd] }) { return read }
         let passphrase = try SecretInput.passphrase(fromDescriptor: fd, what: "passphrase")
         passphrasesRead.withLock { $0[fd] = passphrase }

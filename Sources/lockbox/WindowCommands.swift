@@ -33,14 +33,18 @@ struct Unlock: ParsableCommand {
             passphrase changes, or when the session ends. With --pin, the profile's PIN is checked \
             (subject to its lockout); otherwise the vault passphrase is asked — a key file is a \
             service's credential, not a person's, and cannot open a window.
+            Example: lockbox unlock --for 10m
             """)
 
-    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(name: .customLong("for"), help: ArgumentHelp("How long the window stays open: 30s, 10m, 1h. Default: 5m.", valueName: "duration")) var length: WindowLength?
     @Option(help: ArgumentHelp("Open the window with this profile's PIN instead of the passphrase.", valueName: "service/profile"))
     var pin: String?
 
     func run() throws {
+        // The window lives in the session keyring: without one, say so before any PIN or
+        // passphrase is asked for and hashed.
+        try SessionWindow.requireSessionKeyring()
         let duration = length?.duration ?? .seconds(300)
         let pinProfile = try pin.map { text -> PinProfile in
             let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
@@ -86,8 +90,9 @@ struct Unlock: ParsableCommand {
 }
 
 struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Close the re-authentication window now.")
-    @OptionGroup var vaultOptions: VaultOptions
+    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Close the re-authentication window now.",
+        discussion: "Example: lockbox lock")
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
 
     func run() throws {
         let closed = try windowScope(vaultOptions).map { SessionWindow.close(scope: $0) } ?? false
@@ -96,8 +101,9 @@ struct Lock: ParsableCommand {
 }
 
 struct WindowStatus: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show whether a re-authentication window is open, and for how long.")
-    @OptionGroup var vaultOptions: VaultOptions
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show whether a re-authentication window is open, and for how long.",
+        discussion: "Example: lockbox status --json")
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Flag(help: "Print JSON: open, remainingSeconds, openedBy.") var json = false
 
     /// `status --json`.

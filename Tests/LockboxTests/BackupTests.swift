@@ -61,7 +61,7 @@ struct BackupTests {
         #expect(skipped?.map { "\($0["service"] ?? "")/\($0["account"] ?? "")" } == ["api/alice"], "\(result.stdoutString)")
         #expect((result.jsonObject?["copied"] as? [Any])?.isEmpty == true)
         #expect(try runLockbox(["get", "api", "alice"], environment: env).stdoutString == "changed", "the conflict kept the vault's item")
-        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--on-conflict", "overwrite"], environment: env,
+        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--on-conflict", "overwrite", "--yes"], environment: env,
                                 shellRedirect: "3<'\(passFile)'")
         #expect(result.status == 0)
         #expect(try runLockbox(["get", "api", "alice"], environment: env).stdoutString == "BACKUP-CANARY")

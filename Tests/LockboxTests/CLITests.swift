@@ -277,8 +277,8 @@ struct CLITests {
         // Both spellings naming different stores is a usage error; naming the same one is not.
         #expect(try lockbox(withKey(["get", "s", "a", "--store", "file", "--backend", "secret-service"])).status == 64)
         #expect(try lockbox(withKey(["get", "s", "a", "--store", "file", "--backend", "file"])).stdoutString == "v")
-        // Help shows --store only.
-        let help = try lockbox(["get", "--help"]).stdoutString
+        // Help shows --store only (with the other vault options, under --help-all).
+        let help = try lockbox(["get", "--help-all"]).stdoutString
         #expect(help.contains("--store <store>") && !help.contains("--backend"))
     }
 
@@ -300,7 +300,7 @@ struct CLITests {
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "s", "a"], redirect: "3<'\(passFile)'")
         #expect(result.stdoutString == "kept")
-        #expect(try lockbox(withKey(["slot", "remove", "1"])).status == 0)
+        #expect(try lockbox(withKey(["slot", "remove", "1", "--yes"])).status == 0)
         #expect(try lockbox(withKey(["slot", "remove", "0"])).status == 12)
         #expect(try lockbox(withKey(["get", "s", "a"])).stdoutString == "kept")
     }

@@ -226,7 +226,7 @@ struct CredentialTests {
         #expect(UUID(uuidString: ids[0]) != nil)
         let again = try runLockbox(["device-id", "game"], environment: env).stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(again == ids[0])
-        let reset = try runLockbox(["device-id", "game", "--reset"], environment: env).stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+        let reset = try runLockbox(["device-id", "game", "--reset", "--yes"], environment: env).stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(reset != ids[0])
     }
 

@@ -80,11 +80,11 @@ struct ErrorCodeTests {
         #expect(ErrorTable.message(for: lockout).contains("lockbox doctor"))
     }
 
-    @Test("`lockbox --help`'s exit-code list names every error code under its exit code")
+    @Test("`lockbox exit-codes` names every error code under its exit code")
     func helpListsTheTable() {
-        let summary = ExitStatus.summary
+        let table = ExitStatus.table
         for (code, entry) in ErrorTable.entries {
-            let item = summary.split(separator: ", ").first { $0.hasPrefix("\(entry.exit.rawValue) ") }
+            let item = table.split(separator: "\n").first { $0.hasPrefix("\(entry.exit.rawValue) ") }
             #expect(item?.contains(code.rawValue) == true, "\(code) not listed under \(entry.exit.rawValue)")
         }
     }
@@ -105,9 +105,10 @@ struct ErrorCodeTests {
                 "a row for an unknown code")
         let cliErrors: [any LockboxCodedError] = [CLIError.noInput("m"), CLIError.noTerminal("PIN"), CLIError.mismatch("PIN"),
                                                   CLIError.notConfirmed("m"), RefreshFailed(detail: "d"),
-                                                  CLIError.itemExists(service: "s", account: "a"), CLIError.itemChanged(service: "s", account: "a")]
+                                                  CLIError.itemExists(service: "s", account: "a"), CLIError.itemChanged(service: "s", account: "a"),
+                                                  CLIError.accessTokenExpired(service: "s", account: "a"), CLIError.passphraseRejected("m")]
         #expect(cliErrors.map(\.code) == LockboxError.Code.cli)
-        #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51, 14, 15], "the exits these always had")
+        #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51, 14, 15, 53, 18], "the exits these always had")
         let expected: [LockboxError.Code: Int32] = [
             .itemNotFound: 2, .vaultNotFound: 3, .vaultAlreadyExists: 4, .wrongCredential: 5, .corruptVault: 6,
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,

@@ -118,7 +118,7 @@ struct TPMCLITests {
         try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "cd", count: 32)])
         result = try lockbox(["list", "--vault", vault], tpm: tpm)
         #expect(result.status == 62 && result.errorCode == .tpmPCRMismatch, "\(result.stderr)")
-        result = try lockbox(["slot", "remove", "--vault", vault, "--passphrase-fd", "3", "1"], tpm: tpm, redirect: "3<\(passphraseFile)")
+        result = try lockbox(["slot", "remove", "--vault", vault, "--passphrase-fd", "3", "1", "--yes"], tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["init", "--vault", folder.file("other").string, "--tpm-pcrs", "7"], tpm: tpm)
         #expect(result.status == 64)
@@ -197,11 +197,11 @@ struct TPMCLITests {
         result = try lockbox(["slot", "add-passphrase", "--vault", vault, "--key-file", fixture.key, "--new-passphrase-fd", "3", "--kdf", "interactive"],
                              tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
-        result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "2"], tpm: tpm)
+        result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "2", "--yes"], tpm: tpm)
         #expect(result.status == 0, "\(result.stderr)")
-        // --force, with no terminal to ask on (setsid): the TPM alone opens the vault after it.
+        // --force and --yes, with no terminal to ask on (setsid): the TPM alone opens the vault after it.
         result = try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
-                                ["--wait", lockboxBinary.path, "slot", "remove", "--vault", vault, "--key-file", fixture.key, "--force", "1"],
+                                ["--wait", lockboxBinary.path, "slot", "remove", "--vault", vault, "--key-file", fixture.key, "--force", "--yes", "1"],
                                 environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string, "LOCKBOX_TPM_TCTI": tpm.tcti])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try slots() == ["0:tpm2"])

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+
+/// The progress of long work (import, export, migrate) as one line on a terminal, redrawn at most
+/// ten times a second: items done (of how many, when known), the rate and the time left. On a
+/// pipe or file there is none (``init(label:terminal:)`` returns `nil`); the command prints its
+/// summary either way. A small printer of our own: the line is one `\r`-rewritten string, and
+/// none of the terminal packages for Swift that fit the build (no Foundation on Linux) offers
+/// throttling that this does not in a few lines.
+final class ProgressLine {
+    /// The least time between two redraws.
+    static let interval: Duration = .milliseconds(100)
+
+    private let label: String
+    private let clock = ContinuousClock()
+    private let start: ContinuousClock.Instant
+    private var lastDraw: ContinuousClock.Instant
+    private var drawn = false
+    /// How many times the line was drawn (tests, traces).
+    private(set) var draws = 0
+
+    /// A progress line for `label` ("importing"), or `nil` when standard error is not a terminal.
+    ///
+    /// - Parameters:
+    ///   - label: What is being done, at the start of the line.
+    ///   - terminal: Whether to draw; by default, whether standard error is a terminal.
+    init?(label: String, terminal: Bool = isatty(STDERR_FILENO) == 1) {
+        guard terminal else { return nil }
+        self.label = label
+        start = clock.now
+        // The first draw comes after one interval: work that ends sooner shows no line at all.
+        lastDraw = start
+    }
+
+    /// Reports `done` items of `total` (if known); `fraction` (0 to 1) is the share of the work
+    /// done when the item count is not known ahead (bytes of the input read), for the time left.
+    /// Draws only when ``interval`` has passed since the last draw.
+    func update(done: Int, total: Int? = nil, fraction: Double? = nil) {
+        let now = clock.now
+        guard now - lastDraw >= Self.interval else { return }
+        lastDraw = now
+        let elapsed = Double((now - start) / .milliseconds(1)) / 1000
+        var text = "\r\(label) \(Self.grouped(done))" + (total.map { "/\(Self.grouped($0))" } ?? "") + " items"
+        if elapsed > 0 {
+            let rate = Double(done) / elapsed
+            text += ", \(Self.grouped(Int(rate.rounded())))/s"
+            let share = total.map { $0 > 0 ? Double(done) / Double($0) : 1 } ?? fraction
+            if let share, share > 0, share < 1 {
+                text += ", about \(Self.duration(elapsed * (1 - share) / share)) left"
+            }
+        }
+        Console.write(text + "\u{1B}[K")
+        drawn = true
+        draws += 1
+    }
+
+    /// Clears the line (the summary that follows takes its place); once.
+    func finish() {
+        if drawn { Console.write("\r\u{1B}[K") }
+        drawn = false
+    }
+
+    /// `12345` as `12,345`.
+    static func grouped(_ value: Int) -> String {
+        let digits = String(value.magnitude)
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { result += "," }
+            result.append(digit)
+        }
+        return (value < 0 ? "-" : "") + result
+    }
+
+    /// `75.4` seconds as `1 min 15 s`.
+    static func duration(_ seconds: Double) -> String {
+        let whole = Int(seconds.rounded(.up))
+        if whole < 60 { return "\(whole) s" }
+        if whole < 3600 { return "\(whole / 60) min \(whole % 60) s" }
+        return "\(whole / 3600) h \(whole % 3600 / 60) min"
+    }
+}
