@@ -60,10 +60,8 @@ import Glibc
 
 // Built without the package's `PostgreSQL` trait, this program has no PostgreSQL store to offer:
 // it says so and exits with the PostgreSQL store's code (27), as `lockbox` does when it is missing.
-fputs(
-    "lockbox: this lockbox-postgres was built without the PostgreSQL store; build it with "
-        + "`swift build --traits PostgreSQL --product lockbox-postgres`, or install it with `make install-postgres`\n",
-    stderr
-)
+let message = "lockbox: this lockbox-postgres was built without the PostgreSQL store; build it with "
+    + "`swift build --traits PostgreSQL --product lockbox-postgres`, or install it with `make install-postgres`\n"
+_ = message.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
 exit(27)
 #endif

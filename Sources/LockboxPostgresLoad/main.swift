@@ -242,6 +242,7 @@ import Glibc
 #endif
 
 // A helper of the PostgreSQL tests and benchmark: nothing to do without the `PostgreSQL` trait.
-fputs("this program needs the package's PostgreSQL trait (swift build --traits PostgreSQL)\n", stderr)
+let message = "this program needs the package's PostgreSQL trait (swift build --traits PostgreSQL)\n"
+_ = message.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
 exit(2)
 #endif
