@@ -2,7 +2,7 @@
 # `make test` is what CI runs (.ci/run); `make demo` is the README's first command.
 # `make check` is the quick loop: build, the suite without the services the test command starts,
 # the docs checks and the protocol models (CONTRIBUTING.md gives its time).
-.PHONY: check demo test examples build release static-libstdc++ release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
+.PHONY: format check demo test examples build release static-libstdc++ release-path install install-postgres docs docs-check bench bench-peers bench-cli fuzz selftest
 
 demo:
 	scripts/demo.sh
@@ -21,12 +21,17 @@ build:
 
 # The quick loop: no keyring, swtpm or PostgreSQL is started, so the tests that need one say NOT
 # TESTED and pass; the test command (`make test`) runs them.
+# Formats every Swift source as .swift-format says (the test command and `make check` lint it).
+format:
+	swift format -i -r Sources Tests Examples Benchmarks
+
 check:
 	swift build --build-tests $(TRAITS)
 	swift test --skip-build $(TRAITS) --skip LockboxPostgresTests
 	scripts/gen-cli-docs.sh --check --binary "$$(swift build $(TRAITS) --show-bin-path)/lockbox"
 	scripts/check-docs.sh
 	scripts/check-models.sh
+	swift format lint --strict -r Sources Tests Examples Benchmarks
 
 # The lockbox users run (`make install`; docs/PERFORMANCE.md gives its figures and why each flag):
 # release, with the Swift runtime and FoundationEssentials linked statically, in its own scratch

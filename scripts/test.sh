@@ -53,6 +53,10 @@ scripts/run-service-example.sh
 # completions are checked against the command definitions by CLIDocsTests in the suite).
 step "check-docs"
 scripts/check-docs.sh
+# Every Swift source is formatted as .swift-format says (swift-format, part of the toolchain;
+# `swift format -i -r Sources Tests Examples Benchmarks` applies it).
+step "swift-format"
+swift format lint --strict -r Sources Tests Examples Benchmarks
 # The DocC catalog and every doc comment build without DocC warnings (swift-docc-plugin; about 25 s).
 step "check-docc"
 scripts/check-docc.sh

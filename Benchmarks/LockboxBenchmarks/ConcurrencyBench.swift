@@ -47,15 +47,18 @@ func concurrentTokenRound(_ tokens: TokenStore, count: Int, write: Bool, async u
                 group.addTask {
                     let account = "user\(index)"
                     if write {
-                        let set = TokenSet(accessToken: SecretBytes(utf8: "access-\(index)-\(start)"),
-                                           refreshToken: SecretBytes(utf8: "refresh-\(index)"), expiresAt: Date(timeIntervalSinceNow: 3600))
+                        let set = TokenSet(
+                            accessToken: SecretBytes(utf8: "access-\(index)-\(start)"),
+                            refreshToken: SecretBytes(utf8: "refresh-\(index)"), expiresAt: Date(timeIntervalSinceNow: 3600))
                         if useAsync {
                             try await tokens.save(set, service: "bench", account: account)
                         } else {
                             try blockingSave(tokens, set, account: account)
                         }
                     } else {
-                        let loaded = useAsync ? try await tokens.load(service: "bench", account: account)
+                        let loaded =
+                            useAsync
+                            ? try await tokens.load(service: "bench", account: account)
                             : try blockingLoad(tokens, account: account)
                         guard loaded != nil else { throw BenchError("no tokens for \(account)") }
                     }
@@ -88,8 +91,10 @@ func benchConcurrency(_ fixtures: Fixtures, plan: Plan) throws -> String {
     let store = try EncryptedFileStore.create(at: path, credentials: [.keyFile(fixtures.keyFile)])
     let tokens = TokenStore(store: store, lockDirectory: FilePath(path.string + ".locks"))
     for index in 0..<count {
-        try tokens.save(TokenSet(accessToken: SecretBytes(utf8: "access-\(index)"), refreshToken: SecretBytes(utf8: "refresh-\(index)"),
-                                 expiresAt: Date(timeIntervalSinceNow: 3600)), service: "bench", account: "user\(index)")
+        try tokens.save(
+            TokenSet(
+                accessToken: SecretBytes(utf8: "access-\(index)"), refreshToken: SecretBytes(utf8: "refresh-\(index)"),
+                expiresAt: Date(timeIntervalSinceNow: 3600)), service: "bench", account: "user\(index)")
     }
     var lines = [
         "### 100 concurrent token reads and writes: blocking API vs async API",
@@ -116,10 +121,11 @@ func benchConcurrency(_ fixtures: Fixtures, plan: Plan) throws -> String {
             }
             let stats = Stats(latencies)
             let probeStats = Stats(probe)
-            lines.append("| \(write ? "write (save)" : "read (load)") | \(useAsync ? "async" : "blocking") | "
-                + "\(formatDuration(stats.median)) | \(formatDuration(stats.percentile(99))) | \(formatDuration(stats.percentile(100))) | "
-                + "\(formatDuration(Stats(totals).median)) | \(formatDuration(probeStats.median)) | "
-                + "\(formatDuration(probeStats.percentile(99))) | \(formatDuration(probeStats.percentile(100))) |")
+            lines.append(
+                "| \(write ? "write (save)" : "read (load)") | \(useAsync ? "async" : "blocking") | "
+                    + "\(formatDuration(stats.median)) | \(formatDuration(stats.percentile(99))) | \(formatDuration(stats.percentile(100))) | "
+                    + "\(formatDuration(Stats(totals).median)) | \(formatDuration(probeStats.median)) | "
+                    + "\(formatDuration(probeStats.percentile(99))) | \(formatDuration(probeStats.percentile(100))) |")
         }
     }
     return lines.joined(separator: "\n") + "\n"

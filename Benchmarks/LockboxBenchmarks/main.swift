@@ -41,28 +41,38 @@ struct Options: ParsableCommand {
     var quick = false
 
     /// Where the temporary benchmark folder is made (default: the system temporary folder).
-    @Option(name: .customLong("dir"), help: ArgumentHelp(
-        "Make the temporary benchmark folder under this path (default: $TMPDIR or /tmp); it must be on the file system whose fsync you want to measure.",
-        valueName: "path"))
+    @Option(
+        name: .customLong("dir"),
+        help: ArgumentHelp(
+            "Make the temporary benchmark folder under this path (default: $TMPDIR or /tmp); it must be on the file system whose fsync you want to measure.",
+            valueName: "path"))
     var parentDirectory: String?
 
     /// The `lockbox` binary; default: next to this executable.
-    @Option(name: .customLong("lockbox"), help: ArgumentHelp(
-        "The lockbox binary for the process benchmark (default: `lockbox` next to this executable).", valueName: "path"))
+    @Option(
+        name: .customLong("lockbox"),
+        help: ArgumentHelp(
+            "The lockbox binary for the process benchmark (default: `lockbox` next to this executable).", valueName: "path"))
     var lockboxPath: String?
 
-    @Option(name: .customLong("only"), help: ArgumentHelp(
-        "Run only these groups, comma-separated: get, set, unlock, process, secret-service, concurrency, format2 (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
-        valueName: "list"))
+    @Option(
+        name: .customLong("only"),
+        help: ArgumentHelp(
+            "Run only these groups, comma-separated: get, set, unlock, process, secret-service, concurrency, format2 (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
+            valueName: "list"))
     var onlyList: String?
 
-    @Option(name: .customLong("format2-sizes"), help: ArgumentHelp(
-        "Item counts for the format2 group, comma-separated (default: the plan's sizes; e.g. 10,10000,1000000).",
-        valueName: "list"))
+    @Option(
+        name: .customLong("format2-sizes"),
+        help: ArgumentHelp(
+            "Item counts for the format2 group, comma-separated (default: the plan's sizes; e.g. 10,10000,1000000).",
+            valueName: "list"))
     var formatTwoSizesList: String?
 
-    @Option(name: .customLong("writer-sets"), help: ArgumentHelp(
-        "Sets per writer process in the format2 group's 8-writer row (default 1,000; 25 with --quick).", valueName: "count"))
+    @Option(
+        name: .customLong("writer-sets"),
+        help: ArgumentHelp(
+            "Sets per writer process in the format2 group's 8-writer row (default 1,000; 25 with --quick).", valueName: "count"))
     var writerSets: Int?
 
     /// The item counts of the format2 group.
@@ -77,7 +87,9 @@ struct Options: ParsableCommand {
 
     func validate() throws {
         if let list = formatTwoSizesList {
-            guard let sizes = formatTwoSizes, sizes.count == list.split(separator: ",").count, sizes.allSatisfy({ (1...10_000_000).contains($0) }) else {
+            guard let sizes = formatTwoSizes, sizes.count == list.split(separator: ",").count,
+                sizes.allSatisfy({ (1...10_000_000).contains($0) })
+            else {
                 throw ValidationError("--format2-sizes takes item counts from 1 to 10,000,000, comma-separated")
             }
         }
@@ -255,7 +267,8 @@ final class Fixtures {
     private var counter = 0
 
     init(parent: String?) throws {
-        let base = parent.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let base =
+            parent.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory
         let unique = "lockbox-bench-\(getpid())-\(UUID().uuidString.prefix(8))"
         root = base.appendingPathComponent(unique, isDirectory: true)
@@ -264,7 +277,7 @@ final class Fixtures {
         let shm = URL(fileURLWithPath: "/dev/shm", isDirectory: true)
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: shm.path, isDirectory: &isDirectory), isDirectory.boolValue,
-           FileManager.default.isWritableFile(atPath: shm.path)
+            FileManager.default.isWritableFile(atPath: shm.path)
         {
             staging = shm.appendingPathComponent(unique, isDirectory: true)
         } else {
@@ -383,9 +396,11 @@ final class Report {
 
     func add(_ group: String, _ name: String, itemsLabel: String, _ stats: Stats, note: String = "") {
         rows.append(Row(group: group, name: name, items: itemsLabel, stats: stats, note: note))
-        progress(String(format: "  %@ %@ [%@]: median %@, p90 %@, p99 %@ (%d runs)",
-                        group, name, itemsLabel, formatDuration(stats.median),
-                        formatDuration(stats.percentile(90)), formatDuration(stats.percentile(99)), stats.count))
+        progress(
+            String(
+                format: "  %@ %@ [%@]: median %@, p90 %@, p99 %@ (%d runs)",
+                group, name, itemsLabel, formatDuration(stats.median),
+                formatDuration(stats.percentile(90)), formatDuration(stats.percentile(99)), stats.count))
     }
 
     func skip(_ group: String, _ name: String, items: Int?, reason: String) {
@@ -410,7 +425,8 @@ final class Report {
         for row in rows {
             if let stats = row.stats {
                 let name = row.note.isEmpty ? row.name : "\(row.name) (\(row.note))"
-                out += "| \(row.group) | \(name) | \(row.items) | \(formatCount(stats.count)) "
+                out +=
+                    "| \(row.group) | \(name) | \(row.items) | \(formatCount(stats.count)) "
                     + "| \(formatDuration(stats.median)) | \(formatDuration(stats.percentile(90))) "
                     + "| \(formatDuration(stats.percentile(99))) | \(formatRate(stats.opsPerSecond)) |\n"
             } else {
@@ -429,7 +445,8 @@ final class Report {
             }
             let met = stats.median < limit
             let share = String(format: "%.0f%%", stats.median / limit * 100)
-            out += "| \(title) | < \(formatDuration(limit)) | \(formatDuration(stats.median)) | \(share) "
+            out +=
+                "| \(title) | < \(formatDuration(limit)) | \(formatDuration(stats.median)) | \(share) "
                 + "| \(met ? "yes" : "**no**") |\n"
         }
         aim("in-process `get`, 10,000-item vault", Group.get, 10_000, limit: 20_000)
@@ -443,7 +460,8 @@ final class Report {
         let ratioTitle = "`lockbox get` / `secret-tool lookup`, Secret Service, same item, same run"
         if let (lockbox, secretTool) = processRatio, secretTool.median > 0 {
             let ratio = lockbox.median / secretTool.median
-            out += "| \(ratioTitle) | ≤ 1.00 | \(String(format: "%.2f", ratio)) "
+            out +=
+                "| \(ratioTitle) | ≤ 1.00 | \(String(format: "%.2f", ratio)) "
                 + "(\(formatDuration(lockbox.median)) / \(formatDuration(secretTool.median))) "
                 + "| \(String(format: "%.0f%%", ratio * 100)) | \(ratio <= 1.0 ? "yes" : "**no**") |\n"
         } else {
@@ -510,8 +528,9 @@ func benchGet(_ fixtures: Fixtures, _ report: Report, plan: Plan) throws {
         let vault = Vault(store: MemoryStore())
         let addresses = (0..<size).map(itemAddress)
         for index in 0..<size {
-            try vault.set(try fixtures.token(size: size, index: index),
-                          service: addresses[index].service, account: addresses[index].account, kind: .token)
+            try vault.set(
+                try fixtures.token(size: size, index: index),
+                service: addresses[index].service, account: addresses[index].account, kind: .token)
         }
         var generator = SplitMix64(seed: 7)
         let picks = (0..<(plan.getWarmup + plan.getIterations)).map { _ in Int(generator.next() % UInt64(size)) }
@@ -610,7 +629,8 @@ func runChild(
     process.executableURL = executable
     process.arguments = arguments
     if let environment { process.environment = environment }
-    let stdout = Pipe(), stderr = Pipe()
+    let stdout = Pipe()
+    let stderr = Pipe()
     process.standardOutput = stdout
     process.standardError = stderr
     let stdin = input.map { _ in Pipe() }
@@ -634,8 +654,9 @@ func runChild(
     // Outputs are far smaller than a pipe buffer, so reading after the exit cannot block the child.
     let output = try stdout.fileHandleForReading.readToEnd() ?? Data()
     let errorOutput = try stderr.fileHandleForReading.readToEnd() ?? Data()
-    return ChildResult(status: process.terminationStatus, output: output, errorOutput: errorOutput,
-                       nanoseconds: elapsed, cpuNanoseconds: childCPU)
+    return ChildResult(
+        status: process.terminationStatus, output: output, errorOutput: errorOutput,
+        nanoseconds: elapsed, cpuNanoseconds: childCPU)
 }
 
 /// The largest peak RSS of `runs` runs of a command, in KiB, as `/usr/bin/time -f %M` reports it
@@ -647,7 +668,7 @@ func peakRSSKiB(_ executable: URL, _ arguments: [String], environment: [String: 
     for _ in 0..<runs {
         let result = try runChild(time, ["-f", "%M", executable.path] + arguments, environment: environment)
         guard result.status == 0, let last = String(decoding: result.errorOutput, as: UTF8.self).split(separator: "\n").last,
-              let kib = Int(last.trimmingCharacters(in: .whitespaces))
+            let kib = Int(last.trimmingCharacters(in: .whitespaces))
         else { throw BenchError("/usr/bin/time \(executable.lastPathComponent) exited with \(result.status)") }
         peak = max(peak, kib)
     }
@@ -699,12 +720,14 @@ func benchProcesses(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
 
     guard let lockbox = lockboxBinary(options), FileManager.default.isExecutableFile(atPath: lockbox.path) else {
         for size in plan.processSizes {
-            report.skip(Group.process, "key-file slot", items: size,
-                        reason: "no lockbox binary next to the benchmark; build the `lockbox` product or pass --lockbox")
+            report.skip(
+                Group.process, "key-file slot", items: size,
+                reason: "no lockbox binary next to the benchmark; build the `lockbox` product or pass --lockbox")
         }
         return
     }
-    report.note("`lockbox get` runs `\(lockbox.path)`; times span `Process.run()` until the child has exited (Foundation's termination handler).")
+    report.note(
+        "`lockbox get` runs `\(lockbox.path)`; times span `Process.run()` until the child has exited (Foundation's termination handler).")
     for size in plan.processSizes {
         let path = try fixtures.copyOfVault(size: size)
         let index = size / 2
@@ -742,27 +765,34 @@ func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
             try store.set(streaming: { write in
                 for index in 0..<size {
                     let (service, account) = itemAddress(index)
-                    try write(ItemWrite(SecretBytes(utf8: makeToken(&generator)), for: ItemKey(service: service, account: account),
-                                        options: ItemOptions(kind: .token)))
+                    try write(
+                        ItemWrite(
+                            SecretBytes(utf8: makeToken(&generator)), for: ItemKey(service: service, account: account),
+                            options: ItemOptions(kind: .token)))
                 }
             })
         }
         // The size of the database once its write-ahead log is folded in (as after the last close).
         try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(10)).execute("PRAGMA wal_checkpoint(TRUNCATE)")
         let bytes = (try? FileManager.default.attributesOfItem(atPath: path.string)[.size] as? Int).flatMap { $0 } ?? 0
-        report.add(Group.formatTwo, "populate through the batch path (one transaction, streamed)", items: size, populate,
-                   note: "file \(formatCount(bytes / max(size, 1))) bytes/item")
+        report.add(
+            Group.formatTwo, "populate through the batch path (one transaction, streamed)", items: size, populate,
+            note: "file \(formatCount(bytes / max(size, 1))) bytes/item")
         var random = SplitMix64(seed: 42)
         let get = try measure(warmup: plan.getWarmup / 10, iterations: plan.getIterations / 10) { _ in
             let index = Int(random.next() % UInt64(size))
             let (service, account) = itemAddress(index)
-            guard try store.get(ItemKey(service: service, account: account)) != nil else { throw BenchError("format 2: item \(index) missing") }
+            guard try store.get(ItemKey(service: service, account: account)) != nil else {
+                throw BenchError("format 2: item \(index) missing")
+            }
         }
         report.add(Group.formatTwo, "get, random item", items: size, get)
         let set = try measure(warmup: plan.setWarmup, iterations: plan.setIterations) { iteration in
             let index = Int(random.next() % UInt64(size))
             let (service, account) = itemAddress(index)
-            try store.set(SecretBytes(utf8: "overwritten-\(iteration)"), for: ItemKey(service: service, account: account), options: ItemOptions(kind: .token))
+            try store.set(
+                SecretBytes(utf8: "overwritten-\(iteration)"), for: ItemKey(service: service, account: account),
+                options: ItemOptions(kind: .token))
         }
         report.add(Group.formatTwo, "set, overwrite random item, durable commit", items: size, set)
         if size == sizes.first {
@@ -789,11 +819,14 @@ func benchFormatTwo(_ fixtures: Fixtures, _ report: Report, plan: Plan, options:
         let process = try measureProcess(
             warmup: plan.processWarmup, iterations: plan.processIterations, lockbox, arguments, environment: fixtures.childEnvironment
         ) {
-            guard $0.status == 0, $0.output == value else { throw BenchError("format 2: `lockbox get` exited with \($0.status) or printed the wrong secret") }
+            guard $0.status == 0, $0.output == value else {
+                throw BenchError("format 2: `lockbox get` exited with \($0.status) or printed the wrong secret")
+            }
         }
         let peak = try peakRSSKiB(lockbox, arguments, environment: fixtures.childEnvironment, runs: 5)
-        report.add(Group.formatTwo, "`lockbox get` process, key-file slot", items: size, process,
-                   note: peak.map { "peak RSS \(String(format: "%.1f", Double($0) / 1024)) MiB (max of 5 runs)" } ?? "")
+        report.add(
+            Group.formatTwo, "`lockbox get` process, key-file slot", items: size, process,
+            note: peak.map { "peak RSS \(String(format: "%.1f", Double($0) / 1024)) MiB (max of 5 runs)" } ?? "")
         try benchWriters(fixtures, report, path: path, size: size, sets: options.writerSets ?? (options.quick ? 25 : 1_000))
     }
 }
@@ -843,8 +876,9 @@ func benchWriters(_ fixtures: Fixtures, _ report: Report, path: FilePath, size: 
     }
     guard lost == 0 else { throw BenchError("8 writers: \(lost) acknowledged writes lost") }
     let throughput = Double(writers * sets) / (elapsed / 1e9)
-    report.add(Group.formatTwo, "8 writer processes × \(formatCount(sets)) sets, per set", items: size, Stats(latencies),
-               note: "\(String(format: "%.0f", throughput)) sets/s together, \(formatDuration(elapsed)) in all, 0 lost")
+    report.add(
+        Group.formatTwo, "8 writer processes × \(formatCount(sets)) sets, per set", items: size, Stats(latencies),
+        note: "\(String(format: "%.0f", throughput)) sets/s together, \(formatDuration(elapsed)) in all, 0 lost")
 }
 
 /// A writer process of ``benchWriters(_:_:path:size:sets:)``: this executable started with
@@ -924,7 +958,7 @@ struct ProviderCPU {
     /// User + system time from /proc/PID/stat (fields 14 and 15, in clock ticks), in nanoseconds.
     func nanoseconds() -> Double? {
         guard let pid, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")")
+            let close = stat.lastIndex(of: ")")
         else { return nil }
         // Fields after the command name, which may hold spaces: state is field 3, utime 14, stime 15.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -949,7 +983,8 @@ func measureWithCPU(
     warmup: Int, iterations: Int, provider: ProviderCPU, _ body: (Int) throws -> Void
 ) rethrows -> (Stats, CPUSplit) {
     for index in 0..<warmup { try body(index) }
-    let clientBefore = cpuNanoseconds(RUSAGE_SELF.rawValue), providerBefore = provider.nanoseconds()
+    let clientBefore = cpuNanoseconds(RUSAGE_SELF.rawValue)
+    let providerBefore = provider.nanoseconds()
     let stats = try measure(warmup: 0, iterations: iterations) { try body(warmup + $0) }
     let client = Double(cpuNanoseconds(RUSAGE_SELF.rawValue) &- clientBefore) / Double(max(iterations, 1))
     var providerShare: Double?
@@ -974,9 +1009,10 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
         ] {
             report.skip(group, name, items: size, reason: reason)
         }
-        report.note("The Secret Service rows were skipped: they store \(formatCount(size)) items in the keyring, so they "
-            + "run only against a throwaway one. Run `scripts/keyring-session.sh -- LockboxBenchmarks …` "
-            + "(scripts/bench.sh does), which starts a private, unlocked gnome-keyring and sets LOCKBOX_TEST_KEYRING=unlocked.")
+        report.note(
+            "The Secret Service rows were skipped: they store \(formatCount(size)) items in the keyring, so they "
+                + "run only against a throwaway one. Run `scripts/keyring-session.sh -- LockboxBenchmarks …` "
+                + "(scripts/bench.sh does), which starts a private, unlocked gnome-keyring and sets LOCKBOX_TEST_KEYRING=unlocked.")
         return
     }
 
@@ -1005,8 +1041,9 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
     }
     let fillTime = Double(monotonicNanoseconds() &- fillStart)
     progress("  filled in \(formatDuration(fillTime))")
-    report.add(Group.keyringFill, "SecretServiceStore, new item", itemsLabel: "0 → \(formatCount(size))", fillStats,
-               note: fillCPU.note)
+    report.add(
+        Group.keyringFill, "SecretServiceStore, new item", itemsLabel: "0 → \(formatCount(size))", fillStats,
+        note: fillCPU.note)
 
     // In-process get of a random item, connection reused. Correctness first, untimed.
     for index in [0, size / 2, size - 1] {
@@ -1028,18 +1065,21 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
         bytesRead &+= secret.count
     }
     guard bytesRead > 0 else { throw BenchError("Secret Service get read nothing") }
-    report.add(Group.keyringGet, "SecretServiceStore via Vault, random item, connection reused", items: size, getStats,
-               note: getCPU.note)
+    report.add(
+        Group.keyringGet, "SecretServiceStore via Vault, random item, connection reused", items: size, getStats,
+        note: getCPU.note)
 
     // A miss: `get` then also asks whether the collection is locked (a locked keyring looks empty).
-    let missIterations = max(plan.keyringGetIterations / 4, 10), missWarmup = max(plan.keyringGetWarmup / 4, 2)
+    let missIterations = max(plan.keyringGetIterations / 4, 10)
+    let missWarmup = max(plan.keyringGetWarmup / 4, 2)
     let (missStats, missCPU) = try measureWithCPU(warmup: missWarmup, iterations: missIterations, provider: provider) { iteration in
         guard try vault.get(service: addresses[iteration % size].service, account: "absent-\(iteration)") == nil else {
             throw BenchError("an absent item was found")
         }
     }
-    report.add(Group.keyringGet, "SecretServiceStore via Vault, absent item (returns nil)", items: size, missStats,
-               note: missCPU.note)
+    report.add(
+        Group.keyringGet, "SecretServiceStore via Vault, absent item (returns nil)", items: size, missStats,
+        note: missCPU.note)
 
     // The floor: bare libsecret, same shared connection, same picks.
     var connectError: UnsafeMutablePointer<GError>?
@@ -1051,13 +1091,14 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
         ) { iteration in
             let index = getPicks[iteration]
             guard let secret = try libsecretLookup(service, service: addresses[index].service, account: addresses[index].account),
-                  secret == Data(tokens[index].utf8)
+                secret == Data(tokens[index].utf8)
             else { throw BenchError("libsecret lookup of item \(index) failed or returned the wrong secret") }
             floorBytes &+= secret.count
         }
         guard floorBytes > 0 else { throw BenchError("libsecret lookup read nothing") }
-        report.add(Group.keyringLookupBaseline, "bare `secret_service_lookup_sync`, same connection, random item",
-                   items: size, floorStats, note: floorCPU.note)
+        report.add(
+            Group.keyringLookupBaseline, "bare `secret_service_lookup_sync`, same connection, random item",
+            items: size, floorStats, note: floorCPU.note)
     } else {
         if let connectError { g_error_free(connectError) }
         report.note("The bare libsecret baseline could not connect, so it is missing.")
@@ -1085,18 +1126,20 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
     }
     report.add(Group.keyringSet, "SecretServiceStore via Vault, overwrite random item", items: size, setStats, note: setCPU.note)
 
-    try benchSecretServiceProcesses(fixtures, report, plan: plan, options: options, provider: provider,
-                                    address: addresses[size / 2], secret: tokens[size / 2], size: size)
+    try benchSecretServiceProcesses(
+        fixtures, report, plan: plan, options: options, provider: provider,
+        address: addresses[size / 2], secret: tokens[size / 2], size: size)
 
     let removeStart = monotonicNanoseconds()
     let removed = try removeKeyringItems(store, count: size)
     removedAtEnd = true
-    report.note("Secret Service rows ran against gnome-keyring on a private session bus (scripts/keyring-session.sh), "
-        + "with \(formatCount(size)) items stored through `SecretServiceStore` one `set` at a time: filling took "
-        + "\(formatDuration(fillTime)); removing the \(formatCount(removed)) items afterwards (`wipe(service:)`) took "
-        + "\(formatDuration(Double(monotonicNanoseconds() &- removeStart))). \"CPU/op\" is CPU time per timed run in the "
-        + "benchmark process (all threads) or its child, and in gnome-keyring-daemon (from /proc, 10 ms ticks, averaged); "
-        + "the bus daemon's share is not counted.")
+    report.note(
+        "Secret Service rows ran against gnome-keyring on a private session bus (scripts/keyring-session.sh), "
+            + "with \(formatCount(size)) items stored through `SecretServiceStore` one `set` at a time: filling took "
+            + "\(formatDuration(fillTime)); removing the \(formatCount(removed)) items afterwards (`wipe(service:)`) took "
+            + "\(formatDuration(Double(monotonicNanoseconds() &- removeStart))). \"CPU/op\" is CPU time per timed run in the "
+            + "benchmark process (all threads) or its child, and in gnome-keyring-daemon (from /proc, 10 ms ticks, averaged); "
+            + "the bus daemon's share is not counted.")
 }
 
 /// Whole processes on the same keyring item, interleaved (the order rotates every round so no
@@ -1110,8 +1153,9 @@ func benchSecretServiceProcesses(
     let lockbox = lockboxBinary(options).flatMap { FileManager.default.isExecutableFile(atPath: $0.path) ? $0 : nil }
     let secretTool = findExecutable("secret-tool")
     if lockbox == nil {
-        report.skip(Group.keyringProcess, "`lockbox --backend secret-service get`", items: size,
-                    reason: "no lockbox binary next to the benchmark; build the `lockbox` product or pass --lockbox")
+        report.skip(
+            Group.keyringProcess, "`lockbox --backend secret-service get`", items: size,
+            reason: "no lockbox binary next to the benchmark; build the `lockbox` product or pass --lockbox")
     }
     if secretTool == nil {
         report.skip(Group.secretTool, "`secret-tool lookup`", items: size, reason: "secret-tool is not installed")
@@ -1130,20 +1174,25 @@ func benchSecretServiceProcesses(
     }
     var commands: [Command] = []
     if let lockbox {
-        commands.append(Command(executable: lockbox, arguments: ["--backend", "secret-service", "get", address.service, address.account],
-                                output: expected))
+        commands.append(
+            Command(
+                executable: lockbox, arguments: ["--backend", "secret-service", "get", address.service, address.account],
+                output: expected))
         commands.append(Command(executable: lockbox, arguments: ["--version"], output: nil))
     }
     if let secretTool {
-        commands.append(Command(executable: secretTool, arguments: ["lookup", "service", address.service, "username", address.account],
-                                output: expected))
+        commands.append(
+            Command(
+                executable: secretTool, arguments: ["lookup", "service", address.service, "username", address.account],
+                output: expected))
     }
     func run(_ command: Command) throws -> ChildResult {
         let result = try runChild(command.executable, command.arguments, environment: fixtures.childEnvironment)
         // Neither tool adds a newline when its output is not a terminal.
         guard result.status == 0, command.output.map({ result.output == $0 }) ?? true else {
-            throw BenchError("`\(command.executable.lastPathComponent) \(command.arguments.joined(separator: " "))` exited with "
-                + "\(result.status) or printed the wrong secret: \(String(decoding: result.errorOutput, as: UTF8.self))")
+            throw BenchError(
+                "`\(command.executable.lastPathComponent) \(command.arguments.joined(separator: " "))` exited with "
+                    + "\(result.status) or printed the wrong secret: \(String(decoding: result.errorOutput, as: UTF8.self))")
         }
         return result
     }
@@ -1166,20 +1215,23 @@ func benchSecretServiceProcesses(
         let runs = Double(max(command.samples.count, 1))
         return CPUSplit(client: Double(command.cpu) / runs, provider: provider.pid == nil ? nil : command.providerCPU / runs)
     }
-    var lockboxStats: Stats?, toolStats: Stats?
+    var lockboxStats: Stats?
+    var toolStats: Stats?
     for command in commands {
         let stats = Stats(command.samples)
         switch command.arguments.first {
         case "--backend":
             lockboxStats = stats
-            report.add(Group.keyringProcess, "`lockbox --backend secret-service get S A`", items: size, stats,
-                       note: split(command).note)
+            report.add(
+                Group.keyringProcess, "`lockbox --backend secret-service get S A`", items: size, stats,
+                note: split(command).note)
         case "--version":
             report.add(Group.startup, "`lockbox --version` (no store opened)", items: nil, stats, note: split(command).note)
         default:
             toolStats = stats
-            report.add(Group.secretTool, "`secret-tool lookup service S username A`, same item", items: size, stats,
-                       note: split(command).note)
+            report.add(
+                Group.secretTool, "`secret-tool lookup service S username A`, same item", items: size, stats,
+                note: split(command).note)
         }
     }
     if let lockboxStats, let toolStats {
@@ -1191,11 +1243,14 @@ func benchSecretServiceProcesses(
     if let secretTool {
         let attributes = ["service", address.service, "username", "secret-tool-store"]
         let runs = max(plan.keyringSetIterations / 8, 3)
-        var samples: [UInt64] = [], cpu: UInt64 = 0, providerCPU = 0.0
+        var samples: [UInt64] = []
+        var cpu: UInt64 = 0
+        var providerCPU = 0.0
         for run in 0...runs {  // run 0, which creates the item, is the warm-up
             let providerBefore = provider.nanoseconds()
-            let result = try runChild(secretTool, ["store", "--label=lockbox benchmark"] + attributes,
-                                      input: Data(secret.utf8), environment: fixtures.childEnvironment)
+            let result = try runChild(
+                secretTool, ["store", "--label=lockbox benchmark"] + attributes,
+                input: Data(secret.utf8), environment: fixtures.childEnvironment)
             guard result.status == 0 else {
                 throw BenchError("`secret-tool store` exited with \(result.status): \(String(decoding: result.errorOutput, as: UTF8.self))")
             }
@@ -1236,8 +1291,9 @@ func run() throws -> Int32 {
         progress("set…")
         try benchSet(fixtures, report, plan: plan, group: Group.set, inStaging: false, sizes: plan.sizes)
         if fixtures.staging.path.hasPrefix("/dev/shm/") {
-            try benchSet(fixtures, report, plan: plan, group: Group.setTmpfs, inStaging: true,
-                         sizes: [plan.sizes.first, plan.sizes.last].compactMap { $0 })
+            try benchSet(
+                fixtures, report, plan: plan, group: Group.setTmpfs, inStaging: true,
+                sizes: [plan.sizes.first, plan.sizes.last].compactMap { $0 })
         }
     }
     if options.only.contains("unlock") {
@@ -1264,12 +1320,14 @@ func run() throws -> Int32 {
     }
 
     if !sizes.isEmpty {
-        report.note("Vault files live in `\(fixtures.root.deletingLastPathComponent().path)` (the fsync in `set` hits that file system); "
-            + "items are 40-byte tokens, 100 accounts per service.")
+        report.note(
+            "Vault files live in `\(fixtures.root.deletingLastPathComponent().path)` (the fsync in `set` hits that file system); "
+                + "items are 40-byte tokens, 100 accounts per service.")
     }
     if options.quick {
-        report.note("Quick smoke run (`--quick`): few iterations, vaults of at most 1,000 items, "
-            + "\(formatCount(plan.keyringItems)) items in the keyring.")
+        report.note(
+            "Quick smoke run (`--quick`): few iterations, vaults of at most 1,000 items, "
+                + "\(formatCount(plan.keyringItems)) items in the keyring.")
     }
     print(report.markdown(quick: options.quick), terminator: "")
     if !concurrencySection.isEmpty { print("\n" + concurrencySection, terminator: "") }

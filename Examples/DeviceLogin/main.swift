@@ -5,15 +5,16 @@
 //
 // Run: swift run DeviceLogin
 
+import ExampleSupport
 import FlyingFox
 import FlyingSocks
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-import ExampleSupport
 import Lockbox
 import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 let app = "com.example.game"
 let run = ExampleRun("Device login")
@@ -34,7 +35,8 @@ final class GameServer: Sendable {
     func issue() -> Data {
         state.withLock { state in
             state.issued += 1
-            let access = "access-\(state.issued)-\(UUID().uuidString.prefix(8))", refresh = "refresh-\(state.issued)-\(UUID().uuidString.prefix(8))"
+            let access = "access-\(state.issued)-\(UUID().uuidString.prefix(8))"
+            let refresh = "refresh-\(state.issued)-\(UUID().uuidString.prefix(8))"
             state.validAccess.insert(access)
             state.validRefresh.insert(refresh)
             return Data(#"{"access_token":"\#(access)","token_type":"Bearer","expires_in":3600,"refresh_token":"\#(refresh)"}"#.utf8)
@@ -74,7 +76,7 @@ let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0)
 await game.routes(server)
 let serverTask = Task { try await server.run() }
 try await server.waitUntilListening()
-guard case let .ip4(_, port) = await server.listeningAddress else { run.fail("the server did not listen") }
+guard case .ip4(_, let port) = await server.listeningAddress else { run.fail("the server did not listen") }
 let base = "http://127.0.0.1:\(port)"
 
 // MARK: The game client

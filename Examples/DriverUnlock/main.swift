@@ -4,8 +4,8 @@
 //
 // Run: swift run DriverUnlock
 
-import Foundation
 import ExampleSupport
+import Foundation
 import Lockbox
 
 let app = "com.example.driver"
@@ -18,8 +18,10 @@ let tokens = TokenStore(store: run.store)
 let emailedCode = String(format: "%06d", Int.random(in: 0..<1_000_000))
 func signInWithCode(_ code: String) throws {
     guard code == emailedCode else { throw LockboxError.invalidArgument("wrong code") }
-    try tokens.save(oauthResponse: Data(#"{"access_token":"route-access","token_type":"Bearer","expires_in":3600,"refresh_token":"route-refresh"}"#.utf8),
-                    service: app, account: "driver")
+    try tokens.save(
+        oauthResponse: Data(
+            #"{"access_token":"route-access","token_type":"Bearer","expires_in":3600,"refresh_token":"route-refresh"}"#.utf8),
+        service: app, account: "driver")
 }
 
 /// How each launch unlocks: window, else PIN (subject to lockout), else the one-time code.

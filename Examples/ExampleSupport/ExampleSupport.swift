@@ -24,10 +24,13 @@ public final class ExampleRun: @unchecked Sendable {
         folder = FilePath(NSTemporaryDirectory()).appending("lockbox-example-\(UUID().uuidString.prefix(8))")
         do {
             // The store is chosen as every Lockbox program chooses it: by StoreSelection.
-            let request: StoreRequest = ProcessInfo.processInfo.environment["LOCKBOX_EXAMPLE_BACKEND"] == "secret-service" ? .secretService : .file
-            let key = folder.appending("app.key"), vault = folder.appending("app.lockbox")
-            let selection = StoreSelection(request: request, profile: "example", settingsPath: folder.appending("settings.json"),
-                                           vaultPath: vault, secretService: SecretServiceStoreProvider())
+            let request: StoreRequest =
+                ProcessInfo.processInfo.environment["LOCKBOX_EXAMPLE_BACKEND"] == "secret-service" ? .secretService : .file
+            let key = folder.appending("app.key")
+            let vault = folder.appending("app.lockbox")
+            let selection = StoreSelection(
+                request: request, profile: "example", settingsPath: folder.appending("settings.json"),
+                vaultPath: vault, secretService: SecretServiceStoreProvider())
             let resolution = try selection.resolve()
             if resolution.storeKind == .file {
                 try KeyFile.generate(at: key)

@@ -5,8 +5,8 @@
 //
 // Run: swift run FamilyProfiles
 
-import Foundation
 import ExampleSupport
+import Foundation
 import Lockbox
 
 let app = "com.example.puzzles"
@@ -21,7 +21,8 @@ run.say("guest ID \(guest)")
 run.expect(try DeviceIdentity(store: run.reopen()).guestID(service: app, name: "guest") == guest, "the same guest ID after a restart")
 
 run.step("A parent signs up; the server's session token is stored")
-let signUpResponse = Data(#"{"access_token":"parent-session-7f3a","token_type":"Bearer","expires_in":86400,"refresh_token":"parent-refresh-91c2"}"#.utf8)
+let signUpResponse = Data(
+    #"{"access_token":"parent-session-7f3a","token_type":"Bearer","expires_in":86400,"refresh_token":"parent-refresh-91c2"}"#.utf8)
 try tokens.save(oauthResponse: signUpResponse, service: app, account: "parent", subject: "parent@example.com")
 run.expect(try tokens.load(service: app, account: "parent")?.subject == "parent@example.com", "the session is stored")
 run.say("session stored (\(try tokens.load(service: app, account: "parent").map { "\($0)" } ?? "none"))")

@@ -39,7 +39,8 @@ struct LockboxAPI: Sendable {
             try await verifyPin(request, context)
         }
         router.get("device-id") { _, _ in
-            let id = blocking
+            let id =
+                blocking
                 ? try callBlocking { try identity.deviceID(service: Self.service) }
                 : try await identity.deviceID(service: Self.service)
             return id.uuidString
@@ -63,7 +64,8 @@ struct LockboxAPI: Sendable {
 
     private func loadToken(_ context: BasicRequestContext) async throws -> Response {
         let user = try context.parameters.require("user")
-        let tokenSet = blocking
+        let tokenSet =
+            blocking
             ? try callBlocking { try tokens.load(service: Self.service, account: user) }
             : try await tokens.load(service: Self.service, account: user)
         guard let tokenSet, let refreshToken = tokenSet.refreshToken?.stringValue() else {
@@ -112,13 +114,13 @@ struct LockboxAPI: Sendable {
     /// The HTTP answer for a Lockbox error: a status and the error's stable code, never its details.
     static func response(for error: LockboxError) -> Response {
         switch error {
-        case let .wrongPin(_, failures, _):
+        case .wrongPin(_, let failures, _):
             return json(.unauthorized, ["code": error.code.rawValue, "failures": "\(failures)"])
-        case let .pinLockedOut(_, _, seconds):
+        case .pinLockedOut(_, _, let seconds):
             var response = json(.tooManyRequests, ["code": error.code.rawValue])
             response.headers[.retryAfter] = String(Int(seconds.rounded(.up)))
             return response
-        case let .pinDisabled(_, failures):
+        case .pinDisabled(_, let failures):
             return json(.init(code: 423, reasonPhrase: "Locked"), ["code": error.code.rawValue, "failures": "\(failures)"])
         case .pinNotSet, .noTokens, .itemNotFound:
             return json(.notFound, ["code": error.code.rawValue])

@@ -4,8 +4,8 @@
 //
 // Run: swift run ParentMode
 
-import Foundation
 import ExampleSupport
+import Foundation
 import Lockbox
 import Synchronization
 

@@ -3,8 +3,8 @@
 //
 // Run: swift run SessionRestore
 
-import Foundation
 import ExampleSupport
+import Foundation
 import Lockbox
 
 let app = "com.example.tradinggame"
@@ -50,8 +50,9 @@ run.say("event: signed in")
 run.step("The access token expires; the next call refreshes it once and the app hears about it")
 try await save(tokens, #"{"access_token":"a1","token_type":"Bearer","expires_in":0,"refresh_token":"r1"}"#, service: app)
 let fresh = try await tokens.validAccessToken(service: app, account: "player") { current in
-    TokenSet(accessToken: SecretBytes(utf8: "a2"), refreshToken: SecretBytes(utf8: "r2"), expiresAt: Date().addingTimeInterval(3600),
-             subject: current.subject)
+    TokenSet(
+        accessToken: SecretBytes(utf8: "a2"), refreshToken: SecretBytes(utf8: "r2"), expiresAt: Date().addingTimeInterval(3600),
+        subject: current.subject)
 }
 run.expect(fresh == SecretBytes(utf8: "a2"), "the refreshed token")
 let refreshEvents = await log.waitFor(count: 3)

@@ -35,8 +35,9 @@ do {
 
     step("Storing an access token and a refresh token for alice")
     try vault.set("access-token-value", service: "com.example.api", account: "alice/access", kind: .token)
-    try vault.set("refresh-token-value", service: "com.example.api", account: "alice/refresh", kind: .token,
-                  attributes: ["scope": "profile email"])
+    try vault.set(
+        "refresh-token-value", service: "com.example.api", account: "alice/refresh", kind: .token,
+        attributes: ["scope": "profile email"])
 
     step("Reading the refresh token back")
     let refresh = try vault.require(service: "com.example.api", account: "alice/refresh")

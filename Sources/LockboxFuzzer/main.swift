@@ -1,11 +1,12 @@
+import LockboxFuzzing
+
 // The libFuzzer harness for Lockbox's parsers: `LockboxFuzzer TARGET [libFuzzer options] CORPUS...`
 // runs libFuzzer on one of LockboxFuzzing's entry points. Only scripts/fuzz.sh builds it for real
 // (with -sanitize=fuzzer,address and -D LOCKBOX_FUZZ, so libFuzzer's driver is linked in); an
 // ordinary `swift build` compiles it to a binary that explains that and exits 64.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-import LockboxFuzzing
 
 /// The targets, by the names scripts/fuzz.sh and Fuzz/corpus use.
 let targets: [String: @Sendable (UnsafeRawBufferPointer) -> Void] = [
@@ -34,26 +35,27 @@ guard arguments.count >= 2, let chosen = targets[arguments[1]] else {
 }
 
 #if LOCKBOX_FUZZ
-/// libFuzzer's driver (compiler-rt's FuzzerDriver.cpp), linked by -sanitize=fuzzer.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
+    /// libFuzzer's driver (compiler-rt's FuzzerDriver.cpp), linked by -sanitize=fuzzer.
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func LLVMFuzzerRunDriver(
+        _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
 
-/// The chosen entry point, read by the C callback (which cannot capture).
-nonisolated(unsafe) var entryPoint: (UnsafeRawBufferPointer) -> Void = chosen
+    /// The chosen entry point, read by the C callback (which cannot capture).
+    nonisolated(unsafe) var entryPoint: (UnsafeRawBufferPointer) -> Void = chosen
 
-// libFuzzer reads its options from argv; the target name is ours, so it is dropped.
-var argc = CommandLine.argc - 1
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-argv?[1] = argv?[0]
-argv = argv.map { $0 + 1 }
-exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-    entryPoint(UnsafeRawBufferPointer(start: data, count: size))
-    return 0
-})
+    // libFuzzer reads its options from argv; the target name is ours, so it is dropped.
+    var argc = CommandLine.argc - 1
+    var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+    argv?[1] = argv?[0]
+    argv = argv.map { $0 + 1 }
+    exit(
+        LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+            entryPoint(UnsafeRawBufferPointer(start: data, count: size))
+            return 0
+        })
 #else
-_ = chosen
-fail("this build has no fuzzer; build and run it with scripts/fuzz.sh")
+    _ = chosen
+    fail("this build has no fuzzer; build and run it with scripts/fuzz.sh")
 #endif

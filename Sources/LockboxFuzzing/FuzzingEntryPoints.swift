@@ -1,8 +1,8 @@
 import Foundation
-import SystemPackage
 import Lockbox
 import LockboxSelfTest
 import LockboxWindows
+import SystemPackage
 
 /// What the libFuzzer harnesses in `Fuzz/` call: each entry point feeds arbitrary bytes to one of
 /// Lockbox's parsers through the same functions the store and the CLI use, and checks properties
@@ -22,10 +22,11 @@ package enum FuzzingEntryPoints {
         SecretBytes(copying: (0..<32).map { UInt8(0xA0 + $0) }),
     ]
     /// The data key used when no slot opens (docs/FORMAT.md section 16's).
-    static let fixedDataKey = SecretBytes(copying: [
-        0xb2, 0xa4, 0x72, 0x80, 0x1d, 0xc7, 0xa4, 0x3a, 0xa3, 0xad, 0xe4, 0xb0, 0x5d, 0xab, 0xed, 0x59,
-        0x24, 0x35, 0x83, 0x86, 0xb4, 0x8e, 0xeb, 0x10, 0x40, 0xe3, 0x40, 0x48, 0xb2, 0xeb, 0xfe, 0x70,
-    ] as [UInt8])
+    static let fixedDataKey = SecretBytes(
+        copying: [
+            0xb2, 0xa4, 0x72, 0x80, 0x1d, 0xc7, 0xa4, 0x3a, 0xa3, 0xad, 0xe4, 0xb0, 0x5d, 0xab, 0xed, 0x59,
+            0x24, 0x35, 0x83, 0x86, 0xb4, 0x8e, 0xeb, 0x10, 0x40, 0xe3, 0x40, 0x48, 0xb2, 0xeb, 0xfe, 0x70,
+        ] as [UInt8])
 
     /// A vault file: the first input byte selects a mode, the rest is the file.
     ///
@@ -85,7 +86,8 @@ package enum FuzzingEntryPoints {
         let nonce = Array(header[(headerLength - 64)..<(headerLength - 40)])
         var key = fixedDataKey
         if let (parsed, _) = try? (header + [UInt8](repeating: 0, count: Int(bodyLength))).withUnsafeBytes({ try VaultHeader.parse($0) }),
-           let unwrapped = unwrappedDataKey(parsed) {
+            let unwrapped = unwrappedDataKey(parsed)
+        {
             key = unwrapped
         }
         let body = plaintext.withUnsafeBytes { Sodium.seal($0, additionalData: header, nonce: nonce, key: key) }
@@ -151,7 +153,7 @@ package enum FuzzingEntryPoints {
         let entry = VaultEntry(metadata: metadata, secret: SecretBytes(copying: [1, 2, 3] as [UInt8]), unknownReservedAttributes: reserved)
         let resealed = records.sealMetadata(entry, address: address)
         guard let (again, reservedAgain) = try? records.openMetadata(resealed, address: address),
-              again == metadata, reservedAgain == reserved
+            again == metadata, reservedAgain == reserved
         else { fatalError("metadata that opened does not open the same after re-sealing") }
         let secret = records.sealSecret(entry.secret, address: address, metadata: resealed)
         guard (try? records.openSecret(secret, address: address, metadata: resealed)) == entry.secret else {
@@ -167,7 +169,8 @@ package enum FuzzingEntryPoints {
     /// file whose key is `keyFileKeys[0]` (the seeds are vaults made with it), then every item is
     /// listed and read. Any outcome but a crash, a hang or a non-`LockboxError` is fine.
     package static func vaultDatabase(_ input: UnsafeRawBufferPointer) {
-        let path = scratchFile("vault.db"), keyPath = scratchFile("vault.key")
+        let path = scratchFile("vault.db")
+        let keyPath = scratchFile("vault.key")
         for suffix in ["-wal", "-shm", "-journal"] { _ = unlink(path.string + suffix) }
         guard (try? writeFile(input, to: path)) != nil else { return }
         if !FileManager.default.fileExists(atPath: keyPath.string) {
@@ -234,12 +237,13 @@ package enum FuzzingEntryPoints {
         let profile = PinProfile(service: "fuzz", name: "max")
         guard (try? store.set(SecretBytes(copying: input), for: profile.itemKey, options: ItemOptions(kind: .pinHash))) != nil
         else { return }
-        let pins = PinGuard(store: store, clock: FixedPinClock(), lockDirectory: scratchFolder.appending("pin-locks"),
-                            lockTimeout: .seconds(5))
+        let pins = PinGuard(
+            store: store, clock: FixedPinClock(), lockDirectory: scratchFolder.appending("pin-locks"),
+            lockTimeout: .seconds(5))
         _ = try? pins.status(profile)
         _ = try? pins.fingerprint(profile)
         guard let record = try? JSONDecoder().decode(PinRecord.self, from: Data(input)),
-              !record.hash.contains("$argon2")
+            !record.hash.contains("$argon2")
         else { return }
         _ = try? pins.verify(profile, pin: SecretBytes(utf8: "4739"))
     }
@@ -259,8 +263,10 @@ package enum FuzzingEntryPoints {
         // The kernel keeps user-key payloads of 1 to 32767 bytes.
         guard (1...32767).contains(input.count) else { return }
         let scope = "fuzz"
-        guard (try? KernelKeyring.add(description: SessionWindow.descriptionPrefix + scope,
-                                      payload: SecretBytes(copying: input), timeoutSeconds: 600)) != nil
+        guard
+            (try? KernelKeyring.add(
+                description: SessionWindow.descriptionPrefix + scope,
+                payload: SecretBytes(copying: input), timeoutSeconds: 600)) != nil
         else { return }
         _ = SessionWindow.read(scope: scope)
         _ = SessionWindow.status(scope: scope)
@@ -280,9 +286,10 @@ package enum FuzzingEntryPoints {
 
     /// The fixed "now" and previous session the token harnesses parse against.
     static let tokenNow = Date(timeIntervalSince1970: 1_800_000_000)
-    static let previousTokens = TokenSet(accessToken: SecretBytes(utf8: "previous-access-token"),
-                                         refreshToken: SecretBytes(utf8: "previous-refresh-token"),
-                                         scope: "read", subject: "alice")
+    static let previousTokens = TokenSet(
+        accessToken: SecretBytes(utf8: "previous-access-token"),
+        refreshToken: SecretBytes(utf8: "previous-refresh-token"),
+        scope: "read", subject: "alice")
 
     /// An OAuth 2.0 token response as a server sends it (`TokenSet(oauthResponse:)`, what
     /// `TokenStore` parses after every sign-in and refresh). Whatever parses must store and load
@@ -350,12 +357,12 @@ package enum FuzzingEntryPoints {
             fatalError("a token set that parsed does not store and load back: \(error)")
         }
         guard loaded.accessToken == tokens.accessToken, loaded.refreshToken == tokens.refreshToken,
-              loaded.tokenType == tokens.tokenType, loaded.scope == tokens.scope, loaded.subject == tokens.subject
+            loaded.tokenType == tokens.tokenType, loaded.scope == tokens.scope, loaded.subject == tokens.subject
         else { fatalError("storing a token set changed its tokens, type, scope or subject") }
         switch (tokens.expiresAt, loaded.expiresAt) {
         case (nil, nil):
             break
-        case let (before?, after?):
+        case (let before?, let after?):
             let expected = VaultPayload.date(milliseconds: VaultPayload.milliseconds(before))
             if abs(after.timeIntervalSince(expected)) > 0.0005 { fatalError("storing a token set moved its expiry") }
         default:
@@ -386,8 +393,9 @@ package enum FuzzingEntryPoints {
     static func scratchFile(_ name: String) -> FilePath { scratchFolder.appending(name) }
 
     private static func writeFile(_ bytes: UnsafeRawBufferPointer, to path: FilePath) throws {
-        let fd = try FileDescriptor.open(path, .writeOnly, options: [.create, .truncate, .closeOnExec],
-                                         permissions: .ownerReadWrite)
+        let fd = try FileDescriptor.open(
+            path, .writeOnly, options: [.create, .truncate, .closeOnExec],
+            permissions: .ownerReadWrite)
         try fd.closeAfter { _ = try fd.writeAll(bytes) }
     }
 }

@@ -1,856 +1,877 @@
 #if PostgreSQL
-import Foundation
-import Lockbox
-import Logging
-import PostgresNIO
-import SystemPackage
+    import Foundation
+    import Lockbox
+    import Logging
+    import PostgresNIO
+    import SystemPackage
 
-/// A vault in PostgreSQL that many hosts share: format 2's sealed records (the same sealing,
-/// key slots and keyed addresses as ``Lockbox/SQLiteVaultStore``) in tables of the schema
-/// `lockbox`, over postgres-nio's connection pool.
-///
-/// The key stays on the hosts: the database, its backups and replicas hold a vault ID, key
-/// slots (the data key wrapped under each credential), a key check, and one row per item with a
-/// keyed address and two sealed columns — no service, account, label or secret in clear
-/// (docs/ARCHITECTURE.md, "PostgreSQL store"). A row changed in the database, or copied to
-/// another address, fails authentication: that item's read throws
-/// ``Lockbox/LockboxError/corruptVault(path:reason:)``, never returns other data.
-///
-/// Every call finishes within ``operationTimeout`` (default 10 s, 0.1 s to 1 hour; waiting for a
-/// connection included) or throws ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``;
-/// one connection attempt to one host is bounded by the URL's `connect_timeout` (default 10 s).
-/// With several hosts in the URL the store uses the first that matches its
-/// `target_session_attrs`, and chooses again when that server is gone (a lost connection or a
-/// timeout, then a probe that fails) or turns read-only: the call that noticed fails (a write
-/// whose connection was lost may or may not have committed), the next one goes to the server
-/// chosen anew. Call ``shutdown()`` when done: it
-/// closes the pool.
-public final class PostgresStore: AsyncSecretStore {
-    /// `false`: reading an item needs the vault's passphrase or key file.
-    public var isOpenToOtherProcessesOfUser: Bool { false }
-
-    /// Where the store connects (without password).
-    public let server: String
-    /// The longest any call may take, waiting for a connection included.
-    public let operationTimeout: Duration
-
-    private let connector: PostgresConnector
-    private let keys: Locked<Keys>
-    let now: @Sendable () -> Date
-    let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-
-    /// The keys of an open vault. `VaultRecords` and `SlotUnlocker` hold only byte arrays and
-    /// `SecretBytes` (which is `Sendable`) and are replaced, never changed in place; they are
-    /// declared `Sendable` here only because package types get no inferred conformance.
-    private struct Keys: @unchecked Sendable {
-        var records: VaultRecords
-        var unlocker: SlotUnlocker?
-    }
-
-    private init(
-        connector: PostgresConnector, records: VaultRecords, unlocker: SlotUnlocker?, now: @escaping @Sendable () -> Date
-    ) {
-        self.server = connector.server
-        self.operationTimeout = connector.operationTimeout
-        self.connector = connector
-        self.keys = Locked(Keys(records: records, unlocker: unlocker))
-        self.now = now
-    }
-
-    deinit { connector.close() }
-
-    /// Closes the connection pool; later calls fail.
-    public func shutdown() async {
-        await connector.shutdown()
-    }
-
-    /// The shortest and longest ``operationTimeout`` a store accepts.
-    public static let operationTimeoutRange: ClosedRange<Duration> = .milliseconds(100) ... .seconds(3600)
-
-    /// `seconds` as an ``operationTimeout``, for a value read from configuration: throws
-    /// ``Lockbox/LockboxError/invalidArgument(_:)`` for NaN, an infinity, or a value outside
-    /// ``operationTimeoutRange``.
-    public static func operationTimeout(seconds: Double) throws -> Duration {
-        guard seconds.isFinite, seconds >= 0.1, seconds <= 3600 else {
-            throw LockboxError.invalidArgument("a PostgreSQL operation timeout of \(seconds) s; use 0.1 to 3600 seconds")
-        }
-        return .milliseconds(Int64((seconds * 1000).rounded()))
-    }
-
-    /// Throws unless `limit` is within ``operationTimeoutRange``.
-    private static func validate(operationTimeout limit: Duration) throws {
-        guard operationTimeoutRange.contains(limit) else {
-            throw LockboxError.invalidArgument("a PostgreSQL operation timeout of \(limit); use 0.1 to 3600 seconds")
-        }
-    }
-
-    // MARK: Creating and opening
-
-    /// Creates the schema if needed (``migrate(_:operationTimeout:)``) and a new, empty vault in
-    /// it with one key slot per credential. Throws ``Lockbox/LockboxError/vaultAlreadyExists(path:)``
-    /// if the database holds a vault already (nothing is changed then).
+    /// A vault in PostgreSQL that many hosts share: format 2's sealed records (the same sealing,
+    /// key slots and keyed addresses as ``Lockbox/SQLiteVaultStore``) in tables of the schema
+    /// `lockbox`, over postgres-nio's connection pool.
     ///
-    /// Argon2id for passphrase slots runs on `executor`, not on the caller's task.
-    public static func create(
-        _ url: PostgresConnectionURL, credentials: [VaultCredential], kdf: KDFParameters = .default,
-        operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
-        executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
-    ) async throws -> PostgresStore {
-        guard !credentials.isEmpty else {
-            throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
+    /// The key stays on the hosts: the database, its backups and replicas hold a vault ID, key
+    /// slots (the data key wrapped under each credential), a key check, and one row per item with a
+    /// keyed address and two sealed columns — no service, account, label or secret in clear
+    /// (docs/ARCHITECTURE.md, "PostgreSQL store"). A row changed in the database, or copied to
+    /// another address, fails authentication: that item's read throws
+    /// ``Lockbox/LockboxError/corruptVault(path:reason:)``, never returns other data.
+    ///
+    /// Every call finishes within ``operationTimeout`` (default 10 s, 0.1 s to 1 hour; waiting for a
+    /// connection included) or throws ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``;
+    /// one connection attempt to one host is bounded by the URL's `connect_timeout` (default 10 s).
+    /// With several hosts in the URL the store uses the first that matches its
+    /// `target_session_attrs`, and chooses again when that server is gone (a lost connection or a
+    /// timeout, then a probe that fails) or turns read-only: the call that noticed fails (a write
+    /// whose connection was lost may or may not have committed), the next one goes to the server
+    /// chosen anew. Call ``shutdown()`` when done: it
+    /// closes the pool.
+    public final class PostgresStore: AsyncSecretStore {
+        /// `false`: reading an item needs the vault's passphrase or key file.
+        public var isOpenToOtherProcessesOfUser: Bool { false }
+
+        /// Where the store connects (without password).
+        public let server: String
+        /// The longest any call may take, waiting for a connection included.
+        public let operationTimeout: Duration
+
+        private let connector: PostgresConnector
+        private let keys: Locked<Keys>
+        let now: @Sendable () -> Date
+        let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// The keys of an open vault. `VaultRecords` and `SlotUnlocker` hold only byte arrays and
+        /// `SecretBytes` (which is `Sendable`) and are replaced, never changed in place; they are
+        /// declared `Sendable` here only because package types get no inferred conformance.
+        private struct Keys: @unchecked Sendable {
+            var records: VaultRecords
+            var unlocker: SlotUnlocker?
         }
-        try validate(operationTimeout: operationTimeout)
-        let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
-        let (encodedSlots, keys) = try await executor.run {
-            let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
-            let (slots, unlocker) = try KeySlots.make(for: credentials, dataKey: dataKey, vaultID: vaultID, kdf: kdf)
-            return (slots.map { $0.encoded() }, Keys(records: VaultRecords(vaultID: vaultID, dataKey: dataKey), unlocker: unlocker))
+
+        private init(
+            connector: PostgresConnector, records: VaultRecords, unlocker: SlotUnlocker?, now: @escaping @Sendable () -> Date
+        ) {
+            self.server = connector.server
+            self.operationTimeout = connector.operationTimeout
+            self.connector = connector
+            self.keys = Locked(Keys(records: records, unlocker: unlocker))
+            self.now = now
         }
-        let keyCheck = keys.records.keyCheck
-        let store = PostgresStore(
-            connector: PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections),
-            records: keys.records, unlocker: keys.unlocker, now: now)
-        do {
-            try await store.run("creating the vault") { store in
-                try await PostgresSchema.migrate(store.client, logger: store.logger, server: store.server)
-                try await store.client.withConnection { connection in
-                    try await Self.transaction(on: connection, logger: store.logger) { connection in
-                        var inserted = false
-                        let rows = try await connection.query("""
-                            INSERT INTO lockbox.vault (format_version, vault_id, key_check)
-                            VALUES (\(Int16(VaultRecords.formatVersion)), \(ByteBuffer(bytes: vaultID)), \(ByteBuffer(bytes: keyCheck)))
-                            ON CONFLICT (singleton) DO NOTHING RETURNING true
-                            """, logger: store.logger)
-                        for try await _ in rows.decode(Bool.self) { inserted = true }
-                        guard inserted else { throw LockboxError.vaultAlreadyExists(path: store.server) }
-                        for (index, slot) in encodedSlots.enumerated() {
-                            try await connection.query(
-                                "INSERT INTO lockbox.key_slots (slot_id, slot) VALUES (\(index), \(ByteBuffer(bytes: slot)))",
-                                logger: store.logger)
+
+        deinit { connector.close() }
+
+        /// Closes the connection pool; later calls fail.
+        public func shutdown() async {
+            await connector.shutdown()
+        }
+
+        /// The shortest and longest ``operationTimeout`` a store accepts.
+        public static let operationTimeoutRange: ClosedRange<Duration> = .milliseconds(100) ... .seconds(3600)
+
+        /// `seconds` as an ``operationTimeout``, for a value read from configuration: throws
+        /// ``Lockbox/LockboxError/invalidArgument(_:)`` for NaN, an infinity, or a value outside
+        /// ``operationTimeoutRange``.
+        public static func operationTimeout(seconds: Double) throws -> Duration {
+            guard seconds.isFinite, seconds >= 0.1, seconds <= 3600 else {
+                throw LockboxError.invalidArgument("a PostgreSQL operation timeout of \(seconds) s; use 0.1 to 3600 seconds")
+            }
+            return .milliseconds(Int64((seconds * 1000).rounded()))
+        }
+
+        /// Throws unless `limit` is within ``operationTimeoutRange``.
+        private static func validate(operationTimeout limit: Duration) throws {
+            guard operationTimeoutRange.contains(limit) else {
+                throw LockboxError.invalidArgument("a PostgreSQL operation timeout of \(limit); use 0.1 to 3600 seconds")
+            }
+        }
+
+        // MARK: Creating and opening
+
+        /// Creates the schema if needed (``migrate(_:operationTimeout:)``) and a new, empty vault in
+        /// it with one key slot per credential. Throws ``Lockbox/LockboxError/vaultAlreadyExists(path:)``
+        /// if the database holds a vault already (nothing is changed then).
+        ///
+        /// Argon2id for passphrase slots runs on `executor`, not on the caller's task.
+        public static func create(
+            _ url: PostgresConnectionURL, credentials: [VaultCredential], kdf: KDFParameters = .default,
+            operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
+            executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
+        ) async throws -> PostgresStore {
+            guard !credentials.isEmpty else {
+                throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
+            }
+            try validate(operationTimeout: operationTimeout)
+            let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
+            let (encodedSlots, keys) = try await executor.run {
+                let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
+                let (slots, unlocker) = try KeySlots.make(for: credentials, dataKey: dataKey, vaultID: vaultID, kdf: kdf)
+                return (slots.map { $0.encoded() }, Keys(records: VaultRecords(vaultID: vaultID, dataKey: dataKey), unlocker: unlocker))
+            }
+            let keyCheck = keys.records.keyCheck
+            let store = PostgresStore(
+                connector: PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections),
+                records: keys.records, unlocker: keys.unlocker, now: now)
+            do {
+                try await store.run("creating the vault") { store in
+                    try await PostgresSchema.migrate(store.client, logger: store.logger, server: store.server)
+                    try await store.client.withConnection { connection in
+                        try await Self.transaction(on: connection, logger: store.logger) { connection in
+                            var inserted = false
+                            let rows = try await connection.query(
+                                """
+                                INSERT INTO lockbox.vault (format_version, vault_id, key_check)
+                                VALUES (\(Int16(VaultRecords.formatVersion)), \(ByteBuffer(bytes: vaultID)), \(ByteBuffer(bytes: keyCheck)))
+                                ON CONFLICT (singleton) DO NOTHING RETURNING true
+                                """, logger: store.logger)
+                            for try await _ in rows.decode(Bool.self) { inserted = true }
+                            guard inserted else { throw LockboxError.vaultAlreadyExists(path: store.server) }
+                            for (index, slot) in encodedSlots.enumerated() {
+                                try await connection.query(
+                                    "INSERT INTO lockbox.key_slots (slot_id, slot) VALUES (\(index), \(ByteBuffer(bytes: slot)))",
+                                    logger: store.logger)
+                            }
                         }
                     }
                 }
+            } catch {
+                await store.shutdown()
+                throw error
             }
-        } catch {
-            await store.shutdown()
-            throw error
+            return store
         }
-        return store
-    }
 
-    /// Opens the vault in the database at `url` with the first credential that opens one of its
-    /// key slots (key files first, then passphrases), after applying any migration the schema
-    /// lacks. Throws ``Lockbox/LockboxError/vaultNotFound(path:)`` if the database holds no vault,
-    /// ``Lockbox/LockboxError/wrongCredential(path:)`` if no credential opens a slot.
-    public static func open(
-        _ url: PostgresConnectionURL, credentials: [VaultCredential],
-        operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
-        executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
-    ) async throws -> PostgresStore {
-        guard !credentials.isEmpty else {
-            throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+        /// Opens the vault in the database at `url` with the first credential that opens one of its
+        /// key slots (key files first, then passphrases), after applying any migration the schema
+        /// lacks. Throws ``Lockbox/LockboxError/vaultNotFound(path:)`` if the database holds no vault,
+        /// ``Lockbox/LockboxError/wrongCredential(path:)`` if no credential opens a slot.
+        public static func open(
+            _ url: PostgresConnectionURL, credentials: [VaultCredential],
+            operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
+            executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
+        ) async throws -> PostgresStore {
+            guard !credentials.isEmpty else {
+                throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
+            }
+            try validate(operationTimeout: operationTimeout)
+            let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections)
+            let server = connector.server
+            do {
+                let row = try await connector.run("opening the vault") { client in
+                    let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+                    try await PostgresSchema.migrate(client, logger: logger, server: server)
+                    return try await readVaultRow(client, logger: logger, server: server)
+                }
+                let keys = try await executor.run {
+                    let opened = try KeySlots.open(row.slots, vaultID: row.vaultID, credentials: credentials, path: FilePath(server))
+                    return Keys(records: VaultRecords(vaultID: row.vaultID, dataKey: opened.dataKey), unlocker: opened.unlocker)
+                }
+                guard Sodium.constantTimeEqual(keys.records.keyCheck, row.keyCheck) else {
+                    throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
+                }
+                return PostgresStore(connector: connector, records: keys.records, unlocker: keys.unlocker, now: now)
+            } catch {
+                await connector.shutdown()
+                throw error
+            }
         }
-        try validate(operationTimeout: operationTimeout)
-        let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections)
-        let server = connector.server
-        do {
-            let row = try await connector.run("opening the vault") { client in
-                let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-                try await PostgresSchema.migrate(client, logger: logger, server: server)
-                return try await readVaultRow(client, logger: logger, server: server)
+
+        /// Applies every schema migration the database at `url` lacks, and nothing else (each
+        /// ``create(_:credentials:kdf:operationTimeout:maximumConnections:executor:now:)`` and
+        /// ``open(_:credentials:operationTimeout:maximumConnections:executor:now:)`` does this too).
+        /// Returns the schema version the database is at.
+        @discardableResult
+        public static func migrate(_ url: PostgresConnectionURL, operationTimeout: Duration = .seconds(30)) async throws -> Int {
+            try validate(operationTimeout: operationTimeout)
+            let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: 1)
+            let server = connector.server
+            do {
+                try await connector.run("migrating the schema") { client in
+                    let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+                    try await PostgresSchema.migrate(client, logger: logger, server: server)
+                }
+            } catch {
+                await connector.shutdown()
+                throw error
             }
-            let keys = try await executor.run {
-                let opened = try KeySlots.open(row.slots, vaultID: row.vaultID, credentials: credentials, path: FilePath(server))
-                return Keys(records: VaultRecords(vaultID: row.vaultID, dataKey: opened.dataKey), unlocker: opened.unlocker)
-            }
-            guard Sodium.constantTimeEqual(keys.records.keyCheck, row.keyCheck) else {
-                throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
-            }
-            return PostgresStore(connector: connector, records: keys.records, unlocker: keys.unlocker, now: now)
-        } catch {
             await connector.shutdown()
-            throw error
+            return PostgresSchema.currentVersion
         }
-    }
 
-    /// Applies every schema migration the database at `url` lacks, and nothing else (each
-    /// ``create(_:credentials:kdf:operationTimeout:maximumConnections:executor:now:)`` and
-    /// ``open(_:credentials:operationTimeout:maximumConnections:executor:now:)`` does this too).
-    /// Returns the schema version the database is at.
-    @discardableResult
-    public static func migrate(_ url: PostgresConnectionURL, operationTimeout: Duration = .seconds(30)) async throws -> Int {
-        try validate(operationTimeout: operationTimeout)
-        let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: 1)
-        let server = connector.server
-        do {
-            try await connector.run("migrating the schema") { client in
-                let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-                try await PostgresSchema.migrate(client, logger: logger, server: server)
-            }
-        } catch {
-            await connector.shutdown()
-            throw error
+        /// The vault row and its slots (`KeySlot`: parsed bytes, as `Keys` above).
+        private struct VaultRow: @unchecked Sendable {
+            var vaultID: [UInt8]
+            var keyCheck: [UInt8]
+            var slots: [KeySlot]
         }
-        await connector.shutdown()
-        return PostgresSchema.currentVersion
-    }
 
-    /// The vault row and its slots (`KeySlot`: parsed bytes, as `Keys` above).
-    private struct VaultRow: @unchecked Sendable {
-        var vaultID: [UInt8]
-        var keyCheck: [UInt8]
-        var slots: [KeySlot]
-    }
-
-    private static func readVaultRow(_ client: PostgresClient, logger: Logger, server: String) async throws -> VaultRow {
-        try await client.withConnection { connection in
-            try await transaction(on: connection, logger: logger) { connection in
-                var vault: (Int16, ByteBuffer, ByteBuffer)?
-                let rows = try await connection.query("SELECT format_version, vault_id, key_check FROM lockbox.vault", logger: logger)
-                for try await row in rows.decode((Int16, ByteBuffer, ByteBuffer).self) { vault = row }
-                guard let vault else { throw LockboxError.vaultNotFound(path: server) }
-                guard vault.0 == Int16(VaultRecords.formatVersion) else {
-                    throw LockboxError.unsupportedFormatVersion(path: server, found: Int(vault.0), supported: Int(VaultRecords.formatVersion))
+        private static func readVaultRow(_ client: PostgresClient, logger: Logger, server: String) async throws -> VaultRow {
+            try await client.withConnection { connection in
+                try await transaction(on: connection, logger: logger) { connection in
+                    var vault: (Int16, ByteBuffer, ByteBuffer)?
+                    let rows = try await connection.query("SELECT format_version, vault_id, key_check FROM lockbox.vault", logger: logger)
+                    for try await row in rows.decode((Int16, ByteBuffer, ByteBuffer).self) { vault = row }
+                    guard let vault else { throw LockboxError.vaultNotFound(path: server) }
+                    guard vault.0 == Int16(VaultRecords.formatVersion) else {
+                        throw LockboxError.unsupportedFormatVersion(
+                            path: server, found: Int(vault.0), supported: Int(VaultRecords.formatVersion))
+                    }
+                    var slots: [KeySlot] = []
+                    for try await bytes in try await connection.query("SELECT slot FROM lockbox.key_slots ORDER BY slot_id", logger: logger)
+                        .decode(ByteBuffer.self)
+                    {
+                        let slot = try KeySlots.parseRow(Array(bytes.readableBytesView), index: slots.count, vault: server)
+                        slots.append(slot)
+                    }
+                    guard (1...VaultHeader.maxSlots).contains(slots.count) else {
+                        throw LockboxError.corruptVault(path: server, reason: "implausible slot count \(slots.count)")
+                    }
+                    return VaultRow(vaultID: Array(vault.1.readableBytesView), keyCheck: Array(vault.2.readableBytesView), slots: slots)
                 }
-                var slots: [KeySlot] = []
-                for try await bytes in try await connection.query("SELECT slot FROM lockbox.key_slots ORDER BY slot_id", logger: logger)
-                    .decode(ByteBuffer.self) {
-                    let slot = try KeySlots.parseRow(Array(bytes.readableBytesView), index: slots.count, vault: server)
-                    slots.append(slot)
-                }
-                guard (1...VaultHeader.maxSlots).contains(slots.count) else {
-                    throw LockboxError.corruptVault(path: server, reason: "implausible slot count \(slots.count)")
-                }
-                return VaultRow(vaultID: Array(vault.1.readableBytesView), keyCheck: Array(vault.2.readableBytesView), slots: slots)
             }
         }
-    }
 
-    // MARK: Running calls
+        // MARK: Running calls
 
-    /// Runs `body` within ``operationTimeout`` on the server the connector chose (``client``),
-    /// with postgres-nio's errors made typed; after a lost connection, a timeout or a read-only
-    /// refusal the connector checks its server and chooses again if it is gone.
-    func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
-        try await connector.run(operation) { [self] _ in try await body(self) }
-    }
-
-    /// The pool of the server chosen for the running call.
-    var client: PostgresClient { connector.client }
-
-    /// `body`'s result, or ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``
-    /// once `limit` has passed (the work is then cancelled and its result, if any, dropped).
-    /// Cancelling the caller cancels the work.
-    static func withDeadline<T: Sendable>(
-        _ limit: Duration, server: String, operation: String, _ body: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-        let race = DeadlineRace<T>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                race.start(continuation, work: Task {
-                    do { race.finish(.success(try await body())) } catch { race.finish(.failure(translate(error, server: server, operation: operation))) }
-                }, timer: Task {
-                    guard (try? await Task.sleep(for: limit)) != nil else { return }
-                    let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
-                    race.finish(.failure(PostgresStoreError.unavailable(server: server, operation: operation, waitedSeconds: seconds)))
-                })
-            }
-        } onCancel: {
-            race.finish(.failure(CancellationError()))
+        /// Runs `body` within ``operationTimeout`` on the server the connector chose (``client``),
+        /// with postgres-nio's errors made typed; after a lost connection, a timeout or a read-only
+        /// refusal the connector checks its server and chooses again if it is gone.
+        func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
+            try await connector.run(operation) { [self] _ in try await body(self) }
         }
-    }
 
-    /// postgres-nio's errors as ``PostgresStoreError``s (never their text: a server message can
-    /// quote row values); Lockbox's own errors unchanged.
-    static func translate(_ error: any Error, server: String, operation: String) -> any Error {
-        switch error {
-        case is LockboxError, is PostgresStoreError, is CancellationError:
-            return error
-        case let error as PostgresTransactionError:
-            if let inner = error.closureError ?? error.beginError ?? error.commitError {
-                return translate(inner, server: server, operation: operation)
-            }
-            return PostgresStoreError.connectionLost(server: server, operation: operation)
-        case let error as PSQLError:
-            switch error.code {
-            case .server:
-                let state = error.serverInfo?[.sqlState] ?? "?????"
-                // Class 57 (operator intervention: shutdown, crash) and 08 (connection exception).
-                if state.hasPrefix("57P") || state.hasPrefix("08") {
-                    return PostgresStoreError.connectionLost(server: server, operation: operation)
+        /// The pool of the server chosen for the running call.
+        var client: PostgresClient { connector.client }
+
+        /// `body`'s result, or ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``
+        /// once `limit` has passed (the work is then cancelled and its result, if any, dropped).
+        /// Cancelling the caller cancels the work.
+        static func withDeadline<T: Sendable>(
+            _ limit: Duration, server: String, operation: String, _ body: @escaping @Sendable () async throws -> T
+        ) async throws -> T {
+            let race = DeadlineRace<T>()
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                    race.start(
+                        continuation,
+                        work: Task {
+                            do { race.finish(.success(try await body())) } catch {
+                                race.finish(.failure(translate(error, server: server, operation: operation)))
+                            }
+                        },
+                        timer: Task {
+                            guard (try? await Task.sleep(for: limit)) != nil else { return }
+                            let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+                            race.finish(
+                                .failure(PostgresStoreError.unavailable(server: server, operation: operation, waitedSeconds: seconds)))
+                        })
                 }
-                return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: state)
-            case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
+            } onCancel: {
+                race.finish(.failure(CancellationError()))
+            }
+        }
+
+        /// postgres-nio's errors as ``PostgresStoreError``s (never their text: a server message can
+        /// quote row values); Lockbox's own errors unchanged.
+        static func translate(_ error: any Error, server: String, operation: String) -> any Error {
+            switch error {
+            case is LockboxError, is PostgresStoreError, is CancellationError:
+                return error
+            case let error as PostgresTransactionError:
+                if let inner = error.closureError ?? error.beginError ?? error.commitError {
+                    return translate(inner, server: server, operation: operation)
+                }
                 return PostgresStoreError.connectionLost(server: server, operation: operation)
+            case let error as PSQLError:
+                switch error.code {
+                case .server:
+                    let state = error.serverInfo?[.sqlState] ?? "?????"
+                    // Class 57 (operator intervention: shutdown, crash) and 08 (connection exception).
+                    if state.hasPrefix("57P") || state.hasPrefix("08") {
+                        return PostgresStoreError.connectionLost(server: server, operation: operation)
+                    }
+                    return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: state)
+                case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
+                    return PostgresStoreError.connectionLost(server: server, operation: operation)
+                default:
+                    return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: "client: \(error.code)")
+                }
             default:
-                return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: "client: \(error.code)")
+                return PostgresStoreError.connectionLost(server: server, operation: operation)
             }
-        default:
-            return PostgresStoreError.connectionLost(server: server, operation: operation)
         }
-    }
 
-    /// `body` in one transaction on `connection`: `BEGIN`, `body`, `COMMIT`; the result only once
-    /// `COMMIT` has returned (with a synchronous standby: once the standby has the commit).
-    ///
-    /// Not postgres-nio's `withTransaction`: after an error it sends `ROLLBACK` whatever the error
-    /// was, and on a connection whose channel has closed (a terminated backend, a crashed
-    /// server) that query never completes — `PostgresConnection.query` writes it into the
-    /// channel with no write promise, and once the closed channel's pipeline has dropped
-    /// postgres-nio's handler the query's own promise is never fulfilled. The call then hung until
-    /// its operation timeout instead of failing with `connectionLost`, whenever the `ROLLBACK`
-    /// lost the race against the pipeline's teardown. A lost connection needs no `ROLLBACK` (the
-    /// server rolls back a transaction whose connection ends), so none is sent then.
-    static func transaction<T: Sendable>(
-        on connection: PostgresConnection, logger: Logger, isolation: isolated (any Actor)? = #isolation,
-        _ body: (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try await connection.query("BEGIN", logger: logger)
-        let value: T
-        do {
-            value = try await body(connection)
-        } catch {
-            if !isConnectionLoss(error) && !connection.isClosed {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
+        /// `body` in one transaction on `connection`: `BEGIN`, `body`, `COMMIT`; the result only once
+        /// `COMMIT` has returned (with a synchronous standby: once the standby has the commit).
+        ///
+        /// Not postgres-nio's `withTransaction`: after an error it sends `ROLLBACK` whatever the error
+        /// was, and on a connection whose channel has closed (a terminated backend, a crashed
+        /// server) that query never completes — `PostgresConnection.query` writes it into the
+        /// channel with no write promise, and once the closed channel's pipeline has dropped
+        /// postgres-nio's handler the query's own promise is never fulfilled. The call then hung until
+        /// its operation timeout instead of failing with `connectionLost`, whenever the `ROLLBACK`
+        /// lost the race against the pipeline's teardown. A lost connection needs no `ROLLBACK` (the
+        /// server rolls back a transaction whose connection ends), so none is sent then.
+        static func transaction<T: Sendable>(
+            on connection: PostgresConnection, logger: Logger, isolation: isolated (any Actor)? = #isolation,
+            _ body: (PostgresConnection) async throws -> T
+        ) async throws -> T {
+            try await connection.query("BEGIN", logger: logger)
+            let value: T
+            do {
+                value = try await body(connection)
+            } catch {
+                if !isConnectionLoss(error) && !connection.isClosed {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                }
+                throw error
             }
-            throw error
+            try await connection.query("COMMIT", logger: logger)
+            return value
         }
-        try await connection.query("COMMIT", logger: logger)
-        return value
-    }
 
-    /// Whether `error` says the connection ended (the server closed it, or the network did).
-    static func isConnectionLoss(_ error: any Error) -> Bool {
-        switch error {
-        case let error as PSQLError:
-            switch error.code {
-            case .server:
-                let state = error.serverInfo?[.sqlState] ?? ""
-                return state.hasPrefix("57P") || state.hasPrefix("08")
-            case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
-                return true
+        /// Whether `error` says the connection ended (the server closed it, or the network did).
+        static func isConnectionLoss(_ error: any Error) -> Bool {
+            switch error {
+            case let error as PSQLError:
+                switch error.code {
+                case .server:
+                    let state = error.serverInfo?[.sqlState] ?? ""
+                    return state.hasPrefix("57P") || state.hasPrefix("08")
+                case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
+                    return true
+                default:
+                    return false
+                }
+            case let error as PostgresStoreError:
+                if case .connectionLost = error { return true }
+                return false
             default:
                 return false
             }
-        case let error as PostgresStoreError:
-            if case .connectionLost = error { return true }
-            return false
-        default:
-            return false
         }
-    }
 
-    // MARK: Keys
+        // MARK: Keys
 
-    var records: VaultRecords { keys.withLock { $0.records } }
+        var records: VaultRecords { keys.withLock { $0.records } }
 
-    /// Thrown inside a call whose vault row names another data key (rotated by another host).
-    private struct StaleKeys: Error {}
+        /// Thrown inside a call whose vault row names another data key (rotated by another host).
+        private struct StaleKeys: Error {}
 
-    private func checkKey(_ keyCheck: ByteBuffer?, _ records: VaultRecords) throws {
-        guard let keyCheck else { throw LockboxError.corruptVault(path: server, reason: "the vault row is missing") }
-        guard Sodium.constantTimeEqual(Array(keyCheck.readableBytesView), records.keyCheck) else { throw StaleKeys() }
-    }
+        private func checkKey(_ keyCheck: ByteBuffer?, _ records: VaultRecords) throws {
+            guard let keyCheck else { throw LockboxError.corruptVault(path: server, reason: "the vault row is missing") }
+            guard Sodium.constantTimeEqual(Array(keyCheck.readableBytesView), records.keyCheck) else { throw StaleKeys() }
+        }
 
-    /// Runs `body` with the current keys; if the vault's data key has changed (another host
-    /// rotated it), reopens it with the slot that opened this handle and runs `body` once more.
-    private func withKeys<T: Sendable>(_ body: (VaultRecords) async throws -> T) async throws -> T {
-        do {
-            return try await body(records)
-        } catch is StaleKeys {
-            try await reloadKeys()
-            do { return try await body(records) } catch is StaleKeys {
+        /// Runs `body` with the current keys; if the vault's data key has changed (another host
+        /// rotated it), reopens it with the slot that opened this handle and runs `body` once more.
+        private func withKeys<T: Sendable>(_ body: (VaultRecords) async throws -> T) async throws -> T {
+            do {
+                return try await body(records)
+            } catch is StaleKeys {
+                try await reloadKeys()
+                do { return try await body(records) } catch is StaleKeys {
+                    throw LockboxError.credentialsChanged(path: server)
+                }
+            }
+        }
+
+        private func reloadKeys() async throws {
+            let row = try await Self.readVaultRow(client, logger: logger, server: server)
+            let unlocker = keys.withLock { $0.unlocker }
+            guard let dataKey = KeySlots.reopen(row.slots, vaultID: row.vaultID, with: unlocker) else {
                 throw LockboxError.credentialsChanged(path: server)
             }
+            let records = VaultRecords(vaultID: row.vaultID, dataKey: dataKey)
+            guard Sodium.constantTimeEqual(records.keyCheck, row.keyCheck) else {
+                throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
+            }
+            keys.withLock { $0.records = records }
         }
-    }
 
-    private func reloadKeys() async throws {
-        let row = try await Self.readVaultRow(client, logger: logger, server: server)
-        let unlocker = keys.withLock { $0.unlocker }
-        guard let dataKey = KeySlots.reopen(row.slots, vaultID: row.vaultID, with: unlocker) else {
-            throw LockboxError.credentialsChanged(path: server)
-        }
-        let records = VaultRecords(vaultID: row.vaultID, dataKey: dataKey)
-        guard Sodium.constantTimeEqual(records.keyCheck, row.keyCheck) else {
-            throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
-        }
-        keys.withLock { $0.records = records }
-    }
-
-    func opened(_ records: VaultRecords, address: [UInt8], metadata: ByteBuffer, secret: ByteBuffer?) throws -> StoredItem {
-        let metadataColumn = Array(metadata.readableBytesView)
-        do {
-            let (metadata, _) = try records.openMetadata(metadataColumn, address: address)
-            let secret = try secret.map { try records.openSecret(Array($0.readableBytesView), address: address, metadata: metadataColumn) }
-            return StoredItem(metadata: metadata, secret: secret ?? SecretBytes(count: 0) { _ in })
-        } catch let error as FormatError {
-            throw LockboxError.corruptVault(path: server, reason: error.reason)
-        }
-    }
-
-    /// The sealed metadata and secret columns of `secret` stored under `key` with `options`
-    /// (`address` is `key`'s keyed address under `records`).
-    func sealed(
-        _ secret: SecretBytes, for key: ItemKey, options: ItemOptions, created: Date, modified: Date,
-        address: [UInt8], _ records: VaultRecords
-    ) -> (metadata: [UInt8], secret: [UInt8]) {
-        let metadata = ItemMetadata(key: key, options: options, created: created, modified: modified)
-        let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: secret), address: address)
-        return (sealedMetadata, records.sealSecret(secret, address: address, metadata: sealedMetadata))
-    }
-
-    /// The item under `key`, its secret opened only when `withSecret`: one statement, which reads
-    /// the key check and the row in one snapshot.
-    private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
-        try await withKeys { records in
-            let address = records.address(key)
-            let query: PostgresQuery = withSecret
-                ? "SELECT v.key_check, i.metadata, i.secret FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
-                : "SELECT v.key_check, i.metadata, NULL::bytea FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
-            var found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
-            for try await row in try await client.query(query, logger: logger).decode((ByteBuffer?, ByteBuffer?, ByteBuffer?).self) { found = row }
-            try checkKey(found?.0, records)
-            guard let metadata = found?.1 else { return nil }
-            return try opened(records, address: address, metadata: metadata, secret: withSecret ? (found?.2 ?? ByteBuffer()) : nil)
-        }
-    }
-
-    /// Runs `body` in one transaction that first takes a share lock on the vault row (a data-key
-    /// rotation, which updates it, waits) and checks its key.
-    func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
-        try await withKeys { records in
-            try await client.withConnection { connection in
-                try await Self.transaction(on: connection, logger: logger) { connection in
-                    var keyCheck: ByteBuffer?
-                    for try await value in try await connection.query("SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger)
-                        .decode(ByteBuffer.self) { keyCheck = value }
-                    try checkKey(keyCheck, records)
-                    return try await body(connection, records)
+        func opened(_ records: VaultRecords, address: [UInt8], metadata: ByteBuffer, secret: ByteBuffer?) throws -> StoredItem {
+            let metadataColumn = Array(metadata.readableBytesView)
+            do {
+                let (metadata, _) = try records.openMetadata(metadataColumn, address: address)
+                let secret = try secret.map {
+                    try records.openSecret(Array($0.readableBytesView), address: address, metadata: metadataColumn)
                 }
+                return StoredItem(metadata: metadata, secret: secret ?? SecretBytes(count: 0) { _ in })
+            } catch let error as FormatError {
+                throw LockboxError.corruptVault(path: server, reason: error.reason)
             }
         }
-    }
 
-    // MARK: AsyncSecretStore
-
-    /// The secret under `key`, or `nil`. Throws ``Lockbox/LockboxError/corruptVault(path:reason:)``
-    /// if its row fails authentication.
-    public func get(_ key: ItemKey) async throws -> SecretBytes? {
-        try await run("reading an item") { store in try await store.read(key, withSecret: true)?.secret }
-    }
-
-    /// The metadata of the item under `key`, or `nil`; no secret is decrypted.
-    public func metadata(_ key: ItemKey) async throws -> ItemMetadata? {
-        try await run("reading an item's metadata") { store in try await store.read(key, withSecret: false)?.metadata }
-    }
-
-    /// The item under `key` with its secret.
-    public func item(_ key: ItemKey) async throws -> StoredItem? {
-        try await run("reading an item") { store in try await store.read(key, withSecret: true) }
-    }
-
-    /// Stores `secret` under `key` (one transaction, committed before this returns).
-    ///
-    /// Not two autocommit statements (a read, then a conditional write): tried, and the
-    /// failover test caught an acknowledged write missing from the promoted standby — the rows a
-    /// `RETURNING` sends can arrive before the implicit commit has reached the synchronous standby.
-    /// A transaction's write is acknowledged by its `COMMIT`.
-    public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) async throws {
-        try await set([ItemWrite(secret, for: key, options: options)])
-    }
-
-    /// Stores every write in one transaction: all or none. Later writes to the same key win.
-    public func set(_ writes: [ItemWrite]) async throws {
-        for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
-        guard !writes.isEmpty else { return }
-        let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
-        try await run("writing items") { store in
-            try await store.writing { connection, records in
-                try await store.upsert(writes, at: time, on: connection, records)
-            }
+        /// The sealed metadata and secret columns of `secret` stored under `key` with `options`
+        /// (`address` is `key`'s keyed address under `records`).
+        func sealed(
+            _ secret: SecretBytes, for key: ItemKey, options: ItemOptions, created: Date, modified: Date,
+            address: [UInt8], _ records: VaultRecords
+        ) -> (metadata: [UInt8], secret: [UInt8]) {
+            let metadata = ItemMetadata(key: key, options: options, created: created, modified: modified)
+            let sealedMetadata = records.sealMetadata(VaultEntry(metadata: metadata, secret: secret), address: address)
+            return (sealedMetadata, records.sealSecret(secret, address: address, metadata: sealedMetadata))
         }
-    }
 
-    /// Seals and stores every write on `connection`, inside the caller's transaction
-    /// (``writing(_:)``); an item written before keeps its creation time.
-    func upsert(_ writes: [ItemWrite], at time: Date, on connection: PostgresConnection, _ records: VaultRecords) async throws {
-        for write in writes {
-            let address = records.address(write.key)
-            let addressBytes = ByteBuffer(bytes: address)
-            var existing: ByteBuffer?
-            for try await column in try await connection.query(
-                "SELECT metadata FROM lockbox.items WHERE address = \(addressBytes) FOR UPDATE", logger: logger
-            ).decode(ByteBuffer.self) { existing = column }
-            let created = try existing.map { try opened(records, address: address, metadata: $0, secret: nil).metadata.created }
-            let columns = sealed(write.secret, for: write.key, options: write.options, created: created ?? time, modified: time,
-                                 address: address, records)
-            try await connection.query("""
-                INSERT INTO lockbox.items (address, metadata, secret)
-                VALUES (\(addressBytes), \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)))
-                ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
-                """, logger: logger)
-        }
-    }
-
-    /// Removes the item under `key`; returns whether there was one.
-    @discardableResult
-    public func delete(_ key: ItemKey) async throws -> Bool {
-        try await !delete([key]).isEmpty
-    }
-
-    /// Removes every key's item in one transaction; returns the keys that held one.
-    @discardableResult
-    public func delete(_ keys: [ItemKey]) async throws -> [ItemKey] {
-        guard !keys.isEmpty else { return [] }
-        return try await run("deleting items") { store in
-            try await store.writing { connection, records in
-                var removed: [ItemKey] = []
-                for key in keys {
-                    let rows = try await connection.query(
-                        "DELETE FROM lockbox.items WHERE address = \(ByteBuffer(bytes: records.address(key))) RETURNING true", logger: store.logger)
-                    var hit = false
-                    for try await _ in rows.decode(Bool.self) { hit = true }
-                    if hit { removed.append(key) }
+        /// The item under `key`, its secret opened only when `withSecret`: one statement, which reads
+        /// the key check and the row in one snapshot.
+        private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
+            try await withKeys { records in
+                let address = records.address(key)
+                let query: PostgresQuery =
+                    withSecret
+                    ? "SELECT v.key_check, i.metadata, i.secret FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
+                    : "SELECT v.key_check, i.metadata, NULL::bytea FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
+                var found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
+                for try await row in try await client.query(query, logger: logger).decode((ByteBuffer?, ByteBuffer?, ByteBuffer?).self) {
+                    found = row
                 }
-                return removed
+                try checkKey(found?.0, records)
+                guard let metadata = found?.1 else { return nil }
+                return try opened(records, address: address, metadata: metadata, secret: withSecret ? (found?.2 ?? ByteBuffer()) : nil)
             }
         }
-    }
 
-    /// Every item's metadata (or one service's), sorted by service then account; no secret is
-    /// decrypted. One statement: one snapshot.
-    public func list(service: String?) async throws -> [ItemMetadata] {
-        try await run("listing items") { store in
-            try await store.withKeys { records in
-                var result: [ItemMetadata] = []
-                let rows = try await store.client.query(
-                    "SELECT (SELECT key_check FROM lockbox.vault), address, metadata FROM lockbox.items", logger: store.logger)
-                for try await (keyCheck, address, metadata) in rows.decode((ByteBuffer?, ByteBuffer, ByteBuffer).self) {
-                    try store.checkKey(keyCheck, records)
-                    let item = try store.opened(records, address: Array(address.readableBytesView), metadata: metadata, secret: nil)
-                    if service == nil || item.metadata.key.service == service { result.append(item.metadata) }
-                }
-                return result.sortedForListing()
-            }
-        }
-    }
-
-    /// Removes every item of `service` in one transaction; returns how many.
-    @discardableResult
-    public func wipe(service: String) async throws -> Int {
-        try await run("wiping a service") { store in
-            try await store.writing { connection, records in
-                var doomed: [ByteBuffer] = []
-                let rows = try await connection.query("SELECT address, metadata FROM lockbox.items FOR UPDATE", logger: store.logger)
-                for try await (address, metadata) in rows.decode((ByteBuffer, ByteBuffer).self) {
-                    let item = try store.opened(records, address: Array(address.readableBytesView), metadata: metadata, secret: nil)
-                    if item.metadata.key.service == service { doomed.append(address) }
-                }
-                for address in doomed {
-                    try await connection.query("DELETE FROM lockbox.items WHERE address = \(address)", logger: store.logger)
-                }
-                return doomed.count
-            }
-        }
-    }
-
-    /// Removes every item; returns how many.
-    @discardableResult
-    public func wipeAll() async throws -> Int {
-        try await run("wiping the vault") { store in
-            try await store.writing { connection, _ in
-                var count = 0
-                let rows = try await connection.query(
-                    "WITH removed AS (DELETE FROM lockbox.items RETURNING 1) SELECT count(*)::int8 FROM removed", logger: store.logger)
-                for try await removed in rows.decode(Int.self) { count = removed }
-                return count
-            }
-        }
-    }
-}
-
-/// The connection side of a ``PostgresStore``: which server of the URL's host list its calls go
-/// to, and the connection pool to it.
-///
-/// The first call chooses a server (``PostgresConnectionURL/TargetSessionAttributes``): hosts in
-/// the URL's order, each probed with one connection of its own (bounded by `connect_timeout`)
-/// that asks `pg_is_in_recovery()` and `transaction_read_only`; the first that fits gets a pool.
-/// One URL host with `target_session_attrs=any` is not probed (the pool's connection is the
-/// probe). Concurrent calls share one choice. A call that loses its connection or times out makes
-/// the connector check that pool's server (one probe; calls starting meanwhile wait for the
-/// verdict): a server that is gone or no longer fits has its pool retired, so the next call
-/// chooses again — after a failover, the promoted standby. A call refused as read-only (SQLSTATE
-/// 25006: a demoted primary) retires the pool at once. No host fits: the choice is tried again
-/// every 100-500 ms until the call's time runs out
-/// (``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``).
-final class PostgresConnector: Sendable {
-    /// A pool to one server; `generation` tells a retired one from its successor.
-    struct Route: Sendable {
-        let client: PostgresClient
-        let runTask: Task<Void, Never>
-        let host: PostgresConnectionURL.Host
-        let generation: Int
-    }
-
-    private struct State {
-        var route: Route?
-        var choosing: Task<Route, any Error>?
-        /// A check of the current route after a call on it failed (``suspect(_:)``).
-        var checking: Task<Void, Never>?
-        var generation = 0
-        var closed = false
-        var retired: [Task<Void, Never>] = []
-    }
-
-    /// The route of the call running in this task (set by ``run(_:_:)``).
-    @TaskLocal private static var callRoute: Route?
-
-    let url: PostgresConnectionURL
-    let server: String
-    let operationTimeout: Duration
-    private let maximumConnections: Int
-    private let state = Locked(State())
-    private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-
-    init(_ url: PostgresConnectionURL, operationTimeout: Duration, maximumConnections: Int) {
-        self.url = url
-        server = url.description
-        self.operationTimeout = operationTimeout
-        self.maximumConnections = max(1, maximumConnections)
-    }
-
-    /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module): the
-    /// current one, or if there is none a pool that never runs (its calls wait for the caller's
-    /// deadline, as if the server did not answer).
-    var client: PostgresClient {
-        if let route = Self.callRoute { return route.client }
-        if let route = state.withLock({ $0.route }) { return route.client }
-        return PostgresClient(configuration: configuration(for: url.hosts[0]))
-    }
-
-    /// `body` with the chosen server's pool, within ``operationTimeout``, errors typed
-    /// (``PostgresStore/translate(_:server:operation:)``).
-    func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        let routeSeen = Locked<Route?>(nil)
-        do {
-            return try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
-                let route = try await chosenRoute()
-                routeSeen.withLock { $0 = route }
-                return try await Self.$callRoute.withValue(route) { try await body(route.client) }
-            }
-        } catch {
-            if let route = routeSeen.withLock({ $0 }) {
-                switch error as? PostgresStoreError {
-                case .connectionLost?, .unavailable?: suspect(route)
-                case let .serverRefused(_, _, sqlState)? where sqlState == "25006": retire(route)
-                default: break
-                }
-            }
-            throw error
-        }
-    }
-
-    /// A call on `route` lost its connection or ran out of time: the server may be gone, or
-    /// only that connection or that call. One probe (bounded by `connect_timeout`) decides; the
-    /// route is retired only if its server no longer fits, so one terminated backend or one slow
-    /// statement does not close the pool under the other calls. Calls that start meanwhile wait
-    /// for the verdict.
-    private func suspect(_ route: Route) {
-        state.withLock { state in
-            guard state.route?.generation == route.generation, state.checking == nil, !state.closed else { return }
-            state.checking = Task { [self] in
-                let deadline = ContinuousClock.now + url.connectTimeout
-                if await !fits(route.host, until: deadline) { retire(route) }
-                self.state.withLock { $0.checking = nil }
-            }
-        }
-    }
-
-    /// The current route, or a new one chosen (one choice at a time, shared).
-    private func chosenRoute() async throws -> Route {
-        if let checking = state.withLock({ $0.checking }) { await checking.value }
-        let (route, choosing): (Route?, Task<Route, any Error>?) = try state.withLock { state in
-            if state.closed { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
-            if let route = state.route { return (route, nil) }
-            if let choosing = state.choosing { return (nil, choosing) }
-            let task = Task { [self] in try await choose() }
-            state.choosing = task
-            return (nil, task)
-        }
-        if let route { return route }
-        guard let choosing else { throw PostgresStoreError.connectionLost(server: server, operation: "choosing a server") }
-        // The choice goes on if this call times out: the next call finds it made or under way.
-        return try await choosing.value
-    }
-
-    /// Tries the hosts in order until one fits, for at most ``operationTimeout``.
-    private func choose() async throws -> Route {
-        defer { state.withLock { $0.choosing = nil } }
-        let deadline = ContinuousClock.now + operationTimeout
-        var pause = Duration.milliseconds(100)
-        while true {
-            for host in url.hosts {
-                guard ContinuousClock.now < deadline else { break }
-                if url.hosts.count == 1 && url.targetSessionAttributes == .any {
-                    return try install(host)
-                }
-                if await fits(host, until: deadline) { return try install(host) }
-            }
-            guard ContinuousClock.now + pause < deadline else {
-                throw PostgresStoreError.unavailable(server: server, operation: "choosing a server", waitedSeconds: Self.seconds(operationTimeout))
-            }
-            try await Task.sleep(for: pause)
-            pause = min(pause * 2, .milliseconds(500))
-        }
-    }
-
-    /// Whether `host` accepts a connection and matches `target_session_attrs` (one probe
-    /// connection, closed after).
-    private func fits(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> Bool {
-        let remaining = deadline - ContinuousClock.now
-        guard remaining > .zero else { return false }
-        // After a failure, a single `any` host is probed too: can it be reached at all?
-        let wanted = url.targetSessionAttributes
-        let logger = logger
-        let limit = min(remaining, url.connectTimeout)
-        do {
-            let tls: PostgresConnection.Configuration.TLS = switch url.tlsMode {
-            case .disable: .disable
-            case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            }
-            var configuration = PostgresConnection.Configuration(
-                host: host.name, port: host.port, username: url.user, password: url.password, database: url.database, tls: tls)
-            configuration.options.connectTimeout = TimeAmount.nanoseconds(Int64(Self.seconds(limit) * 1e9))
-            let probe = configuration
-            return try await PostgresStore.withDeadline(limit, server: host.description, operation: "probing the server") {
-                let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
-                do {
-                    var fits = wanted == .any
-                    if !fits {
-                        let rows = try await connection.query(
-                            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
-                        for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
-                            fits = !inRecovery && (wanted == .primary || !readOnly)
-                        }
+        /// Runs `body` in one transaction that first takes a share lock on the vault row (a data-key
+        /// rotation, which updates it, waits) and checks its key.
+        func writing<T: Sendable>(_ body: (PostgresConnection, VaultRecords) async throws -> T) async throws -> T {
+            try await withKeys { records in
+                try await client.withConnection { connection in
+                    try await Self.transaction(on: connection, logger: logger) { connection in
+                        var keyCheck: ByteBuffer?
+                        for try await value in try await connection.query("SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger)
+                            .decode(ByteBuffer.self)
+                        { keyCheck = value }
+                        try checkKey(keyCheck, records)
+                        return try await body(connection, records)
                     }
-                    try? await connection.close()
-                    return fits
-                } catch {
-                    try? await connection.close()
-                    throw error
                 }
             }
-        } catch {
-            return false
+        }
+
+        // MARK: AsyncSecretStore
+
+        /// The secret under `key`, or `nil`. Throws ``Lockbox/LockboxError/corruptVault(path:reason:)``
+        /// if its row fails authentication.
+        public func get(_ key: ItemKey) async throws -> SecretBytes? {
+            try await run("reading an item") { store in try await store.read(key, withSecret: true)?.secret }
+        }
+
+        /// The metadata of the item under `key`, or `nil`; no secret is decrypted.
+        public func metadata(_ key: ItemKey) async throws -> ItemMetadata? {
+            try await run("reading an item's metadata") { store in try await store.read(key, withSecret: false)?.metadata }
+        }
+
+        /// The item under `key` with its secret.
+        public func item(_ key: ItemKey) async throws -> StoredItem? {
+            try await run("reading an item") { store in try await store.read(key, withSecret: true) }
+        }
+
+        /// Stores `secret` under `key` (one transaction, committed before this returns).
+        ///
+        /// Not two autocommit statements (a read, then a conditional write): tried, and the
+        /// failover test caught an acknowledged write missing from the promoted standby — the rows a
+        /// `RETURNING` sends can arrive before the implicit commit has reached the synchronous standby.
+        /// A transaction's write is acknowledged by its `COMMIT`.
+        public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) async throws {
+            try await set([ItemWrite(secret, for: key, options: options)])
+        }
+
+        /// Stores every write in one transaction: all or none. Later writes to the same key win.
+        public func set(_ writes: [ItemWrite]) async throws {
+            for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
+            guard !writes.isEmpty else { return }
+            let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
+            try await run("writing items") { store in
+                try await store.writing { connection, records in
+                    try await store.upsert(writes, at: time, on: connection, records)
+                }
+            }
+        }
+
+        /// Seals and stores every write on `connection`, inside the caller's transaction
+        /// (``writing(_:)``); an item written before keeps its creation time.
+        func upsert(_ writes: [ItemWrite], at time: Date, on connection: PostgresConnection, _ records: VaultRecords) async throws {
+            for write in writes {
+                let address = records.address(write.key)
+                let addressBytes = ByteBuffer(bytes: address)
+                var existing: ByteBuffer?
+                for try await column in try await connection.query(
+                    "SELECT metadata FROM lockbox.items WHERE address = \(addressBytes) FOR UPDATE", logger: logger
+                ).decode(ByteBuffer.self) { existing = column }
+                let created = try existing.map { try opened(records, address: address, metadata: $0, secret: nil).metadata.created }
+                let columns = sealed(
+                    write.secret, for: write.key, options: write.options, created: created ?? time, modified: time,
+                    address: address, records)
+                try await connection.query(
+                    """
+                    INSERT INTO lockbox.items (address, metadata, secret)
+                    VALUES (\(addressBytes), \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)))
+                    ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
+                    """, logger: logger)
+            }
+        }
+
+        /// Removes the item under `key`; returns whether there was one.
+        @discardableResult
+        public func delete(_ key: ItemKey) async throws -> Bool {
+            try await !delete([key]).isEmpty
+        }
+
+        /// Removes every key's item in one transaction; returns the keys that held one.
+        @discardableResult
+        public func delete(_ keys: [ItemKey]) async throws -> [ItemKey] {
+            guard !keys.isEmpty else { return [] }
+            return try await run("deleting items") { store in
+                try await store.writing { connection, records in
+                    var removed: [ItemKey] = []
+                    for key in keys {
+                        let rows = try await connection.query(
+                            "DELETE FROM lockbox.items WHERE address = \(ByteBuffer(bytes: records.address(key))) RETURNING true",
+                            logger: store.logger)
+                        var hit = false
+                        for try await _ in rows.decode(Bool.self) { hit = true }
+                        if hit { removed.append(key) }
+                    }
+                    return removed
+                }
+            }
+        }
+
+        /// Every item's metadata (or one service's), sorted by service then account; no secret is
+        /// decrypted. One statement: one snapshot.
+        public func list(service: String?) async throws -> [ItemMetadata] {
+            try await run("listing items") { store in
+                try await store.withKeys { records in
+                    var result: [ItemMetadata] = []
+                    let rows = try await store.client.query(
+                        "SELECT (SELECT key_check FROM lockbox.vault), address, metadata FROM lockbox.items", logger: store.logger)
+                    for try await (keyCheck, address, metadata) in rows.decode((ByteBuffer?, ByteBuffer, ByteBuffer).self) {
+                        try store.checkKey(keyCheck, records)
+                        let item = try store.opened(records, address: Array(address.readableBytesView), metadata: metadata, secret: nil)
+                        if service == nil || item.metadata.key.service == service { result.append(item.metadata) }
+                    }
+                    return result.sortedForListing()
+                }
+            }
+        }
+
+        /// Removes every item of `service` in one transaction; returns how many.
+        @discardableResult
+        public func wipe(service: String) async throws -> Int {
+            try await run("wiping a service") { store in
+                try await store.writing { connection, records in
+                    var doomed: [ByteBuffer] = []
+                    let rows = try await connection.query("SELECT address, metadata FROM lockbox.items FOR UPDATE", logger: store.logger)
+                    for try await (address, metadata) in rows.decode((ByteBuffer, ByteBuffer).self) {
+                        let item = try store.opened(records, address: Array(address.readableBytesView), metadata: metadata, secret: nil)
+                        if item.metadata.key.service == service { doomed.append(address) }
+                    }
+                    for address in doomed {
+                        try await connection.query("DELETE FROM lockbox.items WHERE address = \(address)", logger: store.logger)
+                    }
+                    return doomed.count
+                }
+            }
+        }
+
+        /// Removes every item; returns how many.
+        @discardableResult
+        public func wipeAll() async throws -> Int {
+            try await run("wiping the vault") { store in
+                try await store.writing { connection, _ in
+                    var count = 0
+                    let rows = try await connection.query(
+                        "WITH removed AS (DELETE FROM lockbox.items RETURNING 1) SELECT count(*)::int8 FROM removed", logger: store.logger)
+                    for try await removed in rows.decode(Int.self) { count = removed }
+                    return count
+                }
+            }
         }
     }
 
-    private func install(_ host: PostgresConnectionURL.Host) throws -> Route {
-        let client = PostgresClient(configuration: configuration(for: host))
-        return try state.withLock { state in
-            guard !state.closed else { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
-            state.generation += 1
-            let route = Route(client: client, runTask: Task { await client.run() }, host: host, generation: state.generation)
-            state.route = route
-            return route
+    /// The connection side of a ``PostgresStore``: which server of the URL's host list its calls go
+    /// to, and the connection pool to it.
+    ///
+    /// The first call chooses a server (``PostgresConnectionURL/TargetSessionAttributes``): hosts in
+    /// the URL's order, each probed with one connection of its own (bounded by `connect_timeout`)
+    /// that asks `pg_is_in_recovery()` and `transaction_read_only`; the first that fits gets a pool.
+    /// One URL host with `target_session_attrs=any` is not probed (the pool's connection is the
+    /// probe). Concurrent calls share one choice. A call that loses its connection or times out makes
+    /// the connector check that pool's server (one probe; calls starting meanwhile wait for the
+    /// verdict): a server that is gone or no longer fits has its pool retired, so the next call
+    /// chooses again — after a failover, the promoted standby. A call refused as read-only (SQLSTATE
+    /// 25006: a demoted primary) retires the pool at once. No host fits: the choice is tried again
+    /// every 100-500 ms until the call's time runs out
+    /// (``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``).
+    final class PostgresConnector: Sendable {
+        /// A pool to one server; `generation` tells a retired one from its successor.
+        struct Route: Sendable {
+            let client: PostgresClient
+            let runTask: Task<Void, Never>
+            let host: PostgresConnectionURL.Host
+            let generation: Int
         }
-    }
 
-    /// Stops using `route` (if it is still the current one): its pool closes, the next call chooses.
-    private func retire(_ route: Route) {
-        state.withLock { state in
-            guard state.route?.generation == route.generation else { return }
-            state.route = nil
-            route.runTask.cancel()
-            // Kept so that shutdown waits for them; only the last few (older ones, cancelled long
-            // ago, have finished), so a service whose database flaps for months does not grow.
-            state.retired = state.retired.suffix(7) + [route.runTask]
+        private struct State {
+            var route: Route?
+            var choosing: Task<Route, any Error>?
+            /// A check of the current route after a call on it failed (``suspect(_:)``).
+            var checking: Task<Void, Never>?
+            var generation = 0
+            var closed = false
+            var retired: [Task<Void, Never>] = []
         }
-    }
 
-    private func configuration(for host: PostgresConnectionURL.Host) -> PostgresClient.Configuration {
-        let tls: PostgresClient.Configuration.TLS = switch url.tlsMode {
-        case .disable: .disable
-        case .prefer: .prefer(.makeClientConfiguration())
-        case .require: .require(.makeClientConfiguration())
+        /// The route of the call running in this task (set by ``run(_:_:)``).
+        @TaskLocal private static var callRoute: Route?
+
+        let url: PostgresConnectionURL
+        let server: String
+        let operationTimeout: Duration
+        private let maximumConnections: Int
+        private let state = Locked(State())
+        private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        init(_ url: PostgresConnectionURL, operationTimeout: Duration, maximumConnections: Int) {
+            self.url = url
+            server = url.description
+            self.operationTimeout = operationTimeout
+            self.maximumConnections = max(1, maximumConnections)
         }
-        var configuration = PostgresClient.Configuration(
-            host: host.name, port: host.port, username: url.user, password: url.password, database: url.database, tls: tls)
-        configuration.options.connectTimeout = url.connectTimeout
-        configuration.options.maximumConnections = maximumConnections
-        return configuration
-    }
 
-    /// Closes every pool without waiting (for `deinit`); returns their tasks.
-    @discardableResult
-    func close() -> [Task<Void, Never>] {
-        let tasks = state.withLock { state in
-            state.closed = true
-            state.choosing?.cancel()
-            state.checking?.cancel()
-            let tasks = state.retired + (state.route.map { [$0.runTask] } ?? [])
-            state.route = nil
-            state.retired = []
+        /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module): the
+        /// current one, or if there is none a pool that never runs (its calls wait for the caller's
+        /// deadline, as if the server did not answer).
+        var client: PostgresClient {
+            if let route = Self.callRoute { return route.client }
+            if let route = state.withLock({ $0.route }) { return route.client }
+            return PostgresClient(configuration: configuration(for: url.hosts[0]))
+        }
+
+        /// `body` with the chosen server's pool, within ``operationTimeout``, errors typed
+        /// (``PostgresStore/translate(_:server:operation:)``).
+        func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+            let routeSeen = Locked<Route?>(nil)
+            do {
+                return try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
+                    let route = try await chosenRoute()
+                    routeSeen.withLock { $0 = route }
+                    return try await Self.$callRoute.withValue(route) { try await body(route.client) }
+                }
+            } catch {
+                if let route = routeSeen.withLock({ $0 }) {
+                    switch error as? PostgresStoreError {
+                    case .connectionLost?, .unavailable?: suspect(route)
+                    case .serverRefused(_, _, let sqlState)? where sqlState == "25006": retire(route)
+                    default: break
+                    }
+                }
+                throw error
+            }
+        }
+
+        /// A call on `route` lost its connection or ran out of time: the server may be gone, or
+        /// only that connection or that call. One probe (bounded by `connect_timeout`) decides; the
+        /// route is retired only if its server no longer fits, so one terminated backend or one slow
+        /// statement does not close the pool under the other calls. Calls that start meanwhile wait
+        /// for the verdict.
+        private func suspect(_ route: Route) {
+            state.withLock { state in
+                guard state.route?.generation == route.generation, state.checking == nil, !state.closed else { return }
+                state.checking = Task { [self] in
+                    let deadline = ContinuousClock.now + url.connectTimeout
+                    if await !fits(route.host, until: deadline) { retire(route) }
+                    self.state.withLock { $0.checking = nil }
+                }
+            }
+        }
+
+        /// The current route, or a new one chosen (one choice at a time, shared).
+        private func chosenRoute() async throws -> Route {
+            if let checking = state.withLock({ $0.checking }) { await checking.value }
+            let (route, choosing): (Route?, Task<Route, any Error>?) = try state.withLock { state in
+                if state.closed { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+                if let route = state.route { return (route, nil) }
+                if let choosing = state.choosing { return (nil, choosing) }
+                let task = Task { [self] in try await choose() }
+                state.choosing = task
+                return (nil, task)
+            }
+            if let route { return route }
+            guard let choosing else { throw PostgresStoreError.connectionLost(server: server, operation: "choosing a server") }
+            // The choice goes on if this call times out: the next call finds it made or under way.
+            return try await choosing.value
+        }
+
+        /// Tries the hosts in order until one fits, for at most ``operationTimeout``.
+        private func choose() async throws -> Route {
+            defer { state.withLock { $0.choosing = nil } }
+            let deadline = ContinuousClock.now + operationTimeout
+            var pause = Duration.milliseconds(100)
+            while true {
+                for host in url.hosts {
+                    guard ContinuousClock.now < deadline else { break }
+                    if url.hosts.count == 1 && url.targetSessionAttributes == .any {
+                        return try install(host)
+                    }
+                    if await fits(host, until: deadline) { return try install(host) }
+                }
+                guard ContinuousClock.now + pause < deadline else {
+                    throw PostgresStoreError.unavailable(
+                        server: server, operation: "choosing a server", waitedSeconds: Self.seconds(operationTimeout))
+                }
+                try await Task.sleep(for: pause)
+                pause = min(pause * 2, .milliseconds(500))
+            }
+        }
+
+        /// Whether `host` accepts a connection and matches `target_session_attrs` (one probe
+        /// connection, closed after).
+        private func fits(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> Bool {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return false }
+            // After a failure, a single `any` host is probed too: can it be reached at all?
+            let wanted = url.targetSessionAttributes
+            let logger = logger
+            let limit = min(remaining, url.connectTimeout)
+            do {
+                let tls: PostgresConnection.Configuration.TLS =
+                    switch url.tlsMode {
+                    case .disable: .disable
+                    case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                    case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                    }
+                var configuration = PostgresConnection.Configuration(
+                    host: host.name, port: host.port, username: url.user, password: url.password, database: url.database, tls: tls)
+                configuration.options.connectTimeout = TimeAmount.nanoseconds(Int64(Self.seconds(limit) * 1e9))
+                let probe = configuration
+                return try await PostgresStore.withDeadline(limit, server: host.description, operation: "probing the server") {
+                    let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
+                    do {
+                        var fits = wanted == .any
+                        if !fits {
+                            let rows = try await connection.query(
+                                "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
+                            for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
+                                fits = !inRecovery && (wanted == .primary || !readOnly)
+                            }
+                        }
+                        try? await connection.close()
+                        return fits
+                    } catch {
+                        try? await connection.close()
+                        throw error
+                    }
+                }
+            } catch {
+                return false
+            }
+        }
+
+        private func install(_ host: PostgresConnectionURL.Host) throws -> Route {
+            let client = PostgresClient(configuration: configuration(for: host))
+            return try state.withLock { state in
+                guard !state.closed else { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+                state.generation += 1
+                let route = Route(client: client, runTask: Task { await client.run() }, host: host, generation: state.generation)
+                state.route = route
+                return route
+            }
+        }
+
+        /// Stops using `route` (if it is still the current one): its pool closes, the next call chooses.
+        private func retire(_ route: Route) {
+            state.withLock { state in
+                guard state.route?.generation == route.generation else { return }
+                state.route = nil
+                route.runTask.cancel()
+                // Kept so that shutdown waits for them; only the last few (older ones, cancelled long
+                // ago, have finished), so a service whose database flaps for months does not grow.
+                state.retired = state.retired.suffix(7) + [route.runTask]
+            }
+        }
+
+        private func configuration(for host: PostgresConnectionURL.Host) -> PostgresClient.Configuration {
+            let tls: PostgresClient.Configuration.TLS =
+                switch url.tlsMode {
+                case .disable: .disable
+                case .prefer: .prefer(.makeClientConfiguration())
+                case .require: .require(.makeClientConfiguration())
+                }
+            var configuration = PostgresClient.Configuration(
+                host: host.name, port: host.port, username: url.user, password: url.password, database: url.database, tls: tls)
+            configuration.options.connectTimeout = url.connectTimeout
+            configuration.options.maximumConnections = maximumConnections
+            return configuration
+        }
+
+        /// Closes every pool without waiting (for `deinit`); returns their tasks.
+        @discardableResult
+        func close() -> [Task<Void, Never>] {
+            let tasks = state.withLock { state in
+                state.closed = true
+                state.choosing?.cancel()
+                state.checking?.cancel()
+                let tasks = state.retired + (state.route.map { [$0.runTask] } ?? [])
+                state.route = nil
+                state.retired = []
+                return tasks
+            }
+            for task in tasks { task.cancel() }
             return tasks
         }
-        for task in tasks { task.cancel() }
-        return tasks
+
+        /// Closes every pool and waits until they are closed.
+        func shutdown() async {
+            for task in close() { await task.value }
+        }
+
+        static func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
     }
 
-    /// Closes every pool and waits until they are closed.
-    func shutdown() async {
-        for task in close() { await task.value }
-    }
+    /// The first of a call's work and its timer to finish resumes the caller; the other is cancelled.
+    private final class DeadlineRace<T: Sendable>: Sendable {
+        private struct State {
+            var continuation: CheckedContinuation<T, any Error>?
+            var pending: Result<T, any Error>?
+            var tasks: [Task<Void, Never>] = []
+            var done = false
+        }
 
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-}
+        private let state = Locked(State())
 
-/// The first of a call's work and its timer to finish resumes the caller; the other is cancelled.
-private final class DeadlineRace<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, any Error>?
-        var pending: Result<T, any Error>?
-        var tasks: [Task<Void, Never>] = []
-        var done = false
-    }
-
-    private let state = Locked(State())
-
-    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
-        let early: Result<T, any Error>? = state.withLock { state in
-            state.tasks = [work, timer]
-            if let pending = state.pending {
-                state.pending = nil
-                return pending
+        func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+            let early: Result<T, any Error>? = state.withLock { state in
+                state.tasks = [work, timer]
+                if let pending = state.pending {
+                    state.pending = nil
+                    return pending
+                }
+                state.continuation = continuation
+                return nil
             }
-            state.continuation = continuation
-            return nil
-        }
-        if let early {
-            work.cancel()
-            timer.cancel()
-            continuation.resume(with: early)
-        }
-    }
-
-    func finish(_ result: Result<T, any Error>) {
-        let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) = state.withLock { state in
-            guard !state.done else { return (nil, []) }
-            state.done = true
-            guard let continuation = state.continuation else {
-                // Finished before start (cancelled early, or a very fast body): start resumes.
-                state.pending = result
-                return (nil, [])
+            if let early {
+                work.cancel()
+                timer.cancel()
+                continuation.resume(with: early)
             }
-            state.continuation = nil
-            return (continuation, state.tasks)
         }
-        for task in tasks { task.cancel() }
-        continuation?.resume(with: result)
+
+        func finish(_ result: Result<T, any Error>) {
+            let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) = state.withLock { state in
+                guard !state.done else { return (nil, []) }
+                state.done = true
+                guard let continuation = state.continuation else {
+                    // Finished before start (cancelled early, or a very fast body): start resumes.
+                    state.pending = result
+                    return (nil, [])
+                }
+                state.continuation = nil
+                return (continuation, state.tasks)
+            }
+            for task in tasks { task.cancel() }
+            continuation?.resume(with: result)
+        }
     }
-}
 #endif

@@ -1,60 +1,62 @@
 #if PostgreSQL
-import Foundation
-import Lockbox
+    import Foundation
+    import Lockbox
 
-/// What went wrong between a ``PostgresStore`` and its database. Problems with the vault itself
-/// (a wrong credential, a row that fails authentication, no vault there) are
-/// ``Lockbox/LockboxError``s, as with the other stores.
-///
-/// No case carries a password, a query's parameters or a server message (which can quote row
-/// values): only the server's address without password, the operation, and SQLSTATE codes.
-public enum PostgresStoreError: LockboxCodedError, Equatable {
-    /// The operation did not finish within the store's time limit: the database could not be
-    /// reached, refused every connection, or did not answer. Nothing is known to be written.
-    case unavailable(server: String, operation: String, waitedSeconds: Double)
-    /// The connection closed during the operation (the server stopped, the network dropped
-    /// it). A transaction that was open is rolled back by the server; the next call connects anew.
-    case connectionLost(server: String, operation: String)
-    /// The server refused the operation with this SQLSTATE (e.g. `42501`: no privilege;
-    /// `28P01`: wrong password; `25006`: a read-only standby).
-    case serverRefused(server: String, operation: String, sqlState: String)
-    /// The database's Lockbox schema is newer than this version of Lockbox knows.
-    case schemaTooNew(server: String, found: Int, supported: Int)
+    /// What went wrong between a ``PostgresStore`` and its database. Problems with the vault itself
+    /// (a wrong credential, a row that fails authentication, no vault there) are
+    /// ``Lockbox/LockboxError``s, as with the other stores.
+    ///
+    /// No case carries a password, a query's parameters or a server message (which can quote row
+    /// values): only the server's address without password, the operation, and SQLSTATE codes.
+    public enum PostgresStoreError: LockboxCodedError, Equatable {
+        /// The operation did not finish within the store's time limit: the database could not be
+        /// reached, refused every connection, or did not answer. Nothing is known to be written.
+        case unavailable(server: String, operation: String, waitedSeconds: Double)
+        /// The connection closed during the operation (the server stopped, the network dropped
+        /// it). A transaction that was open is rolled back by the server; the next call connects anew.
+        case connectionLost(server: String, operation: String)
+        /// The server refused the operation with this SQLSTATE (e.g. `42501`: no privilege;
+        /// `28P01`: wrong password; `25006`: a read-only standby).
+        case serverRefused(server: String, operation: String, sqlState: String)
+        /// The database's Lockbox schema is newer than this version of Lockbox knows.
+        case schemaTooNew(server: String, found: Int, supported: Int)
 
-    /// One line saying what happened.
-    public var description: String {
-        switch self {
-        case let .unavailable(server, operation, waited):
-            return "PostgreSQL at \(server) did not complete \(operation) within \(String(format: "%.1f", waited)) s (unreachable or not answering)"
-        case let .connectionLost(server, operation):
-            return "the connection to PostgreSQL at \(server) was lost during \(operation); nothing of it was committed unless it had finished"
-        case let .serverRefused(server, operation, sqlState):
-            return "PostgreSQL at \(server) refused \(operation) (SQLSTATE \(sqlState))"
-        case let .schemaTooNew(server, found, supported):
-            return "the Lockbox schema at \(server) is version \(found); this Lockbox knows up to \(supported): upgrade Lockbox"
+        /// One line saying what happened.
+        public var description: String {
+            switch self {
+            case .unavailable(let server, let operation, let waited):
+                return
+                    "PostgreSQL at \(server) did not complete \(operation) within \(String(format: "%.1f", waited)) s (unreachable or not answering)"
+            case .connectionLost(let server, let operation):
+                return
+                    "the connection to PostgreSQL at \(server) was lost during \(operation); nothing of it was committed unless it had finished"
+            case .serverRefused(let server, let operation, let sqlState):
+                return "PostgreSQL at \(server) refused \(operation) (SQLSTATE \(sqlState))"
+            case .schemaTooNew(let server, let found, let supported):
+                return "the Lockbox schema at \(server) is version \(found); this Lockbox knows up to \(supported): upgrade Lockbox"
+            }
+        }
+
+        /// A stable code per case (`lockbox` exits 27 for each): `postgres-unavailable`,
+        /// `postgres-connection-lost`, `postgres-refused`, `postgres-schema-too-new`.
+        public var code: LockboxError.Code {
+            switch self {
+            case .unavailable: LockboxError.Code(rawValue: "postgres-unavailable")
+            case .connectionLost: LockboxError.Code(rawValue: "postgres-connection-lost")
+            case .serverRefused: LockboxError.Code(rawValue: "postgres-refused")
+            case .schemaTooNew: LockboxError.Code(rawValue: "postgres-schema-too-new")
+            }
+        }
+
+        /// Unreachable and lost connections are ``Lockbox/LockboxError/Category/noStorageAccess``
+        /// (try again later); a refusal is a ``Lockbox/LockboxError/Category/platformFailure``; a schema
+        /// too new is ``Lockbox/LockboxError/Category/badData``, like a vault format too new.
+        public var category: LockboxError.Category {
+            switch self {
+            case .unavailable, .connectionLost: .noStorageAccess
+            case .serverRefused: .platformFailure
+            case .schemaTooNew: .badData
+            }
         }
     }
-
-    /// A stable code per case (`lockbox` exits 27 for each): `postgres-unavailable`,
-    /// `postgres-connection-lost`, `postgres-refused`, `postgres-schema-too-new`.
-    public var code: LockboxError.Code {
-        switch self {
-        case .unavailable: LockboxError.Code(rawValue: "postgres-unavailable")
-        case .connectionLost: LockboxError.Code(rawValue: "postgres-connection-lost")
-        case .serverRefused: LockboxError.Code(rawValue: "postgres-refused")
-        case .schemaTooNew: LockboxError.Code(rawValue: "postgres-schema-too-new")
-        }
-    }
-
-    /// Unreachable and lost connections are ``Lockbox/LockboxError/Category/noStorageAccess``
-    /// (try again later); a refusal is a ``Lockbox/LockboxError/Category/platformFailure``; a schema
-    /// too new is ``Lockbox/LockboxError/Category/badData``, like a vault format too new.
-    public var category: LockboxError.Category {
-        switch self {
-        case .unavailable, .connectionLost: .noStorageAccess
-        case .serverRefused: .platformFailure
-        case .schemaTooNew: .badData
-        }
-    }
-}
 #endif

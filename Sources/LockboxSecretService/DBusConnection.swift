@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Lockbox
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Why a call on the session bus failed.
 package enum DBusConnectionError: Error, CustomStringConvertible {
@@ -69,7 +70,8 @@ package final class DBusConnection {
             guard descriptor >= 0 else { throw .noBus("could not make a socket: \(Self.errorText(errno))") }
             // A bus whose listen queue is full makes connect wait; the send timeout bounds that
             // wait (Linux's unix_stream_connect), and the calls below never block (MSG_DONTWAIT).
-            var limit = timeval(tv_sec: Int(deadline.remainingMilliseconds / 1000), tv_usec: Int(deadline.remainingMilliseconds % 1000) * 1000)
+            var limit = timeval(
+                tv_sec: Int(deadline.remainingMilliseconds / 1000), tv_usec: Int(deadline.remainingMilliseconds % 1000) * 1000)
             if limit.tv_sec == 0 && limit.tv_usec == 0 { limit.tv_usec = 1 }
             _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
             if Self.connect(descriptor, to: target) {
@@ -82,8 +84,9 @@ package final class DBusConnection {
         guard connected >= 0 else { throw .noBus("could not connect to the session bus (\(failures.joined(separator: "; ")))") }
         socket = connected
         try authenticate(deadline: deadline)
-        let reply = try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                             member: "Hello", body: [], replySignature: "s", deadline: deadline)
+        let reply = try call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "Hello", body: [], replySignature: "s", deadline: deadline)
         uniqueName = reply.first?.text ?? ""
     }
 
@@ -92,14 +95,18 @@ package final class DBusConnection {
     /// Calls `member` and returns the reply's values, which have the signature `replySignature`
     /// (anything else is ``DBusConnectionError/unexpectedReply(_:)``); a D-Bus error reply is
     /// ``DBusConnectionError/remote(name:message:)``.
-    package func call(destination: String, path: String, interface: String, member: String, body: [DBusValue], replySignature: String,
-              deadline: Deadline) throws(DBusConnectionError) -> [DBusValue] {
+    package func call(
+        destination: String, path: String, interface: String, member: String, body: [DBusValue], replySignature: String,
+        deadline: Deadline
+    ) throws(DBusConnectionError) -> [DBusValue] {
         let serial = nextSerial
         nextSerial = nextSerial == UInt32.max ? 1 : nextSerial + 1
         let bytes: [UInt8]
         do {
-            bytes = try DBusMessage.methodCall(serial: serial, destination: destination, path: path, interface: interface, member: member,
-                                               body: body).encoded()
+            bytes = try DBusMessage.methodCall(
+                serial: serial, destination: destination, path: path, interface: interface, member: member,
+                body: body
+            ).encoded()
         } catch {
             throw .malformed(error)
         }
@@ -111,13 +118,15 @@ package final class DBusConnection {
                 // An error's text, when it has one (a leading string), and nothing else of it.
                 var text = ""
                 if header.signature.hasPrefix("s"), bodyBytes.count <= 65536,
-                   let first = try? DBusMessage.decodeBody(bodyBytes, signature: header.signature, bigEndian: header.frame.bigEndian).first {
+                    let first = try? DBusMessage.decodeBody(bodyBytes, signature: header.signature, bigEndian: header.frame.bigEndian).first
+                {
                     text = first.text ?? ""
                 }
                 throw .remote(name: Self.printable(header.message.errorName ?? ""), message: Self.printable(text))
             }
             guard header.signature == replySignature else {
-                throw .unexpectedReply("\(interface).\(member) answered with values of type '\(Self.printable(header.signature))', not '\(replySignature)'")
+                throw .unexpectedReply(
+                    "\(interface).\(member) answered with values of type '\(Self.printable(header.signature))', not '\(replySignature)'")
             }
             do {
                 return try DBusMessage.decodeBody(bodyBytes, signature: header.signature, bigEndian: header.frame.bigEndian)
@@ -220,7 +229,8 @@ package final class DBusConnection {
             return false
         }
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
-        let length = MemoryLayout<sockaddr_un>.offset(of: \sockaddr_un.sun_path).map { $0 + name.count + (name.first == 0 ? 0 : 1) }
+        let length =
+            MemoryLayout<sockaddr_un>.offset(of: \sockaddr_un.sun_path).map { $0 + name.count + (name.first == 0 ? 0 : 1) }
             ?? MemoryLayout<sockaddr_un>.size
         while true {
             let result = withUnsafePointer(to: &address) {
@@ -288,7 +298,7 @@ package final class DBusConnection {
             }
             try fill(atLeast: frame.headerLength, deadline: deadline)
             guard let header = try? DBusMessage.decodeHeader(buffer[consumed..<consumed + frame.headerLength]),
-                  header.message.replySerial == serial, header.message.kind == .methodReturn || header.message.kind == .error
+                header.message.replySerial == serial, header.message.kind == .methodReturn || header.message.kind == .error
             else {
                 try skip(frame.length, deadline: deadline)
                 continue

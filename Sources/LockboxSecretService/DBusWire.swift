@@ -83,7 +83,9 @@ package indirect enum DBusType: Equatable, Sendable {
         return only
     }
 
-    private static func parseOne(_ bytes: [UInt8], _ index: inout Int, arrays: Int, structures: Int, inArray: Bool) throws(DBusWireError) -> DBusType {
+    private static func parseOne(_ bytes: [UInt8], _ index: inout Int, arrays: Int, structures: Int, inArray: Bool) throws(DBusWireError)
+        -> DBusType
+    {
         guard index < bytes.count else { throw DBusWireError("a signature that ends inside a type") }
         let code = bytes[index]
         index += 1
@@ -121,7 +123,9 @@ package indirect enum DBusType: Equatable, Sendable {
             let key = try parseOne(bytes, &index, arrays: arrays, structures: structures + 1, inArray: false)
             guard key.isBasic else { throw DBusWireError("a dict entry whose key is not a basic type") }
             let value = try parseOne(bytes, &index, arrays: arrays, structures: structures + 1, inArray: false)
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else { throw DBusWireError("a dict entry of other than two types") }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else {
+                throw DBusWireError("a dict entry of other than two types")
+            }
             index += 1
             return .dictEntry(key, value)
         default:
@@ -428,21 +432,24 @@ struct DBusReader {
                     return .bytes(Array(reader.bytes[reader.offset..<end]))
                 }
             }
-            return .array(element, try nested { (reader: inout DBusReader) throws(DBusWireError) in
-                var values: [DBusValue] = []
-                while reader.offset < end {
-                    values.append(try reader.read(element))
-                    guard reader.offset <= end else { throw DBusWireError("an array element past the array's end") }
-                }
-                return values
-            })
+            return .array(
+                element,
+                try nested { (reader: inout DBusReader) throws(DBusWireError) in
+                    var values: [DBusValue] = []
+                    while reader.offset < end {
+                        values.append(try reader.read(element))
+                        guard reader.offset <= end else { throw DBusWireError("an array element past the array's end") }
+                    }
+                    return values
+                })
         case .structure(let members):
             try skipPadding(to: 8)
-            return .structure(try nested { (reader: inout DBusReader) throws(DBusWireError) in
-                var values: [DBusValue] = []
-                for member in members { values.append(try reader.read(member)) }
-                return values
-            })
+            return .structure(
+                try nested { (reader: inout DBusReader) throws(DBusWireError) in
+                    var values: [DBusValue] = []
+                    for member in members { values.append(try reader.read(member)) }
+                    return values
+                })
         case .dictEntry(let keyType, let valueType):
             try skipPadding(to: 8)
             return try nested { (reader: inout DBusReader) throws(DBusWireError) in
@@ -465,7 +472,10 @@ struct DBusReader {
 /// One D-Bus message: its header's fields that Lockbox uses, and its body.
 package struct DBusMessage: Equatable, Sendable {
     package enum Kind: UInt8, Sendable {
-        case methodCall = 1, methodReturn = 2, error = 3, signal = 4
+        case methodCall = 1
+        case methodReturn = 2
+        case error = 3
+        case signal = 4
     }
 
     package var kind: Kind
@@ -487,9 +497,11 @@ package struct DBusMessage: Equatable, Sendable {
     /// The most a message may be, header and body (the specification's limit).
     package static let maximumLength = 1 << 27
 
-    package init(kind: Kind, serial: UInt32, path: String? = nil, interface: String? = nil, member: String? = nil,
-                 errorName: String? = nil, replySerial: UInt32? = nil, destination: String? = nil, sender: String? = nil,
-                 body: [DBusValue] = []) {
+    package init(
+        kind: Kind, serial: UInt32, path: String? = nil, interface: String? = nil, member: String? = nil,
+        errorName: String? = nil, replySerial: UInt32? = nil, destination: String? = nil, sender: String? = nil,
+        body: [DBusValue] = []
+    ) {
         self.kind = kind
         self.serial = serial
         self.path = path
@@ -503,9 +515,12 @@ package struct DBusMessage: Equatable, Sendable {
     }
 
     /// A method call (no reply expected flag unset; the bus may start the destination).
-    package static func methodCall(serial: UInt32, destination: String, path: String, interface: String, member: String,
-                                   body: [DBusValue]) -> DBusMessage {
-        DBusMessage(kind: .methodCall, serial: serial, path: path, interface: interface, member: member, destination: destination, body: body)
+    package static func methodCall(
+        serial: UInt32, destination: String, path: String, interface: String, member: String,
+        body: [DBusValue]
+    ) -> DBusMessage {
+        DBusMessage(
+            kind: .methodCall, serial: serial, path: path, interface: interface, member: member, destination: destination, body: body)
     }
 
     /// The message's bytes, little-endian.
@@ -563,10 +578,12 @@ package struct DBusMessage: Equatable, Sendable {
         guard prefix[start + 3] == 1 else { throw DBusWireError("protocol version \(prefix[start + 3])") }
         func word(_ at: Int) -> Int {
             let bytes = (0..<4).map { Int(prefix[start + at + $0]) }
-            return bigEndian ? bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3]
+            return bigEndian
+                ? bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3]
                 : bytes[3] << 24 | bytes[2] << 16 | bytes[1] << 8 | bytes[0]
         }
-        let bodyLength = word(4), fieldsLength = word(12)
+        let bodyLength = word(4)
+        let fieldsLength = word(12)
         guard bodyLength <= maximumLength, fieldsLength <= 1 << 26 else { throw DBusWireError("a message longer than 128 MiB") }
         let headerLength = (16 + fieldsLength + 7) & ~7
         guard headerLength + bodyLength <= maximumLength else { throw DBusWireError("a message longer than 128 MiB") }
@@ -625,10 +642,13 @@ package struct DBusMessage: Equatable, Sendable {
             }
         }
         switch kind {
-        case .methodCall: guard message.path != nil, message.member != nil else { throw DBusWireError("a method call without path or member") }
+        case .methodCall:
+            guard message.path != nil, message.member != nil else { throw DBusWireError("a method call without path or member") }
         case .methodReturn: guard message.replySerial != nil else { throw DBusWireError("a method return without a reply serial") }
         case .error:
-            guard message.replySerial != nil, message.errorName != nil else { throw DBusWireError("an error without a reply serial or name") }
+            guard message.replySerial != nil, message.errorName != nil else {
+                throw DBusWireError("an error without a reply serial or name")
+            }
         case .signal:
             guard message.path != nil, message.interface != nil, message.member != nil else {
                 throw DBusWireError("a signal without path, interface or member")

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLibsecretFallback
 import Dispatch
 import Lockbox
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 // Small, typed helpers for the GLib types libsecret speaks (errors, properties tables,
 // cancellables), used only on libsecret's fallback path, and the Deadline every call has.

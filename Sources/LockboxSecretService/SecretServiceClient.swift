@@ -79,8 +79,10 @@ final class SecretServiceClient: @unchecked Sendable {
     /// starts one installed for D-Bus activation, or fails with
     /// ``LockboxError/secretServiceUnavailable(detail:)`` (`ServiceUnknown`), which is as clear as
     /// a `GetNameOwner` of our own, and one round trip fewer on every command.
-    init(timeout: Double, sessions: SecretServiceSessions = .libcrypto,
-         environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment) throws {
+    init(
+        timeout: Double, sessions: SecretServiceSessions = .libcrypto,
+        environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment
+    ) throws {
         self.timeout = timeout
         self.sessions = sessions
         self.environment = environment
@@ -118,18 +120,18 @@ final class SecretServiceClient: @unchecked Sendable {
     /// Throws `mapped`, first dropping the connection (closing its session) unless the failure
     /// leaves it usable: the next call reconnects.
     private func drop(_ handle: inout Connection?, _ mapped: LockboxError, deadline: Deadline) throws -> Never {
-                switch mapped {
-                case .keyringLocked: break
-                case .secretServiceTimeout: handle = nil  // a provider that stopped answering would not answer Close either
-                default:
-                    // The provider keeps a session until its client's bus connection closes:
-                    // close it at once (a connection that failed may well refuse this too). That
-                    // call has its own half second, so a failed run may end up to 0.5 s past
-                    // its timeout; never after a timeout, which drops the connection unasked.
-                    if let current = handle { Calls(connection: current, deadline: deadline, timeout: timeout).closeSession() }
-                    handle = nil
-                }
-                throw mapped
+        switch mapped {
+        case .keyringLocked: break
+        case .secretServiceTimeout: handle = nil  // a provider that stopped answering would not answer Close either
+        default:
+            // The provider keeps a session until its client's bus connection closes:
+            // close it at once (a connection that failed may well refuse this too). That
+            // call has its own half second, so a failed run may end up to 0.5 s past
+            // its timeout; never after a timeout, which drops the connection unasked.
+            if let current = handle { Calls(connection: current, deadline: deadline, timeout: timeout).closeSession() }
+            handle = nil
+        }
+        throw mapped
     }
 
     /// An item's D-Bus properties, as one `Properties.GetAll` returns them.
@@ -152,16 +154,18 @@ final class SecretServiceClient: @unchecked Sendable {
         /// Item paths whose attributes include `attributes` (no schema is matched):
         /// `Service.SearchItems`. Never unlocks (that would prompt).
         func searchItems(_ attributes: [String: String]) throws -> (unlocked: [String], locked: [String]) {
-            let reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "SearchItems", [.stringDictionary(attributes)],
-                                 replyType: "aoao")
+            let reply = try call(
+                Self.servicePath, "org.freedesktop.Secret.Service", "SearchItems", [.stringDictionary(attributes)],
+                replyType: "aoao")
             func paths(_ index: Int) -> [String] { reply[index].elements?.compactMap(\.text) ?? [] }
             return (paths(0), paths(1))
         }
 
         /// The properties of the item at `path`: `Properties.GetAll`.
         func itemProperties(_ path: String) throws -> ItemProperties {
-            let reply = try call(path, "org.freedesktop.DBus.Properties", "GetAll", [.string("org.freedesktop.Secret.Item")],
-                                 replyType: "a{sv}")
+            let reply = try call(
+                path, "org.freedesktop.DBus.Properties", "GetAll", [.string("org.freedesktop.Secret.Item")],
+                replyType: "a{sv}")
             var properties = ItemProperties(path: path)
             for (name, value) in reply[0].properties ?? [] {
                 switch (name, value) {
@@ -208,7 +212,8 @@ final class SecretServiceClient: @unchecked Sendable {
                 reply = try call(path, "org.freedesktop.DBus.Properties", "Get", property, replyType: "v")
             }
             guard case .variant(.boolean(let locked)) = reply[0] else {
-                throw LockboxError.secretServiceFailed(operation: "reading the collection's state", detail: "a Locked property that is not a boolean")
+                throw LockboxError.secretServiceFailed(
+                    operation: "reading the collection's state", detail: "a Locked property that is not a boolean")
             }
             return locked
         }
@@ -222,7 +227,7 @@ final class SecretServiceClient: @unchecked Sendable {
                 (try call(path, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(session.path)], replyType: "(oayays)"), session)
             }
             guard case .structure(let fields) = reply[0], fields.count == 4, case .bytes(let iv) = fields[1],
-                  case .bytes(let ciphertext) = fields[2]
+                case .bytes(let ciphertext) = fields[2]
             else { return nil }
             return try SessionCrypto.decrypt(iv: iv, ciphertext: ciphertext, key: session.key)
         }
@@ -232,8 +237,9 @@ final class SecretServiceClient: @unchecked Sendable {
         func closeSession() {
             guard let session = connection.session else { return }
             connection.session = nil
-            _ = try? connection.bus.call(destination: Self.busName, path: session.path, interface: "org.freedesktop.Secret.Session",
-                                         member: "Close", body: [], replySignature: "", deadline: Deadline(seconds: min(timeout, 0.5)))
+            _ = try? connection.bus.call(
+                destination: Self.busName, path: session.path, interface: "org.freedesktop.Secret.Session",
+                member: "Close", body: [], replySignature: "", deadline: Deadline(seconds: min(timeout, 0.5)))
         }
 
         /// Creates an item in the collection `alias`, replacing one with exactly these attributes
@@ -241,24 +247,31 @@ final class SecretServiceClient: @unchecked Sendable {
         /// path. A provider that wants a prompt for it (the collection locked since the caller
         /// checked) gets the prompt dismissed, and the call fails as
         /// ``LockboxError/keyringLocked(collection:)``: Lockbox never shows a prompt.
-        func createItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes, contentType: String) throws -> String {
+        func createItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes, contentType: String) throws
+            -> String
+        {
             guard let opened = try lockboxSession() else {
                 return try libsecretCreateItem(alias: alias, label: label, attributes: attributes, secret: secret, contentType: contentType)
             }
             let reply = try inSession(opened) { session in
                 let (iv, ciphertext) = try SessionCrypto.encrypt(secret, key: session.key)
-                let properties = DBusValue.array(.dictEntry(.string, .variant), [
-                    .dictEntry(.string("org.freedesktop.Secret.Item.Label"), .variant(.string(label))),
-                    .dictEntry(.string("org.freedesktop.Secret.Item.Attributes"), .variant(.stringDictionary(attributes))),
-                ])
+                let properties = DBusValue.array(
+                    .dictEntry(.string, .variant),
+                    [
+                        .dictEntry(.string("org.freedesktop.Secret.Item.Label"), .variant(.string(label))),
+                        .dictEntry(.string("org.freedesktop.Secret.Item.Attributes"), .variant(.stringDictionary(attributes))),
+                    ])
                 let value = DBusValue.structure([.objectPath(session.path), .bytes(iv), .bytes(ciphertext), .string(contentType)])
-                return try call(Self.servicePath + "/aliases/" + alias, "org.freedesktop.Secret.Collection", "CreateItem",
-                                [properties, value, .boolean(true)], replyType: "oo")
+                return try call(
+                    Self.servicePath + "/aliases/" + alias, "org.freedesktop.Secret.Collection", "CreateItem",
+                    [properties, value, .boolean(true)], replyType: "oo")
             }
-            let item = reply[0].text ?? "/", prompt = reply[1].text ?? "/"
+            let item = reply[0].text ?? "/"
+            let prompt = reply[1].text ?? "/"
             if item == "/" {
                 guard prompt != "/" else {
-                    throw LockboxError.secretServiceFailed(operation: "storing an item", detail: "the provider returned neither an item nor a prompt")
+                    throw LockboxError.secretServiceFailed(
+                        operation: "storing an item", detail: "the provider returned neither an item nor a prompt")
                 }
                 dismiss(prompt)
                 throw LockboxError.keyringLocked(collection: alias)
@@ -291,8 +304,9 @@ final class SecretServiceClient: @unchecked Sendable {
                 let pair = try SessionCrypto.makeKeyPair()
                 let reply: [DBusValue]
                 do {
-                    reply = try call(Self.servicePath, "org.freedesktop.Secret.Service", "OpenSession",
-                                     [.string(SessionCrypto.algorithm), .variant(.bytes(pair.publicValue))], replyType: "vo")
+                    reply = try call(
+                        Self.servicePath, "org.freedesktop.Secret.Service", "OpenSession",
+                        [.string(SessionCrypto.algorithm), .variant(.bytes(pair.publicValue))], replyType: "vo")
                 } catch let error as DBusConnectionError where error.remoteName == "org.freedesktop.DBus.Error.NotSupported" {
                     try SecretServiceClient.loadLibsecret()
                     connection.sessions = .libsecretFallback
@@ -335,8 +349,10 @@ final class SecretServiceClient: @unchecked Sendable {
 
         /// ``createItem(alias:label:attributes:secret:contentType:)`` through libsecret, which
         /// encrypts the secret for its session.
-        private func libsecretCreateItem(alias: String, label: String, attributes: [String: String], secret: SecretBytes,
-                                         contentType: String) throws -> String {
+        private func libsecretCreateItem(
+            alias: String, label: String, attributes: [String: String], secret: SecretBytes,
+            contentType: String
+        ) throws -> String {
             let service = try secretService()
             let properties = GVariantTable([
                 "org.freedesktop.Secret.Item.Label": g_variant_new_string(label),
@@ -350,10 +366,13 @@ final class SecretServiceClient: @unchecked Sendable {
             }
             defer { if let value { secret_value_unref(UnsafeMutableRawPointer(value)) } }
             let path = try withGError { error in
-                secret_service_create_item_dbus_path_sync(service, Self.servicePath + "/aliases/" + alias, properties.table, value,
-                                                           SECRET_ITEM_CREATE_REPLACE, deadline.cancellable, error)
+                secret_service_create_item_dbus_path_sync(
+                    service, Self.servicePath + "/aliases/" + alias, properties.table, value,
+                    SECRET_ITEM_CREATE_REPLACE, deadline.cancellable, error)
             }
-            guard let path else { throw LockboxError.secretServiceFailed(operation: "storing an item", detail: "the provider returned no item") }
+            guard let path else {
+                throw LockboxError.secretServiceFailed(operation: "storing an item", detail: "the provider returned no item")
+            }
             defer { g_free(path) }
             return String(cString: path)
         }
@@ -375,9 +394,12 @@ final class SecretServiceClient: @unchecked Sendable {
         /// One plain D-Bus method call to the provider, returning the reply's values, which have the
         /// types `replyType` spells (a reply of another shape fails the call, so the reading code
         /// may index the values `replyType` promises).
-        private func call(_ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue], replyType: String) throws -> [DBusValue] {
-            try connection.bus.call(destination: Self.busName, path: path, interface: interface, member: method, body: arguments,
-                                    replySignature: replyType, deadline: deadline)
+        private func call(_ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue], replyType: String) throws
+            -> [DBusValue]
+        {
+            try connection.bus.call(
+                destination: Self.busName, path: path, interface: interface, member: method, body: arguments,
+                replySignature: replyType, deadline: deadline)
         }
 
         private static let servicePath = SecretServiceClient.servicePath

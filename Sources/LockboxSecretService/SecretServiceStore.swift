@@ -64,8 +64,10 @@ public final class SecretServiceStore: SecretStore {
 
     /// A store whose encrypted sessions are made by `sessions` (tests: both must read what the
     /// other wrote), on the session bus `environment` names (tests: a fake provider's).
-    package init(timeout: Double = 5, sessions: SecretServiceSessions = .libcrypto,
-                 environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment) throws {
+    package init(
+        timeout: Double = 5, sessions: SecretServiceSessions = .libcrypto,
+        environment: @escaping @Sendable (String) -> String? = DBusConnection.processEnvironment
+    ) throws {
         client = try SecretServiceClient(timeout: timeout, sessions: sessions, environment: environment)
     }
 
@@ -109,8 +111,9 @@ public final class SecretServiceStore: SecretStore {
             if try calls.isLocked(alias: collectionAlias) { throw LockboxError.keyringLocked(collection: collectionAlias) }
             // Store first (replacing an item with identical attributes in one step), then remove
             // the other items at the same address: a crash in between leaves two copies, never none.
-            let stored = try calls.createItem(alias: collectionAlias, label: label, attributes: attributes, secret: secret,
-                                              contentType: contentType)
+            let stored = try calls.createItem(
+                alias: collectionAlias, label: label, attributes: attributes, secret: secret,
+                contentType: contentType)
             for path in unlocked where path != stored { try calls.deleteItem(path) }
         }
     }
@@ -136,7 +139,7 @@ public final class SecretServiceStore: SecretStore {
                 let item = try calls.itemProperties(path)
                 if item.locked { throw LockboxError.keyringLocked(collection: collectionAlias) }
                 guard let attributes = item.attributes,
-                      let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
+                    let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
                 else { continue }
                 if let existing = byKey[metadata.key], existing.modified >= metadata.modified { continue }
                 byKey[metadata.key] = metadata
@@ -175,7 +178,7 @@ public final class SecretServiceStore: SecretStore {
             for path in unlocked {
                 let item = try calls.itemProperties(path)
                 guard let attributes = item.attributes,
-                      let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
+                    let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
                 else { continue }
                 try calls.deleteItem(path)
                 removed.insert(metadata.key)
@@ -216,14 +219,15 @@ public final class SecretServiceStore: SecretStore {
                     reason: "it was written in Lockbox item format \(format); this Lockbox reads format \(Self.formatVersion)")
             }
             guard let attributes = item.attributes,
-                  let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
+                let metadata = Self.metadata(attributes: attributes, label: item.label, created: item.created, modified: item.modified)
             else {
                 throw LockboxError.undecodableItem(service: key.service, account: key.account, reason: "its attributes are incomplete")
             }
             guard loadSecret else { return FoundItem(metadata: metadata, secret: nil) }
             guard let secret = try calls.secret(at: item.path) else {
-                throw LockboxError.undecodableItem(service: key.service, account: key.account,
-                                                   reason: "the provider returned no secret for it")
+                throw LockboxError.undecodableItem(
+                    service: key.service, account: key.account,
+                    reason: "the provider returned no secret for it")
             }
             return FoundItem(metadata: metadata, secret: secret)
         }
@@ -260,14 +264,14 @@ public final class SecretServiceStore: SecretStore {
         // Any process of the user can write these attributes: an expiry that cannot be read is
         // taken as passed (the strictest reading, as for access), other bookkeeping as absent.
         switch ReservedAttributes.decode({ attributes[reservedAttributePrefix + $0] }) {
-        case let .success((expires, reserved)):
+        case .success((let expires, let reserved)):
             metadata.expires = expires
             metadata.reserved = reserved
-        case let .failure(malformed):
+        case .failure(let malformed):
             if malformed.name == ReservedAttributes.expires { metadata.expires = Date(timeIntervalSince1970: 0) }
             var lenient = attributes
             lenient.removeValue(forKey: reservedAttributePrefix + malformed.name)
-            if case let .success((expires, reserved)) = ReservedAttributes.decode({ lenient[reservedAttributePrefix + $0] }) {
+            if case .success((let expires, let reserved)) = ReservedAttributes.decode({ lenient[reservedAttributePrefix + $0] }) {
                 metadata.expires = metadata.expires ?? expires
                 metadata.reserved = reserved
             }

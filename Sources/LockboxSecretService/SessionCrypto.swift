@@ -103,14 +103,16 @@ package enum SessionCrypto {
         return try SecretBytes(count: Int(LOCKBOX_DH_BYTES)) { out in
             let status = exponent.withUnsafeBytes { bytes -> Int32 in
                 guard bytes.count == Int(LOCKBOX_DH_EXPONENT_BYTES) else { return -1 }
-                return lockbox_dh_shared(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), providerValue, providerValue.count,
-                                         out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+                return lockbox_dh_shared(
+                    bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), providerValue, providerValue.count,
+                    out.baseAddress?.assumingMemoryBound(to: UInt8.self))
             }
             switch status {
             case 0: break
             case -1:
-                throw LockboxError.secretServiceFailed(operation: "opening an encrypted session",
-                                                       detail: "the provider's public key is not a valid Diffie-Hellman value")
+                throw LockboxError.secretServiceFailed(
+                    operation: "opening an encrypted session",
+                    detail: "the provider's public key is not a valid Diffie-Hellman value")
             default: throw libcryptoFailed("opening an encrypted session")
             }
         }
@@ -128,12 +130,15 @@ package enum SessionCrypto {
 
     /// HKDF-SHA-256 (RFC 5869), `length` bytes (1 ... 8160); the session uses an empty salt and no
     /// info.
-    package static func hkdfSHA256(salt: [UInt8] = [], inputKey: UnsafeRawBufferPointer, info: [UInt8] = [],
-                                   length: Int) throws -> SecretBytes {
+    package static func hkdfSHA256(
+        salt: [UInt8] = [], inputKey: UnsafeRawBufferPointer, info: [UInt8] = [],
+        length: Int
+    ) throws -> SecretBytes {
         try loadLibcrypto()
         return try SecretBytes(count: length) { out in
-            let status = lockbox_hkdf_sha256(salt, salt.count, inputKey.baseAddress?.assumingMemoryBound(to: UInt8.self), inputKey.count,
-                                             info, info.count, out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count)
+            let status = lockbox_hkdf_sha256(
+                salt, salt.count, inputKey.baseAddress?.assumingMemoryBound(to: UInt8.self), inputKey.count,
+                info, info.count, out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count)
             if status != 0 { throw libcryptoFailed("deriving the session key") }
         }
     }
@@ -161,8 +166,9 @@ package enum SessionCrypto {
         let status = key.withUnsafeBytes { keyBytes in
             padded.withUnsafeBytes { plain -> Int32 in
                 guard keyBytes.count == 16, iv.count == 16 else { return -1 }
-                return lockbox_aes128_cbc_encrypt(keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), iv,
-                                                  plain.baseAddress?.assumingMemoryBound(to: UInt8.self), plain.count, &ciphertext)
+                return lockbox_aes128_cbc_encrypt(
+                    keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), iv,
+                    plain.baseAddress?.assumingMemoryBound(to: UInt8.self), plain.count, &ciphertext)
             }
         }
         guard status == 0 else { throw libcryptoFailed("encrypting a secret") }
@@ -174,13 +180,15 @@ package enum SessionCrypto {
     /// returned as data.
     package static func decrypt(iv: [UInt8], ciphertext: [UInt8], key: SecretBytes) throws -> SecretBytes {
         let invalid = LockboxError.secretServiceFailed(
-            operation: "reading a secret", detail: "the provider's encrypted secret could not be decrypted (a session mismatch or a damaged reply)")
+            operation: "reading a secret",
+            detail: "the provider's encrypted secret could not be decrypted (a session mismatch or a damaged reply)")
         guard iv.count == 16, !ciphertext.isEmpty, ciphertext.count % 16 == 0, key.count == 16 else { throw invalid }
         try loadLibcrypto()
         let padded = try SecretBytes(count: ciphertext.count) { out in
             let status = key.withUnsafeBytes { keyBytes -> Int32 in
-                lockbox_aes128_cbc_decrypt(keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), iv, ciphertext, ciphertext.count,
-                                           out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+                lockbox_aes128_cbc_decrypt(
+                    keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), iv, ciphertext, ciphertext.count,
+                    out.baseAddress?.assumingMemoryBound(to: UInt8.self))
             }
             if status == -2 { throw libcryptoFailed("reading a secret") }
             if status != 0 { throw invalid }

@@ -1,9 +1,10 @@
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
-import SystemPackage
 import Lockbox
+import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One known-answer vector file: its name and its JSON bytes.
 public struct KnownAnswerVectorFile: Sendable, Hashable {
@@ -131,8 +132,9 @@ public enum KnownAnswerTests {
         }
 
         mutating func record(vector: String, expectation: String, passed: Bool, detail: String, seconds: Double) {
-            let result = KnownAnswerResult(file: file, algorithm: algorithm, source: source, vector: vector, expectation: expectation,
-                                           passed: passed, detail: detail, seconds: seconds)
+            let result = KnownAnswerResult(
+                file: file, algorithm: algorithm, source: source, vector: vector, expectation: expectation,
+                passed: passed, detail: detail, seconds: seconds)
             results.append(result)
             onResult(result)
         }
@@ -149,8 +151,9 @@ public enum KnownAnswerTests {
                 passed = false
                 detail = "\(error)"
             }
-            record(vector: vector, expectation: expectation, passed: passed, detail: detail,
-                   seconds: (clock.now - start).seconds)
+            record(
+                vector: vector, expectation: expectation, passed: passed, detail: detail,
+                seconds: (clock.now - start).seconds)
         }
     }
 
@@ -204,9 +207,12 @@ public enum KnownAnswerTests {
                 let parsed = try PHCString(encoded)
                 let expected = (
                     t: try fields.integer("t"), m: try fields.integer("m_kib"), p: try fields.integer("p"),
-                    salt: Array(try fields.string("salt_utf8").utf8), tag: try fields.hex("tag_hex"))
+                    salt: Array(try fields.string("salt_utf8").utf8), tag: try fields.hex("tag_hex")
+                )
                 guard parsed.t == expected.t, parsed.m == expected.m, parsed.p == expected.p else {
-                    throw VectorError("the encoded string says t=\(parsed.t) m=\(parsed.m) p=\(parsed.p), the vector t=\(expected.t) m=\(expected.m) p=\(expected.p)")
+                    throw VectorError(
+                        "the encoded string says t=\(parsed.t) m=\(parsed.m) p=\(parsed.p), the vector t=\(expected.t) m=\(expected.m) p=\(expected.p)"
+                    )
                 }
                 guard parsed.salt == expected.salt else { throw VectorError("the encoded string's salt differs from salt_utf8") }
                 guard parsed.tag == expected.tag else {
@@ -218,7 +224,8 @@ public enum KnownAnswerTests {
             let verified = Sodium.verifyHashString(encoded, SecretBytes(utf8: password))
             let wanted = expectation == "verify"
             guard verified == wanted else {
-                throw VectorError("crypto_pwhash_argon2id_str_verify \(verified ? "accepted" : "refused") it; it must \(wanted ? "accept" : "refuse") it")
+                throw VectorError(
+                    "crypto_pwhash_argon2id_str_verify \(verified ? "accepted" : "refused") it; it must \(wanted ? "accept" : "refuse") it")
             }
             notes.insert("crypto_pwhash_argon2id_str_verify \(verified ? "accepted" : "refused") it", at: 0)
             return notes.joined(separator: "; ")
@@ -264,8 +271,10 @@ public enum KnownAnswerTests {
         var key: [UInt8], nonce: [UInt8], aad: [UInt8], plaintext: [UInt8], sealed: [UInt8]
     }
 
-    private static func xchacha(_ fields: inout VectorFields, id: String, bases: inout [String: AEADVector],
-                                into sink: inout ResultSink) {
+    private static func xchacha(
+        _ fields: inout VectorFields, id: String, bases: inout [String: AEADVector],
+        into sink: inout ResultSink
+    ) {
         sink.check(id, expectation: (try? fields.string("expect")) ?? "?") {
             let expectation = try fields.string("expect")
             switch expectation {
@@ -280,7 +289,8 @@ public enum KnownAnswerTests {
                     Sodium.seal($0, additionalData: vector.aad, nonce: vector.nonce, key: key)
                 }
                 guard sealed == vector.sealed else {
-                    throw VectorError("crypto_aead_xchacha20poly1305_ietf_encrypt gave \(sealed.vectorHex), expected \(vector.sealed.vectorHex)")
+                    throw VectorError(
+                        "crypto_aead_xchacha20poly1305_ietf_encrypt gave \(sealed.vectorHex), expected \(vector.sealed.vectorHex)")
                 }
                 let opened = open(vector.sealed, aad: vector.aad, nonce: vector.nonce, key: key)
                 guard let opened, opened.withUnsafeBytes({ Array($0) }) == vector.plaintext else {
@@ -292,7 +302,8 @@ public enum KnownAnswerTests {
                 let baseID = try fields.string("base")
                 var change = try fields.object("change")
                 let field = try change.string("field")
-                let offset = try change.integer("offset"), mask = try change.integer("mask")
+                let offset = try change.integer("offset")
+                let mask = try change.integer("mask")
                 try change.finish()
                 try fields.finish()
                 guard var vector = bases[baseID] else { throw VectorError("no valid vector \(baseID) before this one") }
@@ -439,9 +450,10 @@ public enum KnownAnswerTests {
                 credentials.append(.key(SecretBytes(copying: key)))
             case "passphrase":
                 let passphrase = try slot.string("passphrase_utf8")
-                let ops = try slot.integer("opslimit"), memory = try slot.integer("memlimit")
+                let ops = try slot.integer("opslimit")
+                let memory = try slot.integer("memlimit")
                 guard ops > 0, memory > 0,
-                      let kdf = try? KDFParameters(opsLimit: UInt64(ops), memoryLimitBytes: UInt64(memory))
+                    let kdf = try? KDFParameters(opsLimit: UInt64(ops), memoryLimitBytes: UInt64(memory))
                 else { throw VectorError("slot \(index): Argon2id parameters out of range") }
                 source = .passphrase(SecretBytes(utf8: passphrase), kdf)
                 credentials.append(.passphrase(SecretBytes(utf8: passphrase)))
@@ -461,7 +473,8 @@ public enum KnownAnswerTests {
         for (index, json) in try fields.array("items").enumerated() {
             var item = try VectorFields(json, context: "item \(index)")
             let accessName = try item.string("access")
-            let created = try item.integer("created_ms"), modified = try item.integer("modified_ms")
+            let created = try item.integer("created_ms")
+            let modified = try item.integer("modified_ms")
             guard abs(created) <= VaultPayload.timestampLimit, abs(modified) <= VaultPayload.timestampLimit else {
                 throw VectorError("item \(index): timestamps must be within +-2^53 ms, where Lockbox keeps them exactly")
             }
@@ -477,9 +490,10 @@ public enum KnownAnswerTests {
                 previousID: try item.optionalString("previous_id"), companion: try item.optionalString("companion"),
                 companionID: try item.optionalString("companion_id"))
             let entry = VaultEntry(metadata: metadata, secret: SecretBytes(copying: try item.hex("secret_hex")))
-            entries.append(VaultVectorBuilder.RowInput(
-                entry: entry, metadataNonce: nonces ? try item.hex("metadata_nonce_hex") : [],
-                secretNonce: nonces ? try item.hex("secret_nonce_hex") : []))
+            entries.append(
+                VaultVectorBuilder.RowInput(
+                    entry: entry, metadataNonce: nonces ? try item.hex("metadata_nonce_hex") : [],
+                    secretNonce: nonces ? try item.hex("secret_nonce_hex") : []))
             try item.finish()
         }
         return entries
@@ -506,13 +520,13 @@ public enum KnownAnswerTests {
             throw VectorError("the vector lists \(keks.count) KEKs and \(ads.count) associated data for \(built.slotKEKs.count) slots")
         }
         for (index, kek) in built.slotKEKs.enumerated() {
-            guard case let .string(text) = keks[index], let wanted = VectorFields.decodeHex(text) else {
+            guard case .string(let text) = keks[index], let wanted = VectorFields.decodeHex(text) else {
                 throw VectorError("slot_keks_hex[\(index)] is not hex")
             }
             try same("the KEK of slot \(index)", kek.withUnsafeBytes { Array($0) }, wanted)
         }
         for (index, ad) in built.slotAdditionalData.enumerated() {
-            guard case let .string(text) = ads[index], let wanted = VectorFields.decodeHex(text) else {
+            guard case .string(let text) = ads[index], let wanted = VectorFields.decodeHex(text) else {
                 throw VectorError("slot_additional_data_hex[\(index)] is not hex")
             }
             try same("the wrap associated data of slot \(index)", ad, wanted)
@@ -521,7 +535,8 @@ public enum KnownAnswerTests {
         try same("the padded plaintext", built.plaintext.withUnsafeBytes { Array($0) }, try expected.hex("plaintext_hex"))
         try same("the file", built.file, try expected.hex("file_hex"))
         try expected.finish()
-        return "built from the inputs: \(built.file.count) bytes identical (header \(built.headerLength), \(built.slotKEKs.count) slot KEKs, checksum, plaintext)"
+        return
+            "built from the inputs: \(built.file.count) bytes identical (header \(built.headerLength), \(built.slotKEKs.count) slot KEKs, checksum, plaintext)"
     }
 
     private static func checkReader(file: [UInt8], vector: VaultVector) throws -> String {
@@ -529,7 +544,7 @@ public enum KnownAnswerTests {
         let (header, _) = try file.withUnsafeBytes { try VaultHeader.parse($0) }
         let inputs = vector.inputs
         guard header.vaultID == inputs.vaultID, header.generation == inputs.generation,
-              header.bodyNonce == inputs.bodyNonce, header.slots.count == inputs.slots.count
+            header.bodyNonce == inputs.bodyNonce, header.slots.count == inputs.slots.count
         else { throw VectorError("the parsed header differs from the inputs") }
 
         // The real store opens a real file with each slot's credential and must find exactly the items.
@@ -559,19 +574,20 @@ public enum KnownAnswerTests {
                 }
             }
         }
-        return "opened with each of \(vector.credentials.count) slot credentials by EncryptedFileStore; \(vector.expectedEntries.count) items, metadata and secrets as listed"
+        return
+            "opened with each of \(vector.credentials.count) slot credentials by EncryptedFileStore; \(vector.expectedEntries.count) items, metadata and secrets as listed"
     }
 
     private static func compare(_ actual: ItemMetadata, _ expected: ItemMetadata) throws {
         let key = expected.key
         guard actual.kind == expected.kind, actual.label == expected.label, actual.access == expected.access,
-              actual.attributes == expected.attributes
+            actual.attributes == expected.attributes
         else { throw VectorError("item \(key): kind, label, access or attributes differ") }
         guard actual.expires.map(VaultPayload.milliseconds) == expected.expires.map(VaultPayload.milliseconds),
-              actual.reserved == expected.reserved
+            actual.reserved == expected.reserved
         else { throw VectorError("item \(key): expiry or previous-version bookkeeping differs") }
         guard VaultPayload.milliseconds(actual.created) == VaultPayload.milliseconds(expected.created),
-              VaultPayload.milliseconds(actual.modified) == VaultPayload.milliseconds(expected.modified)
+            VaultPayload.milliseconds(actual.modified) == VaultPayload.milliseconds(expected.modified)
         else { throw VectorError("item \(key): timestamps differ") }
     }
 
@@ -585,7 +601,8 @@ public enum KnownAnswerTests {
         if mutation.has("xor") {
             for (index, json) in try mutation.array("xor").enumerated() {
                 var change = try VectorFields(json, context: "xor \(index)")
-                let offset = try change.integer("offset"), mask = try change.integer("mask")
+                let offset = try change.integer("offset")
+                let mask = try change.integer("mask")
                 try change.finish()
                 guard offset >= 0, offset < damaged.count, (1...255).contains(mask) else {
                     throw VectorError("xor \(index): offset or mask out of range")
@@ -626,14 +643,14 @@ public enum KnownAnswerTests {
     /// wrong-credential or unsupported-version, with the reason or version found if given).
     private static func refusal(_ error: LockboxError, wanted: String, reason: String?, found: Int64?) throws -> String {
         switch (wanted, error) {
-        case let ("corrupt", .corruptVault(_, actualReason)):
+        case ("corrupt", .corruptVault(_, let actualReason)):
             guard reason == nil || reason == actualReason else {
                 throw VectorError("refused as corrupt, but for \"\(actualReason)\", not \"\(reason ?? "")\"")
             }
             return "refused as corrupt: \(actualReason)"
         case ("wrong-credential", .wrongCredential):
             return "refused: no slot opens (wrong credential)"
-        case let ("unsupported-version", .unsupportedFormatVersion(_, actualFound, _)):
+        case ("unsupported-version", .unsupportedFormatVersion(_, let actualFound, _)):
             guard found == nil || Int64(actualFound) == found else {
                 throw VectorError("refused as version \(actualFound), not \(found ?? 0)")
             }
@@ -659,8 +676,9 @@ public enum KnownAnswerTests {
 
         /// The database in a new vault file at `path`, written as the store writes one.
         func write(to path: FilePath) throws {
-            try SQLiteVaultStore.build(at: path, replacing: false, vaultID: vaultID, keyCheck: keyCheck, slots: slots,
-                                       rows: rows, busyTimeout: .seconds(1))
+            try SQLiteVaultStore.build(
+                at: path, replacing: false, vaultID: vaultID, keyCheck: keyCheck, slots: slots,
+                rows: rows, busyTimeout: .seconds(1))
         }
     }
 
@@ -708,7 +726,7 @@ public enum KnownAnswerTests {
             let values = try fields.array(name)
             guard values.count == count else { throw VectorError("\(name) has \(values.count) entries, expected \(count)") }
             return try values.enumerated().map { index, value in
-                guard case let .string(text) = value, let bytes = VectorFields.decodeHex(text) else {
+                guard case .string(let text) = value, let bytes = VectorFields.decodeHex(text) else {
                     throw VectorError("\(name)[\(index)] is not hex")
                 }
                 return bytes
@@ -724,10 +742,11 @@ public enum KnownAnswerTests {
         var slots: [KeySlot] = []
         for (index, row) in try hexList(&expected, "slot_rows_hex", count: built.slots.count).enumerated() {
             try same("slot row \(index)", built.slots[index].encoded(), row)
-            slots.append(try row.withUnsafeBytes { buffer throws in
-                var reader = ByteReader(buffer)
-                return try KeySlot.parse(&reader, index: index)
-            })
+            slots.append(
+                try row.withUnsafeBytes { buffer throws in
+                    var reader = ByteReader(buffer)
+                    return try KeySlot.parse(&reader, index: index)
+                })
         }
         let items = try expected.array("items")
         guard items.count == built.rows.count else { throw VectorError("\(items.count) expected rows for \(built.rows.count) items") }
@@ -738,7 +757,9 @@ public enum KnownAnswerTests {
             let listed = SQLiteVaultStore.SealedRow(
                 address: try item.hex("address_hex"), metadata: try item.hex("metadata_hex"), secret: try item.hex("secret_hex"))
             try same("item \(index)'s address", row.row.address, listed.address)
-            try same("item \(index)'s metadata plaintext", row.metadataPlaintext.withUnsafeBytes { Array($0) }, try item.hex("metadata_plaintext_hex"))
+            try same(
+                "item \(index)'s metadata plaintext", row.metadataPlaintext.withUnsafeBytes { Array($0) },
+                try item.hex("metadata_plaintext_hex"))
             try same("item \(index)'s AD_m", row.metadataAdditionalData, try item.hex("metadata_additional_data_hex"))
             try same("item \(index)'s metadata column", row.row.metadata, listed.metadata)
             try same("item \(index)'s AD_s", row.secretAdditionalData, try item.hex("secret_additional_data_hex"))
@@ -748,7 +769,10 @@ public enum KnownAnswerTests {
         }
         try expected.finish()
         let database = Format2Database(vaultID: inputs.vaultID, keyCheck: keyCheck, slots: slots, rows: rows)
-        return ("sealed from the inputs: K_addr, K_row, key_check, \(slots.count) slot KEKs and rows, \(rows.count) addresses, metadata plaintexts, ADs and columns identical", database)
+        return (
+            "sealed from the inputs: K_addr, K_row, key_check, \(slots.count) slot KEKs and rows, \(rows.count) addresses, metadata plaintexts, ADs and columns identical",
+            database
+        )
     }
 
     private static func checkFormat2Reader(_ database: Format2Database, vector: Format2Vector) throws -> String {
@@ -775,10 +799,12 @@ public enum KnownAnswerTests {
                 guard let secret = try store.get(key), secret == entry.secret else { throw VectorError("item \(key) has another secret") }
             }
         }
-        return "a database of the listed rows opened with each of \(vector.credentials.count) slot credentials by SQLiteVaultStore; \(expected.count) items, metadata and secrets as listed"
+        return
+            "a database of the listed rows opened with each of \(vector.credentials.count) slot credentials by SQLiteVaultStore; \(expected.count) items, metadata and secrets as listed"
     }
 
-    private static func checkFormat2Damaged(_ database: Format2Database, vector: Format2Vector, fields: inout VectorFields) throws -> String {
+    private static func checkFormat2Damaged(_ database: Format2Database, vector: Format2Vector, fields: inout VectorFields) throws -> String
+    {
         fields.ignore("description")
         var mutation = try fields.object("mutation")
         var operation = try fields.object("operation")
@@ -787,7 +813,8 @@ public enum KnownAnswerTests {
         var damaged = database
         var pragma: (name: String, value: Int64)?
         func xor(_ bytes: inout [UInt8], _ change: inout VectorFields) throws {
-            let offset = try change.integer("offset"), mask = try change.integer("mask")
+            let offset = try change.integer("offset")
+            let mask = try change.integer("mask")
             let index = offset < 0 ? Int64(bytes.count) + offset : offset
             guard index >= 0, index < Int64(bytes.count), (1...255).contains(mask) else { throw VectorError("offset or mask out of range") }
             bytes[Int(index)] ^= UInt8(mask)
@@ -810,14 +837,15 @@ public enum KnownAnswerTests {
         if mutation.has("swap_columns") {
             var swap = try mutation.object("swap_columns")
             let items = try swap.array("items").map { json throws -> Int in
-                guard case let .integer(value) = json else { throw VectorError("swap_columns items are integers") }
+                guard case .integer(let value) = json else { throw VectorError("swap_columns items are integers") }
                 return try itemIndex(value)
             }
             guard items.count == 2, items[0] != items[1] else { throw VectorError("swap_columns names two items") }
             for json in try swap.array("columns") {
                 let (a, b) = (items[0], items[1])
                 switch json {
-                case .string("metadata"): (damaged.rows[a].metadata, damaged.rows[b].metadata) = (damaged.rows[b].metadata, damaged.rows[a].metadata)
+                case .string("metadata"):
+                    (damaged.rows[a].metadata, damaged.rows[b].metadata) = (damaged.rows[b].metadata, damaged.rows[a].metadata)
                 case .string("secret"): (damaged.rows[a].secret, damaged.rows[b].secret) = (damaged.rows[b].secret, damaged.rows[a].secret)
                 default: throw VectorError("swap_columns: unknown column")
                 }
@@ -856,7 +884,8 @@ public enum KnownAnswerTests {
         let keyFiles = vector.credentials.filter { if case .key = $0 { true } else { false } }
         let verb: String
         do {
-            let store = try SQLiteVaultStore.open(at: path, credentials: keyFiles.isEmpty ? vector.credentials : keyFiles, busyTimeout: .seconds(1))
+            let store = try SQLiteVaultStore.open(
+                at: path, credentials: keyFiles.isEmpty ? vector.credentials : keyFiles, busyTimeout: .seconds(1))
             if operation.has("list") {
                 verb = "listed"
                 _ = try operation.object("list")
@@ -896,8 +925,9 @@ private final class ScratchFolder {
 
     func write(_ bytes: [UInt8], to file: FilePath) throws {
         do {
-            let fd = try FileDescriptor.open(file, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
-                                             permissions: .ownerReadWrite)
+            let fd = try FileDescriptor.open(
+                file, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                permissions: .ownerReadWrite)
             try fd.closeAfter { _ = try fd.writeAll(bytes) }
         } catch {
             throw LockboxError.io(operation: "writing a vector file", path: file.string, errno: error.asErrno)

@@ -10,7 +10,9 @@ extension KnownAnswerTests {
 
     static func hkdf(_ fields: inout VectorFields, id: String, into sink: inout ResultSink) {
         sink.check(id, expectation: "match") {
-            let salt = try fields.hex("salt_hex"), key = try fields.hex("ikm_hex"), info = try fields.hex("info_hex")
+            let salt = try fields.hex("salt_hex")
+            let key = try fields.hex("ikm_hex")
+            let info = try fields.hex("info_hex")
             let expected = try fields.hex("okm_hex")
             try fields.finish()
             guard !expected.isEmpty else { throw VectorError("okm_hex must not be empty") }
@@ -26,12 +28,16 @@ extension KnownAnswerTests {
 
     static func aesCBC(_ fields: inout VectorFields, id: String, into sink: inout ResultSink) {
         sink.check(id, expectation: (try? fields.string("expect")) == "reject" ? "reject" : "match") {
-            let expectation = try fields.string("expect"), padding = try fields.string("padding")
-            let key = try fields.hex("key_hex"), iv = try fields.hex("iv_hex"), ciphertext = try fields.hex("ciphertext_hex")
+            let expectation = try fields.string("expect")
+            let padding = try fields.string("padding")
+            let key = try fields.hex("key_hex")
+            let iv = try fields.hex("iv_hex")
+            let ciphertext = try fields.hex("ciphertext_hex")
             guard key.count == 16, iv.count == 16 else { throw VectorError("the key and the IV must be 16 bytes") }
             switch (expectation, padding) {
             case ("valid", "none"):
-                let direction = try fields.string("direction"), plaintext = try fields.hex("plaintext_hex")
+                let direction = try fields.string("direction")
+                let plaintext = try fields.hex("plaintext_hex")
                 try fields.finish()
                 guard plaintext.count == ciphertext.count, plaintext.count % 16 == 0, !plaintext.isEmpty else {
                     throw VectorError("without padding, plaintext and ciphertext are the same whole number of blocks")
@@ -39,12 +45,20 @@ extension KnownAnswerTests {
                 var out = [UInt8](repeating: 0, count: plaintext.count)
                 switch direction {
                 case "encrypt":
-                    guard lockbox_aes128_cbc_encrypt(key, iv, plaintext, plaintext.count, &out) == 0 else { throw VectorError("encryption failed") }
-                    guard out == ciphertext else { throw VectorError("EVP AES-128-CBC gave \(out.vectorHex), expected \(ciphertext.vectorHex)") }
+                    guard lockbox_aes128_cbc_encrypt(key, iv, plaintext, plaintext.count, &out) == 0 else {
+                        throw VectorError("encryption failed")
+                    }
+                    guard out == ciphertext else {
+                        throw VectorError("EVP AES-128-CBC gave \(out.vectorHex), expected \(ciphertext.vectorHex)")
+                    }
                     return "EVP AES-128-CBC encryption gave the \(ciphertext.count)-byte ciphertext"
                 case "decrypt":
-                    guard lockbox_aes128_cbc_decrypt(key, iv, ciphertext, ciphertext.count, &out) == 0 else { throw VectorError("decryption failed") }
-                    guard out == plaintext else { throw VectorError("EVP AES-128-CBC gave \(out.vectorHex), expected \(plaintext.vectorHex)") }
+                    guard lockbox_aes128_cbc_decrypt(key, iv, ciphertext, ciphertext.count, &out) == 0 else {
+                        throw VectorError("decryption failed")
+                    }
+                    guard out == plaintext else {
+                        throw VectorError("EVP AES-128-CBC gave \(out.vectorHex), expected \(plaintext.vectorHex)")
+                    }
                     return "EVP AES-128-CBC decryption gave the \(plaintext.count)-byte plaintext"
                 default: throw VectorError("direction must be encrypt or decrypt, not \(direction)")
                 }
@@ -53,10 +67,15 @@ extension KnownAnswerTests {
                 let plaintext = try fields.hex("plaintext_hex")
                 try fields.finish()
                 let sealed = try SessionCrypto.encrypt(SecretBytes(copying: plaintext), key: SecretBytes(copying: key), iv: iv)
-                guard sealed == ciphertext else { throw VectorError("SessionCrypto.encrypt gave \(sealed.vectorHex), expected \(ciphertext.vectorHex)") }
+                guard sealed == ciphertext else {
+                    throw VectorError("SessionCrypto.encrypt gave \(sealed.vectorHex), expected \(ciphertext.vectorHex)")
+                }
                 let opened = try SessionCrypto.decrypt(iv: iv, ciphertext: ciphertext, key: SecretBytes(copying: key))
-                guard opened.withUnsafeBytes({ Array($0) }) == plaintext else { throw VectorError("SessionCrypto.decrypt did not give the plaintext back") }
-                return "SessionCrypto.encrypt gave the ciphertext (PKCS#7, \(plaintext.count) bytes padded to \(ciphertext.count)); decrypt gave the plaintext back"
+                guard opened.withUnsafeBytes({ Array($0) }) == plaintext else {
+                    throw VectorError("SessionCrypto.decrypt did not give the plaintext back")
+                }
+                return
+                    "SessionCrypto.encrypt gave the ciphertext (PKCS#7, \(plaintext.count) bytes padded to \(ciphertext.count)); decrypt gave the plaintext back"
             case ("reject", "pkcs7"):
                 try fields.finish()
                 do {
@@ -85,8 +104,10 @@ extension KnownAnswerTests {
                 return "libcrypto's BN_get_rfc2409_prime_1024 is the RFC's prime"
             case "valid":
                 let exponent = SecretBytes(copying: try fields.hex("exponent_hex"))
-                let publicValue = try fields.hex("public_hex"), peer = try fields.hex("peer_public_hex")
-                let shared = try fields.hex("shared_hex"), sessionKey = try fields.hex("session_key_hex")
+                let publicValue = try fields.hex("public_hex")
+                let peer = try fields.hex("peer_public_hex")
+                let shared = try fields.hex("shared_hex")
+                let sessionKey = try fields.hex("session_key_hex")
                 try fields.finish()
                 let computed = try SessionCrypto.publicValue(exponent: exponent)
                 guard computed == publicValue else { throw VectorError("2^exponent gave \(computed?.vectorHex ?? "nothing")") }
@@ -96,11 +117,14 @@ extension KnownAnswerTests {
                 guard key == sessionKey else { throw VectorError("the session key is \(key?.vectorHex ?? "none")") }
                 return "BN_mod_exp_mont_consttime gave the public and shared values; HKDF the session key"
             case "reject":
-                let exponent = SecretBytes(copying: try fields.hex("exponent_hex")), peer = try fields.hex("peer_public_hex")
+                let exponent = SecretBytes(copying: try fields.hex("exponent_hex"))
+                let peer = try fields.hex("peer_public_hex")
                 try fields.finish()
                 do {
                     _ = try SessionCrypto.sharedValue(exponent: exponent, providerValue: peer)
-                } catch LockboxError.secretServiceFailed(operation: "opening an encrypted session", let detail) where detail.contains("not a valid") {
+                } catch LockboxError.secretServiceFailed(operation: "opening an encrypted session", let detail)
+                    where detail.contains("not a valid")
+                {
                     return "SessionCrypto refused the peer value"
                 }
                 throw VectorError("SessionCrypto accepted a peer value outside 2 ... p-2")

@@ -37,7 +37,7 @@ package enum VaultVectorBuilder {
     package static func build(_ inputs: Inputs) throws -> Output {
         let (slots, keks, additionalData) = try wrap(inputs.slots, vaultID: inputs.vaultID, dataKey: inputs.dataKey)
         guard inputs.vaultID.count == VaultHeader.vaultIDBytes, inputs.bodyNonce.count == Sodium.aeadNonceBytes,
-              inputs.dataKey.count == Sodium.aeadKeyBytes
+            inputs.dataKey.count == Sodium.aeadKeyBytes
         else {
             throw VectorError("the vault ID must be 16 bytes, the body nonce 24 and the data key 32")
         }
@@ -73,7 +73,7 @@ package enum VaultVectorBuilder {
         for input in inputs {
             var slot: KeySlot
             switch input.source {
-            case let .passphrase(_, kdf):
+            case .passphrase(_, let kdf):
                 slot = KeySlot(kind: .passphrase, kdf: kdf, salt: input.salt, nonce: input.nonce, wrappedKey: [])
             case .key:
                 slot = KeySlot(kind: .keyFile, kdf: nil, salt: input.salt, nonce: input.nonce, wrappedKey: [])

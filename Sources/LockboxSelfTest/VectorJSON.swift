@@ -54,7 +54,7 @@ struct VectorFields {
     private var used: Set<String> = []
 
     init(_ value: VectorJSON, context: String) throws {
-        guard case let .object(values) = value else { throw VectorError("\(context): expected a JSON object") }
+        guard case .object(let values) = value else { throw VectorError("\(context): expected a JSON object") }
         self.values = values
         self.context = context
     }
@@ -87,7 +87,7 @@ struct VectorFields {
     }
 
     mutating func string(_ key: String) throws -> String {
-        guard case let .string(string) = try value(key) else { throw VectorError("\(context): \(key) must be a string") }
+        guard case .string(let string) = try value(key) else { throw VectorError("\(context): \(key) must be a string") }
         return string
     }
 
@@ -96,7 +96,7 @@ struct VectorFields {
     }
 
     mutating func integer(_ key: String) throws -> Int64 {
-        guard case let .integer(number) = try value(key) else { throw VectorError("\(context): \(key) must be an integer") }
+        guard case .integer(let number) = try value(key) else { throw VectorError("\(context): \(key) must be an integer") }
         return number
     }
 
@@ -105,7 +105,7 @@ struct VectorFields {
     }
 
     mutating func bool(_ key: String) throws -> Bool {
-        guard case let .bool(flag) = try value(key) else { throw VectorError("\(context): \(key) must be true or false") }
+        guard case .bool(let flag) = try value(key) else { throw VectorError("\(context): \(key) must be true or false") }
         return flag
     }
 
@@ -122,7 +122,7 @@ struct VectorFields {
     }
 
     mutating func array(_ key: String) throws -> [VectorJSON] {
-        guard case let .array(items) = try value(key) else { throw VectorError("\(context): \(key) must be an array") }
+        guard case .array(let items) = try value(key) else { throw VectorError("\(context): \(key) must be an array") }
         return items
     }
 
@@ -131,10 +131,10 @@ struct VectorFields {
     }
 
     mutating func stringMap(_ key: String) throws -> [String: String] {
-        guard case let .object(entries) = try value(key) else { throw VectorError("\(context): \(key) must be an object") }
+        guard case .object(let entries) = try value(key) else { throw VectorError("\(context): \(key) must be an object") }
         var map: [String: String] = [:]
         for (name, value) in entries {
-            guard case let .string(string) = value else { throw VectorError("\(context): \(key).\(name) must be a string") }
+            guard case .string(let string) = value else { throw VectorError("\(context): \(key).\(name) must be a string") }
             map[name] = string
         }
         return map

@@ -42,7 +42,8 @@ public final class TPMConnection {
         guard let configured = environment["LOCKBOX_TPM_TIMEOUT"], !configured.isEmpty else { return defaultTimeout }
         guard let seconds = Double(configured), seconds > 0, seconds <= maximumTimeout else {
             throw LockboxError.invalidArgument(
-                "LOCKBOX_TPM_TIMEOUT is '\(configured.prefix(32))'; expected a number of seconds above 0 and at most \(Int(maximumTimeout))")
+                "LOCKBOX_TPM_TIMEOUT is '\(configured.prefix(32))'; expected a number of seconds above 0 and at most \(Int(maximumTimeout))"
+            )
         }
         return seconds
     }
@@ -132,7 +133,7 @@ public final class TPMConnection {
         let function = progress.withLock { $0 }
         let result = waiting.withLock { table in
             call.withLock { state -> Result<T, any Error>? in
-                guard case let .finished(result) = state else {
+                guard case .finished(let result) = state else {
                     state = .abandoned
                     table[tcti] = ((table[tcti]?.count ?? 0) + 1, function)
                     return nil
@@ -180,7 +181,8 @@ public final class TPMConnection {
         var template = TPM2B_PUBLIC()
         template.publicArea.type = TPM2_ALG_ECC
         template.publicArea.nameAlg = TPM2_ALG_SHA256
-        template.publicArea.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT
+        template.publicArea.objectAttributes =
+            TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT
             | TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA
             | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT
         template.publicArea.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_AES
@@ -199,10 +201,12 @@ public final class TPMConnection {
         var creationData: UnsafeMutablePointer<TPM2B_CREATION_DATA>?
         var creationHash: UnsafeMutablePointer<TPM2B_DIGEST>?
         var creationTicket: UnsafeMutablePointer<TPMT_TK_CREATION>?
-        try check("Esys_CreatePrimary", Esys_CreatePrimary(
-            context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-            &sensitive, &template, &outsideInfo, &creationPCR, &handle,
-            &outPublic, &creationData, &creationHash, &creationTicket))
+        try check(
+            "Esys_CreatePrimary",
+            Esys_CreatePrimary(
+                context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
+                &sensitive, &template, &outsideInfo, &creationPCR, &handle,
+                &outPublic, &creationData, &creationHash, &creationTicket))
         Esys_Free(outPublic)
         Esys_Free(creationData)
         Esys_Free(creationHash)
@@ -255,9 +259,11 @@ public final class TPMConnection {
         symmetric.keyBits.aes = 128
         symmetric.mode.aes = TPM2_ALG_CFB
         var session: ESYS_TR = ESYS_TR_NONE
-        try check("Esys_StartAuthSession", Esys_StartAuthSession(
-            context, salt ?? ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-            nil, kind.rawValue, &symmetric, TPM2_ALG_SHA256, &session))
+        try check(
+            "Esys_StartAuthSession",
+            Esys_StartAuthSession(
+                context, salt ?? ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+                nil, kind.rawValue, &symmetric, TPM2_ALG_SHA256, &session))
         defer { Esys_FlushContext(context, session) }
         let attributes = TPMA_SESSION(TPMA_SESSION_CONTINUESESSION) | TPMA_SESSION(encrypt.rawValue)
         try check("Esys_TRSess_SetAttributes", Esys_TRSess_SetAttributes(context, session, attributes, 0xFF))
@@ -279,9 +285,11 @@ public final class TPMConnection {
         var creationData: UnsafeMutablePointer<TPM2B_CREATION_DATA>?
         var creationHash: UnsafeMutablePointer<TPM2B_DIGEST>?
         var creationTicket: UnsafeMutablePointer<TPMT_TK_CREATION>?
-        try check("Esys_Create", Esys_Create(
-            context, parent, session, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template, &outsideInfo,
-            &creationPCR, &outPrivate, &outPublic, &creationData, &creationHash, &creationTicket))
+        try check(
+            "Esys_Create",
+            Esys_Create(
+                context, parent, session, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template, &outsideInfo,
+                &creationPCR, &outPrivate, &outPublic, &creationData, &creationHash, &creationTicket))
         defer {
             Esys_Free(outPrivate)
             Esys_Free(outPublic)
@@ -305,8 +313,10 @@ public final class TPMConnection {
         var inPublic = `public`
         var inPrivate = `private`
         var handle: ESYS_TR = ESYS_TR_NONE
-        try check("Esys_Load", Esys_Load(
-            context, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &inPrivate, &inPublic, &handle))
+        try check(
+            "Esys_Load",
+            Esys_Load(
+                context, parent, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &inPrivate, &inPublic, &handle))
         defer { Esys_FlushContext(context, handle) }
         return try body(handle)
     }
@@ -354,8 +364,10 @@ public final class TPMConnection {
     public func policyPCR(_ session: ESYS_TR, pcrs: PCRSelection) throws {
         var digest = TPM2B_DIGEST()
         var selection = pcrs.list
-        try check("Esys_PolicyPCR", Esys_PolicyPCR(
-            context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest, &selection))
+        try check(
+            "Esys_PolicyPCR",
+            Esys_PolicyPCR(
+                context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest, &selection))
     }
 
     /// Adds "the caller knows the object's authValue" to the policy `session`.
@@ -370,8 +382,10 @@ public final class TPMConnection {
     /// The corresponding C function is `Esys_PolicyGetDigest`.
     public func policyDigest(_ session: ESYS_TR) throws -> TPM2B_DIGEST {
         var digest: UnsafeMutablePointer<TPM2B_DIGEST>?
-        try check("Esys_PolicyGetDigest", Esys_PolicyGetDigest(
-            context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest))
+        try check(
+            "Esys_PolicyGetDigest",
+            Esys_PolicyGetDigest(
+                context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest))
         defer { Esys_Free(digest) }
         guard let digest else {
             throw TPMError(function: "Esys_PolicyGetDigest", responseCode: TPMError.esysGeneralFailure)
@@ -387,8 +401,10 @@ public final class TPMConnection {
     public func properties(from property: UInt32, count: UInt32) throws -> [UInt32: UInt32] {
         var more: TPMI_YES_NO = 0
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        try check("Esys_GetCapability", Esys_GetCapability(
-            context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES, property, count, &more, &data))
+        try check(
+            "Esys_GetCapability",
+            Esys_GetCapability(
+                context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES, property, count, &more, &data))
         defer { Esys_Free(data) }
         guard let data else { return [:] }
         var result: [UInt32: UInt32] = [:]
@@ -408,9 +424,11 @@ public final class TPMConnection {
         maxTries: UInt32, recoveryTime: UInt32, lockoutRecovery: UInt32, lockoutAuth: SecretBytes? = nil
     ) throws {
         try setAuth(ESYS_TR_RH_LOCKOUT, lockoutAuth)
-        try check("Esys_DictionaryAttackParameters", Esys_DictionaryAttackParameters(
-            context, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-            maxTries, recoveryTime, lockoutRecovery))
+        try check(
+            "Esys_DictionaryAttackParameters",
+            Esys_DictionaryAttackParameters(
+                context, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
+                maxTries, recoveryTime, lockoutRecovery))
     }
 
     /// Resets the dictionary-attack counter and ends a lockout, authorized by `lockoutAuth` (what
@@ -419,8 +437,10 @@ public final class TPMConnection {
     /// The corresponding C function is `Esys_DictionaryAttackLockReset`.
     public func resetDictionaryAttackLockout(lockoutAuth: SecretBytes? = nil) throws {
         try setAuth(ESYS_TR_RH_LOCKOUT, lockoutAuth)
-        try check("Esys_DictionaryAttackLockReset", Esys_DictionaryAttackLockReset(
-            context, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE))
+        try check(
+            "Esys_DictionaryAttackLockReset",
+            Esys_DictionaryAttackLockReset(
+                context, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE))
     }
 }
 

@@ -94,6 +94,7 @@ public struct TPMDictionaryAttack: Sendable, Equatable, CustomStringConvertible 
         } else {
             lockout = ", IN LOCKOUT until its lockout authority resets it"
         }
-        return "failed tries \(failedTries) of \(maxTries), recovery 1 per \(recoveryTime) s, lockout-auth recovery \(lockoutRecovery) s" + lockout
+        return "failed tries \(failedTries) of \(maxTries), recovery 1 per \(recoveryTime) s, lockout-auth recovery \(lockoutRecovery) s"
+            + lockout
     }
 }

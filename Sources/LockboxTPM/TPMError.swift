@@ -98,19 +98,24 @@ public struct TPMError: LockboxCodedError, Equatable {
     public var description: String {
         let detail = "(\(function): \(Self.decode(responseCode)), 0x\(String(responseCode, radix: 16)))"
         if let timeout {
-            return "the TPM did not answer within \(Self.seconds(timeout)) s (\(function) was waiting for it): it accepts connections but is hung or overloaded. A recovery passphrase or key file still opens the vault."
+            return
+                "the TPM did not answer within \(Self.seconds(timeout)) s (\(function) was waiting for it): it accepts connections but is hung or overloaded. A recovery passphrase or key file still opens the vault."
         }
         switch failure {
         case .unavailable:
-            return "no TPM could be reached \(detail): the machine has no TPM 2.0 behind this TCTI, or this user may not use it. A recovery passphrase or key file still opens the vault."
+            return
+                "no TPM could be reached \(detail): the machine has no TPM 2.0 behind this TCTI, or this user may not use it. A recovery passphrase or key file still opens the vault."
         case .authorizationFailed:
             return "the TPM refused the PIN; the TPM counted the failure \(detail)"
         case .lockedOut:
-            return "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes or its lockout authority resets it \(detail). A recovery passphrase or key file still opens the vault."
+            return
+                "the TPM is in dictionary-attack lockout after too many wrong PINs and refuses every PIN until its recovery time passes or its lockout authority resets it \(detail). A recovery passphrase or key file still opens the vault."
         case .policyMismatch:
-            return "the TPM refused: the PCR values differ from those the key slot was sealed to (a firmware, boot loader or kernel update, or another boot configuration) \(detail). A recovery passphrase or key file still opens the vault; a TPM slot sealed again to today's values works."
+            return
+                "the TPM refused: the PCR values differ from those the key slot was sealed to (a firmware, boot loader or kernel update, or another boot configuration) \(detail). A recovery passphrase or key file still opens the vault; a TPM slot sealed again to today's values works."
         case .foreignObject:
-            return "this TPM cannot load the key slot: it was sealed by another TPM, or this TPM was cleared since \(detail). A recovery passphrase or key file still opens the vault."
+            return
+                "this TPM cannot load the key slot: it was sealed by another TPM, or this TPM was cleared since \(detail). A recovery passphrase or key file still opens the vault."
         case .other:
             return "\(function) failed: \(Self.decode(responseCode)) (0x\(String(responseCode, radix: 16)))"
         }

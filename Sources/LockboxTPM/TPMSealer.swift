@@ -175,7 +175,9 @@ public struct TPMSealer: Sendable {
             try shape.check(pin)
         } catch let LockboxError.pinRejected(rule) where unsealing {
             throw LockboxError.pinRejected(
-                rule: "\(rule), so it cannot be this TPM slot's PIN; the TPM was not asked and no try of its dictionary-attack limit was used")
+                rule:
+                    "\(rule), so it cannot be this TPM slot's PIN; the TPM was not asked and no try of its dictionary-attack limit was used"
+            )
         }
     }
 
@@ -204,8 +206,9 @@ public struct TPMSealer: Sendable {
                     }
                     guard now.bytes == blob.public.publicArea.authPolicy.bytes else {
                         // What TPM2_Unseal would return: TPM_RC_POLICY_FAIL for session 1.
-                        throw TPMError(function: "Esys_PolicyGetDigest, compared with the slot's policy",
-                                       responseCode: TPMError.policyFail | 0x900)
+                        throw TPMError(
+                            function: "Esys_PolicyGetDigest, compared with the slot's policy",
+                            responseCode: TPMError.policyFail | 0x900)
                     }
                 }
             }
@@ -265,8 +268,10 @@ struct SealedBlob {
     /// SHA-256 object's authValue can be).
     static func authValue(pin: SecretBytes, kdf: KDFParameters, salt: [UInt8]) throws -> SecretBytes {
         guard pin.count > 0 else { throw LockboxError.invalidArgument("the PIN must not be empty") }
-        guard let key = Sodium.deriveKey(length: 32, passphrase: pin, salt: salt,
-                                         opsLimit: kdf.opsLimit, memLimit: kdf.memoryLimitBytes)
+        guard
+            let key = Sodium.deriveKey(
+                length: 32, passphrase: pin, salt: salt,
+                opsLimit: kdf.opsLimit, memLimit: kdf.memoryLimitBytes)
         else {
             throw LockboxError.keySlot("Argon2id could not run with \(kdf): not enough memory?")
         }
@@ -289,10 +294,12 @@ struct SealedBlob {
         var privateCount = 0
         var publicArea = `public`
         var privateArea = `private`
-        try check("Tss2_MU_TPM2B_PUBLIC_Marshal",
-                  Tss2_MU_TPM2B_PUBLIC_Marshal(&publicArea, &publicBytes, publicBytes.count, &publicCount))
-        try check("Tss2_MU_TPM2B_PRIVATE_Marshal",
-                  Tss2_MU_TPM2B_PRIVATE_Marshal(&privateArea, &privateBytes, privateBytes.count, &privateCount))
+        try check(
+            "Tss2_MU_TPM2B_PUBLIC_Marshal",
+            Tss2_MU_TPM2B_PUBLIC_Marshal(&publicArea, &publicBytes, publicBytes.count, &publicCount))
+        try check(
+            "Tss2_MU_TPM2B_PRIVATE_Marshal",
+            Tss2_MU_TPM2B_PRIVATE_Marshal(&privateArea, &privateBytes, privateBytes.count, &privateCount))
         writer.append(UInt16(publicCount))
         writer.append(Array(publicBytes.prefix(publicCount)))
         writer.append(UInt16(privateCount))
@@ -327,11 +334,11 @@ struct SealedBlob {
                 guard reader.remaining == 0 else { throw FormatError("\(reader.remaining) unexpected bytes") }
                 var offset = 0
                 guard Tss2_MU_TPM2B_PUBLIC_Unmarshal(publicBytes, publicBytes.count, &offset, &publicArea) == TSS2_RC_SUCCESS,
-                      offset == publicBytes.count
+                    offset == publicBytes.count
                 else { throw FormatError("unreadable public part") }
                 offset = 0
                 guard Tss2_MU_TPM2B_PRIVATE_Unmarshal(privateBytes, privateBytes.count, &offset, &privateArea) == TSS2_RC_SUCCESS,
-                      offset == privateBytes.count
+                    offset == privateBytes.count
                 else { throw FormatError("unreadable private part") }
                 return SealedBlob(pcrs: pcrs, pin: pin, public: publicArea, private: privateArea)
             }

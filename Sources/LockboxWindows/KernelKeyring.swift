@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CKeyutils
 import Lockbox
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Typed wrappers over the few libkeyutils calls Lockbox uses: `user` keys in the calling
 /// process's session keyring, readable only by processes that possess them (that share the

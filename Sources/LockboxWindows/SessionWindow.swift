@@ -1,6 +1,6 @@
 import FoundationEssentials
-import SystemPackage
 import Lockbox
+import SystemPackage
 
 /// A re-authentication window shared by the processes of one login session, like sudo's
 /// timestamp — but kept in the Linux kernel keyring, never on disk: a `user` key in the session
@@ -58,54 +58,68 @@ public enum SessionWindow {
     ///   - dataKey: the file vault's unwrapped data key, kept in the window so commands inside it
     ///     need no credential; `nil` for the Secret Service.
     ///   - clock: the monotonic clock the window's expiry is counted on.
-    public static func open(scope: String, duration: Duration, openedBy: String, credentialFingerprint: String,
-                            pin: (profile: PinProfile, fingerprint: String)? = nil, dataKey: SecretBytes? = nil,
-                            clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
+    public static func open(
+        scope: String, duration: Duration, openedBy: String, credentialFingerprint: String,
+        pin: (profile: PinProfile, fingerprint: String)? = nil, dataKey: SecretBytes? = nil,
+        clock: ReauthGate.Clock = ReauthGate.monotonicClock
+    ) throws {
         let seconds = max(1, duration.seconds)
         let expires = clock() + seconds
-        let payload = encode(Contents(expires: expires, openedBy: openedBy, fingerprint: credentialFingerprint,
-                                      pinService: pin?.profile.service ?? "", pinName: pin?.profile.name ?? "",
-                                      pinFingerprint: pin?.fingerprint ?? "", dataKey: dataKey))
+        let payload = encode(
+            Contents(
+                expires: expires, openedBy: openedBy, fingerprint: credentialFingerprint,
+                pinService: pin?.profile.service ?? "", pinName: pin?.profile.name ?? "",
+                pinFingerprint: pin?.fingerprint ?? "", dataKey: dataKey))
         // The kernel counts whole seconds from the current second (not from now), so a timeout of
         // N can fire up to a second early: give it one more and let the payload's exact expiry,
         // checked on every read, end the window on time.
-        _ = try KernelKeyring.add(description: descriptionPrefix + scope, payload: payload,
-                                  timeoutSeconds: UInt32(min(seconds.rounded(.up) + 1, Double(UInt32.max))))
+        _ = try KernelKeyring.add(
+            description: descriptionPrefix + scope, payload: payload,
+            timeoutSeconds: UInt32(min(seconds.rounded(.up) + 1, Double(UInt32.max))))
     }
 
     /// Opens the window for a file vault (carrying its data key), after a passphrase or, with
     /// `pin`, a PIN check the caller made. `clock`: as for
     /// ``open(scope:duration:openedBy:credentialFingerprint:pin:dataKey:clock:)``.
-    public static func open(for store: EncryptedFileStore, duration: Duration, openedBy: String,
-                            pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
+    public static func open(
+        for store: EncryptedFileStore, duration: Duration, openedBy: String,
+        pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock
+    ) throws {
         try open(material: store.windowMaterial(), store: store, duration: duration, openedBy: openedBy, pin: pin, clock: clock)
     }
 
     /// Opens the window for a format-2 vault (carrying its data key), as
     /// ``open(for:duration:openedBy:pin:clock:)-(EncryptedFileStore,_,_,_,_)`` does for format 1.
-    public static func open(for store: SQLiteVaultStore, duration: Duration, openedBy: String,
-                            pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
+    public static func open(
+        for store: SQLiteVaultStore, duration: Duration, openedBy: String,
+        pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock
+    ) throws {
         try open(material: store.windowMaterial(), store: store, duration: duration, openedBy: openedBy, pin: pin, clock: clock)
     }
 
     /// Opens the window for a file vault in either format, as ``FileVault`` opened it (carrying
     /// its data key). Throws ``LockboxError/invalidArgument(_:)`` for a store that is not a file
     /// vault. `clock`: as for ``open(scope:duration:openedBy:credentialFingerprint:pin:dataKey:clock:)``.
-    public static func open(for store: any KeySlotManaging, duration: Duration, openedBy: String,
-                            pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock) throws {
+    public static func open(
+        for store: any KeySlotManaging, duration: Duration, openedBy: String,
+        pin: PinProfile? = nil, clock: ReauthGate.Clock = ReauthGate.monotonicClock
+    ) throws {
         guard let fileVault = store as? any FileVaultWindowMaterial else {
             throw LockboxError.invalidArgument("a session window carrying a data key is opened for a file vault only")
         }
         try open(material: fileVault.windowMaterial(), store: store, duration: duration, openedBy: openedBy, pin: pin, clock: clock)
     }
 
-    private static func open(material: (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes), store: any SecretStore,
-                             duration: Duration, openedBy: String, pin: PinProfile?, clock: ReauthGate.Clock) throws {
+    private static func open(
+        material: (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes), store: any SecretStore,
+        duration: Duration, openedBy: String, pin: PinProfile?, clock: ReauthGate.Clock
+    ) throws {
         let scope = "vault:" + material.vaultID.hexString
         var binding: (profile: PinProfile, fingerprint: String)?
         if let pin, let fingerprint = try PinGuard(store: store).fingerprint(pin) { binding = (pin, fingerprint) }
-        try open(scope: scope, duration: duration, openedBy: openedBy, credentialFingerprint: material.fingerprint,
-                 pin: binding, dataKey: material.dataKey, clock: clock)
+        try open(
+            scope: scope, duration: duration, openedBy: openedBy, credentialFingerprint: material.fingerprint,
+            pin: binding, dataKey: material.dataKey, clock: clock)
     }
 
     /// Whether the window for `scope` is open (its expiry not passed on `clock`) and, if a PIN
@@ -127,11 +141,13 @@ public enum SessionWindow {
     /// (none, expired on `clock`, revoked, or the vault's keys changed since — then the window is
     /// revoked). Format 1 only; ``FileVault/open(at:window:credentials:readOnly:timeout:now:)``
     /// with ``fileVaultWindows(clock:)`` opens either format, through a window or with credentials.
-    public static func openStore(at path: FilePath, clock: @escaping ReauthGate.Clock = ReauthGate.monotonicClock) throws -> EncryptedFileStore? {
+    public static func openStore(at path: FilePath, clock: @escaping ReauthGate.Clock = ReauthGate.monotonicClock) throws
+        -> EncryptedFileStore?
+    {
         let snapshot = try EncryptedFileStore.readSnapshot(at: path)
         guard let key = fileVaultWindows(clock: clock).key(forVault: snapshot.vaultID) else { return nil }
         if let store = try EncryptedFileStore.open(snapshot, windowDataKey: key.dataKey, fingerprint: key.fingerprint),
-           try key.confirm(store)
+            try key.confirm(store)
         {
             return store
         }
@@ -188,8 +204,8 @@ public enum SessionWindow {
 
     package static func read(scope: String, clock: ReauthGate.Clock = ReauthGate.monotonicClock) -> Contents? {
         guard let id = KernelKeyring.search(description: descriptionPrefix + scope),
-              let payload = KernelKeyring.read(id),
-              let contents = decode(payload)
+            let payload = KernelKeyring.read(id),
+            let contents = decode(payload)
         else { return nil }
         guard contents.expires > clock() else {
             KernelKeyring.invalidate(id)
@@ -226,9 +242,10 @@ public enum SessionWindow {
                 for _ in 0..<5 { fields.append(try reader.readShortString("field")) }
                 let keyLength = Int(try reader.read(UInt8.self, "key length"))
                 let key = try reader.readSlice(keyLength, "key")
-                return Contents(expires: expires, openedBy: fields[0], fingerprint: fields[1], pinService: fields[2],
-                                pinName: fields[3], pinFingerprint: fields[4],
-                                dataKey: keyLength > 0 ? SecretBytes(copying: key) : nil)
+                return Contents(
+                    expires: expires, openedBy: fields[0], fingerprint: fields[1], pinService: fields[2],
+                    pinName: fields[3], pinFingerprint: fields[4],
+                    dataKey: keyLength > 0 ? SecretBytes(copying: key) : nil)
             } catch {
                 return nil
             }

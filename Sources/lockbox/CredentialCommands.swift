@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-import CLinux
 import ArgumentParser
+import CLinux
 import Dispatch
 import FoundationEssentials
 import Lockbox
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -59,8 +60,10 @@ struct GetToken: ParsableCommand {
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
     @Option(help: "Which token: access or refresh.") var field: TokenField = .access
-    @Flag(help: "Print the whole token set as JSON (tokens included): accessToken, tokenType, refreshToken, expiresAt, scope, subject.") var json = false
-    @Option(help: ArgumentHelp("A command that refreshes the tokens (it is described in this command's help).", valueName: "command")) var refreshWith: String?
+    @Flag(help: "Print the whole token set as JSON (tokens included): accessToken, tokenType, refreshToken, expiresAt, scope, subject.")
+    var json = false
+    @Option(help: ArgumentHelp("A command that refreshes the tokens (it is described in this command's help).", valueName: "command"))
+    var refreshWith: String?
     @Option(help: ArgumentHelp("Seconds before expiry that a token counts as expired.", valueName: "seconds")) var leeway: Double = 60
     @Flag(help: "Print the access token even when it has expired (else exit 53 without --refresh-with).") var allowExpired = false
 
@@ -74,9 +77,11 @@ struct GetToken: ParsableCommand {
     func run() throws {
         let tokens = TokenStore(store: try vaultOptions.storeOpener().openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
         if let refreshWith {
-            _ = try blockingAwait { try await tokens.validAccessToken(service: service, account: account) { current in
-                try Self.runRefresher(refreshWith, current)
-            } }
+            _ = try blockingAwait {
+                try await tokens.validAccessToken(service: service, account: account) { current in
+                    try Self.runRefresher(refreshWith, current)
+                }
+            }
         }
         guard let set = try tokens.load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
@@ -90,9 +95,10 @@ struct GetToken: ParsableCommand {
             struct Tokens: Encodable {
                 var accessToken: String, tokenType: String, refreshToken: String?, expiresAt: Date?, scope: String?, subject: String?
             }
-            let tokens = Tokens(accessToken: set.accessToken.stringValue() ?? "", tokenType: set.tokenType,
-                                refreshToken: set.refreshToken?.stringValue(), expiresAt: set.expiresAt, scope: set.scope,
-                                subject: set.subject)
+            let tokens = Tokens(
+                accessToken: set.accessToken.stringValue() ?? "", tokenType: set.tokenType,
+                refreshToken: set.refreshToken?.stringValue(), expiresAt: set.expiresAt, scope: set.scope,
+                subject: set.subject)
             try Console.printJSON(tokens)
             return
         }
@@ -115,8 +121,10 @@ struct GetToken: ParsableCommand {
             throw TokenRefreshError.rejected("the refresher answered invalid_grant")
         }
         guard status == 0 else {
-            throw RefreshFailed(detail: status > 0 ? "the refresh command exited with status \(status)"
-                                                    : "the refresh command was killed by signal \(-status)")
+            throw RefreshFailed(
+                detail: status > 0
+                    ? "the refresh command exited with status \(status)"
+                    : "the refresh command was killed by signal \(-status)")
         }
         do {
             return try TokenSet(oauthResponse: data, previous: current)
@@ -126,14 +134,15 @@ struct GetToken: ParsableCommand {
     }
 }
 
-
 struct TokenStatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "When the access token expires; never a token.",
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "When the access token expires; never a token.",
         discussion: "Example: lockbox token status com.example.api alice --json")
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
-    @Flag(help: "Print JSON: expiresAt, expiresInSeconds (negative once expired), refreshToken (stored or not), tokenType, scope, subject.") var json = false
+    @Flag(help: "Print JSON: expiresAt, expiresInSeconds (negative once expired), refreshToken (stored or not), tokenType, scope, subject.")
+    var json = false
 
     /// `token status --json`: about the tokens, never a token.
     struct Report: Encodable {
@@ -150,14 +159,18 @@ struct TokenStatusCommand: ParsableCommand {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if json {
-            try Console.printJSON(Report(expiresAt: set.expiresAt, expiresInSeconds: set.expiresAt.map { Int($0.timeIntervalSinceNow.rounded()) },
-                                         refreshToken: set.refreshToken != nil, tokenType: set.tokenType, scope: set.scope, subject: set.subject))
+            try Console.printJSON(
+                Report(
+                    expiresAt: set.expiresAt, expiresInSeconds: set.expiresAt.map { Int($0.timeIntervalSinceNow.rounded()) },
+                    refreshToken: set.refreshToken != nil, tokenType: set.tokenType, scope: set.scope, subject: set.subject))
             return
         }
         if let expires = set.expiresAt {
             let left = Int(expires.timeIntervalSinceNow.rounded())
-            print(left > 0 ? "access token expires in \(left) s (at \(expires.formatted(.iso8601)))"
-                           : "access token expired \(-left) s ago (at \(expires.formatted(.iso8601)))")
+            print(
+                left > 0
+                    ? "access token expires in \(left) s (at \(expires.formatted(.iso8601)))"
+                    : "access token expired \(-left) s ago (at \(expires.formatted(.iso8601)))")
         } else {
             print("access token: no expiry given")
         }
@@ -167,7 +180,8 @@ struct TokenStatusCommand: ParsableCommand {
 }
 
 struct ClearTokens: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove a token set.",
+    static let configuration = CommandConfiguration(
+        commandName: "clear", abstract: "Remove a token set.",
         discussion: "Example: lockbox token clear com.example.api alice")
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
@@ -183,7 +197,8 @@ struct ClearTokens: ParsableCommand {
 
 struct DeviceID: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "device-id", abstract: "Print the service's stable device ID, creating it on first use (one, even under concurrent first calls).",
+        commandName: "device-id",
+        abstract: "Print the service's stable device ID, creating it on first use (one, even under concurrent first calls).",
         discussion: "Example: lockbox device-id com.example.app")
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
@@ -201,8 +216,9 @@ struct DeviceID: ParsableCommand {
     func run() throws {
         let identity = DeviceIdentity(store: try vaultOptions.storeOpener().openStore())
         if reset {
-            try Confirmation.require(yes: yes, question: "Replace the device ID of '\(service)' with a new one?",
-                                     what: "replace the device ID of '\(service)'")
+            try Confirmation.require(
+                yes: yes, question: "Replace the device ID of '\(service)' with a new one?",
+                what: "replace the device ID of '\(service)'")
         }
         let id = reset ? try identity.reset(service: service, account: account) : try identity.deviceID(service: service, account: account)
         if json {
@@ -215,7 +231,8 @@ struct DeviceID: ParsableCommand {
 
 struct SignOutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "signout", abstract: "Clear everything a service stored: tokens, PINs, protected items, device ID (unless --keep-device-id).",
+        commandName: "signout",
+        abstract: "Clear everything a service stored: tokens, PINs, protected items, device ID (unless --keep-device-id).",
         discussion: "Example: lockbox signout com.example.app --keep-device-id")
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
@@ -232,12 +249,16 @@ struct SignOutCommand: ParsableCommand {
 
     func run() throws {
         let store = try vaultOptions.storeOpener().openStore()
-        try Confirmation.require(yes: yes, question: "Remove everything '\(service)' stored (tokens, PINs, protected items\(keepDeviceId ? "" : ", device ID"))?",
-                                 what: "sign out of '\(service)'")
+        try Confirmation.require(
+            yes: yes,
+            question: "Remove everything '\(service)' stored (tokens, PINs, protected items\(keepDeviceId ? "" : ", device ID"))?",
+            what: "sign out of '\(service)'")
         let report = try SignOut.run(service: service, store: store, keepDeviceID: keepDeviceId)
         if json {
-            try Console.printJSON(Report(service: service, removed: report.removed.map { Report.Item(account: $0.account, kind: "\($0.kind)") },
-                                         kept: report.kept.map { Report.Item(account: $0.account, kind: "\($0.kind)") }))
+            try Console.printJSON(
+                Report(
+                    service: service, removed: report.removed.map { Report.Item(account: $0.account, kind: "\($0.kind)") },
+                    kept: report.kept.map { Report.Item(account: $0.account, kind: "\($0.kind)") }))
             return
         }
         for item in report.removed { print("removed  \(item.account)  (\(item.kind))") }
@@ -252,10 +273,12 @@ struct SignOutCommand: ParsableCommand {
 /// defaults (lockbox ignores SIGPIPE). Returns the output and the exit status, or minus the signal
 /// that ended the command.
 func runShell(_ command: String, feed: (FileDescriptor) throws -> Void) throws -> (output: [UInt8], status: Int32) {
-    var inputPipe: [Int32] = [-1, -1], outputPipe: [Int32] = [-1, -1]
+    var inputPipe: [Int32] = [-1, -1]
+    var outputPipe: [Int32] = [-1, -1]
     guard lockbox_pipe_cloexec(&inputPipe) == 0 else { throw Errno(rawValue: errno) }
     guard lockbox_pipe_cloexec(&outputPipe) == 0 else {
-        close(inputPipe[0]); close(inputPipe[1])
+        close(inputPipe[0])
+        close(inputPipe[1])
         throw Errno(rawValue: errno)
     }
     var actions = posix_spawn_file_actions_t()
@@ -267,7 +290,8 @@ func runShell(_ command: String, feed: (FileDescriptor) throws -> Void) throws -
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
-    var all = sigset_t(), none = sigset_t()
+    var all = sigset_t()
+    var none = sigset_t()
     sigfillset(&all)
     sigemptyset(&none)
     posix_spawnattr_setsigdefault(&attributes, &all)
@@ -280,7 +304,8 @@ func runShell(_ command: String, feed: (FileDescriptor) throws -> Void) throws -
     let spawned = posix_spawn(&child, "/bin/sh", &actions, &attributes, arguments, environ)
     close(inputPipe[0])
     close(outputPipe[1])
-    let input = FileDescriptor(rawValue: inputPipe[1]), output = FileDescriptor(rawValue: outputPipe[0])
+    let input = FileDescriptor(rawValue: inputPipe[1])
+    let output = FileDescriptor(rawValue: outputPipe[0])
     guard spawned == 0 else {
         try? input.close()
         try? output.close()

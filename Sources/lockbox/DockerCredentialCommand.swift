@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `lockbox docker-credential store|get|erase|list|version`: the docker-credential-helpers
 /// protocol (what `docker login`, podman, skopeo and buildah run as `docker-credential-NAME`)
@@ -91,17 +92,20 @@ struct DockerCredential: ParsableCommand {
 
     /// The server URL the client wrote on standard input, without surrounding white space.
     private func readServerURL() throws -> String {
-        let bytes = try SecretInput.read(from: .standardInput, limit: 64 * 1024, stopAtNewline: false, what: "server URL",
-                                         dropTrailingNewline: false)
+        let bytes = try SecretInput.read(
+            from: .standardInput, limit: 64 * 1024, stopAtNewline: false, what: "server URL",
+            dropTrailingNewline: false)
         let text = (bytes.stringValue() ?? "").unicodeScalars
-        let url = String(String.UnicodeScalarView(text.drop { $0.properties.isWhitespace }.reversed().drop { $0.properties.isWhitespace }.reversed()))
+        let url = String(
+            String.UnicodeScalarView(text.drop { $0.properties.isWhitespace }.reversed().drop { $0.properties.isWhitespace }.reversed()))
         guard !url.isEmpty else { throw ProtocolFailure(message: "no credentials server URL") }
         return url
     }
 
     private func store() throws {
-        let input = try SecretInput.read(from: .standardInput, limit: Self.inputLimit, stopAtNewline: false, what: "credential",
-                                         dropTrailingNewline: false)
+        let input = try SecretInput.read(
+            from: .standardInput, limit: Self.inputLimit, stopAtNewline: false, what: "credential",
+            dropTrailingNewline: false)
         let fields: [String: SecretBytes]
         do {
             fields = try FlatJSONObject.parse(input)
@@ -118,8 +122,9 @@ struct DockerCredential: ParsableCommand {
         let service = Self.servicePrefix + serverURL
         let vault = try vaultOptions.storeOpener().openVault()
         let existing = try vault.metadata(service: service, account: username)
-        try vault.set(secret, service: service, account: username, kind: .password, label: "Registry credential for \(serverURL)",
-                      attributes: ["server": serverURL], access: existing?.access ?? .always)
+        try vault.set(
+            secret, service: service, account: username, kind: .password, label: "Registry credential for \(serverURL)",
+            attributes: ["server": serverURL], access: existing?.access ?? .always)
         // One credential per server: `get` answers with one user.
         for other in try vault.list(service: service) where other.key.account != username {
             _ = try vault.delete(service: service, account: other.key.account)
@@ -132,12 +137,14 @@ struct DockerCredential: ParsableCommand {
         let service = Self.servicePrefix + serverURL
         let vault = try vaultOptions.storeOpener().openVault()
         guard let item = try vault.list(service: service).max(by: { $0.modified < $1.modified }),
-              let secret = try vault.get(service: service, account: item.key.account)
+            let secret = try vault.get(service: service, account: item.key.account)
         else { throw ProtocolFailure(message: Self.notFoundMessage) }
         guard secret.isValidUTF8 else {
             throw ProtocolFailure(message: "the secret stored for \(serverURL) is not UTF-8 text, which the protocol's JSON cannot carry")
         }
-        let output = FlatJSONObject.encode([("ServerURL", .text(serverURL)), ("Username", .text(item.key.account)), ("Secret", .secret(secret))])
+        let output = FlatJSONObject.encode([
+            ("ServerURL", .text(serverURL)), ("Username", .text(item.key.account)), ("Secret", .secret(secret)),
+        ])
         _ = try output.withUnsafeBytes { try FileDescriptor.standardOutput.writeAll($0) }
     }
 
@@ -153,7 +160,8 @@ struct DockerCredential: ParsableCommand {
 
     private func list() throws {
         var servers: [(String, FlatJSONObject.Value)] = []
-        for item in try Vault(store: try vaultOptions.storeOpener().openStore()).list() where item.key.service.hasPrefix(Self.servicePrefix) {
+        for item in try Vault(store: try vaultOptions.storeOpener().openStore()).list() where item.key.service.hasPrefix(Self.servicePrefix)
+        {
             servers.append((String(item.key.service.dropFirst(Self.servicePrefix.count)), .text(item.key.account)))
         }
         let output = FlatJSONObject.encode(servers.sorted { $0.0 < $1.0 })
@@ -206,8 +214,8 @@ enum FlatJSONObject {
                 writeString(Array(key.utf8)[...], sink)
                 sink(UInt8(ascii: ":"))
                 switch value {
-                case let .text(text): writeString(Array(text.utf8)[...], sink)
-                case let .secret(secret): secret.withUnsafeBytes { writeString($0, sink) }
+                case .text(let text): writeString(Array(text.utf8)[...], sink)
+                case .secret(let secret): secret.withUnsafeBytes { writeString($0, sink) }
                 }
             }
             sink(UInt8(ascii: "}"))
@@ -234,11 +242,14 @@ enum FlatJSONObject {
                 sink(UInt8(ascii: "\\"))
                 sink(byte)
             case UInt8(ascii: "\n"):
-                sink(UInt8(ascii: "\\")); sink(UInt8(ascii: "n"))
+                sink(UInt8(ascii: "\\"))
+                sink(UInt8(ascii: "n"))
             case UInt8(ascii: "\t"):
-                sink(UInt8(ascii: "\\")); sink(UInt8(ascii: "t"))
+                sink(UInt8(ascii: "\\"))
+                sink(UInt8(ascii: "t"))
             case UInt8(ascii: "\r"):
-                sink(UInt8(ascii: "\\")); sink(UInt8(ascii: "r"))
+                sink(UInt8(ascii: "\\"))
+                sink(UInt8(ascii: "r"))
             case 0..<0x20:
                 for escaped in Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]] { sink(escaped) }
             default:
@@ -342,7 +353,9 @@ enum FlatJSONObject {
                     case UInt8(ascii: "u"):
                         var scalar = try hexQuad()
                         if (0xD800..<0xDC00).contains(scalar) {
-                            guard bytes[position...].starts(with: "\\u".utf8) else { throw Malformed(reason: "a lone surrogate in a \\u escape") }
+                            guard bytes[position...].starts(with: "\\u".utf8) else {
+                                throw Malformed(reason: "a lone surrogate in a \\u escape")
+                            }
                             position += 2
                             let low = try hexQuad()
                             guard (0xDC00..<0xE000).contains(low) else { throw Malformed(reason: "a lone surrogate in a \\u escape") }

@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import LockboxSecretService
 import LockboxWindows
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct Doctor: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -71,8 +72,10 @@ struct Doctor: ParsableCommand {
                 checks.append(Check(name: "Secret Service provider", ok: true, detail: "org.freedesktop.secrets answers"))
                 if try store.isLocked() {
                     secretServiceProblem = .keyringLocked(collection: store.collectionAlias)
-                    checks.append(Check(name: "default collection", ok: false, detail: "locked",
-                                        fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --store file"))
+                    checks.append(
+                        Check(
+                            name: "default collection", ok: false, detail: "locked",
+                            fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --store file"))
                 } else {
                     checks.append(Check(name: "default collection", ok: true, detail: "unlocked"))
                 }
@@ -80,15 +83,25 @@ struct Doctor: ParsableCommand {
                 secretServiceProblem = error
                 switch error {
                 case .noSessionBus:
-                    checks.append(Check(name: "D-Bus session bus", ok: false, detail: error.description,
-                                        fix: "run inside a desktop login session, or start one for a shell with `dbus-run-session -- $SHELL`; otherwise use --store file"))
+                    checks.append(
+                        Check(
+                            name: "D-Bus session bus", ok: false, detail: error.description,
+                            fix:
+                                "run inside a desktop login session, or start one for a shell with `dbus-run-session -- $SHELL`; otherwise use --store file"
+                        ))
                 case .secretServiceUnavailable:
                     checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
-                    checks.append(Check(name: "Secret Service provider", ok: false, detail: error.description,
-                                        fix: "start one: `gnome-keyring-daemon --start --components=secrets`, or enable KeePassXC's Secret Service integration; otherwise use --store file"))
+                    checks.append(
+                        Check(
+                            name: "Secret Service provider", ok: false, detail: error.description,
+                            fix:
+                                "start one: `gnome-keyring-daemon --start --components=secrets`, or enable KeePassXC's Secret Service integration; otherwise use --store file"
+                        ))
                 default:
-                    checks.append(Check(name: "Secret Service", ok: false, detail: error.description,
-                                        fix: "restart your keyring daemon, or use --store file"))
+                    checks.append(
+                        Check(
+                            name: "Secret Service", ok: false, detail: error.description,
+                            fix: "restart your keyring daemon, or use --store file"))
                 }
             }
         }
@@ -102,31 +115,45 @@ struct Doctor: ParsableCommand {
                 let mode = status.permissions.rawValue & 0o7777
                 if mode & 0o077 != 0 {
                     fileProblem = .insecurePermissions(path: vaultPath.string, detail: "mode \(String(mode, radix: 8))")
-                    checks.append(Check(name: "file vault", ok: false, detail: "\(vaultPath.string): mode \(String(mode, radix: 8)), readable or writable by others",
-                                        fix: "chmod 600 \(vaultPath.string)"))
+                    checks.append(
+                        Check(
+                            name: "file vault", ok: false,
+                            detail: "\(vaultPath.string): mode \(String(mode, radix: 8)), readable or writable by others",
+                            fix: "chmod 600 \(vaultPath.string)"))
                 } else if UInt32(status.userID.rawValue) != geteuid() {
                     fileProblem = .insecurePermissions(path: vaultPath.string, detail: "not owned by you")
-                    checks.append(Check(name: "file vault", ok: false, detail: "\(vaultPath.string): owned by user ID \(status.userID.rawValue)",
-                                        fix: "run as its owner, or copy it to a file you own"))
+                    checks.append(
+                        Check(
+                            name: "file vault", ok: false, detail: "\(vaultPath.string): owned by user ID \(status.userID.rawValue)",
+                            fix: "run as its owner, or copy it to a file you own"))
                 } else {
-                    checks.append(Check(name: "file vault", ok: true, detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8)), "
-                                        + (VaultFileFormat.detect(at: vaultPath) == .format2 ? "format 2 (SQLite)" : "format 1")))
+                    checks.append(
+                        Check(
+                            name: "file vault", ok: true,
+                            detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8)), "
+                                + (VaultFileFormat.detect(at: vaultPath) == .format2 ? "format 2 (SQLite)" : "format 1")))
                 }
             } else {
                 fileProblem = .vaultNotFound(path: vaultPath.string)
-                checks.append(Check(name: "file vault", ok: false, detail: "\(vaultPath.string): not created yet",
-                                    fix: "lockbox init --vault \(vaultPath.string)   (or --generate-key-file PATH for a service)"))
+                checks.append(
+                    Check(
+                        name: "file vault", ok: false, detail: "\(vaultPath.string): not created yet",
+                        fix: "lockbox init --vault \(vaultPath.string)   (or --generate-key-file PATH for a service)"))
             }
             if let keyFile = vaultOptions.keyFilePath {
                 if let status = try? keyFile.stat() {
                     let mode = status.permissions.rawValue & 0o7777
                     let safe = mode & 0o077 == 0
-                    checks.append(Check(name: "key file", ok: safe, detail: "\(keyFile.string): mode \(String(mode, radix: 8))",
-                                        fix: safe ? nil : "chmod 600 \(keyFile.string)"))
+                    checks.append(
+                        Check(
+                            name: "key file", ok: safe, detail: "\(keyFile.string): mode \(String(mode, radix: 8))",
+                            fix: safe ? nil : "chmod 600 \(keyFile.string)"))
                     if !safe && fileProblem == nil { fileProblem = .insecurePermissions(path: keyFile.string, detail: "key file mode") }
                 } else {
-                    checks.append(Check(name: "key file", ok: false, detail: "\(keyFile.string): missing",
-                                        fix: "lockbox init --generate-key-file \(keyFile.string), or point --key-file at the right file"))
+                    checks.append(
+                        Check(
+                            name: "key file", ok: false, detail: "\(keyFile.string): missing",
+                            fix: "lockbox init --generate-key-file \(keyFile.string), or point --key-file at the right file"))
                     if fileProblem == nil { fileProblem = .invalidKeyFile(path: keyFile.string, reason: "missing") }
                 }
             }
@@ -140,24 +167,33 @@ struct Doctor: ParsableCommand {
             try SessionWindow.requireSessionKeyring()
             checks.append(Check(name: "session keyring", ok: true, detail: "this login session has one (for `lockbox unlock` windows)"))
         } catch {
-            checks.append(Check(name: "session keyring", ok: false, detail: "\(error)",
-                                fix: "only `lockbox unlock` needs it: run inside a login session with pam_keyinit, or under `keyctl session`"))
+            checks.append(
+                Check(
+                    name: "session keyring", ok: false, detail: "\(error)",
+                    fix: "only `lockbox unlock` needs it: run inside a login session with pam_keyinit, or under `keyctl session`"))
         }
 
         // What protects secrets in this process (the same as in every lockbox command): advice,
         // never a reason to refuse, since an unlocked buffer still works.
         let hardening = ProcessHardening.status()
-        checks.append(Check(name: "process hardening", ok: hardening.nonDumpable && hardening.coreDumpsOff,
-                            detail: hardening.nonDumpable && hardening.coreDumpsOff
-                                ? "non-dumpable, core dumps off" : "dumpable \(!hardening.nonDumpable), core dumps \(hardening.coreDumpsOff ? "off" : "on")",
-                            fix: hardening.nonDumpable && hardening.coreDumpsOff ? nil : "report this: lockbox sets both at start-up"))
+        checks.append(
+            Check(
+                name: "process hardening", ok: hardening.nonDumpable && hardening.coreDumpsOff,
+                detail: hardening.nonDumpable && hardening.coreDumpsOff
+                    ? "non-dumpable, core dumps off"
+                    : "dumpable \(!hardening.nonDumpable), core dumps \(hardening.coreDumpsOff ? "off" : "on")",
+                fix: hardening.nonDumpable && hardening.coreDumpsOff ? nil : "report this: lockbox sets both at start-up"))
         let limit = hardening.lockableBytes.map { "RLIMIT_MEMLOCK \($0 / 1024) KiB" } ?? "RLIMIT_MEMLOCK unlimited"
-        checks.append(Check(
-            name: "secret memory", ok: hardening.secretsLocked && hardening.secretsExcludedFromDumps,
-            detail: (hardening.secretsLocked ? "locked in RAM" : "NOT locked in RAM (may be swapped)")
-                + (hardening.secretsExcludedFromDumps ? ", excluded from core dumps" : ", NOT excluded from core dumps") + " (\(limit))",
-            fix: hardening.secretsLocked ? nil
-                : "raise the locked-memory limit (`ulimit -l`, systemd LimitMEMLOCK=, /etc/security/limits.conf) or use encrypted swap"))
+        checks.append(
+            Check(
+                name: "secret memory", ok: hardening.secretsLocked && hardening.secretsExcludedFromDumps,
+                detail: (hardening.secretsLocked ? "locked in RAM" : "NOT locked in RAM (may be swapped)")
+                    + (hardening.secretsExcludedFromDumps ? ", excluded from core dumps" : ", NOT excluded from core dumps")
+                    + " (\(limit))",
+                fix: hardening.secretsLocked
+                    ? nil
+                    : "raise the locked-memory limit (`ulimit -l`, systemd LimitMEMLOCK=, /etc/security/limits.conf) or use encrypted swap")
+        )
 
         let why = resolution.reason + (resolution.isNewChoice && request == .auto ? " (the first command will record it)" : "")
         let blocking: (any LockboxCodedError)? = store == .secretService ? secretServiceProblem : fileProblem ?? tpm.problem

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import CLinux
 import FoundationEssentials
 import Lockbox
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `lockbox exec`: runs a program with secrets of the vault in its environment or on descriptors
 /// of its own, so no secret passes through a shell variable, an argument or a log.
@@ -42,14 +43,20 @@ struct Exec: ParsableCommand {
             """)
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
-    @Option(name: .customLong("env"), help: ArgumentHelp(
-        "Set variable NAME to the secret of item SERVICE/ACCOUNT; repeatable.", valueName: "NAME=SERVICE/ACCOUNT"))
+    @Option(
+        name: .customLong("env"),
+        help: ArgumentHelp(
+            "Set variable NAME to the secret of item SERVICE/ACCOUNT; repeatable.", valueName: "NAME=SERVICE/ACCOUNT"))
     var environmentSpecs: [String] = []
-    @Option(name: .customLong("env-file"), help: ArgumentHelp(
-        "Set the variables of FILE, resolving values lockbox://SERVICE/ACCOUNT from the vault; repeatable.", valueName: "FILE"))
+    @Option(
+        name: .customLong("env-file"),
+        help: ArgumentHelp(
+            "Set the variables of FILE, resolving values lockbox://SERVICE/ACCOUNT from the vault; repeatable.", valueName: "FILE"))
     var environmentFiles: [String] = []
-    @Option(name: .customLong("fd"), help: ArgumentHelp(
-        "Hand the secret of SERVICE/ACCOUNT on descriptor N (3 or more) of the program; repeatable.", valueName: "N=SERVICE/ACCOUNT"))
+    @Option(
+        name: .customLong("fd"),
+        help: ArgumentHelp(
+            "Hand the secret of SERVICE/ACCOUNT on descriptor N (3 or more) of the program; repeatable.", valueName: "N=SERVICE/ACCOUNT"))
     var descriptorSpecs: [String] = []
     @Argument(parsing: .postTerminator, help: ArgumentHelp("The program and its arguments, after --.", valueName: "command"))
     var command: [String] = []
@@ -60,7 +67,9 @@ struct Exec: ParsableCommand {
     static let environmentFileLimit = 1 << 20
 
     func validate() throws {
-        guard !command.isEmpty else { throw ValidationError("name the program to run after --, e.g. lockbox exec --env A=svc/acct -- prog") }
+        guard !command.isEmpty else {
+            throw ValidationError("name the program to run after --, e.g. lockbox exec --env A=svc/acct -- prog")
+        }
         _ = try environmentAssignments()
         let descriptors = try descriptorAssignments()
         if let passphraseFd = vaultOptions.passphraseFd, descriptors.contains(where: { $0.descriptor == passphraseFd }) {
@@ -90,8 +99,11 @@ struct Exec: ParsableCommand {
         var seen: Set<Int32> = []
         return try descriptorSpecs.map { spec in
             guard let equals = spec.firstIndex(of: "="), let descriptor = Int32(spec[..<equals]),
-                  (3...Self.highestDescriptor).contains(descriptor)
-            else { throw ValidationError("--fd takes N=SERVICE/ACCOUNT with N from 3 to \(Self.highestDescriptor) (0-2 are the standard streams)") }
+                (3...Self.highestDescriptor).contains(descriptor)
+            else {
+                throw ValidationError(
+                    "--fd takes N=SERVICE/ACCOUNT with N from 3 to \(Self.highestDescriptor) (0-2 are the standard streams)")
+            }
             guard seen.insert(descriptor).inserted else { throw ValidationError("--fd \(descriptor) is given twice") }
             guard let item = ItemReference(String(spec[spec.index(after: equals)...])) else {
                 throw ValidationError("--fd \(descriptor)= takes SERVICE/ACCOUNT, both non-empty")
@@ -109,7 +121,7 @@ struct Exec: ParsableCommand {
 
         // Every secret is read before anything runs, so a missing one stops the program from starting.
         var secrets: [ItemReference: SecretBytes] = [:]
-        let items = variables.compactMap { if case let .item(item) = $0.value { item } else { nil } } + descriptors.map(\.item)
+        let items = variables.compactMap { if case .item(let item) = $0.value { item } else { nil } } + descriptors.map(\.item)
         if !items.isEmpty {
             let vault = try vaultOptions.storeOpener().openVault()
             for item in items where secrets[item] == nil {
@@ -125,8 +137,8 @@ struct Exec: ParsableCommand {
         var environment: [(name: String, value: EnvironmentValue)] = []
         for (name, value) in variables {
             switch value {
-            case let .text(text): environment.append((name, .text(text)))
-            case let .item(item):
+            case .text(let text): environment.append((name, .text(text)))
+            case .item(let item):
                 guard let secret = secrets[item] else { continue }
                 guard secret.withUnsafeBytes({ !$0.contains(0) }) else {
                     throw LockboxError.invalidArgument(
@@ -223,7 +235,8 @@ enum EnvironmentFile {
             }
             if value.hasPrefix(referenceScheme) {
                 guard let item = ItemReference(String(value.dropFirst(referenceScheme.count))) else {
-                    throw LockboxError.invalidArgument("\(name), line \(index + 1): a reference is lockbox://SERVICE/ACCOUNT, both non-empty")
+                    throw LockboxError.invalidArgument(
+                        "\(name), line \(index + 1): a reference is lockbox://SERVICE/ACCOUNT, both non-empty")
                 }
                 assignments.append((String(line[..<equals]), .item(item)))
             } else {
@@ -246,7 +259,9 @@ enum SecretFile {
     /// growing and shrinking, positioned at its start.
     static func holding(_ secret: SecretBytes) throws -> FileDescriptor {
         let raw = lockbox_memfd_secret()
-        guard raw >= 0 else { throw LockboxError.io(operation: "creating an in-memory file for", path: "a secret", errno: Errno(rawValue: errno)) }
+        guard raw >= 0 else {
+            throw LockboxError.io(operation: "creating an in-memory file for", path: "a secret", errno: Errno(rawValue: errno))
+        }
         let file = FileDescriptor(rawValue: raw)
         do {
             _ = try secret.withUnsafeBytes { try file.writeAll($0) }
@@ -273,8 +288,10 @@ enum ChildProcess {
     /// given numbers; the standard streams are inherited. Returns its exit status, 128+N for
     /// signal N, 127 when it was not found and 126 when it could not be run. `environment` is
     /// wiped and every descriptor of `descriptors` closed once it has started.
-    static func run(_ command: [String], environment environmentBlock: inout EnvironmentBlock,
-                    descriptors: [(Int32, FileDescriptor)]) throws -> Int32 {
+    static func run(
+        _ command: [String], environment environmentBlock: inout EnvironmentBlock,
+        descriptors: [(Int32, FileDescriptor)]
+    ) throws -> Int32 {
         defer { environmentBlock.wipe() }
         var handed: [(target: Int32, source: Int32)] = []
         defer { handed.forEach { _ = close($0.source) } }
@@ -283,7 +300,9 @@ enum ChildProcess {
         for (target, file) in descriptors {
             let source = fcntl(file.rawValue, F_DUPFD_CLOEXEC, floor)
             try? file.close()
-            guard source >= 0 else { throw LockboxError.io(operation: "duplicating", path: "a secret's descriptor", errno: Errno(rawValue: errno)) }
+            guard source >= 0 else {
+                throw LockboxError.io(operation: "duplicating", path: "a secret's descriptor", errno: Errno(rawValue: errno))
+            }
             handed.append((target, source))
         }
         // Installed before the program starts: a signal that comes meanwhile is passed on once it runs.
@@ -307,7 +326,8 @@ enum ChildProcess {
         defer { posix_spawnattr_destroy(&attributes) }
         // lockbox ignores SIGPIPE; the program starts with it at its default and nothing blocked.
         // Signals lockbox handles return to their defaults on exec; those it was started with ignored stay ignored.
-        var defaults = sigset_t(), none = sigset_t()
+        var defaults = sigset_t()
+        var none = sigset_t()
         sigemptyset(&defaults)
         sigaddset(&defaults, SIGPIPE)
         sigemptyset(&none)
@@ -429,8 +449,8 @@ struct EnvironmentBlock {
         var secrets: [(name: String, secret: SecretBytes)] = []
         for (index, variable) in variables.enumerated() where lastIndex[variable.name] == index {
             switch variable.value {
-            case let .text(value): plain.append(strdup("\(variable.name)=\(value)"))
-            case let .secret(secret): secrets.append((variable.name, secret))
+            case .text(let value): plain.append(strdup("\(variable.name)=\(value)"))
+            case .secret(let secret): secrets.append((variable.name, secret))
             }
         }
         guard !secrets.isEmpty else { return }

@@ -20,18 +20,19 @@ enum CLIError: LockboxCodedError {
 
     var description: String {
         switch self {
-        case let .noInput(message): return message
-        case let .noTerminal(what):
+        case .noInput(let message): return message
+        case .noTerminal(let what):
             return "no terminal to ask for the \(what) on. Pass it through a file descriptor (see --help), or run from a terminal."
-        case let .mismatch(what): return "the two \(what) entries differ; nothing was changed"
-        case let .notConfirmed(message): return message
-        case let .itemExists(service, account):
+        case .mismatch(let what): return "the two \(what) entries differ; nothing was changed"
+        case .notConfirmed(let message): return message
+        case .itemExists(let service, let account):
             return "an item for account '\(account)' on service '\(service)' exists, so nothing was stored (--no-clobber)"
-        case let .itemChanged(service, account):
-            return "the item for account '\(account)' on service '\(service)' no longer holds the secret given as current (or is gone), so nothing was stored"
-        case let .accessTokenExpired(service, account):
+        case .itemChanged(let service, let account):
+            return
+                "the item for account '\(account)' on service '\(service)' no longer holds the secret given as current (or is gone), so nothing was stored"
+        case .accessTokenExpired(let service, let account):
             return "the access token for '\(account)' on '\(service)' has expired (or expires within the leeway), so it was not printed"
-        case let .passphraseRejected(message): return message
+        case .passphraseRejected(let message): return message
         }
     }
 
@@ -106,8 +107,10 @@ extension LockboxError.Code {
     ]
 
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
-    static let cli: [LockboxError.Code] = [.noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed, .itemExists, .itemChanged,
-                                           .accessTokenExpired, .passphraseRejected]
+    static let cli: [LockboxError.Code] = [
+        .noInput, .noTerminal, .entriesDiffer, .notConfirmed, .refreshFailed, .itemExists, .itemChanged,
+        .accessTokenExpired, .passphraseRejected,
+    ]
 }
 
 /// The CLI's exit codes: one per kind of failure, so scripts can tell them apart. The library's
@@ -249,7 +252,7 @@ enum ErrorTable {
 
     static let entries: [LockboxError.Code: Entry] = [
         .itemNotFound: .lockbox(.notFound) { error in
-            guard case let .itemNotFound(service, _) = error else { return nil }
+            guard case .itemNotFound(let service, _) = error else { return nil }
             return "List what is stored with `lockbox list --service \(service)`."
         },
         .vaultNotFound: Entry(exit: .vaultNotFound) { _ in
@@ -263,14 +266,14 @@ enum ErrorTable {
         .vaultBusy: Entry(exit: .busy),
         .credentialsChanged: Entry(exit: .credentialsChanged),
         .invalidKeyFile: .lockbox(.invalidKeyFile) { error in
-            guard case let .invalidKeyFile(_, reason) = error, reason == "no such file" else { return nil }
+            guard case .invalidKeyFile(_, let reason) = error, reason == "no such file" else { return nil }
             return "Check the path (--key-file, LOCKBOX_KEY_FILE, or the one `lockbox init` recorded for this profile). "
                 + "A new key file: `lockbox init --generate-key-file PATH` for a new vault, "
                 + "`lockbox slot add-key-file --generate PATH` (opened with another credential) for this one."
         },
         .invalidArgument: Entry(exit: .usage),
         .keySlotRefused: .lockbox(.keySlotRefused) { error in
-            guard case let .keySlot(reason) = error else { return nil }
+            guard case .keySlot(let reason) = error else { return nil }
             if reason.hasPrefix("there is no key slot") || reason.hasSuffix("is not a passphrase slot") {
                 return "`lockbox slot list` shows the slots."
             }
@@ -290,7 +293,7 @@ enum ErrorTable {
         .secretServiceTimeout: Entry(exit: .secretServiceTimeout) { _ in "Unlock your keyring, or use the file vault with --store file." },
         .secretServiceFailed: Entry(exit: .secretServiceFailed),
         .undecodableItem: .lockbox(.undecodableItem) { error in
-            guard case let .undecodableItem(service, account, _) = error else { return nil }
+            guard case .undecodableItem(let service, let account, _) = error else { return nil }
             return "Inspect it with `secret-tool search service '\(service)' username '\(account)'`."
         },
         .recordedStoreUnavailable: Entry(exit: .recordedStoreUnavailable) { _ in
@@ -311,7 +314,8 @@ enum ErrorTable {
         .pinDisabled: Entry(exit: .pinDisabled) { _ in "Reset it with `lockbox pin reset`." },
         .pinNotSet: Entry(exit: .pinNotSet) { _ in "Set one with `lockbox pin set`." },
         .pinWiped: Entry(exit: .pinWiped),
-        .pinStoreUnprotected: Entry(exit: .pinStoreUnprotected) { _ in "Keep PINs in the file vault: run `lockbox pin` with --store file." },
+        .pinStoreUnprotected: Entry(exit: .pinStoreUnprotected) { _ in "Keep PINs in the file vault: run `lockbox pin` with --store file."
+        },
         .reauthenticationRequired: Entry(exit: .reauthenticationRequired) { _ in
             "Run `lockbox unlock` (PIN or passphrase) and retry within the window."
         },
@@ -319,16 +323,19 @@ enum ErrorTable {
         .sessionExpired: Entry(exit: .sessionExpired),
         .noTokens: Entry(exit: .noTokens) { _ in "Store them with `lockbox token set`." },
         .itemExpired: .lockbox(.itemExpired) { error in
-            guard case let .itemExpired(service, account, _) = error else { return nil }
-            return "Store a new value with `lockbox set`, read it anyway with `lockbox get --allow-expired '\(service)' '\(account)'`, or remove expired items with `lockbox wipe --expired`."
+            guard case .itemExpired(let service, let account, _) = error else { return nil }
+            return
+                "Store a new value with `lockbox set`, read it anyway with `lockbox get --allow-expired '\(service)' '\(account)'`, or remove expired items with `lockbox wipe --expired`."
         },
         .noPreviousVersion: Entry(exit: .noPreviousVersion) { _ in "Keep one on the next rotation with `lockbox set --keep-previous`." },
         // TPM failures (LockboxTPM's TPMError): a refused PIN exits as any wrong PIN does.
         .tpmUnavailable: Entry(exit: .noTPM) { error in
             if (error as? TPMError)?.timeout != nil {
-                return "Restart the TPM's service (swtpm, tpm2-abrmd) or the machine, or give it longer with LOCKBOX_TPM_TIMEOUT (seconds); otherwise open the vault with --key-file or --passphrase-fd."
+                return
+                    "Restart the TPM's service (swtpm, tpm2-abrmd) or the machine, or give it longer with LOCKBOX_TPM_TIMEOUT (seconds); otherwise open the vault with --key-file or --passphrase-fd."
             }
-            return "Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with --key-file or --passphrase-fd."
+            return
+                "Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that you may use it (group tss), or set LOCKBOX_TPM_TCTI; otherwise open the vault with --key-file or --passphrase-fd."
         },
         .tpmAuthorizationFailed: Entry(exit: .wrongPin),
         .tpmLockedOut: Entry(exit: .tpmLockedOut) { _ in

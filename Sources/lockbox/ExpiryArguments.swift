@@ -13,7 +13,8 @@ enum ExpiryArguments {
     /// A positive duration.
     static func duration(_ text: String, option: String) throws -> Duration {
         guard let seconds = seconds(text) else {
-            throw ValidationError("\(option) takes a positive duration such as 30s, 15m, 12h, 7d, 2w or 1h30m (at most 100 years), not '\(text)'")
+            throw ValidationError(
+                "\(option) takes a positive duration such as 30s, 15m, 12h, 7d, 2w or 1h30m (at most 100 years), not '\(text)'")
         }
         return .milliseconds(Int64((seconds * 1000).rounded()))
     }

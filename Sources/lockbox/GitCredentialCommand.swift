@@ -36,7 +36,8 @@ struct GitCredential: ParsableCommand {
             (LOCKBOX_KEY_FILE, or '!lockbox git-credential --key-file PATH'); on a desktop the Secret \
             Service needs nothing. Otherwise the passphrase is asked on the terminal.
             Example: git config --global credential.helper lockbox
-            """).parsedOnItsOwn()
+            """
+    ).parsedOnItsOwn()
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The operation git appends: get, store or erase. Any other is ignored.") var operation: String
@@ -59,7 +60,8 @@ struct GitCredential: ParsableCommand {
             Trace.log("git-credential: no protocol given; nothing to do")
             return
         }
-        Trace.log("git-credential \(operation.rawValue): service '\(service)', user name \(description.username == nil ? "not given" : "given")")
+        Trace.log(
+            "git-credential \(operation.rawValue): service '\(service)', user name \(description.username == nil ? "not given" : "given")")
         switch operation {
         case .get: try get(description, service: service)
         case .store: try store(description, service: service)
@@ -85,14 +87,17 @@ struct GitCredential: ParsableCommand {
                 continue
             }
             guard GitCredentialDescription.isTransmittable(item.key.account) else {
-                Console.status("lockbox: the user name of an item of '\(service)' holds a newline or NUL, which git's protocol cannot carry; skipped")
+                Console.status(
+                    "lockbox: the user name of an item of '\(service)' holds a newline or NUL, which git's protocol cannot carry; skipped")
                 continue
             }
             guard let password = try vault.get(service: service, account: item.key.account, allowExpired: true) else { continue }
             let refreshToken = try vault.companion(.oauthRefreshToken, service: service, account: item.key.account)
             let transmittable = password.withUnsafeBytes { !$0.contains(UInt8(ascii: "\n")) && !$0.contains(0) }
             guard transmittable else {
-                Console.status("lockbox: the password of '\(item.key.account)' on '\(service)' holds a newline or NUL, which git's protocol cannot carry; skipped")
+                Console.status(
+                    "lockbox: the password of '\(item.key.account)' on '\(service)' holds a newline or NUL, which git's protocol cannot carry; skipped"
+                )
                 continue
             }
             let output = FileDescriptor.standardOutput
@@ -132,9 +137,10 @@ struct GitCredential: ParsableCommand {
         let existing = try vault.metadata(service: service, account: username)
         // git approves after every successful use: an unchanged credential is not rewritten.
         if let existing, existing.kind == .password, existing.attributes == attributes,
-           GitCredentialDescription.expiry(of: existing) == description.passwordExpiry,
-           let stored = try? vault.get(service: service, account: username, allowExpired: true), stored == password,
-           (try? vault.companion(.oauthRefreshToken, service: service, account: username)) == description.refreshToken {
+            GitCredentialDescription.expiry(of: existing) == description.passwordExpiry,
+            let stored = try? vault.get(service: service, account: username, allowExpired: true), stored == password,
+            (try? vault.companion(.oauthRefreshToken, service: service, account: username)) == description.refreshToken
+        {
             Trace.log("git-credential: '\(username)' on '\(service)' is unchanged; not rewritten")
             return
         }
@@ -147,8 +153,10 @@ struct GitCredential: ParsableCommand {
                 attributes: attributes, access: access, expires: expires))
         // The refresh token git sent goes with the password; none sent, none kept (it belonged
         // to the password replaced).
-        try vault.setCompanion(.oauthRefreshToken, description.refreshToken, service: service, account: username, kind: .token, access: access)
-        Trace.log("git-credential: stored '\(username)' on '\(service)'\(description.refreshToken == nil ? "" : " with its OAuth refresh token")")
+        try vault.setCompanion(
+            .oauthRefreshToken, description.refreshToken, service: service, account: username, kind: .token, access: access)
+        Trace.log(
+            "git-credential: stored '\(username)' on '\(service)'\(description.refreshToken == nil ? "" : " with its OAuth refresh token")")
     }
 
     /// Removes the matching credentials: of that user (or all users of the service), and only
@@ -159,10 +167,13 @@ struct GitCredential: ParsableCommand {
         for account in accounts {
             // With a password: compared and deleted in one step of the store (one transaction of
             // the file vault), so a new password stored meanwhile is never erased for the old one.
-            let erased = try description.password.map { try vault.delete(service: service, account: account, ifCurrent: $0) }
+            let erased =
+                try description.password.map { try vault.delete(service: service, account: account, ifCurrent: $0) }
                 ?? vault.delete(service: service, account: account)
-            Trace.log(erased ? "git-credential: erased '\(account)' on '\(service)'"
-                             : "git-credential: '\(account)' on '\(service)' holds another password (or none); kept")
+            Trace.log(
+                erased
+                    ? "git-credential: erased '\(account)' on '\(service)'"
+                    : "git-credential: '\(account)' on '\(service)' holds another password (or none); kept")
         }
     }
 }
@@ -224,7 +235,8 @@ struct GitCredentialDescription {
                 // or user names must never become one item's address.
                 guard let text = String(validating: value, as: UTF8.self) else {
                     if ["protocol", "host", "path", "username"].contains(key) {
-                        throw LockboxError.invalidArgument("git sent a '\(key)' that is not valid UTF-8; Lockbox stores no credential under it")
+                        throw LockboxError.invalidArgument(
+                            "git sent a '\(key)' that is not valid UTF-8; Lockbox stores no credential under it")
                     }
                     return
                 }

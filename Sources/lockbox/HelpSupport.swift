@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import Lockbox
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `lockbox exit-codes` (and `lockbox help exit-codes`, which prints its help): every exit code
 /// with its meaning and the error codes behind it, kept out of `lockbox --help`, which stays short.
@@ -83,7 +84,7 @@ enum HelpSupport {
         let (command, _, _) = command(namedBy: arguments)
         let heading = VaultOptions.title.uppercased() + ":"
         guard !help.contains(heading),
-              LockboxCommand.helpMessage(for: command, includeHidden: true, columns: 10_000).contains(heading)
+            LockboxCommand.helpMessage(for: command, includeHidden: true, columns: 10_000).contains(heading)
         else { return help }
         var text = help
         while text.hasSuffix("\n") { text.removeLast() }
@@ -96,7 +97,8 @@ enum HelpSupport {
     static func mistypedCommandMessage(_ arguments: [String]) -> String? {
         let (command, path, next) = command(namedBy: arguments)
         guard let typed = next else { return nil }
-        let names = command.configuration.subcommands.compactMap { $0.configuration.shouldDisplay ? $0.configuration.commandName : nil }
+        let names =
+            command.configuration.subcommands.compactMap { $0.configuration.shouldDisplay ? $0.configuration.commandName : nil }
             + (path.isEmpty ? ["help"] : [])
         let parent = (["lockbox"] + path).joined(separator: " ")
         let closest = names.map { ($0, editDistance(typed, $0)) }.min { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0 < $1.0) }
@@ -112,7 +114,8 @@ enum HelpSupport {
     /// only the options its help shows); the message unchanged when it has one or none is close.
     static func suggestingHiddenOptions(in message: String, arguments: [String]) -> String {
         guard !message.contains("Did you mean"),
-              let match = message.firstMatch(of: /Unknown option '(--[A-Za-z0-9][A-Za-z0-9-]*)'/) else { return message }
+            let match = message.firstMatch(of: /Unknown option '(--[A-Za-z0-9][A-Za-z0-9-]*)'/)
+        else { return message }
         let typed = String(match.1)
         let (command, _, _) = command(namedBy: arguments)
         let help = LockboxCommand.helpMessage(for: command, includeHidden: true, columns: 10_000)
@@ -132,7 +135,8 @@ enum HelpSupport {
     /// The optimal-string-alignment distance of `a` and `b` (insertions, deletions,
     /// substitutions and swaps of neighbours each count one), on characters.
     static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
+        let a = Array(a)
+        let b = Array(b)
         guard !a.isEmpty else { return b.count }
         guard !b.isEmpty else { return a.count }
         var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)

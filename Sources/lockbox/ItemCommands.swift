@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct SetItem: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -14,38 +15,61 @@ struct SetItem: ParsableCommand {
             The secret is read from standard input to its end (one trailing newline is dropped unless \
             --raw), or, on a terminal, asked twice without echo. It is never taken from an argument.
             Example: lockbox set com.example.api alice < token.txt
-            """).parsedOnItsOwn()
+            """
+    ).parsedOnItsOwn()
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service, e.g. com.example.api.") var service: String
     @Argument(help: "The account within the service.") var account: String
-    @Option(help: "What the item holds: generic, password, token, device-id, pin-hash, or your own. Default: the item's kind, or generic for a new item.")
+    @Option(
+        help:
+            "What the item holds: generic, password, token, device-id, pin-hash, or your own. Default: the item's kind, or generic for a new item."
+    )
     var kind: String?
-    @Option(help: "A human-readable label. Default: the item's label, or Password for 'ACCOUNT' on 'SERVICE' for a new item.") var label: String?
-    @Option(name: .customLong("attribute"), help: ArgumentHelp("An extra non-secret attribute; repeatable. Given once, it replaces all of the item's attributes.", valueName: "name=value"))
+    @Option(help: "A human-readable label. Default: the item's label, or Password for 'ACCOUNT' on 'SERVICE' for a new item.") var label:
+        String?
+    @Option(
+        name: .customLong("attribute"),
+        help: ArgumentHelp(
+            "An extra non-secret attribute; repeatable. Given once, it replaces all of the item's attributes.", valueName: "name=value"))
     var attributes: [String] = []
     @Flag(help: "Store standard input byte for byte, trailing newline included.") var raw = false
     @Flag(help: "Store an empty secret when standard input is empty (a prompt on a terminal still refuses one).")
     var allowEmpty = false
-    @Flag(inversion: .prefixedNo,
-          help: "Readable only inside a re-authentication window (`lockbox unlock`), like user-presence access control. Default: an item that exists keeps its setting; --no-protected removes it.")
+    @Flag(
+        inversion: .prefixedNo,
+        help:
+            "Readable only inside a re-authentication window (`lockbox unlock`), like user-presence access control. Default: an item that exists keeps its setting; --no-protected removes it."
+    )
     var protected: Bool?
-    @Flag(help: "Refuse to replace an item that exists (exit 14); the file vault checks and writes in one step no other writer comes between.")
+    @Flag(
+        help: "Refuse to replace an item that exists (exit 14); the file vault checks and writes in one step no other writer comes between."
+    )
     var noClobber = false
-    @Option(help: ArgumentHelp("Write only if the item's secret is still the one read from this descriptor (compare-and-set; exit 15 if it changed).", valueName: "fd"))
+    @Option(
+        help: ArgumentHelp(
+            "Write only if the item's secret is still the one read from this descriptor (compare-and-set; exit 15 if it changed).",
+            valueName: "fd"))
     var ifCurrentFd: Int32?
-    @Option(help: ArgumentHelp(
-        "When the secret expires: a duration from now (30s, 15m, 12h, 7d, 2w, 1h30m) or a date (2026-12-31, 2026-12-31T18:00:00Z). `get` then refuses it (exit 16) and `wipe --expired` removes it. Default: never; a value stored without --expires does not expire.",
-        valueName: "duration|date"))
+    @Option(
+        help: ArgumentHelp(
+            "When the secret expires: a duration from now (30s, 15m, 12h, 7d, 2w, 1h30m) or a date (2026-12-31, 2026-12-31T18:00:00Z). `get` then refuses it (exit 16) and `wipe --expired` removes it. Default: never; a value stored without --expires does not expire.",
+            valueName: "duration|date"))
     var expires: String?
-    @Flag(help: "Keep the value this replaces, readable with `get --previous` until --grace ends or the next rotation; `restore` puts it back. One previous value at most; a rotation without this flag drops it.")
+    @Flag(
+        help:
+            "Keep the value this replaces, readable with `get --previous` until --grace ends or the next rotation; `restore` puts it back. One previous value at most; a rotation without this flag drops it."
+    )
     var keepPrevious = false
-    @Option(help: ArgumentHelp("How long --keep-previous keeps the replaced value: a duration as for --expires. Default: 24h.", valueName: "duration"))
+    @Option(
+        help: ArgumentHelp(
+            "How long --keep-previous keeps the replaced value: a duration as for --expires. Default: 24h.", valueName: "duration"))
     var grace: String?
 
     func validate() throws {
         if vaultOptions.passphraseFd == 0 {
-            throw ValidationError("standard input carries the secret for `set`; give the passphrase on another descriptor, e.g. --passphrase-fd 3 3<file")
+            throw ValidationError(
+                "standard input carries the secret for `set`; give the passphrase on another descriptor, e.g. --passphrase-fd 3 3<file")
         }
         for attribute in attributes where !attribute.contains("=") {
             throw ValidationError("--attribute takes name=value, not '\(attribute)'")
@@ -54,16 +78,20 @@ struct SetItem: ParsableCommand {
         if ifCurrentFd == 0 || (ifCurrentFd != nil && ifCurrentFd == vaultOptions.passphraseFd) {
             throw ValidationError("--if-current-fd needs a descriptor of its own (standard input carries the new secret)")
         }
-        if grace != nil && !keepPrevious { throw ValidationError("--grace says how long --keep-previous keeps the replaced value; give --keep-previous too") }
+        if grace != nil && !keepPrevious {
+            throw ValidationError("--grace says how long --keep-previous keeps the replaced value; give --keep-previous too")
+        }
         if let expires { _ = try ExpiryArguments.expiry(expires) }
         if let grace { _ = try ExpiryArguments.duration(grace, option: "--grace") }
     }
 
     func run() throws {
         // Comparing with a protected item's secret needs what reading it needs: the window.
-        let vault = ifCurrentFd != nil ? try vaultOptions.storeOpener().openVault() : Vault(store: try vaultOptions.storeOpener().openStore())
-        let secret = try SecretInput.secretFromStandardInput(prompt: "Secret for '\(account)' on '\(service)': ", raw: raw,
-                                                           allowEmpty: allowEmpty)
+        let vault =
+            ifCurrentFd != nil ? try vaultOptions.storeOpener().openVault() : Vault(store: try vaultOptions.storeOpener().openStore())
+        let secret = try SecretInput.secretFromStandardInput(
+            prompt: "Secret for '\(account)' on '\(service)': ", raw: raw,
+            allowEmpty: allowEmpty)
         var parsed: [String: String] = [:]
         for attribute in attributes {
             let parts = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -86,7 +114,9 @@ struct SetItem: ParsableCommand {
             if case .ifAbsent = condition { throw CLIError.itemExists(service: service, account: account) }
             throw CLIError.itemChanged(service: service, account: account)
         }
-        Trace.log("stored '\(account)' on '\(service)' (kind \(kind ?? "kept"), \(parsed.count) attributes, protection \(protected.map { $0 ? "on" : "off" } ?? "kept"))")
+        Trace.log(
+            "stored '\(account)' on '\(service)' (kind \(kind ?? "kept"), \(parsed.count) attributes, protection \(protected.map { $0 ? "on" : "off" } ?? "kept"))"
+        )
     }
 }
 
@@ -98,7 +128,8 @@ struct GetItem: ParsableCommand {
             A newline follows the secret only on a terminal. Exit code 2: no such item; 16: it \
             expired (`set --expires`); 17: --previous found none.
             Example: lockbox get com.example.api alice
-            """).parsedOnItsOwn()
+            """
+    ).parsedOnItsOwn()
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
@@ -107,7 +138,9 @@ struct GetItem: ParsableCommand {
     @Flag(help: "Print the value `set --keep-previous` replaced.") var previous = false
 
     func validate() throws {
-        if previous && allowExpired { throw ValidationError("--previous and --allow-expired: a previous value is readable only during its grace period") }
+        if previous && allowExpired {
+            throw ValidationError("--previous and --allow-expired: a previous value is readable only during its grace period")
+        }
     }
 
     func run() throws {
@@ -115,7 +148,9 @@ struct GetItem: ParsableCommand {
         let secret: SecretBytes
         if previous {
             guard let found = try vault.previous(service: service, account: account) else {
-                if try vault.metadata(service: service, account: account) == nil { throw LockboxError.itemNotFound(service: service, account: account) }
+                if try vault.metadata(service: service, account: account) == nil {
+                    throw LockboxError.itemNotFound(service: service, account: account)
+                }
                 throw LockboxError.noPreviousVersion(service: service, account: account)
             }
             secret = found
@@ -132,7 +167,8 @@ struct DeleteItem: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Remove one item.",
-        discussion: "Exit code 2 if there is no such item.\nExample: lockbox delete com.example.api alice").parsedOnItsOwn()
+        discussion: "Exit code 2 if there is no such item.\nExample: lockbox delete com.example.api alice"
+    ).parsedOnItsOwn()
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
@@ -150,12 +186,15 @@ struct ListItems: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "List items: metadata only, never secrets.",
-        discussion: "Example: lockbox list --service com.example.api --json").parsedOnItsOwn()
+        discussion: "Example: lockbox list --service com.example.api --json"
+    ).parsedOnItsOwn()
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Print a JSON array instead of a table.") var json = false
-    @Flag(help: "Print one JSON object per line as each item is read, unsorted: on a format-2 vault, memory does not grow with the item count.")
+    @Flag(
+        help:
+            "Print one JSON object per line as each item is read, unsorted: on a format-2 vault, memory does not grow with the item count.")
     var jsonLines = false
     @Flag(help: "Only items whose expiry (`set --expires`) has passed.") var expired = false
 
@@ -166,7 +205,9 @@ struct ListItems: ParsableCommand {
     func run() throws {
         if jsonLines { return try streamJSONLines() }
         let now = Date()
-        let items = try Vault(store: try vaultOptions.storeOpener().openStore()).list(service: service).filter { !expired || $0.isExpired(at: now) }
+        let items = try Vault(store: try vaultOptions.storeOpener().openStore()).list(service: service).filter {
+            !expired || $0.isExpired(at: now)
+        }
         if json {
             try Console.printJSON(items.map(ListedItem.init))
             return
@@ -180,12 +221,15 @@ struct ListItems: ParsableCommand {
         // escape sequence in one must not rewrite the user's terminal (JSON output stays exact).
         // EXPIRES: when the secret expires ("expired" once passed); "+previous" in KIND: the
         // item holds the value a `set --keep-previous` replaced, until the time shown.
-        let rows = [["SERVICE", "ACCOUNT", "KIND", "MODIFIED", "EXPIRES", "LABEL"]] + items.map { item in
-            var kind = item.kind.rawValue + (item.access == .freshAuthentication ? " (protected)" : "")
-            if let until = item.previousUntil { kind += " (+previous until \(until.formatted(.iso8601)))" }
-            let expires = item.expires.map { ($0 <= now ? "expired " : "") + $0.formatted(.iso8601) } ?? "never"
-            return [item.service, item.account, kind, item.modified.formatted(.iso8601), expires, item.label].map(Console.escapingControlCharacters)
-        }
+        let rows =
+            [["SERVICE", "ACCOUNT", "KIND", "MODIFIED", "EXPIRES", "LABEL"]]
+            + items.map { item in
+                var kind = item.kind.rawValue + (item.access == .freshAuthentication ? " (protected)" : "")
+                if let until = item.previousUntil { kind += " (+previous until \(until.formatted(.iso8601)))" }
+                let expires = item.expires.map { ($0 <= now ? "expired " : "") + $0.formatted(.iso8601) } ?? "never"
+                return [item.service, item.account, kind, item.modified.formatted(.iso8601), expires, item.label].map(
+                    Console.escapingControlCharacters)
+            }
         let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
             let padded = (0..<5).map { Console.leftAligned(row[$0], width: widths[$0]) }
@@ -256,7 +300,10 @@ struct Wipe: ParsableCommand {
 
     func validate() throws {
         if expired {
-            if all { throw ValidationError("--expired and --all: --expired removes only expired items; give --service to limit it to one service") }
+            if all {
+                throw ValidationError(
+                    "--expired and --all: --expired removes only expired items; give --service to limit it to one service")
+            }
             return
         }
         if (service == nil) == (!all) {
@@ -268,12 +315,15 @@ struct Wipe: ParsableCommand {
         let vault = Vault(store: try vaultOptions.storeOpener().openStore())
         if expired {
             let removed = try vault.wipeExpired(service: service)
-            Console.status("Removed \(removed.count) expired item(s)\(service.map { " of service '\(Console.escapingControlCharacters($0))'" } ?? "").")
+            Console.status(
+                "Removed \(removed.count) expired item(s)\(service.map { " of service '\(Console.escapingControlCharacters($0))'" } ?? "")."
+            )
             return
         }
         let scope = service.map { "service '\($0)'" } ?? "the whole vault"
-        try Confirmation.require(yes: yes, question: "Remove \(try vault.list(service: service).count) item(s) of \(scope)?",
-                                 what: "wipe \(scope)")
+        try Confirmation.require(
+            yes: yes, question: "Remove \(try vault.list(service: service).count) item(s) of \(scope)?",
+            what: "wipe \(scope)")
         let removed = try service.map { try vault.wipe(service: $0) } ?? vault.wipeAll()
         Console.status("Removed \(removed) item(s) of \(scope).")
     }
@@ -329,7 +379,8 @@ enum Console {
         for _ in 0..<places { scale *= 10 }
         let scaled = (abs(value) * scale).rounded()
         guard scaled < 9_007_199_254_740_992 else { return "\(value)" }
-        let units = UInt64(scaled), divisor = UInt64(scale)
+        let units = UInt64(scaled)
+        let divisor = UInt64(scale)
         let whole = "\(value < 0 && units > 0 ? "-" : "")\(units / divisor)"
         guard places > 0 else { return whole }
         let fraction = String(units % divisor)
@@ -364,12 +415,15 @@ struct RestoreItem: ParsableCommand {
             previous value (none kept, the grace period ended, or a later rotation dropped it), 15 if the item \
             changed meanwhile.
             Example: lockbox restore com.example.api alice
-            """).parsedOnItsOwn()
+            """
+    ).parsedOnItsOwn()
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Argument(help: "The service.") var service: String
     @Argument(help: "The account.") var account: String
-    @Option(help: ArgumentHelp("How long the value replaced stays the previous one: a duration as for `set --expires`. Default: 24h.", valueName: "duration"))
+    @Option(
+        help: ArgumentHelp(
+            "How long the value replaced stays the previous one: a duration as for `set --expires`. Default: 24h.", valueName: "duration"))
     var grace: String?
 
     func validate() throws {
@@ -378,9 +432,13 @@ struct RestoreItem: ParsableCommand {
 
     func run() throws {
         let gracePeriod = try grace.map { try ExpiryArguments.duration($0, option: "--grace") } ?? Vault.defaultGracePeriod
-        guard try vaultOptions.storeOpener().openVault().restorePrevious(service: service, account: account, keepingReplacedFor: gracePeriod) else {
+        guard
+            try vaultOptions.storeOpener().openVault().restorePrevious(service: service, account: account, keepingReplacedFor: gracePeriod)
+        else {
             throw CLIError.itemChanged(service: service, account: account)
         }
-        Console.status("Restored the previous value of '\(Console.escapingControlCharacters(account))' on '\(Console.escapingControlCharacters(service))'.")
+        Console.status(
+            "Restored the previous value of '\(Console.escapingControlCharacters(account))' on '\(Console.escapingControlCharacters(service))'."
+        )
     }
 }

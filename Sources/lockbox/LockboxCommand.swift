@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The entry point of both executables: `lockbox` (Sources/LockboxMain) and `lockbox-postgres`
 /// (Sources/LockboxPostgresCLI, which sets ``PostgresCommands/support`` first).
@@ -34,7 +35,8 @@ struct LockboxCommand: ParsableCommand {
         version: version,
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self, RestoreItem.self,
-            Passwd.self, RotateKey.self, Convert.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self, DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
+            Passwd.self, RotateKey.self, Convert.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self,
+            DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
             Exec.self, GitCredential.self, DockerCredential.self, ExitCodes.self,
         ]
     )
@@ -55,7 +57,7 @@ struct LockboxCommand: ParsableCommand {
         do {
             try refuseArgumentsThatAreNotUTF8()
             if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "--version",
-               helperArguments(of: CommandLine.arguments) == ["--version"]
+                helperArguments(of: CommandLine.arguments) == ["--version"]
             {
                 printVersion()
             }
@@ -92,7 +94,8 @@ struct LockboxCommand: ParsableCommand {
     static func helperArguments(of commandLine: [String]) -> [String] {
         let arguments = Array(commandLine.dropFirst())
         guard let program = commandLine.first, let name = FilePath(program).lastComponent?.string,
-              let command = helperPrograms[name] else { return arguments }
+            let command = helperPrograms[name]
+        else { return arguments }
         return [command] + arguments
     }
 
@@ -156,7 +159,8 @@ struct LockboxCommand: ParsableCommand {
                 guard flags.insert(argument).inserted else { return nil }
                 continue
             }
-            var option = argument, value: String?
+            var option = argument
+            var value: String?
             if let equals = argument.firstIndex(of: "=") {
                 option = String(argument[..<equals])
                 value = String(argument[argument.index(after: equals)...])
@@ -182,7 +186,7 @@ struct LockboxCommand: ParsableCommand {
             return Int32(text).map { .some($0) }
         }
         guard let store = storeArgument("--store"), let backendAlias = storeArgument("--backend"),
-              let passphraseFd = descriptor("--passphrase-fd"), let tpmPinFd = descriptor("--tpm-pin-fd")
+            let passphraseFd = descriptor("--passphrase-fd"), let tpmPinFd = descriptor("--tpm-pin-fd")
         else { return nil }
         options.store = store
         options.backendAlias = backendAlias
@@ -231,9 +235,9 @@ struct LockboxCommand: ParsableCommand {
     /// for exactly that command (then ``parseCommand(_:)`` parses from the root).
     static func parseOnItsOwn(_ arguments: [String]) -> (any ParsableCommand)? {
         guard let name = arguments.first,
-              let command = parsedOnTheirOwn.first(where: { $0.configuration.commandName == name }),
-              let parsed = try? command.parseAsRoot(Array(arguments.dropFirst())),
-              type(of: parsed) == command
+            let command = parsedOnTheirOwn.first(where: { $0.configuration.commandName == name }),
+            let parsed = try? command.parseAsRoot(Array(arguments.dropFirst())),
+            type(of: parsed) == command
         else { return nil }
         return parsed
     }
@@ -280,7 +284,8 @@ struct LockboxCommand: ParsableCommand {
         }
         var text = message
         if redacted {
-            text += "\n(Arguments are not repeated in errors. Secrets are never arguments: `set` reads standard input or "
+            text +=
+                "\n(Arguments are not repeated in errors. Secrets are never arguments: `set` reads standard input or "
                 + "prompts, passphrases come from a prompt or --passphrase-fd. If you typed a secret on the command line, "
                 + "it is in your shell history and was visible to other processes: rotate it.)"
         }
@@ -321,7 +326,8 @@ struct LockboxCommand: ParsableCommand {
         for index in 1..<max(1, Int(CommandLine.argc)) {
             guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
             let previous = index > 1 ? CommandLine.unsafeArgv[index - 1].flatMap { String(validatingCString: $0) } : nil
-            let option = previous.map { $0.hasPrefix("--") && !$0.contains("=") && knownNames.contains($0) ? " (the value of \($0))" : "" } ?? ""
+            let option =
+                previous.map { $0.hasPrefix("--") && !$0.contains("=") && knownNames.contains($0) ? " (the value of \($0))" : "" } ?? ""
             throw LockboxError.invalidArgument(
                 "argument \(index)\(option) is not valid UTF-8. Service names, account names, profiles and paths must be UTF-8 text; "
                     + "Lockbox does not guess at other encodings, so two different names never address one item.")
@@ -344,8 +350,10 @@ struct LockboxCommand: ParsableCommand {
     /// them, plus argument-parser's built-in flags: what usage errors may repeat.
     static let knownNames: Set<String> = {
         // Plus the hidden --backend (the old name of --store), which help does not show.
-        var names: Set<String> = ["-h", "--help", "--version", "--verbose", "--generate-completion-script", "--experimental-dump-help",
-                                  "--backend", "--help-all", "--help-hidden"]
+        var names: Set<String> = [
+            "-h", "--help", "--version", "--verbose", "--generate-completion-script", "--experimental-dump-help",
+            "--backend", "--help-all", "--help-hidden",
+        ]
         let option = /(?:^|[^A-Za-z0-9-])(--?[A-Za-z][A-Za-z0-9-]*)/
         func collect(_ command: any ParsableCommand.Type) {
             if let name = command.configuration.commandName { names.insert(name) }
@@ -360,8 +368,10 @@ struct LockboxCommand: ParsableCommand {
 
     /// Options every subcommand takes, which people also write before the subcommand
     /// (`lockbox --store file get S A`; `--backend` is the old name of `--store`).
-    static let globalOptions: Set<String> = ["--store", "--backend", "--profile", "--vault", "--key-file", "--passphrase-fd",
-                                             "--postgres-url-file"]
+    static let globalOptions: Set<String> = [
+        "--store", "--backend", "--profile", "--vault", "--key-file", "--passphrase-fd",
+        "--postgres-url-file",
+    ]
 
     /// Moves global options written before the subcommand to the end of the arguments (before
     /// a `--`, if any), where the subcommand's own parser reads them.
@@ -391,7 +401,10 @@ struct LockboxCommand: ParsableCommand {
         var path: [String] = []
         func find(_ type: any ParsableCommand.Type, _ trail: [String]) -> Bool {
             let here = trail + [type.configuration.commandName ?? "\(type)"]
-            if type == Swift.type(of: command) { path = here; return true }
+            if type == Swift.type(of: command) {
+                path = here
+                return true
+            }
             return type.configuration.subcommands.contains { find($0, here) }
         }
         _ = find(LockboxCommand.self, [])
@@ -438,8 +451,9 @@ struct LockboxCommand: ParsableCommand {
     /// dialect (docs/CLI.md, "JSON output").
     static func writeJSONError(code: String, exitCode: Int32, message: String) {
         struct Failure: Encodable { var code: String, exitCode: Int32, message: String }
-        var text = ((try? Console.jsonText(Failure(code: code, exitCode: exitCode, message: message)))
-            ?? #"{"code": "failure", "exitCode": 1, "message": "the error could not be encoded"}"#) + "\n"
+        var text =
+            ((try? Console.jsonText(Failure(code: code, exitCode: exitCode, message: message)))
+                ?? #"{"code": "failure", "exitCode": 1, "message": "the error could not be encoded"}"#) + "\n"
         text.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
     }
 }

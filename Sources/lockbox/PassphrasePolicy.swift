@@ -27,7 +27,8 @@ enum PassphrasePolicy {
             let characters = bytes.reduce(0) { $0 + ($1 & 0xC0 == 0x80 ? 0 : 1) }
             guard !bytes.isEmpty else { return (0, false) }
             let firstLength = bytes.dropFirst().prefix { $0 & 0xC0 == 0x80 }.count + 1
-            let repeated = bytes.count % firstLength == 0
+            let repeated =
+                bytes.count % firstLength == 0
                 && stride(from: 0, to: bytes.count, by: firstLength).allSatisfy { start in
                     (0..<firstLength).allSatisfy { bytes[start + $0] == bytes[$0] }
                 }

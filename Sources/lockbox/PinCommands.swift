@@ -1,15 +1,17 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import SystemPackage
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 struct Pin: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pin",
-        abstract: "PINs for PIN profiles (a person of an app, e.g. kids max): Argon2id hashes in the store, with lockout after wrong tries.",
+        abstract:
+            "PINs for PIN profiles (a person of an app, e.g. kids max): Argon2id hashes in the store, with lockout after wrong tries.",
         discussion: """
             PINs come from a no-echo prompt on the terminal, or from standard input one per line \
             (`set` reads the PIN twice; `change` reads the old PIN, then the new one twice). Never \
@@ -23,8 +25,10 @@ struct Pin: ParsableCommand {
             36 the store cannot keep PINs (the Secret Service).
             Example: lockbox pin set kids max
             """,
-        subcommands: [SetPin.self, VerifyPin.self, ChangePin.self, RemovePin.self, PinStatusCommand.self, ResetPin.self,
-                      Calibrate.self])
+        subcommands: [
+            SetPin.self, VerifyPin.self, ChangePin.self, RemovePin.self, PinStatusCommand.self, ResetPin.self,
+            Calibrate.self,
+        ])
 
     /// Without a subcommand: a usage error (exit 64), not help with exit 0.
     func run() throws { throw ValidationError("name a subcommand; `lockbox pin --help` lists them") }
@@ -70,38 +74,49 @@ enum PinInput {
 }
 
 struct SetPin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "set", abstract: "Set the PIN of a PIN profile that has none (asked twice).",
+    static let configuration = CommandConfiguration(
+        commandName: "set", abstract: "Set the PIN of a PIN profile that has none (asked twice).",
         discussion: "Example: lockbox pin set kids max --wipe-after 10 --wipe-item savings")
     @OptionGroup var options: PinOptions
-    @Option(help: ArgumentHelp("Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats. Default: 0,0,0,0,60,300,900,900,3600.", valueName: "s,s,…"))
+    @Option(
+        help: ArgumentHelp(
+            "Seconds locked after the 1st, 2nd, … consecutive failure; the last repeats. Default: 0,0,0,0,60,300,900,900,3600.",
+            valueName: "s,s,…"))
     var lockoutDelays: String?
-    @Option(help: ArgumentHelp("Wipe the PIN (and --wipe-item accounts) after this many consecutive failures. Off by default.", valueName: "n")) var wipeAfter: Int?
-    @Option(help: ArgumentHelp("An account of the same service to wipe with the PIN; repeatable.", valueName: "account")) var wipeItem: [String] = []
-    @Option(help: ArgumentHelp("Disable the PIN after this many consecutive failures (at most 100).", valueName: "n")) var disableAfter: Int = LockoutPolicy.hardLimit
+    @Option(
+        help: ArgumentHelp("Wipe the PIN (and --wipe-item accounts) after this many consecutive failures. Off by default.", valueName: "n"))
+    var wipeAfter: Int?
+    @Option(help: ArgumentHelp("An account of the same service to wipe with the PIN; repeatable.", valueName: "account")) var wipeItem:
+        [String] = []
+    @Option(help: ArgumentHelp("Disable the PIN after this many consecutive failures (at most 100).", valueName: "n")) var disableAfter:
+        Int = LockoutPolicy.hardLimit
 
     func run() throws {
         var lockout = LockoutPolicy.default
         if lockoutDelays != nil || wipeAfter != nil || disableAfter != LockoutPolicy.hardLimit {
-            let delays = try lockoutDelays.map { text in
-                try text.split(separator: ",").map { part -> Double in
-                    guard let value = Double(part.trimmingWhiteSpace()) else {
-                        throw ValidationError("--lockout-delays takes seconds separated by commas, e.g. 0,0,0,0,60,300")
+            let delays =
+                try lockoutDelays.map { text in
+                    try text.split(separator: ",").map { part -> Double in
+                        guard let value = Double(part.trimmingWhiteSpace()) else {
+                            throw ValidationError("--lockout-delays takes seconds separated by commas, e.g. 0,0,0,0,60,300")
+                        }
+                        return value
                     }
-                    return value
-                }
-            } ?? LockoutPolicy.default.delays
+                } ?? LockoutPolicy.default.delays
             lockout = try LockoutPolicy(delays: delays, wipeAfter: wipeAfter, disableAfter: disableAfter)
         }
         let guardian = try options.guardian()
         let pin = try PinInput.readTwice("New PIN for '\(options.profileName)': ")
-        try guardian.set(options.profile, pin: pin, lockout: lockout,
-                         wipeItems: wipeItem.map { ItemKey(service: options.service, account: $0) })
+        try guardian.set(
+            options.profile, pin: pin, lockout: lockout,
+            wipeItems: wipeItem.map { ItemKey(service: options.service, account: $0) })
         Console.status("PIN set for '\(options.profileName)' on '\(options.service)'.")
     }
 }
 
 struct VerifyPin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check a PIN (exit 0 if right).",
+    static let configuration = CommandConfiguration(
+        commandName: "verify", abstract: "Check a PIN (exit 0 if right).",
         discussion: "Example: lockbox pin verify kids max")
     @OptionGroup var options: PinOptions
 
@@ -113,7 +128,8 @@ struct VerifyPin: ParsableCommand {
 }
 
 struct ChangePin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "change", abstract: "Change a PIN: the old one, then the new one twice.",
+    static let configuration = CommandConfiguration(
+        commandName: "change", abstract: "Change a PIN: the old one, then the new one twice.",
         discussion: "Example: lockbox pin change kids max")
     @OptionGroup var options: PinOptions
 
@@ -127,7 +143,8 @@ struct ChangePin: ParsableCommand {
 }
 
 struct RemovePin: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a PIN profile's PIN and its counters.",
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Remove a PIN profile's PIN and its counters.",
         discussion: "Example: lockbox pin remove kids max")
     @OptionGroup var options: PinOptions
 
@@ -140,7 +157,8 @@ struct RemovePin: ParsableCommand {
 }
 
 struct PinStatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Failures and lockout of a PIN profile; nothing secret.",
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Failures and lockout of a PIN profile; nothing secret.",
         discussion: "Example: lockbox pin status kids max --json")
     @OptionGroup var options: PinOptions
     @Flag(help: "Print JSON.") var json = false
@@ -151,9 +169,11 @@ struct PinStatusCommand: ParsableCommand {
             struct Report: Encodable {
                 var failures: Int, disabled: Bool, delays: [Double], disableAfter: Int, lockedUntil: Date?, wipeAfter: Int?
             }
-            try Console.printJSON(Report(failures: status.failures, disabled: status.disabled, delays: status.lockout.delays,
-                                         disableAfter: status.lockout.disableAfter, lockedUntil: status.lockedUntil,
-                                         wipeAfter: status.lockout.wipeAfter))
+            try Console.printJSON(
+                Report(
+                    failures: status.failures, disabled: status.disabled, delays: status.lockout.delays,
+                    disableAfter: status.lockout.disableAfter, lockedUntil: status.lockedUntil,
+                    wipeAfter: status.lockout.wipeAfter))
             return
         }
         print("failures  \(status.failures)")
@@ -170,9 +190,12 @@ struct ResetPin: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reset",
         abstract: "Clear failures and re-enable a disabled PIN, on a higher authority's word.",
-        discussion: "With --by, another PIN profile's PIN (asked like any PIN); without it, the file vault's passphrase: from --passphrase-fd, else asked (again, even if a key file opened the vault).\nExample: lockbox pin reset kids max --by parent")
+        discussion:
+            "With --by, another PIN profile's PIN (asked like any PIN); without it, the file vault's passphrase: from --passphrase-fd, else asked (again, even if a key file opened the vault).\nExample: lockbox pin reset kids max --by parent"
+    )
     @OptionGroup var options: PinOptions
-    @Option(help: ArgumentHelp("Another PIN profile of the same service whose PIN authorises the reset.", valueName: "profile")) var by: String?
+    @Option(help: ArgumentHelp("Another PIN profile of the same service whose PIN authorises the reset.", valueName: "profile")) var by:
+        String?
 
     func run() throws {
         let guardian = try options.guardian()
@@ -183,8 +206,9 @@ struct ResetPin: ParsableCommand {
             // The vault passphrase is the higher authority: it must open a passphrase slot now.
             // --passphrase-fd (the descriptor read once, whether or not it opened the store), else
             // the terminal, else a line of standard input.
-            guard let passphrase = try options.vaultOptions.passphraseFd.map({ try VaultOptions.passphrase(fromDescriptor: $0) })
-                ?? Terminal.readHidden(prompt: "Vault passphrase: ") ?? stdinPassphrase()
+            guard
+                let passphrase = try options.vaultOptions.passphraseFd.map({ try VaultOptions.passphrase(fromDescriptor: $0) })
+                    ?? Terminal.readHidden(prompt: "Vault passphrase: ") ?? stdinPassphrase()
             else {
                 throw CLIError.noInput("no passphrase to authorise the reset: --passphrase-fd N, a terminal, or a line of standard input")
             }
@@ -217,9 +241,10 @@ struct Calibrate: ParsableCommand {
         let results = try PinHashCalibration.measure(target: target, memoryMiB: memory)
         print("passes  memory   seconds")
         for row in results.rows {
-            print(Console.rightAligned("\(row.parameters.opsLimit)", width: 6) + "  "
-                  + Console.rightAligned("\(row.parameters.memoryLimitBytes >> 20)", width: 4) + " MiB  "
-                  + Console.decimal(row.seconds, places: 3))
+            print(
+                Console.rightAligned("\(row.parameters.opsLimit)", width: 6) + "  "
+                    + Console.rightAligned("\(row.parameters.memoryLimitBytes >> 20)", width: 4) + " MiB  "
+                    + Console.decimal(row.seconds, places: 3))
         }
         print("Suggested: \(results.suggested) (about \(Console.decimal(results.suggestedSeconds, places: 2)) s per verification).")
         print("Lockbox's default is \(PinGuard.defaultHashParameters).")

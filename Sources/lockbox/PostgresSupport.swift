@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
 import Lockbox
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The PostgreSQL store as the commands reach it (`--store postgres`, `migrate --from/--to
 /// postgres`). `lockbox-postgres` (Sources/LockboxPostgresCLI) provides it; `lockbox` has none and

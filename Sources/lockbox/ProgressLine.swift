@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The progress of long work (import, export, migrate) as one line on a terminal, redrawn at most
 /// ten times a second: items done (of how many, when known), the rate and the time left. On a

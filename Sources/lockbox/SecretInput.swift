@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import Lockbox
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// Where secrets enter the CLI: a file descriptor, standard input, or a no-echo prompt on the
 /// controlling terminal. Never an argument, never an environment variable.
@@ -15,7 +16,8 @@ enum SecretInput {
         do {
             secret = try read(from: FileDescriptor(rawValue: fd), limit: 4096, stopAtNewline: true, what: what)
         } catch let error as Errno {
-            throw CLIError.noInput("cannot read the \(what) from file descriptor \(fd): \(error). Open it in the shell, e.g. `--passphrase-fd 3 3<file`.")
+            throw CLIError.noInput(
+                "cannot read the \(what) from file descriptor \(fd): \(error). Open it in the shell, e.g. `--passphrase-fd 3 3<file`.")
         }
         guard secret.count > 0 else {
             throw CLIError.noInput("file descriptor \(fd) gave an empty \(what)")
@@ -27,10 +29,12 @@ enum SecretInput {
     /// `raw` (as ``secretFromStandardInput(prompt:raw:allowEmpty:)`` reads a pipe).
     static func secret(fromDescriptor fd: Int32, what: String, raw: Bool) throws -> SecretBytes {
         do {
-            return try read(from: FileDescriptor(rawValue: fd), limit: ItemLimits.maxSecretBytes + 2, stopAtNewline: false,
-                            what: what, dropTrailingNewline: !raw, statedLimit: ItemLimits.maxSecretBytes)
+            return try read(
+                from: FileDescriptor(rawValue: fd), limit: ItemLimits.maxSecretBytes + 2, stopAtNewline: false,
+                what: what, dropTrailingNewline: !raw, statedLimit: ItemLimits.maxSecretBytes)
         } catch let error as Errno {
-            throw CLIError.noInput("cannot read \(what) from file descriptor \(fd): \(error). Open it in the shell, e.g. `--if-current-fd 3 3<file`.")
+            throw CLIError.noInput(
+                "cannot read \(what) from file descriptor \(fd): \(error). Open it in the shell, e.g. `--if-current-fd 3 3<file`.")
         }
     }
 
@@ -42,10 +46,13 @@ enum SecretInput {
             return try promptTwice(prompt, what: "secret")
         }
         // Room for a trailing CR LF that is dropped; the limit named is the secret's own.
-        let secret = try read(from: .standardInput, limit: ItemLimits.maxSecretBytes + 2, stopAtNewline: false,
-                              what: "secret", dropTrailingNewline: !raw, statedLimit: ItemLimits.maxSecretBytes)
+        let secret = try read(
+            from: .standardInput, limit: ItemLimits.maxSecretBytes + 2, stopAtNewline: false,
+            what: "secret", dropTrailingNewline: !raw, statedLimit: ItemLimits.maxSecretBytes)
         guard secret.count > 0 || allowEmpty else {
-            throw CLIError.noInput("standard input was empty, so nothing was stored. Pipe the secret in, run from a terminal to be prompted, or pass --allow-empty to store an empty secret.")
+            throw CLIError.noInput(
+                "standard input was empty, so nothing was stored. Pipe the secret in, run from a terminal to be prompted, or pass --allow-empty to store an empty secret."
+            )
         }
         return secret
     }

@@ -8,7 +8,8 @@ import SystemPackage
 struct SelfTest: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "selftest",
-        abstract: "Run the known-answer vectors inside this binary: Argon2id, XChaCha20-Poly1305, BLAKE2b, Lockbox vault files, and the Secret Service session's HKDF-SHA-256, AES-128-CBC and 1024-bit MODP Diffie-Hellman.",
+        abstract:
+            "Run the known-answer vectors inside this binary: Argon2id, XChaCha20-Poly1305, BLAKE2b, Lockbox vault files, and the Secret Service session's HKDF-SHA-256, AES-128-CBC and 1024-bit MODP Diffie-Hellman.",
         discussion: """
             Checks the libsodium this binary runs against (through Lockbox's own wrappers), the \
             libcrypto its Secret Service session loads (HKDF, AES-CBC with the PKCS#7 check, the \
@@ -23,7 +24,9 @@ struct SelfTest: ParsableCommand {
             """)
 
     @Flag(help: "Print the results as JSON.") var json = false
-    @Option(help: ArgumentHelp("Read the vector files (*.json) from this folder instead of the built-in copy.", valueName: "dir"), completion: .directory)
+    @Option(
+        help: ArgumentHelp("Read the vector files (*.json) from this folder instead of the built-in copy.", valueName: "dir"),
+        completion: .directory)
     var vectors: String?
 
     struct Report: Encodable {
@@ -52,12 +55,15 @@ struct SelfTest: ParsableCommand {
         let failed = results.filter { !$0.passed }.count
         let seconds = (clock.now - start) / .seconds(1)
         if json {
-            let report = Report(passed: results.count - failed, failed: failed, vectorSource: source,
-                                libsodium: LibraryVersions.sodium, libcrypto: LibraryVersions.libcrypto, seconds: seconds,
-                                results: results)
+            let report = Report(
+                passed: results.count - failed, failed: failed, vectorSource: source,
+                libsodium: LibraryVersions.sodium, libcrypto: LibraryVersions.libcrypto, seconds: seconds,
+                results: results)
             Self.write(try Console.jsonText(report) + "\n")
         } else {
-            Self.write("selftest: \(results.count - failed) passed, \(failed) failed, from \(files.count) files (\(source)); libsodium \(LibraryVersions.sodium); libcrypto \(LibraryVersions.libcrypto); \(Console.decimal(seconds, places: 1)) s\n")
+            Self.write(
+                "selftest: \(results.count - failed) passed, \(failed) failed, from \(files.count) files (\(source)); libsodium \(LibraryVersions.sodium); libcrypto \(LibraryVersions.libcrypto); \(Console.decimal(seconds, places: 1)) s\n"
+            )
         }
         if failed > 0 || results.isEmpty { throw ExitCode(1) }
     }

@@ -30,8 +30,9 @@ struct StoreOpener {
     /// The request every provider is given: this configuration, its credentials when needed,
     /// the session's windows.
     private func request(prompt: String? = nil, window: Bool = true) -> StoreOpenRequest {
-        StoreOpenRequest(configuration: configuration, credentials: { try credentials(prompt: prompt) },
-                         window: window ? SessionWindow.fileVaultWindows() : nil)
+        StoreOpenRequest(
+            configuration: configuration, credentials: { try credentials(prompt: prompt) },
+            window: window ? SessionWindow.fileVaultWindows() : nil)
     }
 
     /// The PostgreSQL provider `lockbox-postgres` registers for the URL these options name. In
@@ -51,16 +52,18 @@ struct StoreOpener {
         let providers = configuration.store == .postgres ? [try postgresProvider()] : []
         // Built field by field rather than with `configuration.storeSelection`, whose validation
         // would refuse an empty --profile or --vault that the commands have always taken.
-        return StoreSelection(request: configuration.store, profile: configuration.profile,
-                              settingsPath: configuration.settingsPath ?? options.settingsPath, vaultPath: configuration.vaultPath,
-                              secretService: SecretServiceStoreProvider(), providers: providers)
+        return StoreSelection(
+            request: configuration.store, profile: configuration.profile,
+            settingsPath: configuration.settingsPath ?? options.settingsPath, vaultPath: configuration.vaultPath,
+            secretService: SecretServiceStoreProvider(), providers: providers)
     }
 
     /// The store this invocation uses, decided by ``StoreSelection``, without opening it.
     func resolveStore(allowPostgres: Bool = false) throws -> StoreResolution {
         let resolution = try selection(allowPostgres: allowPostgres).resolve()
-        Trace.log("store requested: \(resolution.selection.request); settings \(configuration.settingsPath?.string ?? "-"), profile '\(configuration.profile)' "
-            + (resolution.recorded.map { "recorded \($0.storeKind.rawValue) (\($0.reason))" } ?? "has no recorded store"))
+        Trace.log(
+            "store requested: \(resolution.selection.request); settings \(configuration.settingsPath?.string ?? "-"), profile '\(configuration.profile)' "
+                + (resolution.recorded.map { "recorded \($0.storeKind.rawValue) (\($0.reason))" } ?? "has no recorded store"))
         Trace.log("store: \(resolution.storeKind.rawValue) (\(resolution.reason))")
         return resolution
     }
@@ -85,7 +88,9 @@ struct StoreOpener {
     /// with the resolution. `needsFreshness: false` (a command that reads no protected item: set,
     /// delete, list) skips the Secret Service's window look-up and reports `fresh` as false; a
     /// file vault still opens through its window when one is open.
-    func open(needsFreshness: Bool = true, allowPostgres: Bool = false) throws -> (store: any SecretStore, fresh: Bool, resolution: StoreResolution) {
+    func open(needsFreshness: Bool = true, allowPostgres: Bool = false) throws -> (
+        store: any SecretStore, fresh: Bool, resolution: StoreResolution
+    ) {
         let resolution = try resolveStore(allowPostgres: allowPostgres)
         let prompt = resolution.storeKind == .postgres ? "Passphrase for the vault in PostgreSQL: " : nil
         let opened = try resolution.open(request(prompt: prompt))
@@ -95,7 +100,9 @@ struct StoreOpener {
             try Self.traceOpened(opened.store, throughWindow: opened.throughWindow)
             return (opened.store, opened.freshlyAuthenticated, resolution)
         case .secretService:
-            if resolution.recorded != nil, resolution.selection.request == .auto { RecordedSecretService.resolution.withLock { $0 = resolution } }
+            if resolution.recorded != nil, resolution.selection.request == .auto {
+                RecordedSecretService.resolution.withLock { $0 = resolution }
+            }
             return (opened.store, needsFreshness ? try secretServiceWindowOpen(opened.store, resolution) : false, resolution)
         case .postgres:
             Trace.log("store: PostgreSQL at \(opened.location)")
@@ -159,7 +166,9 @@ struct StoreOpener {
             return
         }
         guard let slots = try (store as? any KeySlotManaging)?.keySlots() else { return }
-        Trace.log("opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)")
+        Trace.log(
+            "opened: key slot(s) \(slots.indices.filter { slots[$0].openedThisHandle }.map(String.init).joined(separator: ", ")) of \(slots.count)"
+        )
     }
 }
 

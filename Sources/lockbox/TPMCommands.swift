@@ -1,25 +1,34 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import LockboxTPM
 import SystemPackage
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Options that describe a new TPM2 key slot (`init --tpm`, `slot add-tpm`). The TPM is the one
 /// behind $LOCKBOX_TPM_TCTI, else the kernel's resource manager /dev/tpmrm0.
 struct TPMSlotOptions: ParsableArguments {
-    @Option(name: .customLong("tpm-pcrs"), help: ArgumentHelp(
-        "Bind the TPM slot to these SHA-256 PCRs (comma-separated, e.g. 7 for the Secure Boot state). After a change to them (firmware, boot loader, kernel, Secure Boot keys) the slot refuses; open with a recovery slot and add it again. Default: none.",
-        valueName: "list"))
+    @Option(
+        name: .customLong("tpm-pcrs"),
+        help: ArgumentHelp(
+            "Bind the TPM slot to these SHA-256 PCRs (comma-separated, e.g. 7 for the Secure Boot state). After a change to them (firmware, boot loader, kernel, Secure Boot keys) the slot refuses; open with a recovery slot and add it again. Default: none.",
+            valueName: "list"))
     var pcrs: String?
 
-    @Flag(name: .customLong("tpm-pin"), help: "Protect the TPM slot with a PIN (4 to 12 digits, checked by the PIN policy as for `pin set`), asked twice on the terminal; the TPM counts wrong PINs and locks out.")
+    @Flag(
+        name: .customLong("tpm-pin"),
+        help:
+            "Protect the TPM slot with a PIN (4 to 12 digits, checked by the PIN policy as for `pin set`), asked twice on the terminal; the TPM counts wrong PINs and locks out."
+    )
     var pin = false
 
-    @Option(name: .customLong("tpm-new-pin-fd"), help: ArgumentHelp(
-        "Read the new TPM slot's PIN from this file descriptor (implies --tpm-pin).", valueName: "fd"))
+    @Option(
+        name: .customLong("tpm-new-pin-fd"),
+        help: ArgumentHelp(
+            "Read the new TPM slot's PIN from this file descriptor (implies --tpm-pin).", valueName: "fd"))
     var newPinFd: Int32?
 
     /// The PCRs from --tpm-pcrs.
@@ -82,7 +91,9 @@ extension VaultOptions {
         guard !sealed.isEmpty else { return nil }
         TPMSupport.quietenLibraryLog()
         let needsPIN = sealed.values.allSatisfy { TPMSealer.requiresPIN($0) == true }
-        Trace.log("credential: the TPM (TPM2 key slot(s) \(sealed.keys.sorted().map(String.init).joined(separator: ", "))\(needsPIN ? ", with PIN" : ""))")
+        Trace.log(
+            "credential: the TPM (TPM2 key slot(s) \(sealed.keys.sorted().map(String.init).joined(separator: ", "))\(needsPIN ? ", with PIN" : ""))"
+        )
         guard needsPIN else { return .sealed(try TPMSupport.sealer()) }
         if let tpmPinFd {
             return .sealed(try TPMSupport.sealer(pin: try SecretInput.passphrase(fromDescriptor: tpmPinFd, what: "TPM PIN")))
@@ -99,7 +110,8 @@ extension Slot {
     struct AddTPM: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add-tpm",
-            abstract: "Add a TPM2 slot: the vault then opens on this machine without a passphrase (unlock with an existing credential first).",
+            abstract:
+                "Add a TPM2 slot: the vault then opens on this machine without a passphrase (unlock with an existing credential first).",
             discussion: """
                 The data key is wrapped under a secret sealed in this machine's TPM 2.0 ($LOCKBOX_TPM_TCTI, \
                 else /dev/tpmrm0); a copy of the vault elsewhere cannot use the slot. Keep a passphrase or \
@@ -140,17 +152,23 @@ extension Doctor {
         let state: TPMDictionaryAttack
         do {
             state = try TPMDictionaryAttack.read(tcti: tcti, timeout: sealer.timeout)
-            checks.append(Check(
-                name: "TPM", ok: !state.inLockout, detail: "\(tcti): answers; dictionary-attack protection: \(state)",
-                fix: state.inLockout ? "wait, or as its administrator: tpm2_dictionarylockout --clear-lockout" : nil))
+            checks.append(
+                Check(
+                    name: "TPM", ok: !state.inLockout, detail: "\(tcti): answers; dictionary-attack protection: \(state)",
+                    fix: state.inLockout ? "wait, or as its administrator: tpm2_dictionarylockout --clear-lockout" : nil))
         } catch {
             // Without a TPM2 slot in the vault, no TPM is no problem.
             let timedOut = (error as? TPMError)?.timeout != nil
-            checks.append(Check(name: "TPM", ok: !hasTPMSlot,
-                                detail: hasTPMSlot || timedOut ? "\(tcti): \(error)" : "\(tcti): none reachable (only needed for TPM2 key slots)",
-                                fix: !hasTPMSlot ? nil
-                                    : timedOut ? "restart the TPM's service (swtpm, tpm2-abrmd) or the machine, or raise LOCKBOX_TPM_TIMEOUT; else open with a recovery slot"
-                                    : "use the machine whose TPM sealed the slot, add yourself to group tss, or set LOCKBOX_TPM_TCTI; else open with a recovery slot"))
+            checks.append(
+                Check(
+                    name: "TPM", ok: !hasTPMSlot,
+                    detail: hasTPMSlot || timedOut ? "\(tcti): \(error)" : "\(tcti): none reachable (only needed for TPM2 key slots)",
+                    fix: !hasTPMSlot
+                        ? nil
+                        : timedOut
+                            ? "restart the TPM's service (swtpm, tpm2-abrmd) or the machine, or raise LOCKBOX_TPM_TIMEOUT; else open with a recovery slot"
+                            : "use the machine whose TPM sealed the slot, add yourself to group tss, or set LOCKBOX_TPM_TCTI; else open with a recovery slot"
+                ))
             if hasTPMSlot { problem = error as? any LockboxCodedError }
             if let kinds { checks.append(slotList(kinds, usableTPMSlot: false)) }
             return (checks, problem)
@@ -165,16 +183,23 @@ extension Doctor {
                 checks.append(Check(name: "TPM slot \(index)", ok: true, detail: "would unseal here (\(pcrs), \(pin))"))
             } catch {
                 problem = problem ?? error as? any LockboxCodedError
-                checks.append(Check(name: "TPM slot \(index)", ok: false, detail: "cannot unseal here (\(pcrs), \(pin)): \(error)",
-                                    fix: slotFix(index, error)))
+                checks.append(
+                    Check(
+                        name: "TPM slot \(index)", ok: false, detail: "cannot unseal here (\(pcrs), \(pin)): \(error)",
+                        fix: slotFix(index, error)))
             }
         }
         if sealed.values.contains(where: { TPMSealer.requiresPIN($0) == true }) {
             let left = state.triesLeft
-            checks.append(Check(
-                name: "TPM restarts", ok: left > 1,
-                detail: "a restart without TPM2_Shutdown (power loss, a crash) right after a PIN use counts as one failed try; \(left) of \(state.maxTries) tries left",
-                fix: left > 1 ? nil : "one more failure locks every PIN on this TPM out: wait \(state.recoveryTime) s per failure, or as its administrator: tpm2_dictionarylockout --clear-lockout"))
+            checks.append(
+                Check(
+                    name: "TPM restarts", ok: left > 1,
+                    detail:
+                        "a restart without TPM2_Shutdown (power loss, a crash) right after a PIN use counts as one failed try; \(left) of \(state.maxTries) tries left",
+                    fix: left > 1
+                        ? nil
+                        : "one more failure locks every PIN on this TPM out: wait \(state.recoveryTime) s per failure, or as its administrator: tpm2_dictionarylockout --clear-lockout"
+                ))
         }
         if let kinds { checks.append(slotList(kinds, usableTPMSlot: usableTPMSlot)) }
         return (checks, problem)
@@ -188,9 +213,11 @@ extension Doctor {
         let hasRecovery = kinds.contains { $0 != .tpm2 }
         return Check(
             name: "key slots", ok: !hasTPMSlot || (usableTPMSlot && hasRecovery), detail: list,
-            fix: !hasTPMSlot ? nil
-                : !usableTPMSlot ? "no TPM2 slot can open now (see above); use a passphrase or key-file slot"
-                : hasRecovery ? nil : "add a recovery slot: lockbox slot add-passphrase")
+            fix: !hasTPMSlot
+                ? nil
+                : !usableTPMSlot
+                    ? "no TPM2 slot can open now (see above); use a passphrase or key-file slot"
+                    : hasRecovery ? nil : "add a recovery slot: lockbox slot add-passphrase")
     }
 
     /// What to do about TPM2 slot `index`, which cannot unseal because of `error`.
@@ -199,7 +226,8 @@ extension Doctor {
         switch (error as? TPMError)?.failure {
         case .policyMismatch?: return "the PCRs changed since sealing: " + again + " to seal to today's values"
         case .foreignObject?: return "the slot belongs to another TPM, or this one was cleared: " + again + " on this machine"
-        case .lockedOut?: return "wait until the TPM accepts PINs again (see TPM above), or as its administrator: tpm2_dictionarylockout --clear-lockout"
+        case .lockedOut?:
+            return "wait until the TPM accepts PINs again (see TPM above), or as its administrator: tpm2_dictionarylockout --clear-lockout"
         default: return "open with a recovery slot"
         }
     }

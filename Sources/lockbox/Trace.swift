@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `--verbose` (anywhere on the command line) or `LOCKBOX_LOG=debug`: what `lockbox` decides and
 /// does — which store and why, which settings file, vault path, which credential kinds, which
@@ -35,7 +36,8 @@ enum Trace {
         guard enabled else { return }
         let elapsed = ContinuousClock.now - start
         let milliseconds = max(0, Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
-        var line = "lockbox: [debug] " + Console.rightAligned(Console.decimal(milliseconds, places: 2), width: 8) + " ms  " + message() + "\n"
+        var line =
+            "lockbox: [debug] " + Console.rightAligned(Console.decimal(milliseconds, places: 2), width: 8) + " ms  " + message() + "\n"
         line.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
     }
 }

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import LockboxSecretService
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension ConflictPolicy: ExpressibleByArgument {}
 
@@ -51,7 +52,9 @@ private func printReport(_ report: TransferReport, json: Bool) throws {
 }
 
 private func printConflicts(_ report: TransferReport) {
-    for key in report.conflictsSkipped { print("conflict  \(key.service)  \(key.account)  (kept the destination's; --on-conflict overwrite|keep-both to change)") }
+    for key in report.conflictsSkipped {
+        print("conflict  \(key.service)  \(key.account)  (kept the destination's; --on-conflict overwrite|keep-both to change)")
+    }
     for key in report.overwritten { print("replaced  \(key.service)  \(key.account)") }
     for (original, copy) in report.keptBoth.sorted(by: { $0.key.description < $1.key.description }) {
         print("both      \(original.service)  \(original.account)  ->  \(copy.account)")
@@ -76,8 +79,14 @@ struct Migrate: ParsableCommand {
     @Option(help: "Only this service's items.") var service: String?
     @Flag(help: "Every Lockbox item (required when no --service is given).") var all = false
     @Flag(help: "Remove each source item once its copy is verified.") var move = false
-    @Option(help: ArgumentHelp("When the destination has a different item at the same address: skip, overwrite, or keep-both.", valueName: "policy")) var onConflict: ConflictPolicy = .skip
-    @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth, removedFromSource).") var json = false
+    @Option(
+        help: ArgumentHelp(
+            "When the destination has a different item at the same address: skip, overwrite, or keep-both.", valueName: "policy"))
+    var onConflict: ConflictPolicy = .skip
+    @Flag(
+        help:
+            "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth, removedFromSource)."
+    ) var json = false
 
     func validate() throws {
         if from == to { throw ValidationError("--from and --to name the same store") }
@@ -97,7 +106,6 @@ struct Migrate: ParsableCommand {
         Console.status("Migrated \(from) → \(to): \(summary(report)).")
     }
 }
-
 
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -122,7 +130,8 @@ struct Export: ParsableCommand {
 
     func run() throws {
         let store = try vaultOptions.storeOpener().openStore()
-        let passphrase = try backupPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "backup passphrase") }
+        let passphrase =
+            try backupPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "backup passphrase") }
             ?? SecretInput.promptTwice("Backup passphrase: ", what: "backup passphrase")
         try PassphrasePolicy.check(passphrase, what: "backup passphrase", allowWeak: allowWeakPassphrase)
         if let vault = store as? SQLiteVaultStore {
@@ -149,19 +158,27 @@ struct Import: ParsableCommand {
             Example: lockbox import backup.lockbox --on-conflict keep-both
             """)
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
-    @Argument(help: "The backup file (with --json-lines: the JSON-lines file, or - for standard input).", completion: .file()) var file: String
+    @Argument(help: "The backup file (with --json-lines: the JSON-lines file, or - for standard input).", completion: .file()) var file:
+        String
     @Flag(help: "Read FILE as JSON lines of items instead of a backup vault.") var jsonLines = false
     @Option(help: ArgumentHelp("Read the backup's passphrase from this descriptor (else asked).", valueName: "fd"))
     var backupPassphraseFd: Int32?
-    @Option(help: ArgumentHelp("When an item exists with different contents: skip (the default), overwrite, or keep-both. Not with --json-lines, which overwrites.", valueName: "policy")) var onConflict: ConflictPolicy?
-    @Flag(help: "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth). Not with --json-lines.") var json = false
+    @Option(
+        help: ArgumentHelp(
+            "When an item exists with different contents: skip (the default), overwrite, or keep-both. Not with --json-lines, which overwrites.",
+            valueName: "policy")) var onConflict: ConflictPolicy?
+    @Flag(
+        help:
+            "Print what happened to each item as JSON (copied, alreadyPresent, conflictsSkipped, overwritten, keptBoth). Not with --json-lines."
+    ) var json = false
     @Flag(help: ArgumentHelp("With --on-conflict overwrite: do not ask for confirmation (required without a terminal).")) var yes = false
 
     func validate() throws {
         guard jsonLines else { return }
         // Options the JSON-lines import would not honour are refused rather than ignored.
         if let onConflict, onConflict != .overwrite {
-            throw ValidationError("--json-lines stores every line over any item at the same address; --on-conflict \(onConflict.rawValue) is for backups")
+            throw ValidationError(
+                "--json-lines stores every line over any item at the same address; --on-conflict \(onConflict.rawValue) is for backups")
         }
         if json { throw ValidationError("--json-lines prints a summary, not a JSON report; leave out --json") }
         if backupPassphraseFd != nil { throw ValidationError("--json-lines reads no backup, so it takes no --backup-passphrase-fd") }
@@ -182,8 +199,9 @@ struct Import: ParsableCommand {
         let backup = try FileVault.open(at: backupPath, credential: .passphrase(passphrase), readOnly: true)
         let store = try vaultOptions.storeOpener().openStore()
         if onConflict == .overwrite {
-            try Confirmation.require(yes: yes, question: "Replace the vault's items that differ from the backup's with the backup's?",
-                                     what: "overwrite items from \(file)")
+            try Confirmation.require(
+                yes: yes, question: "Replace the vault's items that differ from the backup's with the backup's?",
+                what: "overwrite items from \(file)")
         }
         let report = try withProgress(label: "importing") {
             try Transfer.run(from: backup, to: store, onConflict: onConflict ?? .skip, progress: $0)
@@ -304,7 +322,8 @@ private struct JSONLinesInput {
 
     private static func checkLength(_ count: Int, number: Int) throws {
         guard count <= maximumLineBytes else {
-            throw LockboxError.invalidArgument("line \(number) of the JSON lines is longer than the \(maximumLineBytes) bytes an item can need")
+            throw LockboxError.invalidArgument(
+                "line \(number) of the JSON lines is longer than the \(maximumLineBytes) bytes an item can need")
         }
     }
 
@@ -318,8 +337,10 @@ private struct JSONLinesInput {
 
         init(from decoder: any Decoder) throws {
             let object = try decoder.container(keyedBy: Key.self)
-            (service, account, secretBase64, kind, label) = (object.text(at: .service), object.text(at: .account),
-                                                            object.text(at: .secret_b64), object.text(at: .kind), object.text(at: .label))
+            (service, account, secretBase64, kind, label) = (
+                object.text(at: .service), object.text(at: .account),
+                object.text(at: .secret_b64), object.text(at: .kind), object.text(at: .label)
+            )
             notText = [Key.kind, .label].first { object.contains($0) && object.text(at: $0) == nil }?.rawValue
         }
     }

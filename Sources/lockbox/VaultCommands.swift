@@ -15,13 +15,20 @@ struct Init: ParsableCommand {
             """)
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
-    @Option(help: ArgumentHelp("Create a new key file here (32 random bytes, mode 0600) and add a slot for it.", valueName: "path"), completion: .file())
+    @Option(
+        help: ArgumentHelp("Create a new key file here (32 random bytes, mode 0600) and add a slot for it.", valueName: "path"),
+        completion: .file())
     var generateKeyFile: String?
     @Flag(help: "Also add a passphrase slot, asked on the terminal, when a key file is given.") var withPassphrase = false
     @Option(help: "Argon2id cost for the passphrase slot.") var kdf: KDFPreset = .moderate
-    @Option(help: ArgumentHelp("Vault format: 1 (one encrypted file) or 2 (sealed rows in SQLite; docs/FORMAT.md section 18).", valueName: "version"))
+    @Option(
+        help: ArgumentHelp(
+            "Vault format: 1 (one encrypted file) or 2 (sealed rows in SQLite; docs/FORMAT.md section 18).", valueName: "version"))
     var format: Int = 2
-    @Flag(help: "Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery).")
+    @Flag(
+        help:
+            "Also add a TPM2 slot, so the vault opens on this machine without a passphrase (a passphrase or key-file slot is still made, as recovery)."
+    )
     var tpm = false
     @OptionGroup var tpmSlot: TPMSlotOptions
     @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
@@ -39,7 +46,8 @@ struct Init: ParsableCommand {
     func run() throws {
         let postgres = try vaultOptions.requestedStore() == .postgres
         if postgres && tpm {
-            throw LockboxError.invalidArgument("a vault in PostgreSQL is shared by many hosts; a TPM slot would open it on one: leave out --tpm")
+            throw LockboxError.invalidArgument(
+                "a vault in PostgreSQL is shared by many hosts; a TPM slot would open it on one: leave out --tpm")
         }
         // In `lockbox`, this hands over to `lockbox-postgres` before a key file is made.
         if postgres { _ = try PostgresCommands.provider() }
@@ -78,8 +86,9 @@ struct Init: ParsableCommand {
         } else {
             slotKinds = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
         }
-        try StoreSettings.record(.file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
-                                   at: vaultOptions.settingsPath)
+        try StoreSettings.record(
+            .file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
+            at: vaultOptions.settingsPath)
         // Later commands on this vault find its key file without --key-file or LOCKBOX_KEY_FILE;
         // not for a vault with a TPM slot, which opens through the TPM (the key file is its recovery).
         if !tpm, let keyFile = generateKeyFile.map({ FilePath($0) }) ?? vaultOptions.givenKeyFilePath {
@@ -103,13 +112,15 @@ struct Passwd: ParsableCommand {
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
     var newPassphraseFd: Int32?
-    @Option(help: ArgumentHelp("Which passphrase slot to change, when there are several (see `lockbox slot list`).", valueName: "index")) var slot: Int?
+    @Option(help: ArgumentHelp("Which passphrase slot to change, when there are several (see `lockbox slot list`).", valueName: "index"))
+    var slot: Int?
     @Option(help: "Argon2id cost for the new passphrase.") var kdf: KDFPreset = .moderate
     @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
         let store = try vaultOptions.storeOpener().openFileStore()
-        let newPassphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
+        let newPassphrase =
+            try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
         try PassphrasePolicy.check(newPassphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
         try store.changePassphrase(to: newPassphrase, kdf: kdf.parameters, slot: slot)
@@ -143,7 +154,8 @@ struct RotateKey: ParsableCommand {
         let path = opener.configuration.vaultPath
         var credentials = try opener.credentials()
         if !credentials.contains(where: { if case .sealed = $0 { true } else { false } }),
-           let tpm = try keptTPMCredential(path) {
+            let tpm = try keptTPMCredential(path)
+        {
             credentials.append(tpm)
         }
         let store = try FileVault.open(at: path, credentials: credentials)
@@ -187,10 +199,12 @@ struct TPMSlotNotKept: AdvisingError {
     var othersKept: Bool
 
     var description: String {
-        let what = othersKept
+        let what =
+            othersKept
             ? "remove it with `lockbox slot remove \(index)` first, then rotate"
             : "rotate with --drop-unmatched-slots to remove it, then `lockbox slot add-tpm` seals a new one"
-        return "rotate-key keeps TPM2 slot \(index) by unsealing its secret with this TPM, and it cannot: \(cause) To rotate anyway, \(what)."
+        return
+            "rotate-key keeps TPM2 slot \(index) by unsealing its secret with this TPM, and it cannot: \(cause) To rotate anyway, \(what)."
     }
 
     var code: LockboxError.Code { cause.code }
@@ -208,10 +222,14 @@ struct Slot: ParsableCommand {
     func run() throws { throw ValidationError("name a subcommand; `lockbox slot --help` lists them") }
 
     struct ListSlots: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the vault's key slots.",
-        discussion: "Example: lockbox slot list --json")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "Show the vault's key slots.",
+            discussion: "Example: lockbox slot list --json")
         @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
-        @Flag(help: "Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle) instead of lines.") var json = false
+        @Flag(
+            help:
+                "Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle) instead of lines."
+        ) var json = false
 
         /// One slot in `slot list --json`.
         struct Listed: Encodable {
@@ -229,11 +247,13 @@ struct Slot: ParsableCommand {
         func run() throws {
             let slots = try vaultOptions.storeOpener().openFileStore().keySlots()
             if json {
-                try Console.printJSON(slots.map {
-                    Listed(index: $0.index, kind: $0.kind.rawValue,
-                           kdf: $0.kdf.map { Listed.KDF(opsLimit: $0.opsLimit, memoryLimitBytes: $0.memoryLimitBytes) },
-                           openedThisHandle: $0.openedThisHandle)
-                })
+                try Console.printJSON(
+                    slots.map {
+                        Listed(
+                            index: $0.index, kind: $0.kind.rawValue,
+                            kdf: $0.kdf.map { Listed.KDF(opsLimit: $0.opsLimit, memoryLimitBytes: $0.memoryLimitBytes) },
+                            openedThisHandle: $0.openedThisHandle)
+                    })
                 return
             }
             for slot in slots { print(slot.description) }
@@ -243,7 +263,7 @@ struct Slot: ParsableCommand {
     struct AddPassphrase: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add-passphrase", abstract: "Add a passphrase slot (unlock with an existing credential first).",
-        discussion: "Example: lockbox slot add-passphrase --kdf sensitive")
+            discussion: "Example: lockbox slot add-passphrase --kdf sensitive")
         @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
         @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
         var newPassphraseFd: Int32?
@@ -252,7 +272,8 @@ struct Slot: ParsableCommand {
 
         func run() throws {
             let store = try vaultOptions.storeOpener().openFileStore()
-            let passphrase = try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
+            let passphrase =
+                try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
             try PassphrasePolicy.check(passphrase, what: "passphrase", allowWeak: allowWeakPassphrase)
             let index = try store.addKeySlot(.passphrase(passphrase), kdf: kdf.parameters)
@@ -263,7 +284,7 @@ struct Slot: ParsableCommand {
     struct AddKeyFile: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add-key-file", abstract: "Add a key-file slot (unlock with an existing credential first).",
-        discussion: "Example: lockbox slot add-key-file --generate /etc/app/second.key")
+            discussion: "Example: lockbox slot add-key-file --generate /etc/app/second.key")
         @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
         @Argument(help: "The key file for the new slot.", completion: .file()) var path: String
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
@@ -280,7 +301,8 @@ struct Slot: ParsableCommand {
     struct RemoveSlot: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "remove",
-            abstract: "Remove a key slot (asked to confirm on a terminal; --yes without one); the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.",
+            abstract:
+                "Remove a key slot (asked to confirm on a terminal; --yes without one); the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.",
             discussion: """
                 A TPM2 slot opens the vault only on this machine, and only while its TPM keeps its owner \
                 seed, the PCRs it is bound to keep their values and the TPM is not locked out; a passphrase \
@@ -302,7 +324,8 @@ struct Slot: ParsableCommand {
             if lastRecovery {
                 guard force else {
                     throw LockboxError.keySlot(
-                        "slot \(index) is the vault's last passphrase or key-file slot, what opens it when the TPM2 slot cannot (another machine, a cleared or replaced TPM, changed PCRs, a lockout); refusing to remove it. Add another with `lockbox slot add-passphrase` first, or give --force to rely on the TPM alone.")
+                        "slot \(index) is the vault's last passphrase or key-file slot, what opens it when the TPM2 slot cannot (another machine, a cleared or replaced TPM, changed PCRs, a lockout); refusing to remove it. Add another with `lockbox slot add-passphrase` first, or give --force to rely on the TPM alone."
+                    )
                 }
             }
             // A slot that is not there, or the only one, is refused by the store with its own error, unasked.
@@ -339,7 +362,7 @@ struct Convert: ParsableCommand {
         let path = vaultOptions.vaultPath
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
         switch try SQLiteVaultStore.convert(formatOneAt: path, credentials: try vaultOptions.unlockCredentials()) {
-        case let .converted(items):
+        case .converted(let items):
             Console.status("Converted \(path.string) to format 2: \(items) item(s), each checked against the format-1 vault.")
         case .alreadyFormat2:
             Console.status("\(path.string) is already in format 2; nothing to do.")

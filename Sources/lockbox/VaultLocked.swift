@@ -26,7 +26,8 @@ struct VaultLocked: AdvisingError {
     }
 
     var description: String {
-        let start = "re-authentication required: the vault \(path) is locked: no re-authentication window is open, "
+        let start =
+            "re-authentication required: the vault \(path) is locked: no re-authentication window is open, "
             + "no key file or passphrase was given, and there is no terminal to ask on."
         guard let slots, !slots.isEmpty else {
             return start + " Give its key file (--key-file PATH or LOCKBOX_KEY_FILE) or its passphrase (--passphrase-fd N)."

@@ -1,8 +1,8 @@
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
-import LockboxWindows
 import LockboxSecretService
+import LockboxWindows
 import SystemPackage
 
 /// `--store`: the library's ``StoreRequest`` (a store by name, or `auto`); `memory` is not
@@ -50,43 +50,57 @@ struct VaultOptions: ParsableArguments {
     /// The options people use most, as the line that closes a command's `--help` names them.
     static let shortSummary = "--store, --profile, --vault, --key-file, --passphrase-fd"
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.",
-        valueName: "store"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.",
+            valueName: "store"))
     var store: StoreRequest?
 
     /// `--backend`: the old name of `--store`, still accepted (scripts use it) but not shown.
     @Option(name: .customLong("backend"), help: .private)
     var backendAlias: StoreRequest?
 
-    @Option(name: .customLong("postgres-url-file"), help: ArgumentHelp(
-        "With --store postgres: the file (mode 0600) whose first line is the database URL, postgresql://USER:PASSWORD@HOST:PORT/DATABASE. Default: $LOCKBOX_POSTGRES_URL_FILE, else the URL in $LOCKBOX_POSTGRES_URL. Never the URL itself: it holds a password.",
-        valueName: "path"), completion: .file())
+    @Option(
+        name: .customLong("postgres-url-file"),
+        help: ArgumentHelp(
+            "With --store postgres: the file (mode 0600) whose first line is the database URL, postgresql://USER:PASSWORD@HOST:PORT/DATABASE. Default: $LOCKBOX_POSTGRES_URL_FILE, else the URL in $LOCKBOX_POSTGRES_URL. Never the URL itself: it holds a password.",
+            valueName: "path"), completion: .file())
     var postgresURLFile: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.",
-        valueName: "name"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.",
+            valueName: "name"))
     var profile: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).",
-        valueName: "path"), completion: .file())
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The vault file. Default: $LOCKBOX_VAULT, else $XDG_DATA_HOME/lockbox/vault.lockbox (~/.local/share/lockbox/vault.lockbox).",
+            valueName: "path"), completion: .file())
     var vault: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE, else the one `lockbox init` made or was given for this vault.",
-        valueName: "path"), completion: .file())
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE, else the one `lockbox init` made or was given for this vault.",
+            valueName: "path"), completion: .file())
     var keyFile: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.",
-        valueName: "fd"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.",
+            valueName: "fd"))
     var passphraseFd: Int32?
 
-    @Option(name: .customLong("tpm-pin-fd"), help: ArgumentHelp(
-        "Read the PIN of the vault's TPM2 slot from this open file descriptor (else it is asked on the terminal).",
-        valueName: "fd"))
+    @Option(
+        name: .customLong("tpm-pin-fd"),
+        help: ArgumentHelp(
+            "Read the PIN of the vault's TPM2 slot from this open file descriptor (else it is asked on the terminal).",
+            valueName: "fd"))
     var tpmPinFd: Int32?
 
     /// The vault path: --vault, then $LOCKBOX_VAULT, then the XDG default.
@@ -108,8 +122,8 @@ struct VaultOptions: ParsableArguments {
         if let given = givenKeyFilePath { return given }
         // A credential given explicitly is the one to use: the recorded key file is not added.
         guard passphraseFd == nil, let profile = try? StoreSettings.load(from: settingsPath).profiles[profileName],
-              let recordedVault = profile.vault, let recordedKey = profile.keyFile,
-              VaultFile.resolvedPath(FilePath(recordedVault)) == VaultFile.resolvedPath(vaultPath)
+            let recordedVault = profile.vault, let recordedKey = profile.keyFile,
+            VaultFile.resolvedPath(FilePath(recordedVault)) == VaultFile.resolvedPath(vaultPath)
         else { return nil }
         Trace.log("credential: the key file lockbox init recorded for this vault")
         return FilePath(recordedKey)
@@ -258,7 +272,7 @@ enum RecordedSecretService {
     /// `error` as the recorded-store error when it means the recorded Secret Service has no provider.
     static func translating(_ error: any LockboxCodedError) -> any LockboxCodedError {
         guard let lockboxError = error as? LockboxError, case .secretServiceUnavailable = lockboxError,
-              let resolution = resolution.withLock({ $0 })
+            let resolution = resolution.withLock({ $0 })
         else { return error }
         return LockboxError.recordedStoreUnavailable(
             store: resolution.storeKind.rawValue, settingsPath: resolution.selection.settingsPath.string,

@@ -37,7 +37,9 @@ struct Unlock: ParsableCommand {
             """)
 
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
-    @Option(name: .customLong("for"), help: ArgumentHelp("How long the window stays open: 30s, 10m, 1h. Default: 5m.", valueName: "duration")) var length: WindowLength?
+    @Option(
+        name: .customLong("for"), help: ArgumentHelp("How long the window stays open: 30s, 10m, 1h. Default: 5m.", valueName: "duration"))
+    var length: WindowLength?
     @Option(help: ArgumentHelp("Open the window with this profile's PIN instead of the passphrase.", valueName: "service/profile"))
     var pin: String?
 
@@ -61,15 +63,17 @@ struct Unlock: ParsableCommand {
             if let fileVault = store as? any KeySlotManaging {
                 try SessionWindow.open(for: fileVault, duration: duration, openedBy: "pin \(pinProfile)", pin: pinProfile)
             } else if let scope = try SessionWindow.scope(for: resolution) {
-                try SessionWindow.open(scope: scope, duration: duration,
-                                       openedBy: "pin \(pinProfile)", credentialFingerprint: "",
-                                       pin: (pinProfile, fingerprint))
+                try SessionWindow.open(
+                    scope: scope, duration: duration,
+                    openedBy: "pin \(pinProfile)", credentialFingerprint: "",
+                    pin: (pinProfile, fingerprint))
             }
         } else {
             let opener = try vaultOptions.storeOpener()
             let resolution = try opener.resolveStore()
             if resolution.storeKind == .secretService {
-                throw LockboxError.invalidArgument("the Secret Service store has no passphrase of Lockbox's: unlock with --pin SERVICE/PROFILE")
+                throw LockboxError.invalidArgument(
+                    "the Secret Service store has no passphrase of Lockbox's: unlock with --pin SERVICE/PROFILE")
             }
             let path = opener.configuration.vaultPath
             if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
@@ -90,7 +94,8 @@ struct Unlock: ParsableCommand {
 }
 
 struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Close the re-authentication window now.",
+    static let configuration = CommandConfiguration(
+        commandName: "lock", abstract: "Close the re-authentication window now.",
         discussion: "Example: lockbox lock")
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
 
@@ -101,7 +106,8 @@ struct Lock: ParsableCommand {
 }
 
 struct WindowStatus: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show whether a re-authentication window is open, and for how long.",
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show whether a re-authentication window is open, and for how long.",
         discussion: "Example: lockbox status --json")
     @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
     @Flag(help: "Print JSON: open, remainingSeconds, openedBy.") var json = false
@@ -116,7 +122,8 @@ struct WindowStatus: ParsableCommand {
     func run() throws {
         let window = try windowScope(vaultOptions).flatMap { SessionWindow.status(scope: $0) }
         if json {
-            try Console.printJSON(Report(open: window != nil, remainingSeconds: window.map { Int($0.remaining.rounded(.up)) }, openedBy: window?.openedBy))
+            try Console.printJSON(
+                Report(open: window != nil, remainingSeconds: window.map { Int($0.remaining.rounded(.up)) }, openedBy: window?.openedBy))
             return
         }
         if let status = window {

@@ -39,13 +39,16 @@ func pinStep(_ step: String) -> Never {
         let cheap = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024)
         // PinGuard compares only after the failure is counted and saved: this hasher says so on
         // standard output when the comparison starts, then waits to be killed there.
-        let hangingAtComparison = PinHasher(hash: PinHasher.argon2id.hash, verify: { _, _ in
-            print("counted")
-            fflush(nil)
-            while true { pause() }
-        })
-        let guardian = PinGuard(store: store, hashParameters: cheap, acceptingStoreOpenToOtherProcesses: true,
-                                hasher: step == "verify-wrong-then-hang" ? hangingAtComparison : .argon2id)
+        let hangingAtComparison = PinHasher(
+            hash: PinHasher.argon2id.hash,
+            verify: { _, _ in
+                print("counted")
+                fflush(nil)
+                while true { pause() }
+            })
+        let guardian = PinGuard(
+            store: store, hashParameters: cheap, acceptingStoreOpenToOtherProcesses: true,
+            hasher: step == "verify-wrong-then-hang" ? hangingAtComparison : .argon2id)
         switch step {
         case "set":
             try guardian.set(profile, pin: SecretBytes(utf8: "4739"))

@@ -1,8 +1,9 @@
+import CLinux
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
-import CLinux
 
 /// A door tests hold shut: threads that `pass()` it block until `open()`. It also counts who is
 /// inside now and the most that were inside at once.
@@ -50,10 +51,12 @@ final class Gate: @unchecked Sendable {
 
     /// A PIN hasher whose comparisons wait at this gate (hashing itself is libsodium's).
     var hasher: PinHasher {
-        PinHasher(hash: PinHasher.argon2id.hash, verify: { [self] hash, pin in
-            pass()
-            return PinHasher.argon2id.verify(hash, pin)
-        })
+        PinHasher(
+            hash: PinHasher.argon2id.hash,
+            verify: { [self] hash, pin in
+                pass()
+                return PinHasher.argon2id.verify(hash, pin)
+            })
     }
 }
 
@@ -188,9 +191,12 @@ struct AsyncAPITests {
         }
     }
 
-    func guardian(_ store: any SecretStore, gate: Gate, executor: BlockingExecutor, preset: PinPreset.FailureRecording = .beforeComparing) -> PinGuard {
-        PinGuard(store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"), hasher: gate.hasher,
-                 failureRecording: preset, executor: executor)
+    func guardian(_ store: any SecretStore, gate: Gate, executor: BlockingExecutor, preset: PinPreset.FailureRecording = .beforeComparing)
+        -> PinGuard
+    {
+        PinGuard(
+            store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"), hasher: gate.hasher,
+            failureRecording: preset, executor: executor)
     }
 
     @Test("20 async verifies stuck in Argon2id leave the cooperative pool free: a trivial task keeps making progress")
@@ -232,8 +238,9 @@ struct AsyncAPITests {
         let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
         // A reservation is taken before its thread reaches the hash, so wait for both to arrive
         // (under AddressSanitizer on a loaded machine the second can take a while).
-        #expect(await eventually { budget.statistics.inFlight == 2 && budget.statistics.waiting == 8 && gate.counts.inside == 2 },
-                "two hashes run; eight wait for memory")
+        #expect(
+            await eventually { budget.statistics.inFlight == 2 && budget.statistics.waiting == 8 && gate.counts.inside == 2 },
+            "two hashes run; eight wait for memory")
         #expect(gate.counts.inside == 2 && budget.statistics.inFlight == 2, "never more than two: the budget holds")
         #expect(executor.statistics.running == 2, "the eight waiting for memory hold no thread")
         gate.open()
@@ -254,8 +261,9 @@ struct AsyncAPITests {
 
         let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
         // Wait for the state — one hash at the gate, five queued in the budget — never sleep and hope.
-        #expect(await eventually { budget.statistics.inFlight == 1 && budget.statistics.waiting == 5 && gate.counts.inside == 1 },
-                "one hash runs; five wait for a hash slot")
+        #expect(
+            await eventually { budget.statistics.inFlight == 1 && budget.statistics.waiting == 5 && gate.counts.inside == 1 },
+            "one hash runs; five wait for a hash slot")
         #expect(executor.statistics.running == 1, "the five waiting for a slot hold no executor thread")
         // The executor's other threads stay free for work that is not a hash.
         let vault = Vault(store: MemoryStore(), executor: executor)
@@ -332,7 +340,8 @@ struct AsyncAPITests {
         let gate = Gate()
         let budget = HashMemoryBudget(bytes: 1_000 * cheapHash.memoryLimitBytes, concurrentHashes: 1)
         let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(hashMemoryBudget: budget))
-        let alice = PinProfile(service: "svc", name: "alice"), bob = PinProfile(service: "svc", name: "bob")
+        let alice = PinProfile(service: "svc", name: "alice")
+        let bob = PinProfile(service: "svc", name: "bob")
         try await pins.set(alice, pin: pin("4739"))
         try await pins.set(bob, pin: pin("4739"))
         let stalled = HeldExecutor()
@@ -392,9 +401,20 @@ struct AsyncAPITests {
         let gate = Gate()
         let executor = BlockingExecutor(threadCount: 1)
         let ran = Locked<[String]>([])
-        let first = Task { try await executor.run { gate.pass(); ran.withLock { $0.append("first") }; return 1 } }
+        let first = Task {
+            try await executor.run {
+                gate.pass()
+                ran.withLock { $0.append("first") }
+                return 1
+            }
+        }
         #expect(await eventually { gate.counts.inside == 1 })
-        let second = Task { try await executor.run { ran.withLock { $0.append("second") }; return 2 } }
+        let second = Task {
+            try await executor.run {
+                ran.withLock { $0.append("second") }
+                return 2
+            }
+        }
         #expect(await eventually { executor.statistics.queued == 1 })
         second.cancel()
         first.cancel()
@@ -452,7 +472,8 @@ struct AsyncAPITests {
         #expect(try await vault.list(service: "svc").count == 1)
 
         let tokens = TokenStore(store: store, lockDirectory: folder.file("token-locks"))
-        let set = TokenSet(accessToken: SecretBytes(utf8: "at"), refreshToken: SecretBytes(utf8: "rt"), expiresAt: Date().addingTimeInterval(3600))
+        let set = TokenSet(
+            accessToken: SecretBytes(utf8: "at"), refreshToken: SecretBytes(utf8: "rt"), expiresAt: Date().addingTimeInterval(3600))
         try await tokens.save(set, service: "svc", account: "t")
         #expect(try await tokens.load(service: "svc", account: "t")?.accessToken == SecretBytes(utf8: "at"))
 

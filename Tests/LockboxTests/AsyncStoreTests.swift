@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import Lockbox
 import LockboxTesting
+import Testing
+
+@testable import Lockbox
 
 /// Runs `body` on a thread of its own (not the cooperative pool) and returns its result: how the
 /// tests call the blocking API, as the CLI does.
@@ -104,7 +105,8 @@ struct AsyncStoreTests {
         let store = SuspendingStore()
         store.setLatency(.milliseconds(2))
         let tokens = TokenStore(store: store, lockDirectory: folder.file("token-locks"), executor: BlockingExecutor(threadCount: 2))
-        let expired = TokenSet(accessToken: SecretBytes(utf8: "old"), refreshToken: SecretBytes(utf8: "rt"), expiresAt: Date().addingTimeInterval(-10))
+        let expired = TokenSet(
+            accessToken: SecretBytes(utf8: "old"), refreshToken: SecretBytes(utf8: "rt"), expiresAt: Date().addingTimeInterval(-10))
         try await tokens.save(expired, service: "api", account: "alice")
         let refreshes = Locked(0)
         let results = try await withThrowingTaskGroup(of: String?.self) { group in
@@ -112,8 +114,9 @@ struct AsyncStoreTests {
                 group.addTask {
                     try await tokens.validAccessToken(service: "api", account: "alice") { current in
                         refreshes.withLock { $0 += 1 }
-                        return TokenSet(accessToken: SecretBytes(utf8: "new"), refreshToken: current.refreshToken,
-                                        expiresAt: Date().addingTimeInterval(3600))
+                        return TokenSet(
+                            accessToken: SecretBytes(utf8: "new"), refreshToken: current.refreshToken,
+                            expiresAt: Date().addingTimeInterval(3600))
                     }.stringValue()
                 }
             }

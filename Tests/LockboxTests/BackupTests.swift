@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 @Suite("Backups: export and import")
@@ -38,31 +39,40 @@ struct BackupTests {
     func cli() throws {
         let folder = try TemporaryFolder()
         let key = folder.file("k.key").string
-        let passFile = folder.file("backup-pass").string, wrongFile = folder.file("wrong").string
+        let passFile = folder.file("backup-pass").string
+        let wrongFile = folder.file("wrong").string
         try "backup pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
         try "not it\n".write(toFile: wrongFile, atomically: true, encoding: .utf8)
-        let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": key, "XDG_CONFIG_HOME": folder.file("config").string]
+        let env = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": key, "XDG_CONFIG_HOME": folder.file("config").string,
+        ]
         #expect(try runLockbox(["init", "--generate-key-file", key], environment: env).status == 0)
         #expect(try runLockbox(["set", "api", "alice"], stdin: Data("BACKUP-CANARY".utf8), environment: env).status == 0)
         let backup = folder.file("b.lockbox").string
-        var result = try runLockbox(["export", "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"], environment: env,
-                                    shellRedirect: "3<'\(passFile)'")
+        var result = try runLockbox(
+            ["export", "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"], environment: env,
+            shellRedirect: "3<'\(passFile)'")
         #expect(result.status == 0, "\(result.stderr)")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: backup))
         #expect(bytes.range(of: Data("BACKUP-CANARY".utf8)) == nil && bytes.range(of: Data("alice".utf8)) == nil)
-        #expect(try runLockbox(["export", "--to", backup, "--backup-passphrase-fd", "3"], environment: env,
-                               shellRedirect: "3<'\(passFile)'").status == 4, "never overwrites a file")
+        #expect(
+            try runLockbox(
+                ["export", "--to", backup, "--backup-passphrase-fd", "3"], environment: env,
+                shellRedirect: "3<'\(passFile)'"
+            ).status == 4, "never overwrites a file")
         #expect(try runLockbox(["set", "api", "alice"], stdin: Data("changed".utf8), environment: env).status == 0)
         result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3"], environment: env, shellRedirect: "3<'\(wrongFile)'")
         #expect(result.status == 5 && result.errorCode == .wrongCredential)
-        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--json"], environment: env, shellRedirect: "3<'\(passFile)'")
+        result = try runLockbox(
+            ["import", backup, "--backup-passphrase-fd", "3", "--json"], environment: env, shellRedirect: "3<'\(passFile)'")
         #expect(result.status == 0)
         let skipped = result.jsonObject?["conflictsSkipped"] as? [[String: Any]]
         #expect(skipped?.map { "\($0["service"] ?? "")/\($0["account"] ?? "")" } == ["api/alice"], "\(result.stdoutString)")
         #expect((result.jsonObject?["copied"] as? [Any])?.isEmpty == true)
         #expect(try runLockbox(["get", "api", "alice"], environment: env).stdoutString == "changed", "the conflict kept the vault's item")
-        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--on-conflict", "overwrite", "--yes"], environment: env,
-                                shellRedirect: "3<'\(passFile)'")
+        result = try runLockbox(
+            ["import", backup, "--backup-passphrase-fd", "3", "--on-conflict", "overwrite", "--yes"], environment: env,
+            shellRedirect: "3<'\(passFile)'")
         #expect(result.status == 0)
         #expect(try runLockbox(["get", "api", "alice"], environment: env).stdoutString == "BACKUP-CANARY")
     }

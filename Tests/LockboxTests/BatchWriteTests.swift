@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 @Suite("Batch writes")
@@ -16,8 +17,11 @@ struct BatchWriteTests {
         try fixture.store.set(SecretBytes(utf8: "before"), for: ItemKey(service: "api", account: "item-7"), options: ItemOptions())
         let created = try #require(try fixture.store.metadata(ItemKey(service: "api", account: "item-7"))?.created)
         let before = try Self.generation(fixture)
-        let writes = (0..<1_200).map { ItemWrite(SecretBytes(utf8: "token-\($0)"), for: ItemKey(service: "api", account: "item-\($0)"),
-                                                  options: ItemOptions(kind: .token, attributes: ["n": "\($0)"])) }
+        let writes = (0..<1_200).map {
+            ItemWrite(
+                SecretBytes(utf8: "token-\($0)"), for: ItemKey(service: "api", account: "item-\($0)"),
+                options: ItemOptions(kind: .token, attributes: ["n": "\($0)"]))
+        }
         try fixture.store.set(writes)
         #expect(try Self.generation(fixture) == before + 1, "one rewrite for 1,200 items")
         let reopened = try fixture.reopen()
@@ -34,8 +38,10 @@ struct BatchWriteTests {
         let stores: [any SecretStore] = [fixture.store, MemoryStore()]
         for store in stores {
             let tooLong = String(repeating: "a", count: 70_000)
-            let writes = [ItemWrite(SecretBytes(utf8: "one"), for: ItemKey(service: "s", account: "first")),
-                          ItemWrite(SecretBytes(utf8: "two"), for: ItemKey(service: "s", account: tooLong))]
+            let writes = [
+                ItemWrite(SecretBytes(utf8: "one"), for: ItemKey(service: "s", account: "first")),
+                ItemWrite(SecretBytes(utf8: "two"), for: ItemKey(service: "s", account: tooLong)),
+            ]
             #expect(throws: LockboxError.self) { try store.set(writes) }
             #expect(try store.list(service: nil).isEmpty, "\(type(of: store)): nothing written")
         }
@@ -70,9 +76,11 @@ struct BatchWriteTests {
 
     @Test("keep-both never gives an incoming copy an address another incoming item is copied to")
     func keepBothInOneBatch() throws {
-        let source = MemoryStore(), destination = MemoryStore()
+        let source = MemoryStore()
+        let destination = MemoryStore()
         try source.set(SecretBytes(utf8: "incoming alice"), for: ItemKey(service: "s", account: "alice"), options: ItemOptions())
-        try source.set(SecretBytes(utf8: "a different item"), for: ItemKey(service: "s", account: "alice (imported 1)"), options: ItemOptions())
+        try source.set(
+            SecretBytes(utf8: "a different item"), for: ItemKey(service: "s", account: "alice (imported 1)"), options: ItemOptions())
         try destination.set(SecretBytes(utf8: "local alice"), for: ItemKey(service: "s", account: "alice"), options: ItemOptions())
         let report = try Transfer.run(from: source, to: destination, onConflict: .keepBoth)
         let vault = Vault(store: destination)

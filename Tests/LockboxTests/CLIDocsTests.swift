@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import lockbox
 
 /// The CLI reference, man page and shell completions that scripts/gen-cli-docs.sh generates from
@@ -24,7 +25,10 @@ struct CLIDocsTests {
         var names: [String] = []
         var inSection = false
         for line in result.stdoutString.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line == "SUBCOMMANDS:" { inSection = true; continue }
+            if line == "SUBCOMMANDS:" {
+                inSection = true
+                continue
+            }
             guard inSection else { continue }
             // Entries are indented by two spaces; wrapped abstracts by many more.
             if let match = line.wholeMatch(of: /[ ]{2}([a-z][a-z0-9-]*)(?:[ ].*)?/) { names.append(String(match.1)) }
@@ -115,8 +119,9 @@ struct CLIDocsTests {
 
     @Test("the committed docs and completions are what scripts/gen-cli-docs.sh makes from this binary")
     func committedFilesAreCurrent() throws {
-        let result = try Self.run("bash", ["scripts/gen-cli-docs.sh", "--check", "--binary", lockboxBinary.path],
-                                  environment: ProcessInfo.processInfo.environment)
+        let result = try Self.run(
+            "bash", ["scripts/gen-cli-docs.sh", "--check", "--binary", lockboxBinary.path],
+            environment: ProcessInfo.processInfo.environment)
         #expect(result.status == 0, "\(result.stderr)")
     }
 
@@ -126,15 +131,23 @@ struct CLIDocsTests {
         let folder = try TemporaryFolder()
         let copy = URL(fileURLWithPath: folder.path.string)
         let files = FileManager.default
-        for relative in ["scripts/gen-cli-docs.sh", "scripts/gen-cli-docs.py", "Sources", "docs/CLI.md", "docs/man/lockbox.1",
-                         "completions/lockbox.bash", "completions/_lockbox", "completions/lockbox.fish"] {
+        for relative in [
+            "scripts/gen-cli-docs.sh", "scripts/gen-cli-docs.py", "Sources", "docs/CLI.md", "docs/man/lockbox.1",
+            "completions/lockbox.bash", "completions/_lockbox", "completions/lockbox.fish",
+        ] {
             let target = copy.appendingPathComponent(relative)
             try files.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
             try files.copyItem(at: Self.root.appendingPathComponent(relative), to: target)
         }
-        let check = { try Self.run("bash", [copy.appendingPathComponent("scripts/gen-cli-docs.sh").path, "--check",
-                                            "--binary", lockboxBinary.path],
-                                   environment: ProcessInfo.processInfo.environment) }
+        let check = {
+            try Self.run(
+                "bash",
+                [
+                    copy.appendingPathComponent("scripts/gen-cli-docs.sh").path, "--check",
+                    "--binary", lockboxBinary.path,
+                ],
+                environment: ProcessInfo.processInfo.environment)
+        }
 
         var result = try check()
         #expect(result.status == 0, "an unchanged copy must pass: \(result.stderr)")
@@ -240,8 +253,9 @@ struct CLIDocsTests {
                 Issue.record("docs/CLI.md has no section for \(name)")
                 continue
             }
-            #expect(man.contains(".SS \"\(name.replacingOccurrences(of: "-", with: "\\-"))\"\n"),
-                    "the man page has no section for \(name)")
+            #expect(
+                man.contains(".SS \"\(name.replacingOccurrences(of: "-", with: "\\-"))\"\n"),
+                "the man page has no section for \(name)")
             // Every option the command's --help lists appears in its own section.
             let rest = markdown[start.upperBound...]
             let section = rest[..<(rest.range(of: "\n#")?.lowerBound ?? rest.endIndex)]

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Lockbox
 
 /// A fresh folder for one CLI test: a vault path and a key path in it, and the `lockbox` binary
@@ -20,10 +21,13 @@ struct CLIFixture {
 
     /// Runs `lockbox` with `arguments`, `stdin`, the fixture's environment plus `environment`,
     /// and, if given, a shell redirect such as `3<FILE`.
-    func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], redirect: String? = nil) throws -> ProcessResult {
+    func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], redirect: String? = nil) throws
+        -> ProcessResult
+    {
         let base = ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string]
-        return try runLockbox(arguments, stdin: Data(stdin.utf8), environment: base.merging(environment) { _, new in new },
-                              shellRedirect: redirect)
+        return try runLockbox(
+            arguments, stdin: Data(stdin.utf8), environment: base.merging(environment) { _, new in new },
+            shellRedirect: redirect)
     }
 
     /// `arguments` with the fixture's vault and key file.

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 @testable import lockbox
 
@@ -107,8 +108,9 @@ struct CLITests {
         #expect(result.errorCode == .wrongCredential)
         #expect(result.stdout.isEmpty)
 
-        result = try lockbox(["passwd", "--vault", vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4", "--kdf", "interactive"],
-                             redirect: "\(fd3) 4<'\(newPassFile)'")
+        result = try lockbox(
+            ["passwd", "--vault", vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4", "--kdf", "interactive"],
+            redirect: "\(fd3) 4<'\(newPassFile)'")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], redirect: fd3).status == 5)
         result = try lockbox(["get", "--vault", vault, "--passphrase-fd", "3", "svc", "acct"], redirect: "3<'\(newPassFile)'")
@@ -196,8 +198,11 @@ struct CLITests {
         // The most verbose trace (--verbose, LOCKBOX_LOG=debug) shows what happens, never a secret.
         let passFile = folder.file("canary-pass").string
         try "PASS-CANARY-77\n".write(toFile: passFile, atomically: true, encoding: .utf8)
-        #expect(try lockbox(withKey(["slot", "add-passphrase", "--new-passphrase-fd", "3", "--kdf", "interactive", "--verbose"]),
-                            redirect: "3<'\(passFile)'").status == 0)
+        #expect(
+            try lockbox(
+                withKey(["slot", "add-passphrase", "--new-passphrase-fd", "3", "--kdf", "interactive", "--verbose"]),
+                redirect: "3<'\(passFile)'"
+            ).status == 0)
         var traces: [ProcessResult] = [
             try lockbox(withKey(["set", "svc", "acct2", "--verbose"]), stdin: "LEAK-CANARY-43"),
             try lockbox(withKey(["get", "svc", "acct", "--verbose"])),
@@ -241,7 +246,9 @@ struct CLITests {
         #expect(try lockbox(withKey(["get", "svc", "acct"])).stdoutString == "LEAK-CANARY-42", "the stored value is unchanged")
         // Known names still show: a mistyped option gets its suggestion; a known option keeps its
         // name while its value is hidden.
-        #expect(try lockbox(withKey(["set", "svc", "acct", "--passphrase", "x"])).stderr.contains("'--passphrase-fd'"), "argument-parser's suggestion names the option")
+        #expect(
+            try lockbox(withKey(["set", "svc", "acct", "--passphrase", "x"])).stderr.contains("'--passphrase-fd'"),
+            "argument-parser's suggestion names the option")
         let kdf = try lockbox(withKey(["get", "svc", "acct", "--kdf=LEAK-CANARY-42"]))
         #expect(kdf.status == 64 && kdf.stderr.contains("'--kdf'") && !kdf.stderr.contains("LEAK-CANARY"))
         // There is no option that takes a secret value.
@@ -288,8 +295,9 @@ struct CLITests {
         try "slot pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
         #expect(try lockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
         #expect(try lockbox(withKey(["set", "s", "a"]), stdin: "kept").status == 0)
-        var result = try lockbox(withKey(["slot", "add-passphrase", "--new-passphrase-fd", "3", "--kdf", "interactive"]),
-                                 redirect: "3<'\(passFile)'")
+        var result = try lockbox(
+            withKey(["slot", "add-passphrase", "--new-passphrase-fd", "3", "--kdf", "interactive"]),
+            redirect: "3<'\(passFile)'")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(withKey(["slot", "list", "--json"]))
         #expect(result.jsonArray?.map { "\($0["index"] ?? ""):\($0["kind"] ?? "")" } == ["0:key-file", "1:passphrase"])
@@ -312,8 +320,9 @@ struct CLITests {
         let defaultVault = folder.file("lockbox/vault.lockbox")
         #expect(defaultVault.exists())
         #expect(try defaultVault.removingLastComponent().stat().permissions.rawValue & 0o777 == 0o700)
-        result = try runLockbox(["set", "s", "a"], stdin: Data("v".utf8),
-                                environment: ["LOCKBOX_VAULT": defaultVault.string, "LOCKBOX_KEY_FILE": key])
+        result = try runLockbox(
+            ["set", "s", "a"], stdin: Data("v".utf8),
+            environment: ["LOCKBOX_VAULT": defaultVault.string, "LOCKBOX_KEY_FILE": key])
         #expect(result.status == 0, "\(result.stderr)")
         result = try runLockbox(["get", "s", "a"], environment: ["XDG_DATA_HOME": folder.path.string, "LOCKBOX_KEY_FILE": key])
         #expect(result.stdoutString == "v")
@@ -329,8 +338,9 @@ struct CLITests {
                 group.addTask {
                     var statuses: [Int32] = []
                     for item in 0..<itemsEach {
-                        let result = try? runLockbox(["set", "race", "w\(writer)-i\(item)"] + arguments,
-                                                     stdin: Data("value-\(writer)-\(item)".utf8))
+                        let result = try? runLockbox(
+                            ["set", "race", "w\(writer)-i\(item)"] + arguments,
+                            stdin: Data("value-\(writer)-\(item)".utf8))
                         statuses.append(result?.status ?? -1)
                     }
                     return statuses
@@ -342,11 +352,14 @@ struct CLITests {
         }
         #expect(statuses.count == writers * itemsEach)
         #expect(statuses.allSatisfy { $0 == 0 })
-        let store: any SecretStore = format == 2
+        let store: any SecretStore =
+            format == 2
             ? try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
             : try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
         let items = try store.list(service: "race")
         #expect(items.count == writers * itemsEach)
-        #expect(try await Vault(store: store).string(service: "race", account: "w\(writers - 1)-i\(itemsEach - 1)") == "value-\(writers - 1)-\(itemsEach - 1)")
+        #expect(
+            try await Vault(store: store).string(service: "race", account: "w\(writers - 1)-i\(itemsEach - 1)")
+                == "value-\(writers - 1)-\(itemsEach - 1)")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import lockbox
 
 /// The command line as a newcomer meets it: the first run that remembers its key file, a locked
@@ -19,8 +20,9 @@ struct CLIUsabilityTests {
     /// `lockbox arguments` in a new session (`setsid`), so it has no terminal to ask on whatever
     /// runs the tests.
     func withoutTerminal(_ arguments: [String], stdin: String = "", extra: [String: String] = [:]) throws -> ProcessResult {
-        try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"), ["--wait", lockboxBinary.path] + arguments, stdin: Data(stdin.utf8),
-                       environment: environment.merging(extra) { $1 })
+        try runProcess(
+            URL(fileURLWithPath: "/usr/bin/setsid"), ["--wait", lockboxBinary.path] + arguments, stdin: Data(stdin.utf8),
+            environment: environment.merging(extra) { $1 })
     }
 
     // MARK: The first run
@@ -55,12 +57,14 @@ struct CLIUsabilityTests {
         // A passphrase slot besides: both ways, the passphrase's with `lockbox unlock`.
         let passphrase = try fixture.lineFile("pass", "correct horse battery staple")
         let both = folder.file("both.lockbox").string
-        result = try fixture.run(["init", "--vault", both, "--key-file", fixture.key, "--passphrase-fd", "3", "--kdf", "interactive"],
-                                 redirect: "3<\(passphrase)")
+        result = try fixture.run(
+            ["init", "--vault", both, "--key-file", fixture.key, "--passphrase-fd", "3", "--kdf", "interactive"],
+            redirect: "3<\(passphrase)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try withoutTerminal(["list", "--vault", both, "--profile", "elsewhere"])
         #expect(result.status == 40, "\(result.stderr)")
-        #expect(result.stderr.contains("its key file (slot 0)") && result.stderr.contains("its passphrase (slot 1)")
+        #expect(
+            result.stderr.contains("its key file (slot 0)") && result.stderr.contains("its passphrase (slot 1)")
                 && result.stderr.contains("lockbox unlock"), "\(result.stderr)")
         // The message is the CLI's own: the generic "Run `lockbox unlock`" advice is not added.
         #expect(!result.stderr.contains("Run `lockbox unlock`"), "\(result.stderr)")
@@ -131,7 +135,9 @@ struct CLIUsabilityTests {
 
     // MARK: Confirmation
 
-    @Test("signout, slot remove, device-id --reset, wipe and import --on-conflict overwrite: refused without a terminal and --yes, nothing changed")
+    @Test(
+        "signout, slot remove, device-id --reset, wipe and import --on-conflict overwrite: refused without a terminal and --yes, nothing changed"
+    )
     func confirmationRule() throws {
         let key = ["--vault", fixture.vault, "--key-file", fixture.key]
         #expect(try fixture.run(["init", "--generate-key-file", fixture.key, "--vault", fixture.vault]).status == 0)
@@ -140,7 +146,9 @@ struct CLIUsabilityTests {
         #expect(id.count > 30)
         #expect(try withoutTerminal(["slot", "add-key-file", "--generate", folder.file("second.key").string] + key).status == 0)
 
-        let refusals: [[String]] = [["signout", "app"], ["slot", "remove", "1"], ["device-id", "app", "--reset"], ["wipe", "--service", "app"]]
+        let refusals: [[String]] = [
+            ["signout", "app"], ["slot", "remove", "1"], ["device-id", "app", "--reset"], ["wipe", "--service", "app"],
+        ]
         for arguments in refusals {
             let result = try withoutTerminal(arguments + key)
             #expect(result.status == 13 && result.errorCode == .notConfirmed, "\(arguments): \(result.stderr)")
@@ -154,17 +162,21 @@ struct CLIUsabilityTests {
         // import --on-conflict overwrite replaces items: the same rule.
         let passphrase = try fixture.lineFile("backup-pass", "backup passphrase here")
         let backup = folder.file("backup.lockbox").string
-        var result = try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
-                                    ["--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path, "export", "--to", backup,
-                                     "--backup-passphrase-fd", "3", "--kdf", "interactive"] + key,
-                                    environment: environment.merging(["P": passphrase]) { $1 })
+        var result = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/setsid"),
+            [
+                "--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path, "export", "--to", backup,
+                "--backup-passphrase-fd", "3", "--kdf", "interactive",
+            ] + key,
+            environment: environment.merging(["P": passphrase]) { $1 })
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try withoutTerminal(["set", "app", "alice"] + key, stdin: "two").status == 0)
         let importing = ["import", backup, "--backup-passphrase-fd", "3", "--on-conflict", "overwrite"] + key
         func runImport(_ extra: [String]) throws -> ProcessResult {
-            try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
-                           ["--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path] + importing + extra,
-                           environment: environment.merging(["P": passphrase]) { $1 })
+            try runProcess(
+                URL(fileURLWithPath: "/usr/bin/setsid"),
+                ["--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path] + importing + extra,
+                environment: environment.merging(["P": passphrase]) { $1 })
         }
         result = try runImport([])
         #expect(result.status == 13 && result.errorCode == .notConfirmed, "\(result.stderr)")
@@ -217,13 +229,15 @@ struct CLIUsabilityTests {
         #expect(try withoutTerminal(["set", "app", "alice"] + key, stdin: "one").status == 0)
         let tokens = #"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-1"}"#
         #expect(try withoutTerminal(["token", "set", "api", "alice"] + key, stdin: tokens).status == 0)
-        #expect(try withoutTerminal(["pin", "set", "kids", "max", "--hash-cost", "interactive"] + key, stdin: "739164\n739164\n").status == 0)
+        #expect(
+            try withoutTerminal(["pin", "set", "kids", "max", "--hash-cost", "interactive"] + key, stdin: "739164\n739164\n").status == 0)
         let passphrase = try fixture.lineFile("backup-pass", "backup passphrase here")
         let backup = folder.file("backup.lockbox").string
         func withDescriptor3(_ arguments: [String]) throws -> ProcessResult {
-            try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
-                           ["--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path] + arguments,
-                           environment: environment.merging(["P": passphrase]) { $1 })
+            try runProcess(
+                URL(fileURLWithPath: "/usr/bin/setsid"),
+                ["--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path] + arguments,
+                environment: environment.merging(["P": passphrase]) { $1 })
         }
         #expect(try withDescriptor3(["export", "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"] + key).status == 0)
 
@@ -238,8 +252,11 @@ struct CLIUsabilityTests {
             ["device-id"]: { try self.withoutTerminal(["device-id", "app", "--json"] + key) },
             ["signout"]: { try self.withoutTerminal(["signout", "api", "--json", "--yes"] + key) },
             ["import"]: { try withDescriptor3(["import", backup, "--backup-passphrase-fd", "3", "--json"] + key) },
-            ["migrate"]: { try self.withoutTerminal(["migrate", "--from", "file", "--to", "secret-service", "--all", "--json"] + key,
-                                                    extra: ["XDG_RUNTIME_DIR": self.folder.path.string, "DBUS_SESSION_BUS_ADDRESS": ""]) },
+            ["migrate"]: {
+                try self.withoutTerminal(
+                    ["migrate", "--from", "file", "--to", "secret-service", "--all", "--json"] + key,
+                    extra: ["XDG_RUNTIME_DIR": self.folder.path.string, "DBUS_SESSION_BUS_ADDRESS": ""])
+            },
             ["doctor"]: { try self.withoutTerminal(["doctor", "--json"] + key) },
             ["selftest"]: { try self.withoutTerminal(["selftest", "--json"]) },
         ]
@@ -263,7 +280,8 @@ struct CLIUsabilityTests {
         let missing = try withoutTerminal(["token", "get", "nobody", "x", "--json"] + key)
         #expect(missing.status == 52, "\(missing.stderr)")
         let error = try #require(try JSONSerialization.jsonObject(with: Data(missing.stderr.utf8)) as? [String: Any], "\(missing.stderr)")
-        #expect(error["code"] as? String == "no-tokens" && error["exitCode"] as? Int == 52 && (error["message"] as? String)?.isEmpty == false)
+        #expect(
+            error["code"] as? String == "no-tokens" && error["exitCode"] as? Int == 52 && (error["message"] as? String)?.isEmpty == false)
         let usage = try withoutTerminal(["list", "--json", "--bogus"] + key)
         #expect(usage.status == 64 && Self.dialectProblems(usage.stderr).isEmpty, "\(usage.stderr)")
         #expect((try? JSONSerialization.jsonObject(with: Data(usage.stderr.utf8)) as? [String: Any])?["code"] as? String == "usage")
@@ -293,13 +311,16 @@ struct CLIUsabilityTests {
             print(json.dumps({"status": os.waitstatus_to_exitcode(status), "seconds": time.monotonic() - start,
                               "output": b"".join(chunks).decode("utf-8", "replace")}))
             """
-        let result = try runProcess(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", script, lockboxBinary.path] + arguments,
-                                    environment: environment)
+        let result = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/python3"), ["-c", script, lockboxBinary.path] + arguments,
+            environment: environment)
         let object = try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any], "\(result.stderr)")
         return (object["status"] as? Int ?? -1, object["seconds"] as? Double ?? 0, object["output"] as? String ?? "")
     }
 
-    @Test("import --json-lines of 100,000 items: on a terminal a progress line redrawn at most ~10 times a second; on a pipe only the summary")
+    @Test(
+        "import --json-lines of 100,000 items: on a terminal a progress line redrawn at most ~10 times a second; on a pipe only the summary"
+    )
     func importProgress() throws {
         let key = ["--vault", fixture.vault, "--key-file", fixture.key]
         #expect(try fixture.run(["init", "--generate-key-file", fixture.key, "--vault", fixture.vault]).status == 0)
@@ -317,7 +338,9 @@ struct CLIUsabilityTests {
         if terminal.seconds > 1 { #expect(draws >= 1, "no progress line in \(terminal.seconds) s") }
         #expect(terminal.output.contains("/s"), "the line shows the rate")
         // The line is cleared before the summary, which stands on a line of its own.
-        #expect(terminal.output.contains("\r\u{1B}[KImported 100000 item(s) from JSON lines in one batch.\r\n"), "\(terminal.output.suffix(200))")
+        #expect(
+            terminal.output.contains("\r\u{1B}[KImported 100000 item(s) from JSON lines in one batch.\r\n"),
+            "\(terminal.output.suffix(200))")
 
         // On a pipe: the summary alone.
         let piped = try fixture.run(["import", "--json-lines", input] + key)
@@ -356,14 +379,16 @@ struct CLIUsabilityTests {
     func pinResetPassphraseDescriptor() throws {
         let passphrase = try fixture.lineFile("pass", "correct horse battery staple")
         func withPassphrase(_ arguments: [String], stdin: String = "") throws -> ProcessResult {
-            try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
-                           ["--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path] + arguments
-                               + ["--vault", fixture.vault, "--passphrase-fd", "3"],
-                           stdin: Data(stdin.utf8), environment: environment.merging(["P": passphrase]) { $1 })
+            try runProcess(
+                URL(fileURLWithPath: "/usr/bin/setsid"),
+                ["--wait", "/bin/sh", "-c", "exec \"$0\" \"$@\" 3<\"$P\"", lockboxBinary.path] + arguments
+                    + ["--vault", fixture.vault, "--passphrase-fd", "3"],
+                stdin: Data(stdin.utf8), environment: environment.merging(["P": passphrase]) { $1 })
         }
         var result = try withPassphrase(["init", "--kdf", "interactive"])
         #expect(result.status == 0, "\(result.stderr)")
-        result = try withPassphrase(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--disable-after", "2"], stdin: "739164\n739164\n")
+        result = try withPassphrase(
+            ["pin", "set", "kids", "max", "--hash-cost", "interactive", "--disable-after", "2"], stdin: "739164\n739164\n")
         #expect(result.status == 0, "\(result.stderr)")
         for _ in 0..<2 { _ = try withPassphrase(["pin", "verify", "kids", "max"], stdin: "111111\n") }
         #expect(try withPassphrase(["pin", "status", "kids", "max", "--json"]).jsonObject?["disabled"] as? Bool == true)
@@ -379,13 +404,18 @@ struct CLIUsabilityTests {
         let passphrase = try fixture.lineFile("pass", "vault pass")
         let wrong = try fixture.lineFile("wrong", "not the vault pass")
         let environment = ["LOCKBOX_VAULT": fixture.vault, "XDG_CONFIG_HOME": folder.file("config").string]
-        #expect(try runLockbox(["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: environment,
-                               shellRedirect: "3<'\(passphrase)'").status == 0)
+        #expect(
+            try runLockbox(
+                ["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: environment,
+                shellRedirect: "3<'\(passphrase)'"
+            ).status == 0)
         let outside = "keyctl session _uid_ses.$(id -u)"
         let probe = try runBash("\(outside) sh -c 'test \"$(keyctl id @s)\" = \"$(keyctl id @us)\"'")
         #expect(probe.status == 0, "keyctl cannot reach the user's default session keyring here: \(probe.stderr)")
         let result = try runBash("\(outside) \"$L\" unlock --for 30s --passphrase-fd 3 3<'\(wrong)'", environment: environment)
-        #expect(result.status == 41 && result.errorCode == .kernelKeyringUnavailable, "a wrong passphrase would be exit 5 after Argon2id: \(result.stderr)")
+        #expect(
+            result.status == 41 && result.errorCode == .kernelKeyringUnavailable,
+            "a wrong passphrase would be exit 5 after Argon2id: \(result.stderr)")
     }
 
     @Test("a new vault passphrase needs 8 characters, not one repeated; --allow-weak-passphrase overrides; nothing is left behind")
@@ -395,36 +425,49 @@ struct CLIUsabilityTests {
             return try fixture.run(arguments, redirect: "3<'\(file)'")
         }
         for weak in ["short", "1234567", "aaaaaaaaaaaa", "éééééééééé"] {
-            let result = try withPassphrase(["init", "--vault", fixture.vault, "--generate-key-file", fixture.key, "--with-passphrase",
-                                             "--passphrase-fd", "3", "--kdf", "interactive"], weak)
+            let result = try withPassphrase(
+                [
+                    "init", "--vault", fixture.vault, "--generate-key-file", fixture.key, "--with-passphrase",
+                    "--passphrase-fd", "3", "--kdf", "interactive",
+                ], weak)
             #expect(result.status == 18 && result.errorCode == .passphraseRejected, "'\(weak)': \(result.stderr)")
             #expect(!result.stderr.contains(weak), "the passphrase is not repeated")
-            #expect(!FileManager.default.fileExists(atPath: fixture.vault) && !FileManager.default.fileExists(atPath: fixture.key),
-                    "nothing is made for a refused passphrase")
+            #expect(
+                !FileManager.default.fileExists(atPath: fixture.vault) && !FileManager.default.fileExists(atPath: fixture.key),
+                "nothing is made for a refused passphrase")
         }
         var result = try withPassphrase(["init", "--vault", fixture.vault, "--passphrase-fd", "3", "--kdf", "interactive"], "décembre")
         #expect(result.status == 0, "8 characters (9 bytes) pass: \(result.stderr)")
         let other = folder.file("weak.lockbox").string
-        result = try withPassphrase(["init", "--vault", other, "--passphrase-fd", "3", "--kdf", "interactive", "--allow-weak-passphrase"], "pw")
+        result = try withPassphrase(
+            ["init", "--vault", other, "--passphrase-fd", "3", "--kdf", "interactive", "--allow-weak-passphrase"], "pw")
         #expect(result.status == 0, "\(result.stderr)")
         // passwd and slot add-passphrase apply the same rule to the new passphrase.
         let current = try fixture.lineFile("current", "décembre")
         let short = try fixture.lineFile("short", "tiny")
-        result = try fixture.run(["passwd", "--vault", fixture.vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4", "--kdf", "interactive"],
-                                 redirect: "3<'\(current)' 4<'\(short)'")
+        result = try fixture.run(
+            ["passwd", "--vault", fixture.vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4", "--kdf", "interactive"],
+            redirect: "3<'\(current)' 4<'\(short)'")
         #expect(result.status == 18, "\(result.stderr)")
-        result = try fixture.run(["slot", "add-passphrase", "--vault", fixture.vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4",
-                                  "--kdf", "interactive"], redirect: "3<'\(current)' 4<'\(short)'")
+        result = try fixture.run(
+            [
+                "slot", "add-passphrase", "--vault", fixture.vault, "--passphrase-fd", "3", "--new-passphrase-fd", "4",
+                "--kdf", "interactive",
+            ], redirect: "3<'\(current)' 4<'\(short)'")
         #expect(result.status == 18, "\(result.stderr)")
-        #expect(try fixture.run(["slot", "list", "--json", "--vault", fixture.vault, "--passphrase-fd", "3"],
-                                redirect: "3<'\(current)'").jsonArray?.count == 1, "no slot was added")
+        #expect(
+            try fixture.run(
+                ["slot", "list", "--json", "--vault", fixture.vault, "--passphrase-fd", "3"],
+                redirect: "3<'\(current)'"
+            ).jsonArray?.count == 1, "no slot was added")
     }
 
     @Test("doctor checks only what the profile's store needs, and the session keyring unlock needs")
     func doctorChecksWhatTheStoreNeeds() throws {
         #expect(try fixture.run(["init", "--generate-key-file", fixture.key]).status == 0)
         // No session bus at all: a file-vault profile does not need one.
-        let result = try withoutTerminal(["doctor", "--json"], extra: ["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": folder.path.string])
+        let result = try withoutTerminal(
+            ["doctor", "--json"], extra: ["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": folder.path.string])
         #expect(result.status == 0, "\(result.stderr)\n\(result.stdoutString)")
         let report = try #require(result.jsonObject, "\(result.stdoutString)")
         let names = (report["checks"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }

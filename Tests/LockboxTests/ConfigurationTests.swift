@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// LockboxConfiguration: the one value a program configures Lockbox with, and the key-file
@@ -76,7 +77,9 @@ import Testing
         _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(key)])
         let store = try LockboxConfiguration(vaultPath: vaultPath, keyFile: key).openFileVault()
         try Vault(store: store).set("v", service: "s", account: "a")
-        #expect(try Vault(store: LockboxConfiguration(vaultPath: vaultPath, keyFile: key).openFileVault()).string(service: "s", account: "a") == "v")
+        #expect(
+            try Vault(store: LockboxConfiguration(vaultPath: vaultPath, keyFile: key).openFileVault()).string(service: "s", account: "a")
+                == "v")
     }
 
     // MARK: Key files on a Kubernetes secret mount

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// Writers killed with SIGKILL at random moments: the vault must always open, every write a
@@ -13,10 +14,12 @@ struct CrashTests {
     @Test("SIGKILLed writers never tear the vault or lose acknowledged writes (format 1 and format 2)", arguments: [1, 2])
     func killedWriters(format: Int) throws {
         let folder = try TemporaryFolder()
-        let vault = folder.file("v.lockbox").string, key = folder.file("v.key").string
+        let vault = folder.file("v.lockbox").string
+        let key = folder.file("v.key").string
         #expect(try runLockbox(["init", "--vault", vault, "--generate-key-file", key, "--format", "\(format)"]).status == 0)
         func open() throws -> any SecretStore {
-            format == 2 ? try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
+            format == 2
+                ? try SQLiteVaultStore.open(at: FilePath(vault), credentials: [.keyFile(FilePath(key))])
                 : try EncryptedFileStore.open(at: FilePath(vault), credential: .keyFile(FilePath(key)))
         }
         var acknowledged: [String: String] = [:]
@@ -49,7 +52,9 @@ struct CrashTests {
         #expect(calibration.terminationStatus == 0)
         acknowledged["calibration"] = "uncut"
         var estimate = max(0.005, Date().timeIntervalSince(calibrationStart))
-        var killed = 0, completed = 0, round = 0
+        var killed = 0
+        var completed = 0
+        var round = 0
         var overwritesKilled = 0
         while round < maximumRounds && (round < minimumRounds || killed < 10 || completed < 10) {
             // Every other round overwrites an item an earlier round stored; every third round a
@@ -74,7 +79,13 @@ struct CrashTests {
                 }
                 // The first writer's outcome steers the kill time and counts toward the outcomes.
                 guard index == 0 else { continue }
-                if stored { completed += 1; estimate *= 0.9 } else { killed += 1; estimate *= 1.1 }
+                if stored {
+                    completed += 1
+                    estimate *= 0.9
+                } else {
+                    killed += 1
+                    estimate *= 1.1
+                }
             }
             // After every round the vault opens and holds every acknowledged write; a killed
             // writer's item holds the old value or the new one (then the new one is what counts).
@@ -83,8 +94,9 @@ struct CrashTests {
             for writer in writers where acknowledged[writer.account] != writer.value {
                 let now: String?
                 do { now = try view.string(service: "crash", account: writer.account) } catch LockboxError.itemNotFound { now = nil }
-                #expect(now == acknowledged[writer.account] || now == writer.value,
-                        "round \(round): \(writer.account) holds a value no writer wrote")
+                #expect(
+                    now == acknowledged[writer.account] || now == writer.value,
+                    "round \(round): \(writer.account) holds a value no writer wrote")
                 if writer.account == overwritten { overwritesKilled += 1 }
                 acknowledged[writer.account] = now
             }
@@ -101,6 +113,8 @@ struct CrashTests {
         // Both outcomes must have happened, or the test proved nothing about one of them.
         #expect(killed >= 10 && completed >= 10, "\(completed) of \(round) writes completed before their kill")
         #expect(overwritesKilled >= 1, "no overwrite was killed, so none was checked for old-or-new")
-        print("crash test: \(completed) of \(round) writes completed before their kill, \(overwritesKilled) killed overwrites (kill window up to \(Int(2 * estimate * 1000)) ms)")
+        print(
+            "crash test: \(completed) of \(round) writes completed before their kill, \(overwritesKilled) killed overwrites (kill window up to \(Int(2 * estimate * 1000)) ms)"
+        )
     }
 }

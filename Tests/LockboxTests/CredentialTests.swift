@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// A clock tests set by hand.
@@ -53,7 +54,9 @@ struct CredentialTests {
         #expect(!"\(loaded)".contains("at-1") && !String(reflecting: loaded).contains("at-1"))
         #expect(try store.list(service: "api").count == 1)
         #expect(try store.metadata(ItemKey(service: "api", account: "alice"))?.kind == .token)
-        for bad in [#"{"token_type":"Bearer"}"#, #"{"access_token":"a"}"#, #"{"access_token":"a","token_type":"B","expires_in":"soon"}"#, "[1]"] {
+        for bad in [
+            #"{"token_type":"Bearer"}"#, #"{"access_token":"a"}"#, #"{"access_token":"a","token_type":"B","expires_in":"soon"}"#, "[1]",
+        ] {
             #expect(throws: LockboxError.self) { try TokenSet(oauthResponse: Data(bad.utf8)) }
         }
         #expect(throws: TokenRefreshError.self) { try TokenSet(oauthResponse: Data(#"{"error":"invalid_grant"}"#.utf8)) }
@@ -70,8 +73,9 @@ struct CredentialTests {
                     let token = try await tokens.validAccessToken(service: "api", account: "alice") { current in
                         calls.increment()
                         try await Task.sleep(for: .milliseconds(200))
-                        return TokenSet(accessToken: SecretBytes(utf8: "new"), refreshToken: current.refreshToken,
-                                        expiresAt: Date(timeIntervalSince1970: 1_800_003_600))
+                        return TokenSet(
+                            accessToken: SecretBytes(utf8: "new"), refreshToken: current.refreshToken,
+                            expiresAt: Date(timeIntervalSince1970: 1_800_003_600))
                     }
                     return token.stringValue() ?? ""
                 }
@@ -97,7 +101,10 @@ struct CredentialTests {
         }
         let results = try await withThrowingTaskGroup(of: SecretBytes.self) { group in
             for _ in 0..<10 {
-                group.addTask { try await tokens.accessToken(afterRejecting: SecretBytes(utf8: "rejected"), service: "api", account: "alice", refresh: refresher) }
+                group.addTask {
+                    try await tokens.accessToken(
+                        afterRejecting: SecretBytes(utf8: "rejected"), service: "api", account: "alice", refresh: refresher)
+                }
             }
             var all: [SecretBytes] = []
             for try await token in group { all.append(token) }
@@ -106,7 +113,9 @@ struct CredentialTests {
         #expect(calls.count == 1)
         #expect(results.allSatisfy { $0 == SecretBytes(utf8: "renewed") })
         // A late caller still holding the old rejected token gets the new one without a refresh.
-        #expect(try await tokens.accessToken(afterRejecting: SecretBytes(utf8: "rejected"), service: "api", account: "alice", refresh: refresher)
+        #expect(
+            try await tokens.accessToken(
+                afterRejecting: SecretBytes(utf8: "rejected"), service: "api", account: "alice", refresh: refresher)
                 == SecretBytes(utf8: "renewed"))
         #expect(calls.count == 1)
     }
@@ -119,9 +128,13 @@ struct CredentialTests {
             refreshed.increment()
             return TokenSet(accessToken: SecretBytes(utf8: "fresh"), expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
         }
-        #expect(try await tokens(leeway: .seconds(10)).validAccessToken(service: "api", account: "alice", refresh: refresher) == SecretBytes(utf8: "at"))
+        #expect(
+            try await tokens(leeway: .seconds(10)).validAccessToken(service: "api", account: "alice", refresh: refresher)
+                == SecretBytes(utf8: "at"))
         #expect(refreshed.count == 0)
-        #expect(try await tokens(leeway: .seconds(60)).validAccessToken(service: "api", account: "alice", refresh: refresher) == SecretBytes(utf8: "fresh"))
+        #expect(
+            try await tokens(leeway: .seconds(60)).validAccessToken(service: "api", account: "alice", refresh: refresher)
+                == SecretBytes(utf8: "fresh"))
         #expect(refreshed.count == 1)
     }
 
@@ -156,25 +169,31 @@ struct CredentialTests {
 
     @Test("processes racing on an expired token call the refresher once")
     func crossProcessRefresh() async throws {
-        let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,
-                   "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": folder.file("run").string]
-        try FileManager.default.createDirectory(atPath: folder.file("run").string, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        #expect(try runLockbox(["token", "set", "api", "alice"], stdin: oauth("at-0", expiresIn: 0, refresh: "rt-0"), environment: env).status == 0)
+        let env = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,
+            "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": folder.file("run").string,
+        ]
+        try FileManager.default.createDirectory(
+            atPath: folder.file("run").string, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        #expect(
+            try runLockbox(["token", "set", "api", "alice"], stdin: oauth("at-0", expiresIn: 0, refresh: "rt-0"), environment: env).status
+                == 0)
         let counter = folder.file("calls").string
         let refresher = folder.file("refresh.sh").string
         try """
-            #!/bin/sh
-            read old
-            echo "$old" >> '\(counter)'
-            sleep 0.5
-            printf '{"access_token":"at-new","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-new"}'
-            """.write(toFile: refresher, atomically: true, encoding: .utf8)
+        #!/bin/sh
+        read old
+        echo "$old" >> '\(counter)'
+        sleep 0.5
+        printf '{"access_token":"at-new","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-new"}'
+        """.write(toFile: refresher, atomically: true, encoding: .utf8)
         chmod(refresher, 0o700)
         let outputs = await withTaskGroup(of: String.self) { group in
             for _ in 0..<4 {
                 group.addTask {
-                    (try? runLockbox(["token", "get", "api", "alice", "--refresh-with", refresher], environment: env))?.stdoutString ?? "failed"
+                    (try? runLockbox(["token", "get", "api", "alice", "--refresh-with", refresher], environment: env))?.stdoutString
+                        ?? "failed"
                 }
             }
             var all: [String] = []
@@ -194,11 +213,16 @@ struct CredentialTests {
 
     @Test("a refresher that fails, or is killed by a signal, is exit 51 with its status or signal; the tokens are kept")
     func failingRefresher() throws {
-        let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,
-                   "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": folder.file("run").string]
-        try FileManager.default.createDirectory(atPath: folder.file("run").string, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        #expect(try runLockbox(["token", "set", "api", "bob"], stdin: oauth("at-0", expiresIn: 0, refresh: "rt-0"), environment: env).status == 0)
+        let env = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,
+            "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": folder.file("run").string,
+        ]
+        try FileManager.default.createDirectory(
+            atPath: folder.file("run").string, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        #expect(
+            try runLockbox(["token", "set", "api", "bob"], stdin: oauth("at-0", expiresIn: 0, refresh: "rt-0"), environment: env).status
+                == 0)
         for (command, detail) in [("cat >/dev/null; exit 4", "exited with status 4"), ("kill -9 $$", "was killed by signal 9")] {
             let result = try runLockbox(["token", "get", "api", "bob", "--refresh-with", command], environment: env)
             #expect(result.status == 51 && result.stderr.contains("lockbox: error[refresh-failed]: "), "\(command): \(result.stderr)")
@@ -210,10 +234,13 @@ struct CredentialTests {
 
     @Test("8 processes asking for a device ID for the first time all get the same one")
     func deviceIDRace() async throws {
-        let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,
-                   "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": folder.file("run").string]
-        try FileManager.default.createDirectory(atPath: folder.file("run").string, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        let env = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k").string,
+            "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": folder.file("run").string,
+        ]
+        try FileManager.default.createDirectory(
+            atPath: folder.file("run").string, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         let ids = await withTaskGroup(of: String.self) { group in
             for _ in 0..<8 {
                 group.addTask { (try? runLockbox(["device-id", "game"], environment: env))?.stdoutString ?? "failed" }
@@ -226,7 +253,8 @@ struct CredentialTests {
         #expect(UUID(uuidString: ids[0]) != nil)
         let again = try runLockbox(["device-id", "game"], environment: env).stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(again == ids[0])
-        let reset = try runLockbox(["device-id", "game", "--reset", "--yes"], environment: env).stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+        let reset = try runLockbox(["device-id", "game", "--reset", "--yes"], environment: env).stdoutString.trimmingCharacters(
+            in: .whitespacesAndNewlines)
         #expect(reset != ids[0])
     }
 
@@ -258,7 +286,8 @@ struct KeyFileDecodingTests {
     @Test("64 hex digits in either case, with or without a line end, decode through sodium_hex2bin; anything else is refused")
     func hexKeyFiles() {
         let key = (0..<32).map { UInt8($0 * 7 + 3) }
-        let lower = key.hexString, upper = key.hexString.uppercased()
+        let lower = key.hexString
+        let upper = key.hexString.uppercased()
         for text in [lower, upper, lower + "\n", upper + "\r\n"] {
             #expect(KeyFile.decode(SecretBytes(utf8: text)) == SecretBytes(copying: key), "\(text.debugDescription)")
         }
@@ -266,8 +295,10 @@ struct KeyFileDecodingTests {
         #expect(KeyFile.decode(raw) == raw, "32 raw bytes are the key")
         var notHex = Array(lower.utf8)
         notHex[40] = UInt8(ascii: "g")
-        for bad in [String(decoding: notHex, as: UTF8.self), String(lower.dropLast()), lower + "0", " " + String(lower.dropFirst()),
-                    String(lower.dropLast(2)) + "\n\n", lower + ":"] {
+        for bad in [
+            String(decoding: notHex, as: UTF8.self), String(lower.dropLast()), lower + "0", " " + String(lower.dropFirst()),
+            String(lower.dropLast(2)) + "\n\n", lower + ":",
+        ] {
             #expect(KeyFile.decode(SecretBytes(utf8: bad)) == nil, "\(bad.debugDescription)")
         }
     }

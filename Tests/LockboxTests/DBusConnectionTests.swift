@@ -1,8 +1,9 @@
 import Foundation
-import Testing
 import LockboxSecretService
+import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Lockbox's own session-bus connection (DBusConnection.swift): addresses, the real bus the test
@@ -13,8 +14,9 @@ struct DBusConnectionTests {
     func addresses() {
         #expect(DBusConnection.parse(address: "unix:path=/run/user/1000/bus") == [.path("/run/user/1000/bus")])
         #expect(DBusConnection.parse(address: "unix:abstract=/tmp/dbus-XYZ,guid=0123") == [.abstract("/tmp/dbus-XYZ")])
-        #expect(DBusConnection.parse(address: "tcp:host=localhost,port=1;unix:path=/a%20b;unix:abstract=c")
-            == [.path("/a b"), .abstract("c")])
+        #expect(
+            DBusConnection.parse(address: "tcp:host=localhost,port=1;unix:path=/a%20b;unix:abstract=c")
+                == [.path("/a b"), .abstract("c")])
         #expect(DBusConnection.parse(address: "unix:path=/bad%2") == [])
         #expect(DBusConnection.parse(address: "unix:path=/nul%00") == [])
         #expect(DBusConnection.parse(address: "unix:tmpdir=/tmp") == [])
@@ -45,8 +47,9 @@ struct DBusConnectionTests {
         let connection = try DBusConnection(deadline: Deadline(seconds: 5)) { keyringEnvironment[$0] }
         #expect(connection.uniqueName.hasPrefix(":"))
         func bus(_ member: String, _ signature: String, _ body: [DBusValue] = []) throws(DBusConnectionError) -> [DBusValue] {
-            try connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                                member: member, body: body, replySignature: signature, deadline: Deadline(seconds: 5))
+            try connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: member, body: body, replySignature: signature, deadline: Deadline(seconds: 5))
         }
         // The bus's NameAcquired signal came after Hello's reply and is skipped by these calls.
         let id = try bus("GetId", "s")
@@ -93,12 +96,14 @@ struct DBusConnectionTests {
         #expect(elapsed >= 0.25 && elapsed < 3, "\(elapsed) s")
     }
 
-    @Test("a bus that refuses authentication, hangs up, or sends garbage is a clear error", arguments: [
-        ("REJECTED EXTERNAL\r\n", "refused"),
-        ("", "closed"),
-        ("OK 0123456789abcdef0123456789abcdef\r\nxxxxxxxxxxxxxxxxxxxxxxxx", "malformed"),
-        ("OK 0123456789abcdef0123456789abcdef\r\n", "closed"),
-    ])
+    @Test(
+        "a bus that refuses authentication, hangs up, or sends garbage is a clear error",
+        arguments: [
+            ("REJECTED EXTERNAL\r\n", "refused"),
+            ("", "closed"),
+            ("OK 0123456789abcdef0123456789abcdef\r\nxxxxxxxxxxxxxxxxxxxxxxxx", "malformed"),
+            ("OK 0123456789abcdef0123456789abcdef\r\n", "closed"),
+        ])
     func misbehavingBus(_ answer: String, _ expected: String) throws {
         let folder = try TemporaryFolder()
         let path = folder.file("bus").string
@@ -131,14 +136,22 @@ struct DBusConnectionTests {
         let path = folder.file("bus").string
         let server = try FakeBus(path: path) { client in
             guard FakeBus.handshake(client) else { return }
-            var unknownType = (try? DBusMessage(kind: .signal, serial: 90, path: "/a", interface: "a.b", member: "C", body: [.uint32(1)]).encoded()) ?? []
+            var unknownType =
+                (try? DBusMessage(kind: .signal, serial: 90, path: "/a", interface: "a.b", member: "C", body: [.uint32(1)]).encoded()) ?? []
             unknownType[1] = 5
-            var otherSerial = (try? DBusMessage(kind: .methodReturn, serial: 92, replySerial: 77, body: [.string("not yours")]).encoded()) ?? []
+            var otherSerial =
+                (try? DBusMessage(kind: .methodReturn, serial: 92, replySerial: 77, body: [.string("not yours")]).encoded()) ?? []
             otherSerial[otherSerial.count - 2] = 0xFF  // not UTF-8: would fail if it were read
-            let large = (try? DBusMessage(kind: .signal, serial: 93, path: "/a", interface: "a.b", member: "Big",
-                                          body: [.bytes([UInt8](repeating: 7, count: 8 << 20))]).encoded()) ?? []
-            let signal = (try? DBusMessage(kind: .signal, serial: 94, path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                                           member: "NameAcquired", body: [.string(":1.5")]).encoded()) ?? []
+            let large =
+                (try? DBusMessage(
+                    kind: .signal, serial: 93, path: "/a", interface: "a.b", member: "Big",
+                    body: [.bytes([UInt8](repeating: 7, count: 8 << 20))]
+                ).encoded()) ?? []
+            let signal =
+                (try? DBusMessage(
+                    kind: .signal, serial: 94, path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                    member: "NameAcquired", body: [.string(":1.5")]
+                ).encoded()) ?? []
             let hello = (try? DBusMessage(kind: .methodReturn, serial: 95, replySerial: 1, body: [.string(":1.5")]).encoded()) ?? []
             for message in [unknownType, otherSerial, large, signal, hello] { FakeBus.write(client, message) }
             FakeBus.drain(client)
@@ -176,8 +189,9 @@ struct DBusConnectionTests {
         let path = folder.file("bus").string
         let server = try FakeBus(path: path) { client in
             guard FakeBus.handshake(client) else { return }
-            let reply = (try? DBusMessage(kind: .methodReturn, serial: 2, replySerial: 1, body: [.bytes([UInt8](repeating: 1, count: 33 << 20))])
-                .encoded()) ?? []
+            let reply =
+                (try? DBusMessage(kind: .methodReturn, serial: 2, replySerial: 1, body: [.bytes([UInt8](repeating: 1, count: 33 << 20))])
+                    .encoded()) ?? []
             FakeBus.write(client, reply)
             FakeBus.drain(client)
         }
@@ -307,7 +321,8 @@ final class FakeBus: @unchecked Sendable {
         let begin = Array("BEGIN\r\n".utf8)
         while true {
             if received.count >= begin.count, Array(received[0..<begin.count]) == begin,
-               let length = try? DBusMessage.length(startingWith: received[begin.count...]), received.count - begin.count >= length {
+                let length = try? DBusMessage.length(startingWith: received[begin.count...]), received.count - begin.count >= length
+            {
                 return true
             }
             guard readMore() else { return false }

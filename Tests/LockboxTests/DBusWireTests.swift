@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import LockboxSecretService
+import Testing
 
 /// Lockbox's own D-Bus wire format (DBusWire.swift): what it writes reads back the same, what the
 /// specification calls invalid is refused with an error (never a trap), and damaged bytes never
@@ -11,23 +11,29 @@ struct DBusWireTests {
     /// use, not kept in a static: an indirect enum's boxes are referenced through pointers with
     /// the case in their spare bits, which LeakSanitizer does not recognise, so a static holding
     /// them is reported as leaked at exit under `scripts/sanitizers.sh`.
-    static var everything: DBusMessage { DBusMessage.methodCall(
-        serial: 7, destination: "org.freedesktop.secrets", path: "/org/freedesktop/secrets/aliases/default",
-        interface: "org.freedesktop.Secret.Collection", member: "CreateItem",
-        body: [
-            .byte(0xFF), .boolean(true), .int16(-2), .uint16(65535), .int32(-70000), .uint32(4_000_000_000),
-            .int64(-1 << 40), .uint64(1 << 63), .double(bits: 0x3FF0_0000_0000_0000), .string("zürich"), .objectPath("/"),
-            .signature("a{sv}(oayays)"),
-            .variant(.variant(.bytes([1, 2, 3]))),
-            .array(.dictEntry(.string, .variant), [
-                .dictEntry(.string("org.freedesktop.Secret.Item.Label"), .variant(.string("label"))),
-                .dictEntry(.string("org.freedesktop.Secret.Item.Attributes"), .variant(.stringDictionary(["service": "s", "username": "u"]))),
-            ]),
-            .array(.structure([.byte, .uint64]), []),
-            .array(.array(.uint64), [.array(.uint64, []), .array(.uint64, [.uint64(9)])]),
-            .structure([.objectPath("/org/freedesktop/secrets/session/s1"), .bytes([]), .bytes(Array(0..<48)), .string("text/plain")]),
-            .stringDictionary([:]),
-        ]) }
+    static var everything: DBusMessage {
+        DBusMessage.methodCall(
+            serial: 7, destination: "org.freedesktop.secrets", path: "/org/freedesktop/secrets/aliases/default",
+            interface: "org.freedesktop.Secret.Collection", member: "CreateItem",
+            body: [
+                .byte(0xFF), .boolean(true), .int16(-2), .uint16(65535), .int32(-70000), .uint32(4_000_000_000),
+                .int64(-1 << 40), .uint64(1 << 63), .double(bits: 0x3FF0_0000_0000_0000), .string("zürich"), .objectPath("/"),
+                .signature("a{sv}(oayays)"),
+                .variant(.variant(.bytes([1, 2, 3]))),
+                .array(
+                    .dictEntry(.string, .variant),
+                    [
+                        .dictEntry(.string("org.freedesktop.Secret.Item.Label"), .variant(.string("label"))),
+                        .dictEntry(
+                            .string("org.freedesktop.Secret.Item.Attributes"),
+                            .variant(.stringDictionary(["service": "s", "username": "u"]))),
+                    ]),
+                .array(.structure([.byte, .uint64]), []),
+                .array(.array(.uint64), [.array(.uint64, []), .array(.uint64, [.uint64(9)])]),
+                .structure([.objectPath("/org/freedesktop/secrets/session/s1"), .bytes([]), .bytes(Array(0..<48)), .string("text/plain")]),
+                .stringDictionary([:]),
+            ])
+    }
 
     @Test("a message of every type reads back as it was written")
     func roundTrip() throws {
@@ -44,8 +50,9 @@ struct DBusWireTests {
     /// of (byte, variant) structures, each 8-aligned, the header padded to 8, no body.
     @Test("Hello is laid out as the specification says")
     func helloBytes() throws {
-        let hello = DBusMessage.methodCall(serial: 1, destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus", member: "Hello", body: [])
+        let hello = DBusMessage.methodCall(
+            serial: 1, destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: "Hello", body: [])
         var expected: [UInt8] = [0x6C, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0]
         var fields: [UInt8] = []
         func field(_ code: UInt8, _ type: Character, _ text: String) {
@@ -81,8 +88,10 @@ struct DBusWireTests {
             let bodyLength = Int(bytes[4]) | Int(bytes[5]) << 8 | Int(bytes[6]) << 16 | Int(bytes[7]) << 24
             #expect(Array(encoded.suffix(bodyLength)) == Array(bytes.suffix(bodyLength)), "\(name)")
         }
-        for expected in ["Hello", "OpenSession", "CreateItem", "GetSecret", "SearchItems", "GetAll", "NameAcquired",
-                         "org.freedesktop.DBus.Error.ServiceUnknown", "return (oayays)", "return a{o(oayays)}"] {
+        for expected in [
+            "Hello", "OpenSession", "CreateItem", "GetSecret", "SearchItems", "GetAll", "NameAcquired",
+            "org.freedesktop.DBus.Error.ServiceUnknown", "return (oayays)", "return a{o(oayays)}",
+        ] {
             #expect(members.contains(expected), "no recorded \(expected) message")
         }
     }
@@ -93,7 +102,9 @@ struct DBusWireTests {
         var bytes: [UInt8] = [UInt8(ascii: "B"), 2, 0, 1]
         let body: [UInt8] = [0, 0, 0, 2, UInt8(ascii: "h"), UInt8(ascii: "i"), 0, 0, 0, 0, 1, 2]
         bytes += [0, 0, 0, UInt8(body.count), 0, 0, 0, 9]
-        let fields: [UInt8] = [5, 1, UInt8(ascii: "u"), 0, 0, 0, 0, 5, 8, 1, UInt8(ascii: "g"), 0, 2, UInt8(ascii: "s"), UInt8(ascii: "u"), 0]
+        let fields: [UInt8] = [
+            5, 1, UInt8(ascii: "u"), 0, 0, 0, 0, 5, 8, 1, UInt8(ascii: "g"), 0, 2, UInt8(ascii: "s"), UInt8(ascii: "u"), 0,
+        ]
         bytes += [0, 0, 0, UInt8(fields.count)] + fields + body
         let message = try DBusMessage.decode(bytes)
         #expect(message.kind == .methodReturn && message.serial == 9 && message.replySerial == 5)
@@ -124,40 +135,50 @@ struct DBusWireTests {
         #expect(try DBusMessage.decode(Self.reply(signature: "at", body: [0, 0, 0, 0, 0, 0, 0, 0])).body == [.array(.uint64, [])])
     }
 
-    @Test("what the specification calls invalid is refused, with a reason", arguments: [
-        ("boolean 2", "b", [2, 0, 0, 0] as [UInt8]),
-        ("string without its NUL", "s", [2, 0, 0, 0, 0x68, 0x69, 1]),
-        ("string with a NUL inside", "s", [2, 0, 0, 0, 0x68, 0, 0]),
-        ("string not UTF-8", "s", [2, 0, 0, 0, 0xC3, 0x28, 0]),
-        ("string longer than the message", "s", [0xFF, 0xFF, 0xFF, 0x7F, 0]),
-        ("object path with //", "o", [3, 0, 0, 0, 0x2F, 0x2F, 0x61, 0]),
-        ("object path ending in /", "o", [3, 0, 0, 0, 0x2F, 0x61, 0x2F, 0]),
-        ("object path with -", "o", [2, 0, 0, 0, 0x2F, 0x2D, 0]),
-        ("non-zero padding", "yu", [1, 0, 1, 0, 5, 0, 0, 0]),
-        ("array longer than the message", "ay", [9, 0, 0, 0, 1]),
-        ("array over 64 MiB", "ay", [1, 0, 0, 4]),
-        ("array element past the array's end", "au", [2, 0, 0, 0, 1, 0, 0, 0]),
-        ("non-zero padding before an array's first element", "at", [8, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]),
-        ("variant of two types", "v", [2, 0x79, 0x79, 0, 1, 2]),
-        ("variant of no type", "v", [0, 0]),
-        ("signature with an unknown code", "g", [1, 0x7A, 0]),
-        ("bytes after the body's values", "y", [1, 2]),
-        ("body shorter than its signature", "uu", [1, 0, 0, 0]),
-    ])
+    @Test(
+        "what the specification calls invalid is refused, with a reason",
+        arguments: [
+            ("boolean 2", "b", [2, 0, 0, 0] as [UInt8]),
+            ("string without its NUL", "s", [2, 0, 0, 0, 0x68, 0x69, 1]),
+            ("string with a NUL inside", "s", [2, 0, 0, 0, 0x68, 0, 0]),
+            ("string not UTF-8", "s", [2, 0, 0, 0, 0xC3, 0x28, 0]),
+            ("string longer than the message", "s", [0xFF, 0xFF, 0xFF, 0x7F, 0]),
+            ("object path with //", "o", [3, 0, 0, 0, 0x2F, 0x2F, 0x61, 0]),
+            ("object path ending in /", "o", [3, 0, 0, 0, 0x2F, 0x61, 0x2F, 0]),
+            ("object path with -", "o", [2, 0, 0, 0, 0x2F, 0x2D, 0]),
+            ("non-zero padding", "yu", [1, 0, 1, 0, 5, 0, 0, 0]),
+            ("array longer than the message", "ay", [9, 0, 0, 0, 1]),
+            ("array over 64 MiB", "ay", [1, 0, 0, 4]),
+            ("array element past the array's end", "au", [2, 0, 0, 0, 1, 0, 0, 0]),
+            ("non-zero padding before an array's first element", "at", [8, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]),
+            ("variant of two types", "v", [2, 0x79, 0x79, 0, 1, 2]),
+            ("variant of no type", "v", [0, 0]),
+            ("signature with an unknown code", "g", [1, 0x7A, 0]),
+            ("bytes after the body's values", "y", [1, 2]),
+            ("body shorter than its signature", "uu", [1, 0, 0, 0]),
+        ])
     func invalidBodies(_ name: String, _ signature: String, _ body: [UInt8]) throws {
         #expect(throws: DBusWireError.self, "\(name)") { try DBusMessage.decode(Self.reply(signature: signature, body: body)) }
     }
 
-    @Test("invalid signatures are refused", arguments: ["a", "(", ")", "()", "{ss}", "a{vs}", "a{s}", "a{sss}", "(s", "z",
-                                                         String(repeating: "a", count: 33) + "y",
-                                                         String(repeating: "(", count: 33) + "y" + String(repeating: ")", count: 33),
-                                                         String(repeating: "y", count: 256)])
+    @Test(
+        "invalid signatures are refused",
+        arguments: [
+            "a", "(", ")", "()", "{ss}", "a{vs}", "a{s}", "a{sss}", "(s", "z",
+            String(repeating: "a", count: 33) + "y",
+            String(repeating: "(", count: 33) + "y" + String(repeating: ")", count: 33),
+            String(repeating: "y", count: 256),
+        ])
     func invalidSignatures(_ signature: String) {
         #expect(throws: DBusWireError.self) { try DBusType.parse(signature) }
     }
 
-    @Test("valid signatures parse and spell themselves back", arguments: ["", "y", "a{sv}", "(oayays)", "aoao", "a{oa{sa{sv}}}",
-                                                                            String(repeating: "a", count: 32) + "y", "v", "a(yv)"])
+    @Test(
+        "valid signatures parse and spell themselves back",
+        arguments: [
+            "", "y", "a{sv}", "(oayays)", "aoao", "a{oa{sa{sv}}}",
+            String(repeating: "a", count: 32) + "y", "v", "a(yv)",
+        ])
     func validSignatures(_ signature: String) throws {
         #expect(try DBusType.parse(signature).map(\.signature).joined() == signature)
     }

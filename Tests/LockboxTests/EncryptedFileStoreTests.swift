@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 @Suite("Encrypted file vault")
@@ -8,8 +9,9 @@ struct EncryptedFileStoreTests {
     @Test("items persist across reopening, with metadata")
     func persistence() throws {
         let fixture = try KeyFileVault()
-        try Vault(store: fixture.store).set("refresh-1", service: "api", account: "alice", kind: .token,
-                                            attributes: ["scope": "read"])
+        try Vault(store: fixture.store).set(
+            "refresh-1", service: "api", account: "alice", kind: .token,
+            attributes: ["scope": "read"])
         let reopened = Vault(store: try fixture.reopen())
         #expect(try reopened.string(service: "api", account: "alice") == "refresh-1")
         let metadata = try #require(try reopened.metadata(service: "api", account: "alice"))
@@ -57,10 +59,12 @@ struct EncryptedFileStoreTests {
         let hexPath = fixture.folder.file("hex.key")
         let hex = raw.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() } + "\n"
         _ = FileManager.default.createFile(atPath: hexPath.string, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
-        #expect(try Vault(store: EncryptedFileStore.open(at: fixture.vaultPath, credential: .keyFile(hexPath)))
-            .string(service: "s", account: "a") == "x")
-        #expect(try Vault(store: EncryptedFileStore.open(at: fixture.vaultPath, credential: .key(raw)))
-            .string(service: "s", account: "a") == "x")
+        #expect(
+            try Vault(store: EncryptedFileStore.open(at: fixture.vaultPath, credential: .keyFile(hexPath)))
+                .string(service: "s", account: "a") == "x")
+        #expect(
+            try Vault(store: EncryptedFileStore.open(at: fixture.vaultPath, credential: .key(raw)))
+                .string(service: "s", account: "a") == "x")
         let bad = fixture.folder.file("bad.key")
         _ = FileManager.default.createFile(atPath: bad.string, contents: Data("not a key".utf8), attributes: [.posixPermissions: 0o600])
         #expect(throws: LockboxError.self) { try EncryptedFileStore.open(at: fixture.vaultPath, credential: .keyFile(bad)) }
@@ -101,15 +105,17 @@ struct EncryptedFileStoreTests {
         let (newHeader, newLength) = try after.withUnsafeBytes { try VaultHeader.parse($0) }
         #expect(newHeader.vaultID == oldHeader.vaultID)
         for (old, new) in zip(oldHeader.slots, newHeader.slots) { #expect(old.wrappedKey != new.wrappedKey) }
-        let oldBody = before[oldLength...], newBody = after[newLength...]
+        let oldBody = before[oldLength...]
+        let newBody = after[newLength...]
         #expect(oldBody.count == newBody.count)
         let samePositions = zip(oldBody, newBody).filter { $0 == $1 }.count
         #expect(samePositions < oldBody.count / 20, "ciphertexts should be unrelated, \(samePositions) bytes equal")
         // The old data key no longer decrypts anything.
         let decrypted = after.withUnsafeBytes { file in
             newHeader.bodyNonce.withUnsafeBytes { nonce in
-                Sodium.open(UnsafeRawBufferPointer(rebasing: file[newLength...]),
-                            additionalData: UnsafeRawBufferPointer(rebasing: file[0..<newLength]), nonce: nonce, key: oldKey)
+                Sodium.open(
+                    UnsafeRawBufferPointer(rebasing: file[newLength...]),
+                    additionalData: UnsafeRawBufferPointer(rebasing: file[0..<newLength]), nonce: nonce, key: oldKey)
             }
         }
         #expect(decrypted == nil)
@@ -154,7 +160,7 @@ struct EncryptedFileStoreTests {
         for damage in everyCorruption(of: bytes) {
             try fixture.write(damage.bytes)
             let error = caughtError { try fixture.reopen() }
-            guard case let .corruptVault(_, reason) = error else {
+            guard case .corruptVault(_, let reason) = error else {
                 Issue.record("\(damage.what): expected corruptVault, got \(String(describing: error))")
                 continue
             }
@@ -193,7 +199,7 @@ struct EncryptedFileStoreTests {
         for mode: mode_t in [0o640, 0o604, 0o660] {
             chmod(fixture.vaultPath.string, mode)
             let error = caughtError { try fixture.reopen() }
-            guard case let .insecurePermissions(path, detail) = error else {
+            guard case .insecurePermissions(let path, let detail) = error else {
                 Issue.record("mode \(String(mode, radix: 8)): got \(String(describing: error))")
                 continue
             }
@@ -215,7 +221,9 @@ struct EncryptedFileStoreTests {
             try EncryptedFileStore.create(at: fixture.vaultPath, credentials: [.keyFile(fixture.keyPath)])
         }
         let missing = fixture.folder.file("missing.lockbox")
-        expectError(.vaultNotFound(path: missing.string)) { try EncryptedFileStore.open(at: missing, credential: .keyFile(fixture.keyPath)) }
+        expectError(.vaultNotFound(path: missing.string)) {
+            try EncryptedFileStore.open(at: missing, credential: .keyFile(fixture.keyPath))
+        }
         #expect(throws: LockboxError.self) { try EncryptedFileStore.create(at: missing, credentials: []) }
         #expect(throws: LockboxError.self) { try EncryptedFileStore.create(at: missing, credentials: [.passphrase(secret(""))]) }
         #expect(!missing.exists())
@@ -243,8 +251,9 @@ struct EncryptedFileStoreTests {
         #expect(holder >= 0)
         defer { close(holder) }
         #expect(flock(holder, LOCK_EX) == 0)
-        let impatient = try EncryptedFileStore.open(at: fixture.vaultPath, credential: .keyFile(fixture.keyPath),
-                                                    lockTimeout: .milliseconds(150))
+        let impatient = try EncryptedFileStore.open(
+            at: fixture.vaultPath, credential: .keyFile(fixture.keyPath),
+            lockTimeout: .milliseconds(150))
         let error = caughtError { try Vault(store: impatient).set("x", service: "s", account: "a") }
         if case .vaultBusy = error {} else { Issue.record("expected vaultBusy, got \(String(describing: error))") }
         // Reading needs no lock.
@@ -300,7 +309,8 @@ struct EncryptedFileEdgeCaseTests {
         // Every value near the limits, and a spread of random ones, survive a round trip.
         var generator = SystemRandomNumberGenerator()
         let limit = VaultPayload.timestampLimit
-        let samples = (0..<5000).flatMap { [limit - $0, -limit + $0] }
+        let samples =
+            (0..<5000).flatMap { [limit - $0, -limit + $0] }
             + (0..<100_000).map { _ in Int64.random(in: -limit...limit, using: &generator) }
         let drifting = samples.filter { VaultPayload.milliseconds(VaultPayload.date(milliseconds: $0)) != $0 }
         #expect(drifting.isEmpty, "\(drifting.prefix(5))")

@@ -1,6 +1,7 @@
 import Foundation
 import LockboxTPM
 import Testing
+
 @testable import Lockbox
 @testable import lockbox
 
@@ -49,13 +50,17 @@ struct ErrorCodeTests {
             .noEntry: [.itemNotFound, .vaultNotFound, .pinNotSet, .noTokens, .itemExpired, .noPreviousVersion],
             .alreadyExists: [.vaultAlreadyExists],
             .badData: [.corruptVault, .unsupportedFormatVersion, .undecodableItem],
-            .noStorageAccess: [.insecurePermissions, .vaultBusy, .noSessionBus, .secretServiceUnavailable, .keyringLocked,
-                               .secretServiceTimeout, .recordedStoreUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected,
-                               .tpmUnavailable, .tpmForeignSlot],
+            .noStorageAccess: [
+                .insecurePermissions, .vaultBusy, .noSessionBus, .secretServiceUnavailable, .keyringLocked,
+                .secretServiceTimeout, .recordedStoreUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected,
+                .tpmUnavailable, .tpmForeignSlot,
+            ],
             .platformFailure: [.ioFailure, .secretServiceFailed, .tpmFailure],
             .invalidArgument: [.invalidArgument, .invalidKeyFile, .keySlotRefused, .pinRejected],
-            .authenticationFailed: [.wrongCredential, .wrongPin, .credentialsChanged, .sessionExpired,
-                                    .tpmAuthorizationFailed, .tpmPCRMismatch],
+            .authenticationFailed: [
+                .wrongCredential, .wrongPin, .credentialsChanged, .sessionExpired,
+                .tpmAuthorizationFailed, .tpmPCRMismatch,
+            ],
             .authenticationRequired: [.reauthenticationRequired],
             .lockedOut: [.pinLockedOut, .pinDisabled, .pinWiped, .tpmLockedOut],
         ]
@@ -100,13 +105,16 @@ struct ErrorCodeTests {
     @Test("the CLI's one table maps every code to its exit code, the numbers scripts already use")
     func tableCoversEveryCode() {
         for code in LockboxError.Code.all + TPMError.codes { #expect(ErrorTable.entries[code] != nil, "\(code) has no exit code") }
-        #expect(ErrorTable.entries.count == LockboxError.Code.all.count + TPMError.codes.count + LockboxError.Code.cli.count
+        #expect(
+            ErrorTable.entries.count == LockboxError.Code.all.count + TPMError.codes.count + LockboxError.Code.cli.count
                 + LockboxError.Code.postgres.count,
-                "a row for an unknown code")
-        let cliErrors: [any LockboxCodedError] = [CLIError.noInput("m"), CLIError.noTerminal("PIN"), CLIError.mismatch("PIN"),
-                                                  CLIError.notConfirmed("m"), RefreshFailed(detail: "d"),
-                                                  CLIError.itemExists(service: "s", account: "a"), CLIError.itemChanged(service: "s", account: "a"),
-                                                  CLIError.accessTokenExpired(service: "s", account: "a"), CLIError.passphraseRejected("m")]
+            "a row for an unknown code")
+        let cliErrors: [any LockboxCodedError] = [
+            CLIError.noInput("m"), CLIError.noTerminal("PIN"), CLIError.mismatch("PIN"),
+            CLIError.notConfirmed("m"), RefreshFailed(detail: "d"),
+            CLIError.itemExists(service: "s", account: "a"), CLIError.itemChanged(service: "s", account: "a"),
+            CLIError.accessTokenExpired(service: "s", account: "a"), CLIError.passphraseRejected("m"),
+        ]
         #expect(cliErrors.map(\.code) == LockboxError.Code.cli)
         #expect(cliErrors.map { ExitStatus(for: $0).rawValue } == [64, 64, 64, 13, 51, 14, 15, 53, 18], "the exits these always had")
         let expected: [LockboxError.Code: Int32] = [
@@ -114,7 +122,8 @@ struct ErrorCodeTests {
             .unsupportedFormatVersion: 7, .insecurePermissions: 8, .vaultBusy: 9, .credentialsChanged: 10, .invalidKeyFile: 11,
             .keySlotRefused: 12, .noSessionBus: 20, .secretServiceUnavailable: 21, .keyringLocked: 22,
             .secretServiceTimeout: 23, .secretServiceFailed: 24, .undecodableItem: 25, .recordedStoreUnavailable: 26,
-            .postgresProgramMissing: 27, .postgresUnavailable: 27, .postgresConnectionLost: 27, .postgresRefused: 27, .postgresSchemaTooNew: 27,
+            .postgresProgramMissing: 27, .postgresUnavailable: 27, .postgresConnectionLost: 27, .postgresRefused: 27,
+            .postgresSchemaTooNew: 27,
             .wrongPin: 30, .pinLockedOut: 31, .pinDisabled: 32, .pinNotSet: 33, .pinRejected: 34, .pinWiped: 35, .pinStoreUnprotected: 36,
             .reauthenticationRequired: 40, .kernelKeyringUnavailable: 41, .sessionExpired: 50, .noTokens: 52,
             .itemExpired: 16, .noPreviousVersion: 17,

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
-@testable import lockbox
+
 @testable import Lockbox
+@testable import lockbox
 
 /// `lockbox exec` and `lockbox docker-credential` through the real binary on a key-file vault:
 /// what the program receives and where, exit statuses, signals, and the registry helper's
@@ -44,7 +45,9 @@ struct ExecAndRegistryTests {
 
     @Test("--env puts the secret in the program's environment, never in its command line")
     func environmentVariable() throws {
-        var result = try lockbox(["exec", "--env", "DB_PASSWORD=db/app", "--", "sh", "-c", "test \"$DB_PASSWORD\" = \"$1\"", "sh", secretValue])
+        var result = try lockbox([
+            "exec", "--env", "DB_PASSWORD=db/app", "--", "sh", "-c", "test \"$DB_PASSWORD\" = \"$1\"", "sh", secretValue,
+        ])
         #expect(result.status == 0, "the variable holds the secret exactly: \(result.stderr)")
         result = try lockbox(["exec", "--env", "DB_PASSWORD=db/app", "--", "sh", "-c", "test \"$DB_PASSWORD\" = wrong"])
         #expect(result.status == 1, "the program's failure is lockbox's")
@@ -68,7 +71,9 @@ struct ExecAndRegistryTests {
         let notExecutable = try lockbox(["exec", "--", folder.file("v.key").string])
         #expect(notExecutable.status == 126, "\(notExecutable.stderr)")
         // After --, everything is the program's, even what looks like lockbox's own options.
-        let passed = try lockbox(["exec", "--env", "A=db/app", "--", "sh", "-c", "printf '%s|' \"$@\"", "sh", "--verbose", "--vault", "x", "-h", "--"])
+        let passed = try lockbox([
+            "exec", "--env", "A=db/app", "--", "sh", "-c", "printf '%s|' \"$@\"", "sh", "--verbose", "--vault", "x", "-h", "--",
+        ])
         #expect(passed.status == 0 && passed.stdoutString == "--verbose|--vault|x|-h|--|", "\(passed.stdoutString) \(passed.stderr)")
         let output = try lockbox(["exec", "--", "sh", "-c", "printf out; printf err >&2; cat"], "in")
         #expect(output.stdoutString == "outin" && output.stderr == "err", "standard streams pass through")
@@ -87,10 +92,12 @@ struct ExecAndRegistryTests {
 
     @Test("usage errors: no command, bad specifications, a descriptor of the standard streams")
     func usageErrors() throws {
-        for arguments in [["exec", "--env", "A=db/app"], ["exec", "--env", "A=db", "--", "true"], ["exec", "--env", "1A=db/app", "--", "true"],
-                          ["exec", "--env", "A=db/app", "--env", "A=db/app", "--", "true"], ["exec", "--fd", "1=db/app", "--", "true"],
-                          ["exec", "--fd", "x=db/app", "--", "true"], ["exec", "--fd", "3=db/app", "--fd", "3=db/app", "--", "true"],
-                          ["exec", "--passphrase-fd", "3", "--fd", "3=db/app", "--", "true"], ["exec", "--env", "A=db/app", "sh"]] {
+        for arguments in [
+            ["exec", "--env", "A=db/app"], ["exec", "--env", "A=db", "--", "true"], ["exec", "--env", "1A=db/app", "--", "true"],
+            ["exec", "--env", "A=db/app", "--env", "A=db/app", "--", "true"], ["exec", "--fd", "1=db/app", "--", "true"],
+            ["exec", "--fd", "x=db/app", "--", "true"], ["exec", "--fd", "3=db/app", "--fd", "3=db/app", "--", "true"],
+            ["exec", "--passphrase-fd", "3", "--fd", "3=db/app", "--", "true"], ["exec", "--env", "A=db/app", "sh"],
+        ] {
             let result = try lockbox(arguments)
             #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
         }
@@ -99,7 +106,8 @@ struct ExecAndRegistryTests {
     @Test("SIGINT, SIGTERM and SIGHUP sent to lockbox reach the program, and lockbox waits for it")
     func signalsForwarded() throws {
         for (signal, name) in [(SIGINT, "INT"), (SIGTERM, "TERM"), (SIGHUP, "HUP")] {
-            let ready = "ready-\(name)", caught = "caught-\(name)"
+            let ready = "ready-\(name)"
+            let caught = "caught-\(name)"
             let script = "trap 'echo caught > \"$1/\(caught)\"; exit 3' \(name); echo > \"$1/\(ready)\"; while :; do sleep 0.05; done"
             let process = Process()
             process.executableURL = lockboxBinary
@@ -132,7 +140,8 @@ struct ExecAndRegistryTests {
     @Test("--env-file resolves lockbox:// references and passes other values as they are")
     func environmentFile() throws {
         let file = path("ci.env")
-        try Data("""
+        try Data(
+            """
             # CI settings
             DB_PASSWORD=lockbox://db/app
 
@@ -140,7 +149,8 @@ struct ExecAndRegistryTests {
               PLAIN='a=b'
             OVERRIDDEN=from-file\r
             EMPTY=
-            """.utf8).write(to: URL(fileURLWithPath: file))
+            """.utf8
+        ).write(to: URL(fileURLWithPath: file))
         let script = "printf '%s|%s|%s|%s|%s' \"$DB_PASSWORD\" \"$REGION\" \"$PLAIN\" \"$OVERRIDDEN\" \"${EMPTY-unset}\""
         var result = try lockbox(["exec", "--env-file", file, "--env", "OVERRIDDEN=db/app", "--", "sh", "-c", script])
         #expect(result.status == 0, "\(result.stderr)")
@@ -164,11 +174,13 @@ struct ExecAndRegistryTests {
         #expect(contents("env")?.contains("s3 cr") == false)
         // lockbox holds descriptors 5 and 9 (below and above the highest one handed); the program
         // gets its own descriptors only, but the one `ls` opens to read the folder.
-        result = try runLockbox(["exec", "--fd", "3=db/app", "--fd", "7=db/app", "--", "ls", "-l", "/proc/self/fd"],
-                                environment: environment, shellRedirect: "5</dev/null 9</dev/null")
-        let descriptors = Set(result.stdoutString.split(separator: "\n").filter { !$0.hasSuffix("/fd") }.compactMap { line in
-            line.range(of: " -> ").flatMap { line[..<$0.lowerBound].split(separator: " ").last.map(String.init) }
-        })
+        result = try runLockbox(
+            ["exec", "--fd", "3=db/app", "--fd", "7=db/app", "--", "ls", "-l", "/proc/self/fd"],
+            environment: environment, shellRedirect: "5</dev/null 9</dev/null")
+        let descriptors = Set(
+            result.stdoutString.split(separator: "\n").filter { !$0.hasSuffix("/fd") }.compactMap { line in
+                line.range(of: " -> ").flatMap { line[..<$0.lowerBound].split(separator: " ").last.map(String.init) }
+            })
         #expect(descriptors == ["0", "1", "2", "3", "7"], "no other descriptor of lockbox reaches the program: \(result.stdoutString)")
         #expect(try lockbox(["exec", "--fd", "3=db/app", "--", "sh", "-c", "printf x >&3"]).status != 0, "the file is read-only")
     }
@@ -177,9 +189,15 @@ struct ExecAndRegistryTests {
     func environmentFileParser() throws {
         let parsed = try EnvironmentFile.parse("# c\n\nexport A=lockbox://git:https://h/x/u\nB=\"q\"\n", name: "f")
         #expect(parsed.count == 2)
-        guard case let .item(item) = parsed.first?.value else { Issue.record("A is a reference"); return }
+        guard case .item(let item) = parsed.first?.value else {
+            Issue.record("A is a reference")
+            return
+        }
         #expect(item.service == "git:https://h/x" && item.account == "u", "split at the last slash")
-        guard case let .text(text) = parsed.last?.value else { Issue.record("B is text"); return }
+        guard case .text(let text) = parsed.last?.value else {
+            Issue.record("B is text")
+            return
+        }
         #expect(text == "q")
         #expect(throws: LockboxError.self) { try EnvironmentFile.parse("A=lockbox://nope\n", name: "f") }
     }
@@ -224,16 +242,20 @@ struct ExecAndRegistryTests {
         result = try lockbox(["docker-credential", "frobnicate"])
         #expect(result.status == 1 && result.stdoutString.contains("unknown action"))
         // A vault that cannot be opened: lockbox's code, and a message the client can show.
-        result = try runLockbox(["docker-credential", "list"], environment: environment.merging(["LOCKBOX_KEY_FILE": path("none.key")]) { _, new in new })
-        #expect(result.status == 11 && result.stdoutString.hasPrefix("lockbox: error[") && result.errorCode != nil, "\(result.status) \(result.stdoutString)")
+        result = try runLockbox(
+            ["docker-credential", "list"], environment: environment.merging(["LOCKBOX_KEY_FILE": path("none.key")]) { _, new in new })
+        #expect(
+            result.status == 11 && result.stdoutString.hasPrefix("lockbox: error[") && result.errorCode != nil,
+            "\(result.status) \(result.stdoutString)")
     }
 
     @Test("invoked through a link named docker-credential-lockbox it is the helper")
     func registryLinkName() throws {
         let link = path("docker-credential-lockbox")
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: lockboxBinary.path)
-        var result = try runProcess(URL(fileURLWithPath: link), ["store"], stdin: Data(#"{"ServerURL":"l:1","Username":"u","Secret":"s"}"#.utf8),
-                                    environment: environment)
+        var result = try runProcess(
+            URL(fileURLWithPath: link), ["store"], stdin: Data(#"{"ServerURL":"l:1","Username":"u","Secret":"s"}"#.utf8),
+            environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         result = try runProcess(URL(fileURLWithPath: link), ["get"], stdin: Data("l:1".utf8), environment: environment)
         #expect(result.stdoutString == #"{"ServerURL":"l:1","Username":"u","Secret":"s"}"# + "\n")

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// Items that expire and the previous version kept through a rotation, over the memory store and
@@ -43,7 +44,8 @@ struct ExpiryAndPreviousTests {
         do {
             let vault = Vault(store: try SQLiteVaultStore.create(at: path, credentials: [.keyFile(key)], kdf: testKDF))
             try vault.set(secret("one"), service: "s", account: "a", changes: ItemChanges(expires: expires))
-            try vault.set(secret("two"), service: "s", account: "a", changes: ItemChanges(expires: expires), keepingPreviousFor: .seconds(600))
+            try vault.set(
+                secret("two"), service: "s", account: "a", changes: ItemChanges(expires: expires), keepingPreviousFor: .seconds(600))
         }
         let reopened = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(key)])
         let vault = Vault(store: reopened)
@@ -62,11 +64,14 @@ struct ExpiryAndPreviousTests {
         let vault = Vault(store: MemoryStore())
         try vault.set("v", service: "s", account: "a")
         for grace in [Duration.zero, .seconds(-5), .seconds(Int64.max)] {
-            #expect(caughtError { try vault.set(secret("w"), service: "s", account: "a", changes: ItemChanges(), keepingPreviousFor: grace) }?.code
+            #expect(
+                caughtError { try vault.set(secret("w"), service: "s", account: "a", changes: ItemChanges(), keepingPreviousFor: grace) }?
+                    .code
                     == .invalidArgument, "grace \(grace)")
         }
         for expires in [Date(timeIntervalSince1970: .nan), Date(timeIntervalSince1970: 1e16), Date(timeIntervalSince1970: -.infinity)] {
-            #expect(caughtError { try vault.set(secret("w"), service: "s", account: "a", changes: ItemChanges(expires: expires)) }?.code
+            #expect(
+                caughtError { try vault.set(secret("w"), service: "s", account: "a", changes: ItemChanges(expires: expires)) }?.code
                     == .invalidArgument)
         }
         #expect(try vault.get(service: "s", account: "a")?.stringValue() == "v", "nothing refused was stored")
@@ -99,14 +104,16 @@ enum ExpiryContract {
         try vault.set(secret("forever"), service: "exp", account: "plain", changes: ItemChanges())
         let error = caughtError { try vault.get(service: "exp", account: "gone") }
         #expect(error?.code == .itemExpired, "\(name)")
-        if case let .itemExpired(service, account, expired)? = error {
+        if case .itemExpired(let service, let account, let expired)? = error {
             #expect(service == "exp" && account == "gone" && abs(expired.timeIntervalSince(past)) < 0.01, "\(name)")
         }
         #expect(try vault.get(service: "exp", account: "gone", allowExpired: true)?.stringValue() == "old", "\(name)")
         #expect(try vault.get(service: "exp", account: "live")?.stringValue() == "new", "\(name)")
         let listed = try vault.list(service: "exp")
         #expect(listed.map(\.account) == ["gone", "live", "plain"], "\(name)")
-        #expect(listed.first { $0.account == "live" }.map { abs(($0.expires ?? .distantPast).timeIntervalSince(future)) < 0.01 } == true, "\(name)")
+        #expect(
+            listed.first { $0.account == "live" }.map { abs(($0.expires ?? .distantPast).timeIntervalSince(future)) < 0.01 } == true,
+            "\(name)")
         #expect(listed.first { $0.account == "plain" }?.expires == nil, "\(name)")
         // A rotation without an expiry stores a value that does not expire.
         try vault.set(secret("renewed"), service: "exp", account: "live", changes: ItemChanges())
@@ -121,7 +128,9 @@ enum ExpiryContract {
         let vault = Vault(store: store)
         try vault.set(secret("v1"), service: "rot", account: "db", kind: .password, label: "DB")
         #expect(try vault.previous(service: "rot", account: "db") == nil, "\(name): nothing kept yet")
-        #expect(try vault.set(secret("v2"), service: "rot", account: "db", changes: ItemChanges(), keepingPreviousFor: .seconds(600)), "\(name)")
+        #expect(
+            try vault.set(secret("v2"), service: "rot", account: "db", changes: ItemChanges(), keepingPreviousFor: .seconds(600)), "\(name)"
+        )
         #expect(try vault.get(service: "rot", account: "db")?.stringValue() == "v2", "\(name)")
         #expect(try vault.previous(service: "rot", account: "db")?.stringValue() == "v1", "\(name)")
         let metadata = try vault.metadata(service: "rot", account: "db")
@@ -163,17 +172,23 @@ enum ExpiryContract {
 
         // The conditions hold: a rotation over a value that changed meanwhile writes nothing.
         try vault.set(secret("a"), service: "rot", account: "cas")
-        #expect(try !vault.set(secret("b"), service: "rot", account: "cas", changes: ItemChanges(), when: .ifCurrent(secret("zzz")),
-                                keepingPreviousFor: .seconds(60)), "\(name)")
+        #expect(
+            try !vault.set(
+                secret("b"), service: "rot", account: "cas", changes: ItemChanges(), when: .ifCurrent(secret("zzz")),
+                keepingPreviousFor: .seconds(60)), "\(name)")
         #expect(try vault.get(service: "rot", account: "cas")?.stringValue() == "a", "\(name)")
         #expect(try vault.previous(service: "rot", account: "cas") == nil, "\(name)")
         // An item of the user's own at the previous value's address is never overwritten.
         try vault.set(secret("mine"), service: "rot", account: "lockbox.previous:cas")
-        #expect(caughtError { try vault.set(secret("c"), service: "rot", account: "cas", changes: ItemChanges(), keepingPreviousFor: .seconds(60)) }?
+        #expect(
+            caughtError {
+                try vault.set(secret("c"), service: "rot", account: "cas", changes: ItemChanges(), keepingPreviousFor: .seconds(60))
+            }?
             .code == .invalidArgument, "\(name)")
         #expect(try vault.get(service: "rot", account: "lockbox.previous:cas")?.stringValue() == "mine", "\(name)")
         #expect(try vault.delete(service: "rot", account: "cas"), "\(name)")
-        #expect(try vault.get(service: "rot", account: "lockbox.previous:cas")?.stringValue() == "mine", "\(name): not taken for a companion")
+        #expect(
+            try vault.get(service: "rot", account: "lockbox.previous:cas")?.stringValue() == "mine", "\(name): not taken for a companion")
         _ = try vault.wipe(service: "rot")
     }
 }

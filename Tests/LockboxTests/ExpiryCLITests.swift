@@ -1,8 +1,9 @@
 import Foundation
 import SystemPackage
 import Testing
-@testable import lockbox
+
 @testable import Lockbox
+@testable import lockbox
 
 /// `set --expires`, `get --allow-expired`, `list --expired`, `wipe --expired`, `set
 /// --keep-previous`, `get --previous`, `restore`, and git's `oauth_refresh_token`, through the
@@ -102,25 +103,36 @@ struct ExpiryCLITests {
 
     @Test("the git helper keeps oauth_refresh_token with the credential, returns it on get, erases it with it")
     func gitRefreshToken() throws {
-        var result = try lockbox(["git-credential", "store"],
-                                 "protocol=https\nhost=forge.example\nusername=alice\npassword=access-1\npassword_expiry_utc=4102444800\noauth_refresh_token=refresh-1\n\n")
+        var result = try lockbox(
+            ["git-credential", "store"],
+            "protocol=https\nhost=forge.example\nusername=alice\npassword=access-1\npassword_expiry_utc=4102444800\noauth_refresh_token=refresh-1\n\n"
+        )
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["git-credential", "get"], "protocol=https\nhost=forge.example\n\n")
-        #expect(result.stdoutString == "username=alice\npassword=access-1\npassword_expiry_utc=4102444800\noauth_refresh_token=refresh-1\n",
-                "\(result.stdoutString)")
+        #expect(
+            result.stdoutString == "username=alice\npassword=access-1\npassword_expiry_utc=4102444800\noauth_refresh_token=refresh-1\n",
+            "\(result.stdoutString)")
         // One item is listed; its expiry is password_expiry_utc.
-        let listed = try JSONSerialization.jsonObject(with: try lockbox(["list", "--json", "--service", "git:https://forge.example"]).stdout)
+        let listed =
+            try JSONSerialization.jsonObject(with: try lockbox(["list", "--json", "--service", "git:https://forge.example"]).stdout)
             as? [[String: Any]]
         #expect(listed?.count == 1 && listed?.first?["expires"] as? String == "2100-01-01T00:00:00Z", "\(String(describing: listed))")
 
         // A new password without a refresh token drops the old token.
-        #expect(try lockbox(["git-credential", "store"], "protocol=https\nhost=forge.example\nusername=alice\npassword=access-2\n\n").status == 0)
+        #expect(
+            try lockbox(["git-credential", "store"], "protocol=https\nhost=forge.example\nusername=alice\npassword=access-2\n\n").status
+                == 0)
         result = try lockbox(["git-credential", "get"], "protocol=https\nhost=forge.example\nusername=alice\n\n")
         #expect(result.stdoutString == "username=alice\npassword=access-2\n")
 
-        #expect(try lockbox(["git-credential", "store"],
-                            "protocol=https\nhost=forge.example\nusername=alice\npassword=access-3\noauth_refresh_token=refresh-3\n\n").status == 0)
-        #expect(try lockbox(["git-credential", "get"], "protocol=https\nhost=forge.example\n\n").stdoutString.hasSuffix("oauth_refresh_token=refresh-3\n"))
+        #expect(
+            try lockbox(
+                ["git-credential", "store"],
+                "protocol=https\nhost=forge.example\nusername=alice\npassword=access-3\noauth_refresh_token=refresh-3\n\n"
+            ).status == 0)
+        #expect(
+            try lockbox(["git-credential", "get"], "protocol=https\nhost=forge.example\n\n").stdoutString.hasSuffix(
+                "oauth_refresh_token=refresh-3\n"))
         result = try lockbox(["git-credential", "erase"], "protocol=https\nhost=forge.example\nusername=alice\n\n")
         #expect(result.status == 0)
         #expect(try lockbox(["git-credential", "get"], "protocol=https\nhost=forge.example\n\n").stdout.isEmpty)

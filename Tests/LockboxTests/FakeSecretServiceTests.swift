@@ -1,9 +1,11 @@
 import Foundation
-import Testing
-@testable import Lockbox
 import LockboxSecretService
+import Testing
+
+@testable import Lockbox
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The Secret Service client's answers to a provider that misbehaves in ways gnome-keyring never
@@ -17,8 +19,13 @@ struct FakeSecretServiceTests {
     func createsNothing() throws {
         let provider = try FakeSecretService(.createsNothing)
         defer { provider.stop() }
-        let error = try #require(throws: LockboxError.self) { try provider.store().set(SecretBytes(copying: Array("s".utf8)), for: key, options: ItemOptions()) }
-        guard case .secretServiceFailed(_, let detail) = error else { Issue.record("wrong error \(error)"); return }
+        let error = try #require(throws: LockboxError.self) {
+            try provider.store().set(SecretBytes(copying: Array("s".utf8)), for: key, options: ItemOptions())
+        }
+        guard case .secretServiceFailed(_, let detail) = error else {
+            Issue.record("wrong error \(error)")
+            return
+        }
         #expect(detail.contains("neither an item nor a prompt"))
         #expect(provider.calls.contains("CreateItem") && !provider.calls.contains("Dismiss"))
     }
@@ -27,8 +34,13 @@ struct FakeSecretServiceTests {
     func createPromptDismissed() throws {
         let provider = try FakeSecretService(.createPrompts)
         defer { provider.stop() }
-        let error = try #require(throws: LockboxError.self) { try provider.store().set(SecretBytes(copying: Array("s".utf8)), for: key, options: ItemOptions()) }
-        guard case .keyringLocked = error else { Issue.record("wrong error \(error)"); return }
+        let error = try #require(throws: LockboxError.self) {
+            try provider.store().set(SecretBytes(copying: Array("s".utf8)), for: key, options: ItemOptions())
+        }
+        guard case .keyringLocked = error else {
+            Issue.record("wrong error \(error)")
+            return
+        }
         #expect(provider.calls.suffix(2) == ["CreateItem", "Dismiss"], "\(provider.calls)")
     }
 
@@ -37,7 +49,10 @@ struct FakeSecretServiceTests {
         let provider = try FakeSecretService(.deletePrompts)
         defer { provider.stop() }
         let error = try #require(throws: LockboxError.self) { try provider.store().delete(key) }
-        guard case .secretServiceFailed(_, let detail) = error else { Issue.record("wrong error \(error)"); return }
+        guard case .secretServiceFailed(_, let detail) = error else {
+            Issue.record("wrong error \(error)")
+            return
+        }
         #expect(detail.contains("prompt"))
         #expect(provider.calls.suffix(2) == ["Delete", "Dismiss"], "\(provider.calls)")
     }
@@ -61,7 +76,10 @@ struct FakeSecretServiceTests {
         let error = try #require(throws: LockboxError.self) {
             try provider.store().set(SecretBytes(copying: Array("never".utf8)), for: key, options: ItemOptions())
         }
-        guard case .secretServiceFailed(_, let detail) = error else { Issue.record("wrong error \(error)"); return }
+        guard case .secretServiceFailed(_, let detail) = error else {
+            Issue.record("wrong error \(error)")
+            return
+        }
         #expect(detail.contains("no usable key in four exchanges"), "\(detail)")
         #expect(provider.calls.filter { $0 == "OpenSession" }.count == 4, "\(provider.calls)")
         #expect(provider.calls.filter { $0 == "Close" }.count == 4, "\(provider.calls)")
@@ -74,7 +92,10 @@ struct FakeSecretServiceTests {
         defer { provider.stop() }
         let store = try provider.store()
         let error = try #require(throws: LockboxError.self) { try store.get(key) }
-        guard case .secretServiceFailed(_, let detail) = error else { Issue.record("wrong error \(error)"); return }
+        guard case .secretServiceFailed(_, let detail) = error else {
+            Issue.record("wrong error \(error)")
+            return
+        }
         #expect(detail.contains("'as'") && detail.contains("'aoao'"), "\(detail)")
         _ = try? store.get(key)
         #expect(provider.connections == 2)
@@ -85,13 +106,19 @@ struct FakeSecretServiceTests {
         let provider = try FakeSecretService(.weirdError)
         defer { provider.stop() }
         let error = try #require(throws: LockboxError.self) { try provider.store().get(key) }
-        guard case .secretServiceFailed(_, let detail) = error else { Issue.record("wrong error \(error)"); return }
+        guard case .secretServiceFailed(_, let detail) = error else {
+            Issue.record("wrong error \(error)")
+            return
+        }
         #expect(detail.contains("org.example.Error.Weird") && detail.contains("screen"), "\(detail)")
         #expect(!detail.unicodeScalars.contains { $0.properties.generalCategory == .control }, "\(detail)")
         let locked = try FakeSecretService(.isLocked)
         defer { locked.stop() }
         let lockedError = try #require(throws: LockboxError.self) { try locked.store().get(key) }
-        guard case .keyringLocked = lockedError else { Issue.record("wrong error \(lockedError)"); return }
+        guard case .keyringLocked = lockedError else {
+            Issue.record("wrong error \(lockedError)")
+            return
+        }
     }
 }
 
@@ -100,7 +127,9 @@ struct FakeSecretServiceTests {
 /// `behaviour` says.
 final class FakeSecretService: @unchecked Sendable {
     enum Behaviour {
-        case createsNothing, createPrompts, deletePrompts, zeroLedSessions(Int), wrongSearchReply, weirdError, isLocked, refusesAlgorithm
+        case createsNothing, createPrompts, deletePrompts
+        case zeroLedSessions(Int)
+        case wrongSearchReply, weirdError, isLocked, refusesAlgorithm
     }
 
     let behaviour: Behaviour
@@ -211,8 +240,8 @@ final class FakeSecretService: @unchecked Sendable {
         case ("CreateItem", .createPrompts): return .success([.objectPath("/"), .objectPath("/org/freedesktop/secrets/prompt/p1")])
         case ("CreateItem", _):
             guard body.count == 3, case .structure(let secret) = body[1], secret.count == 4, case .bytes(let iv) = secret[1],
-                  case .bytes(let ciphertext) = secret[2], let key = state.withLock({ sessionKey }),
-                  let plaintext = try? SessionCrypto.decrypt(iv: iv, ciphertext: ciphertext, key: key)
+                case .bytes(let ciphertext) = secret[2], let key = state.withLock({ sessionKey }),
+                let plaintext = try? SessionCrypto.decrypt(iv: iv, ciphertext: ciphertext, key: key)
             else { return .failure(ProviderError(name: "org.freedesktop.DBus.Error.InvalidArgs", text: "a secret that does not decrypt")) }
             let bytes = plaintext.withUnsafeBytes { Array($0) }
             state.withLock { stored = bytes }

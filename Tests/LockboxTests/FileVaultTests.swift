@@ -1,11 +1,14 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 @Suite("FileVault: one opener for every format, one creator of the current one")
 struct FileVaultTests {
-    @Test("a vault made by lockbox init --key-file opens through FileVault.open and LockboxConfiguration.openFileVault, with what lockbox set stored")
+    @Test(
+        "a vault made by lockbox init --key-file opens through FileVault.open and LockboxConfiguration.openFileVault, with what lockbox set stored"
+    )
     func opensWhatTheCLIMade() throws {
         let cli = try CLIFixture()
         var result = try cli.run(["init", "--vault", cli.vault, "--generate-key-file", cli.key])
@@ -32,9 +35,13 @@ struct FileVaultTests {
         let reopened = try FileVault.open(at: folder.file("old.lockbox"), credential: .keyFile(key))
         #expect(reopened is EncryptedFileStore)
         #expect(try reopened.get(ItemKey(service: "s", account: "a")) == secret("v1"))
-        #expect(try FileVault.open(at: folder.file("new.lockbox"), credential: .keyFile(key)).get(ItemKey(service: "s", account: "a")) == secret("v2"))
+        #expect(
+            try FileVault.open(at: folder.file("new.lockbox"), credential: .keyFile(key)).get(ItemKey(service: "s", account: "a"))
+                == secret("v2"))
         let error = caughtError { _ = try EncryptedFileStore.open(at: folder.file("new.lockbox"), credential: .keyFile(key)) }
-        #expect(error.map { "\($0)".contains("FileVault.open") } == true, "the format-1 reader points at the one opener: \(String(describing: error))")
+        #expect(
+            error.map { "\($0)".contains("FileVault.open") } == true,
+            "the format-1 reader points at the one opener: \(String(describing: error))")
     }
 }
 
@@ -53,7 +60,8 @@ struct FirstRunTests {
         result = try cli.run(["list"])
         #expect(result.status == 0 && result.stdoutString.contains("alice"), "\(result.stderr)")
         // Another vault of the same profile does not borrow the key file: it stays locked.
-        result = try cli.run(["init", "--vault", cli.vault, "--passphrase-fd", "3"], redirect: "3<'\(try cli.lineFile("pass", "a long passphrase here"))'")
+        result = try cli.run(
+            ["init", "--vault", cli.vault, "--passphrase-fd", "3"], redirect: "3<'\(try cli.lineFile("pass", "a long passphrase here"))'")
         #expect(result.status == 0, "\(result.stderr)")
         result = try cli.run(["get", "com.example.api", "alice", "--vault", cli.vault])
         #expect(result.status == 40 || result.status == 2 || result.status == 5, "\(result.status) \(result.stderr)")
@@ -65,7 +73,10 @@ struct FirstRunTests {
         let sqlite = Array("SQLite format 3".utf8) + [0]
         func database(applicationID: UInt32) -> [UInt8] {
             var header = sqlite + [UInt8](repeating: 0, count: 72 - sqlite.count)
-            header[68...71] = [UInt8(applicationID >> 24), UInt8(applicationID >> 16 & 0xFF), UInt8(applicationID >> 8 & 0xFF), UInt8(applicationID & 0xFF)]
+            header[68...71] = [
+                UInt8(applicationID >> 24), UInt8(applicationID >> 16 & 0xFF), UInt8(applicationID >> 8 & 0xFF),
+                UInt8(applicationID & 0xFF),
+            ]
             return header
         }
         let cases: [([UInt8], VaultFileFormat)] = [

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 @testable import LockboxSelfTest
 
@@ -30,20 +31,23 @@ struct FuzzFindingsTests {
         let key = SecretBytes(copying: (0..<32).map { UInt8($0) })
         let created: Int64 = VaultPayload.timestampLimit - 2999
         let item = VaultEntry(
-            metadata: ItemMetadata(key: ItemKey(service: "s", account: "far"), kind: .generic, label: "",
-                                   created: VaultPayload.date(milliseconds: created),
-                                   modified: VaultPayload.date(milliseconds: created)),
+            metadata: ItemMetadata(
+                key: ItemKey(service: "s", account: "far"), kind: .generic, label: "",
+                created: VaultPayload.date(milliseconds: created),
+                modified: VaultPayload.date(milliseconds: created)),
             secret: SecretBytes(utf8: "x"))
-        let built = try VaultVectorBuilder.build(.init(
-            vaultID: Array(repeating: 1, count: 16), generation: 1, dataKey: SecretBytes(copying: Array(repeating: 2, count: 32)),
-            bodyNonce: Array(repeating: 3, count: 24),
-            slots: [.init(source: .key(key), salt: Array(repeating: 4, count: 16), nonce: Array(repeating: 5, count: 24))],
-            entries: [item]))
+        let built = try VaultVectorBuilder.build(
+            .init(
+                vaultID: Array(repeating: 1, count: 16), generation: 1, dataKey: SecretBytes(copying: Array(repeating: 2, count: 32)),
+                bodyNonce: Array(repeating: 3, count: 24),
+                slots: [.init(source: .key(key), salt: Array(repeating: 4, count: 16), nonce: Array(repeating: 5, count: 24))],
+                entries: [item]))
         try Data(built.file).write(to: URL(fileURLWithPath: path.string))
         chmod(path.string, 0o600)
 
         // Another item is stored: the store re-encodes "far" from what it decoded.
-        try EncryptedFileStore.open(at: path, credential: .key(key)).set(SecretBytes(utf8: "y"), for: ItemKey(service: "s", account: "other"), options: ItemOptions())
+        try EncryptedFileStore.open(at: path, credential: .key(key)).set(
+            SecretBytes(utf8: "y"), for: ItemKey(service: "s", account: "other"), options: ItemOptions())
         let reopened = try EncryptedFileStore.open(at: path, credential: .key(key))
         let after = try #require(try reopened.metadata(ItemKey(service: "s", account: "far")))
         #expect(VaultPayload.milliseconds(after.created) == created)
@@ -55,17 +59,23 @@ struct FuzzFindingsTests {
     /// with `arguments` (+ the vault options) and a PIN on standard input.
     func runPinCommand(record: String, _ arguments: [String]) throws -> (reason: Process.TerminationReason, status: Int32) {
         let folder = try TemporaryFolder()
-        let vault = folder.file("v.lockbox").string, key = folder.file("v.key").string
+        let vault = folder.file("v.lockbox").string
+        let key = folder.file("v.key").string
         #expect(try runLockbox(["init", "--vault", vault, "--generate-key-file", key]).status == 0)
-        #expect(try runLockbox(["set", "--vault", vault, "--key-file", key, "--kind", "pin-hash", "kids", "pin:max"],
-                               stdin: Data(record.utf8)).status == 0)
+        #expect(
+            try runLockbox(
+                ["set", "--vault", vault, "--key-file", key, "--kind", "pin-hash", "kids", "pin:max"],
+                stdin: Data(record.utf8)
+            ).status == 0)
         let runtime = folder.file("run")
         mkdir(runtime.string, 0o700)
         let process = Process()
         process.executableURL = lockboxBinary
         process.arguments = arguments + ["--vault", vault, "--key-file", key, "kids", "max"]
-        process.environment = ["PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_RUNTIME_DIR": runtime.string,
-                               "SWIFT_BACKTRACE": "enable=no"]
+        process.environment = [
+            "PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_RUNTIME_DIR": runtime.string,
+            "SWIFT_BACKTRACE": "enable=no",
+        ]
         let input = Pipe()
         process.standardInput = input
         process.standardOutput = FileHandle.nullDevice
@@ -84,7 +94,8 @@ struct FuzzFindingsTests {
             record: #"{"hash":"x","lockout":{"delays":[],"disableAfter":100},"wipeItems":[],"failures":0,"disabled":false}"#,
             ["pin", "verify"])
         let status = try runPinCommand(
-            record: #"{"hash":"x","lockout":{"delays":[],"disableAfter":100},"wipeItems":[],"failures":3,"lastAttempt":{"wall":0,"bootID":"b","sinceBoot":1},"disabled":false}"#,
+            record:
+                #"{"hash":"x","lockout":{"delays":[],"disableAfter":100},"wipeItems":[],"failures":3,"lastAttempt":{"wall":0,"bootID":"b","sinceBoot":1},"disabled":false}"#,
             ["pin", "status"])
         // Fixed: LockoutPolicy decodes through its checking initialiser; the record is reported as undecodable.
         #expect(verify.reason == .exit, "lockbox pin verify died of a signal")
@@ -95,7 +106,8 @@ struct FuzzFindingsTests {
     @Test("a PIN record with the failure count at Int.max is refused or handled, not a crash (finding 3)")
     func failureCountAtTheLimit() throws {
         let verify = try runPinCommand(
-            record: #"{"hash":"x","lockout":{"delays":[0],"disableAfter":100},"wipeItems":[],"failures":9223372036854775807,"disabled":false}"#,
+            record:
+                #"{"hash":"x","lockout":{"delays":[0],"disableAfter":100},"wipeItems":[],"failures":9223372036854775807,"disabled":false}"#,
             ["pin", "verify"])
         // Fixed: a failure count outside 0...100 makes the record undecodable instead of trapping.
         #expect(verify.reason == .exit, "lockbox pin verify died of a signal")

@@ -1,8 +1,9 @@
 import Foundation
 import SystemPackage
 import Testing
-@testable import lockbox
+
 @testable import Lockbox
+@testable import lockbox
 
 /// `lockbox git-credential` and `set --allow-empty` through the real binary on a key-file vault:
 /// the protocol's edges. The round trips with the real `git` (approve/fill/reject, clones over
@@ -40,8 +41,9 @@ struct GitCredentialTests {
 
     @Test("store, get and erase speak git's protocol: CRLF lines, ignored attributes, silence")
     func protocolRoundTrip() throws {
-        var result = try lockbox(["git-credential", "store"],
-                                 "protocol=https\r\nhost=h.example:8443\r\nusername=u\r\npassword=a=b c\r\nurl=x\r\n\r\n")
+        var result = try lockbox(
+            ["git-credential", "store"],
+            "protocol=https\r\nhost=h.example:8443\r\nusername=u\r\npassword=a=b c\r\nurl=x\r\n\r\n")
         #expect(result.status == 0 && result.stdout.isEmpty, "\(result.stderr)")
         result = try lockbox(["list", "--json", "--service", "git:https://h.example:8443"])
         let items = try JSONSerialization.jsonObject(with: result.stdout) as? [[String: Any]]
@@ -105,7 +107,8 @@ struct GitCredentialTests {
 
         #expect(try lockbox(["set", "--protected", "git:https://k", "u"], "p").status == 0)
         #expect(try lockbox(["git-credential", "store"], "protocol=https\nhost=k\nusername=u\npassword=new\n").status == 0)
-        let listed = try JSONSerialization.jsonObject(with: try lockbox(["list", "--json", "--service", "git:https://k"]).stdout)
+        let listed =
+            try JSONSerialization.jsonObject(with: try lockbox(["list", "--json", "--service", "git:https://k"]).stdout)
             as? [[String: Any]]
         #expect(listed?.first?["access"] as? String == "fresh-authentication")
         // Outside a window the protected credential is not handed to git (exit 40, nothing printed).
@@ -120,12 +123,15 @@ struct GitCredentialTests {
         try "vault pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
         let runtime = folder.file("run").string
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let env = ["LOCKBOX_VAULT": folder.file("p.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string,
-                   "XDG_RUNTIME_DIR": runtime]
+        let env = [
+            "LOCKBOX_VAULT": folder.file("p.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string,
+            "XDG_RUNTIME_DIR": runtime,
+        ]
         let fd3 = "3<'\(passFile)'"
         #expect(try runLockbox(["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: env, shellRedirect: fd3).status == 0)
-        var result = try runLockbox(["git-credential", "--passphrase-fd", "3", "store"],
-                                    stdin: Data("protocol=https\nhost=w\nusername=u\npassword=p\n".utf8), environment: env, shellRedirect: fd3)
+        var result = try runLockbox(
+            ["git-credential", "--passphrase-fd", "3", "store"],
+            stdin: Data("protocol=https\nhost=w\nusername=u\npassword=p\n".utf8), environment: env, shellRedirect: fd3)
         #expect(result.status == 0, "\(result.stderr)")
         result = try runLockbox(["unlock", "--for", "30s", "--passphrase-fd", "3"], environment: env, shellRedirect: fd3)
         #expect(result.status == 0, "\(result.stderr)")
@@ -137,8 +143,9 @@ struct GitCredentialTests {
         for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
             if let value = ProcessInfo.processInfo.environment[name] { detached[name] = value }
         }
-        let locked = try run("/usr/bin/setsid", ["--wait", lockboxBinary.path, "git-credential", "get"],
-                             stdin: "protocol=https\nhost=w\n", environment: detached)
+        let locked = try run(
+            "/usr/bin/setsid", ["--wait", lockboxBinary.path, "git-credential", "get"],
+            stdin: "protocol=https\nhost=w\n", environment: detached)
         #expect(locked.status == 40, "\(locked.stderr)")
         #expect(locked.stdout.isEmpty)
     }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 // Regression tests for the holes an adversarial pass found (issue 13). Each test feeds the bad
@@ -19,15 +20,18 @@ final class AttackerClock: PinClock {
 /// Runs `script` with bash (for `$'\xff'` arguments and namespace wrappers), `$L` naming the
 /// lockbox binary, in the environment ``runLockbox(_:stdin:environment:shellRedirect:)`` gives.
 func runBash(_ script: String, stdin: Data = Data(), environment: [String: String] = [:]) throws -> ProcessResult {
-    try runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script], stdin: stdin,
-                   environment: environment.merging(["L": lockboxBinary.path]) { mine, _ in mine })
+    try runProcess(
+        URL(fileURLWithPath: "/bin/bash"), ["-c", script], stdin: stdin,
+        environment: environment.merging(["L": lockboxBinary.path]) { mine, _ in mine })
 }
 
 /// The environment of a file vault made with `lockbox init --generate-key-file` in `folder`
 /// (`v.lockbox`, key file `k.key`, settings under `config`), in `format` (`nil`: the default).
 func cliVaultWithKeyFile(in folder: TemporaryFolder, format: Int? = nil) throws -> [String: String] {
-    let environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
-                       "XDG_CONFIG_HOME": folder.file("config").string]
+    let environment = [
+        "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
+        "XDG_CONFIG_HOME": folder.file("config").string,
+    ]
     let formatArguments = format.map { ["--format", "\($0)"] } ?? []
     let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string] + formatArguments, environment: environment)
     #expect(created.status == 0, "\(created.stderr)")
@@ -81,7 +85,9 @@ struct LockoutClockAttackTests {
 
     @Test("the boot clock is read without this process's time-namespace offset (/proc/self/timens_offsets)")
     func timeNamespaceOffset() {
-        #expect(SystemPinClock.bootTimeOffset(inTimeNamespaceOffsets: "monotonic           0         0\nboottime         7200 500000000\n") == 7200.5)
+        #expect(
+            SystemPinClock.bootTimeOffset(inTimeNamespaceOffsets: "monotonic           0         0\nboottime         7200 500000000\n")
+                == 7200.5)
         #expect(SystemPinClock.bootTimeOffset(inTimeNamespaceOffsets: "monotonic 0 0\nboottime -30 0\n") == -30)
         #expect(SystemPinClock.bootTimeOffset(inTimeNamespaceOffsets: "") == 0, "kernels without time namespaces")
     }
@@ -113,11 +119,15 @@ struct LockoutCLIAttackTests {
     }
 
     private func lockedOutProfile() throws {
-        let set = try runLockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", "3600"],
-                                 stdin: Data("4739\n4739\n".utf8), environment: environment)
+        let set = try runLockbox(
+            ["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", "3600"],
+            stdin: Data("4739\n4739\n".utf8), environment: environment)
         #expect(set.status == 0, "\(set.stderr)")
-        #expect(try runLockbox(["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: Data("9999\n".utf8),
-                               environment: environment).status == 30)
+        #expect(
+            try runLockbox(
+                ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: Data("9999\n".utf8),
+                environment: environment
+            ).status == 30)
     }
 
     private func expectStillLockedOut() throws {
@@ -129,8 +139,9 @@ struct LockoutCLIAttackTests {
     func timeNamespace() throws {
         try lockedOutProfile()
         guard try attackCanRun("unshare -Ur -T --boottime 7200 true", what: "a user + time namespace") else { return }
-        let result = try runBash("unshare -Ur -T --boottime 7200 \"$L\" pin verify kids max --hash-cost interactive",
-                                 stdin: Data("4739\n".utf8), environment: environment)
+        let result = try runBash(
+            "unshare -Ur -T --boottime 7200 \"$L\" pin verify kids max --hash-cost interactive",
+            stdin: Data("4739\n".utf8), environment: environment)
         #expect(result.status == 31, "\(result.stderr)")
         try expectStillLockedOut()
     }
@@ -141,30 +152,37 @@ struct LockoutCLIAttackTests {
         let fake = folder.file("boot_id").string
         try "00000000-0000-4000-8000-000000000000\n".write(toFile: fake, atomically: true, encoding: .utf8)
         let fakeBoot = "unshare -Urm sh -c 'mount --bind \"$0\" /proc/sys/kernel/random/boot_id && exec \"$@\"' '\(fake)'"
-        guard try attackCanRun("\(fakeBoot) sh -c 'test \"$(cat /proc/sys/kernel/random/boot_id)\" = 00000000-0000-4000-8000-000000000000'",
-                               what: "a faked boot ID in a user + mount namespace") else { return }
-        var result = try runBash("\(fakeBoot) \"$L\" pin verify kids max --hash-cost interactive",
-                                 stdin: Data("4739\n".utf8), environment: environment)
+        guard
+            try attackCanRun(
+                "\(fakeBoot) sh -c 'test \"$(cat /proc/sys/kernel/random/boot_id)\" = 00000000-0000-4000-8000-000000000000'",
+                what: "a faked boot ID in a user + mount namespace")
+        else { return }
+        var result = try runBash(
+            "\(fakeBoot) \"$L\" pin verify kids max --hash-cost interactive",
+            stdin: Data("4739\n".utf8), environment: environment)
         #expect(result.status == 31, "faked boot ID: \(result.stderr)")
         // Someone who may set the wall clock (root, or timedated's polkit rule for a desktop user)
         // combines both: libfaketime moves the wall clock of that one process.
         if SecretBytesTests.sanitized {
             // libfaketime preloaded into a sanitized binary hangs in the sanitizer's start-up; the
             // unsanitized suite of the same scripts/test.sh run covers this step.
-            FileHandle.standardError.write(Data("NOT TESTED under a sanitizer: faked boot ID with faketime (libfaketime hangs sanitized binaries)\n".utf8))
+            FileHandle.standardError.write(
+                Data("NOT TESTED under a sanitizer: faked boot ID with faketime (libfaketime hangs sanitized binaries)\n".utf8))
             return
         }
         guard try attackCanRun("DONT_FAKE_MONOTONIC=1 faketime -f +2h true", what: "a wall clock set 2 h ahead (faketime)") else { return }
-        result = try runBash("\(fakeBoot) env DONT_FAKE_MONOTONIC=1 faketime -f +2h \"$L\" pin verify kids max --hash-cost interactive",
-                             stdin: Data("4739\n".utf8), environment: environment)
+        result = try runBash(
+            "\(fakeBoot) env DONT_FAKE_MONOTONIC=1 faketime -f +2h \"$L\" pin verify kids max --hash-cost interactive",
+            stdin: Data("4739\n".utf8), environment: environment)
         #expect(result.status == 31, "faked boot ID and wall clock 2 h ahead: \(result.stderr)")
         try expectStillLockedOut()
     }
 
     @Test("8 parallel verifiers, each with its own XDG_RUNTIME_DIR and HOME: at most the free tries evaluated, every one counted")
     func parallelVerifiersInDifferentEnvironments() async throws {
-        let set = try runLockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
-                                 environment: environment)
+        let set = try runLockbox(
+            ["pin", "set", "kids", "max", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
+            environment: environment)
         #expect(set.status == 0, "\(set.stderr)")
         let freeTries = LockoutPolicy.default.freeTries
         var environments: [[String: String]] = []
@@ -179,8 +197,9 @@ struct LockoutCLIAttackTests {
         let statuses = await withTaskGroup(of: Int32.self) { group in
             for environment in environments {
                 group.addTask {
-                    (try? runLockbox(["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: Data("9999\n".utf8),
-                                     environment: environment))?.status ?? -1
+                    (try? runLockbox(
+                        ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: Data("9999\n".utf8),
+                        environment: environment))?.status ?? -1
                 }
             }
             var all: [Int32] = []
@@ -200,8 +219,10 @@ struct NameAndWindowRegressionTests {
     @Test("a service or account name that is not UTF-8 is refused with exit 64, naming the argument; nothing is stored")
     func nonUTF8Names() throws {
         let folder = try TemporaryFolder()
-        let environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
-                           "XDG_CONFIG_HOME": folder.file("config").string]
+        let environment = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
+            "XDG_CONFIG_HOME": folder.file("config").string,
+        ]
         #expect(try runLockbox(["init", "--generate-key-file", folder.file("k.key").string], environment: environment).status == 0)
         var result = try runBash("printf one | \"$L\" set u8 $'a\\xff'", environment: environment)
         #expect(result.status == 64 && result.errorCode == .invalidArgument, "\(result.stderr)")
@@ -209,19 +230,26 @@ struct NameAndWindowRegressionTests {
         result = try runBash("printf two | \"$L\" set $'s\\xfe' a", environment: environment)
         #expect(result.status == 64, "\(result.stderr)")
         result = try runBash("\"$L\" get --vault $'\\xff' u8 a", environment: environment)
-        #expect(result.status == 64 && result.errorCode == .invalidArgument && result.stderr.contains("--vault"), "names the option: \(result.stderr)")
+        #expect(
+            result.status == 64 && result.errorCode == .invalidArgument && result.stderr.contains("--vault"),
+            "names the option: \(result.stderr)")
         let list = try runLockbox(["list", "--json"], environment: environment)
         #expect(list.status == 0 && !list.stdoutString.contains("u8"), "\(list.stdoutString)")
     }
 
-    @Test("unlock outside a login session keyring (the user's default session keyring, as cron and containers get) exits 41; inside one it works")
+    @Test(
+        "unlock outside a login session keyring (the user's default session keyring, as cron and containers get) exits 41; inside one it works"
+    )
     func windowOutsideSessionKeyring() throws {
         let folder = try TemporaryFolder()
         let passFile = folder.file("pass").string
         try "vault pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
         let environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string]
-        #expect(try runLockbox(["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: environment,
-                               shellRedirect: "3<'\(passFile)'").status == 0)
+        #expect(
+            try runLockbox(
+                ["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: environment,
+                shellRedirect: "3<'\(passFile)'"
+            ).status == 0)
         // `keyctl session _uid_ses.UID` runs a command in the user's default session keyring: the
         // one the kernel lends a process that has no session keyring of its own. Check that it is.
         let outside = "keyctl session _uid_ses.$(id -u)"
@@ -233,7 +261,8 @@ struct NameAndWindowRegressionTests {
         result = try runBash("\(outside) \"$L\" status --json", environment: environment)
         #expect(result.jsonObject?["open"] as? Bool == false, "\(result.stdoutString)")
         // Inside the test command's own session keyring (as in a login), the window is kept.
-        result = try runLockbox(["unlock", "--for", "30s", "--passphrase-fd", "3"], environment: environment, shellRedirect: "3<'\(passFile)'")
+        result = try runLockbox(
+            ["unlock", "--for", "30s", "--passphrase-fd", "3"], environment: environment, shellRedirect: "3<'\(passFile)'")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try runLockbox(["status", "--json"], environment: environment).jsonObject?["open"] as? Bool == true)
         _ = try runLockbox(["lock"], environment: environment)
@@ -254,8 +283,9 @@ struct CrashAndHangRegressionTests {
     @Test("pin set --lockout-delays 1e19 (nan, inf, -1) exits 64; a stored record with such a delay is undecodable (25), not a crash")
     func lockoutDelaysOutOfRange() throws {
         for delays in ["1e19", "0,nan", "inf", "-1", "0,0,31622401"] {
-            let result = try runLockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", delays],
-                                        stdin: Data("4739\n4739\n".utf8), environment: environment)
+            let result = try runLockbox(
+                ["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", delays],
+                stdin: Data("4739\n4739\n".utf8), environment: environment)
             #expect(result.status == 64, "\(delays): \(result.stderr)")
         }
         #expect(try runLockbox(["pin", "status", "kids", "max"], environment: environment).status == 33, "nothing was stored")
@@ -268,8 +298,9 @@ struct CrashAndHangRegressionTests {
             """
         try store.set(SecretBytes(utf8: record), for: ItemKey(service: "kids", account: "pin:max"), options: ItemOptions(kind: .pinHash))
         for command in [["verify"], ["status"], ["status", "--json"]] {
-            let result = try runLockbox(["pin"] + command + ["kids", "max", "--hash-cost", "interactive"], stdin: Data("4739\n".utf8),
-                                        environment: environment)
+            let result = try runLockbox(
+                ["pin"] + command + ["kids", "max", "--hash-cost", "interactive"], stdin: Data("4739\n".utf8),
+                environment: environment)
             #expect(result.status == 25, "\(command): \(result.stderr)")
         }
     }
@@ -386,13 +417,19 @@ struct OutputAndDocumentationRegressionTests {
 
     @Test("list escapes newlines and terminal escape sequences in names and labels; --json stays exact")
     func listEscapesControlCharacters() throws {
-        let service = "evil\u{1B}]0;pwned\u{07}\u{1B}[2J", account = "line1\nline2\u{9B}31m"
-        #expect(try runLockbox(["set", service, account, "--label", "tab\there\r"], stdin: Data("x".utf8), environment: environment).status == 0)
+        let service = "evil\u{1B}]0;pwned\u{07}\u{1B}[2J"
+        let account = "line1\nline2\u{9B}31m"
+        #expect(
+            try runLockbox(["set", service, account, "--label", "tab\there\r"], stdin: Data("x".utf8), environment: environment).status == 0
+        )
         let table = try runLockbox(["list"], environment: environment)
         #expect(table.status == 0, "\(table.stderr)")
-        #expect(!table.stdoutString.unicodeScalars.contains { $0.properties.generalCategory == .control && $0 != "\n" }, "\(table.stdoutString)")
+        #expect(
+            !table.stdoutString.unicodeScalars.contains { $0.properties.generalCategory == .control && $0 != "\n" }, "\(table.stdoutString)"
+        )
         #expect(table.stdoutString.split(separator: "\n").count == 2, "one header line, one item line: \(table.stdoutString)")
-        #expect(table.stdoutString.contains("evil\\u{1B}]0;pwned\\u{7}\\u{1B}[2J") && table.stdoutString.contains("line1\\nline2\\u{9B}31m"))
+        #expect(
+            table.stdoutString.contains("evil\\u{1B}]0;pwned\\u{7}\\u{1B}[2J") && table.stdoutString.contains("line1\\nline2\\u{9B}31m"))
         let json = try runLockbox(["list", "--json"], environment: environment)
         let items = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [[String: Any]])
         #expect(items.first?["service"] as? String == service && items.first?["account"] as? String == account)
@@ -410,14 +447,17 @@ struct OutputAndDocumentationRegressionTests {
         result = try runBash("\"$L\" list > /dev/full", environment: environment)
         #expect(result.status == 74, "a full disk is an I/O error too: \(result.stderr)")
         result = try runBash("head -c 100000000 /dev/zero | \"$L\" set s big", environment: environment)
-        #expect(result.status == 64 && result.errorCode == .invalidArgument && result.stderr.contains("\(ItemLimits.maxSecretBytes)"), "\(result.stderr)")
+        #expect(
+            result.status == 64 && result.errorCode == .invalidArgument && result.stderr.contains("\(ItemLimits.maxSecretBytes)"),
+            "\(result.stderr)")
         #expect(!result.stderr.contains("\(ItemLimits.maxSecretBytes + 2)"))
     }
 
     @Test("README's 'N free tries' is what the default lockout does: N wrong tries evaluated, the Nth starts the delay")
     func freeTriesMatchTheReadme() throws {
-        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
         let match = try #require(readme.firstMatch(of: /(\d+) free tries/), "README states the free tries")
         let stated = try #require(Int(match.output.1))
         #expect(stated == LockoutPolicy.default.freeTries)
@@ -427,7 +467,8 @@ struct OutputAndDocumentationRegressionTests {
         for failure in 1..<stated {
             #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(\(failure))", "try \(failure) is free")
         }
-        #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(\(stated),locked)", "try \(stated) is the last free one")
+        #expect(
+            outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(\(stated),locked)", "try \(stated) is the last free one")
         #expect(outcome { try guardian.verify(profile, pin: pin("4739")) }.hasPrefix("lockedOut"), "try \(stated + 1) waits")
     }
 
@@ -442,8 +483,11 @@ struct OutputAndDocumentationRegressionTests {
 
     @Test("FORMAT.md §7.1: lockbox.access other than fresh-authentication (even 'always') is corrupt (exit 6)")
     func accessValueOtherThanFreshAuthentication() throws {
-        #expect(try runLockbox(["set", "s", "a", "--attribute", "LOCKBOX.access=always"], stdin: Data("x".utf8),
-                               environment: environment).status == 0)
+        #expect(
+            try runLockbox(
+                ["set", "s", "a", "--attribute", "LOCKBOX.access=always"], stdin: Data("x".utf8),
+                environment: environment
+            ).status == 0)
         try editPayload { payload in
             for index in payload.indices where payload[index...].starts(with: Array("LOCKBOX.access".utf8)) {
                 payload.replaceSubrange(index..<index + 7, with: Array("lockbox".utf8))
@@ -455,8 +499,11 @@ struct OutputAndDocumentationRegressionTests {
 
     @Test("FORMAT.md §7.1: unknown lockbox.* attributes are not shown to callers, and survive a rewrite of the vault")
     func unknownReservedAttributesHidden() throws {
-        #expect(try runLockbox(["set", "s", "a", "--attribute", "LOCKBOX.future=1", "--attribute", "env=prod"], stdin: Data("x".utf8),
-                               environment: environment).status == 0)
+        #expect(
+            try runLockbox(
+                ["set", "s", "a", "--attribute", "LOCKBOX.future=1", "--attribute", "env=prod"], stdin: Data("x".utf8),
+                environment: environment
+            ).status == 0)
         try editPayload { payload in
             for index in payload.indices where payload[index...].starts(with: Array("LOCKBOX.future".utf8)) {
                 payload.replaceSubrange(index..<index + 7, with: Array("lockbox".utf8))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Lockbox
 
 /// The `lockbox` process protects the secrets in its memory: it is non-dumpable
@@ -30,8 +31,10 @@ struct HardeningTests {
         process.standardInput = stdin
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
-                               "LOCKBOX_BACKEND": "file"]
+        process.environment = [
+            "PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
+            "LOCKBOX_BACKEND": "file",
+        ]
         try process.run()
         return (process, stdin)
     }
@@ -54,11 +57,17 @@ struct HardeningTests {
 
     @Test("lockbox is non-dumpable with no core-dump allowance while it holds a passphrase prompt; a plain process is not")
     func cliIsNonDumpable() throws {
-        guard prerequisiteMet(geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
-                              "cliIsNonDumpable needs root, setpriv") else { return }
+        guard
+            prerequisiteMet(
+                geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+                "cliIsNonDumpable needs root, setpriv")
+        else { return }
         // Control: an ordinary process running as nobody owns its /proc files, so the check can tell.
         let (control, controlInput) = try Self.startAsNobody(["/bin/cat"])
-        defer { control.terminate(); control.waitUntilExit() }
+        defer {
+            control.terminate()
+            control.waitUntilExit()
+        }
         #expect(Self.waitUntilWaiting(control.processIdentifier, binary: "/usr/bin/cat"))
         #expect(Self.procOwner(control.processIdentifier) == 65534, "an ordinary process owns /proc/PID/environ")
         try controlInput.fileHandleForWriting.close()
@@ -66,14 +75,20 @@ struct HardeningTests {
         let folder = try TemporaryFolder()
         chmod(folder.path.string, 0o777)
         // Blocks reading the new vault's passphrase from fd 0, a pipe that stays silent.
-        let (lockbox, input) = try Self.startAsNobody([lockboxBinary.path, "init", "--vault", folder.file("v.lockbox").string,
-                                                      "--passphrase-fd", "0", "--kdf", "interactive"])
-        defer { if lockbox.isRunning { lockbox.terminate() }; lockbox.waitUntilExit() }
+        let (lockbox, input) = try Self.startAsNobody([
+            lockboxBinary.path, "init", "--vault", folder.file("v.lockbox").string,
+            "--passphrase-fd", "0", "--kdf", "interactive",
+        ])
+        defer {
+            if lockbox.isRunning { lockbox.terminate() }
+            lockbox.waitUntilExit()
+        }
         #expect(Self.waitUntilWaiting(lockbox.processIdentifier, binary: lockboxBinary.resolvingSymlinksInPath().path))
         #expect(Self.procOwner(lockbox.processIdentifier) == 0, "PR_SET_DUMPABLE 0 makes /proc/PID/environ root's")
         let limit = try #require(Self.coreLimit(lockbox.processIdentifier))
-        #expect(limit.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"],
-                "core dumps are off: \(limit)")
+        #expect(
+            limit.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"],
+            "core dumps are off: \(limit)")
         try input.fileHandleForWriting.close()
         lockbox.waitUntilExit()
         #expect(lockbox.terminationStatus != 0, "an empty passphrase is refused")
@@ -81,16 +96,28 @@ struct HardeningTests {
 
     @Test("lockbox doctor reports the protections in force, and says when secrets cannot be locked in RAM")
     func doctorReportsHardening() throws {
-        guard prerequisiteMet(geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
-                              "doctorReportsHardening needs root, setpriv") else { return }
-        struct Report: Decodable { var hardening: ProcessHardening.Status; var checks: [Check] }
-        struct Check: Decodable { var name: String; var ok: Bool; var fix: String? }
+        guard
+            prerequisiteMet(
+                geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+                "doctorReportsHardening needs root, setpriv")
+        else { return }
+        struct Report: Decodable {
+            var hardening: ProcessHardening.Status
+            var checks: [Check]
+        }
+        struct Check: Decodable {
+            var name: String
+            var ok: Bool
+            var fix: String?
+        }
         func doctor(memlockKiB: String) throws -> (Report, String) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             // As nobody, so RLIMIT_MEMLOCK applies (root may always lock memory).
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/bash", "-c",
-                                 "ulimit -l \(memlockKiB) && exec \"$0\" doctor --backend file --vault /nonexistent/v --json", lockboxBinary.path]
+            process.arguments = [
+                "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/bash", "-c",
+                "ulimit -l \(memlockKiB) && exec \"$0\" doctor --backend file --vault /nonexistent/v --json", lockboxBinary.path,
+            ]
             process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent"]
             let output = Pipe()
             process.standardOutput = output
@@ -113,4 +140,3 @@ struct HardeningTests {
         #expect(!check.ok && (check.fix ?? "").contains("LimitMEMLOCK"))
     }
 }
-

@@ -11,11 +11,14 @@ struct LoadedLibrariesTests {
     static let lazyLibraries = ["libsecret-1", "libglib-2.0", "libgio-2.0", "libgcrypt", "libtss2-", "libcrypto"]
 
     /// The shared objects `lockbox ARGUMENTS` maps, at start-up and later with dlopen.
-    func loadedLibraries(_ arguments: [String], stdin: Data = Data(), environment: [String: String]) throws -> (status: Int32, libraries: Set<String>) {
+    func loadedLibraries(_ arguments: [String], stdin: Data = Data(), environment: [String: String]) throws -> (
+        status: Int32, libraries: Set<String>
+    ) {
         let folder = try TemporaryFolder()
         let log = folder.file("ld").string
-        let result = try runLockbox(arguments, stdin: stdin,
-                                    environment: environment.merging(["LD_DEBUG": "files", "LD_DEBUG_OUTPUT": log]) { _, new in new })
+        let result = try runLockbox(
+            arguments, stdin: stdin,
+            environment: environment.merging(["LD_DEBUG": "files", "LD_DEBUG_OUTPUT": log]) { _, new in new })
         var libraries = Set<String>()
         for name in try FileManager.default.contentsOfDirectory(atPath: folder.path.string) where name.hasPrefix("ld.") {
             let text = try String(contentsOfFile: folder.file(name).string, encoding: .utf8)
@@ -29,7 +32,8 @@ struct LoadedLibrariesTests {
     @Test("a file-vault get loads no libcrypto, libsecret, GLib or tpm2-tss")
     func fileVaultGetLoadsNoLazyLibrary() throws {
         let folder = try TemporaryFolder()
-        let vault = folder.file("v.lockbox").string, key = folder.file("k.key").string
+        let vault = folder.file("v.lockbox").string
+        let key = folder.file("k.key").string
         let environment = ["LOCKBOX_VAULT": vault, "LOCKBOX_KEY_FILE": key, "XDG_CONFIG_HOME": folder.file("config").string]
         #expect(try runLockbox(["init", "--generate-key-file", key], environment: environment).status == 0)
         #expect(try runLockbox(["set", "svc", "acct"], stdin: Data("secret".utf8), environment: environment).status == 0)
@@ -51,11 +55,14 @@ struct LoadedLibrariesTests {
     /// speaks D-Bus itself (DBusConnection.swift) and makes the encrypted session itself
     /// (SessionCrypto.swift) with libcrypto, which it loads on the first session: `set` and `get`
     /// load it, `delete` (no secret crosses, so no session) does not.
-    @Test("a Secret Service set and get load libcrypto and no GIO, GLib, libsecret or libgcrypt; delete loads none", .enabled(if: keyringAvailable))
+    @Test(
+        "a Secret Service set and get load libcrypto and no GIO, GLib, libsecret or libgcrypt; delete loads none",
+        .enabled(if: keyringAvailable))
     func secretServiceLoadsNoGLib() throws {
         let arguments = ["--backend", "secret-service"]
-        let set = try loadedLibraries(arguments + ["set", "loaded-libraries-probe", "somebody"], stdin: Data("probe-secret".utf8),
-                                      environment: keyringEnvironment)
+        let set = try loadedLibraries(
+            arguments + ["set", "loaded-libraries-probe", "somebody"], stdin: Data("probe-secret".utf8),
+            environment: keyringEnvironment)
         let get = try loadedLibraries(arguments + ["get", "loaded-libraries-probe", "somebody"], environment: keyringEnvironment)
         let delete = try loadedLibraries(arguments + ["delete", "loaded-libraries-probe", "somebody"], environment: keyringEnvironment)
         #expect(set.status == 0 && get.status == 0 && delete.status == 0)
@@ -65,7 +72,8 @@ struct LoadedLibrariesTests {
                 #expect(!result.libraries.contains { $0.contains(library) }, "a Secret Service \(name) loaded \(library)")
             }
             let loadsLibcrypto = result.libraries.contains { $0.contains("libcrypto.so.3") }
-            #expect(loadsLibcrypto == (name != "delete"), "a Secret Service \(name) \(loadsLibcrypto ? "loaded" : "did not load") libcrypto")
+            #expect(
+                loadsLibcrypto == (name != "delete"), "a Secret Service \(name) \(loadsLibcrypto ? "loaded" : "did not load") libcrypto")
         }
     }
 
@@ -75,8 +83,11 @@ struct LoadedLibrariesTests {
     func readingSeesALibraryLoadedLater() throws {
         let folder = try TemporaryFolder()
         let environment = ["LOCKBOX_TPM_TCTI": "swtpm:host=127.0.0.1,port=9", "XDG_CONFIG_HOME": folder.file("config").string]
-        let result = try loadedLibraries(["init", "--vault", folder.file("v.lockbox").string, "--tpm", "--generate-key-file",
-                                          folder.file("k.key").string], environment: environment)
+        let result = try loadedLibraries(
+            [
+                "init", "--vault", folder.file("v.lockbox").string, "--tpm", "--generate-key-file",
+                folder.file("k.key").string,
+            ], environment: environment)
         #expect(result.status == 60)
         #expect(result.libraries.contains { $0.contains("libtss2-") }, "tpm2-tss was not seen loading: \(result.libraries)")
     }

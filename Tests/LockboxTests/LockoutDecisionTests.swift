@@ -6,7 +6,8 @@ import Testing
 struct LockoutDecisionTests {
     @Test("LockoutPolicy.decide gives every case of the shared table its decision", arguments: LockoutDecisionCases.all)
     func tableHolds(_ testCase: LockoutDecisionCases.Case) {
-        #expect(testCase.policy.decide(failures: testCase.failures, secondsSinceLastAttempt: testCase.secondsSinceLastAttempt)
+        #expect(
+            testCase.policy.decide(failures: testCase.failures, secondsSinceLastAttempt: testCase.secondsSinceLastAttempt)
                 == testCase.expected, "\(testCase)")
     }
 

@@ -3,6 +3,7 @@ import InMemoryLogging
 import Logging
 import MetricsTestKit
 import Testing
+
 @testable import Lockbox
 
 /// An error whose description quotes a token, as a refresh callback's might when it passes a
@@ -22,7 +23,9 @@ struct ObservabilityTests {
         logger.logLevel = .trace
         let metrics = TestMetrics()
 
-        let secrets = ["s3cret-Value-91f2", "4739", "8162", "at-OLD-77ab3e", "rt-OLD-5c3e1d", "at-NEW-12cd9e", "rt-NEW-0a9b8c", "$argon2id"]
+        let secrets = [
+            "s3cret-Value-91f2", "4739", "8162", "at-OLD-77ab3e", "rt-OLD-5c3e1d", "at-NEW-12cd9e", "rt-NEW-0a9b8c", "$argon2id",
+        ]
 
         let vault = Vault(store: store, logger: logger, metricsFactory: metrics)
         try await vault.set("s3cret-Value-91f2", service: "svc", account: "alice")
@@ -41,15 +44,17 @@ struct ObservabilityTests {
         try await pins.verify(profile, pin: pin("4739"))
 
         let tokens = TokenStore(store: store, logger: logger, metricsFactory: metrics)
-        let expired = TokenSet(accessToken: SecretBytes(utf8: "at-OLD-77ab3e"), refreshToken: SecretBytes(utf8: "rt-OLD-5c3e1d"),
-                               expiresAt: Date(timeIntervalSinceNow: -10))
+        let expired = TokenSet(
+            accessToken: SecretBytes(utf8: "at-OLD-77ab3e"), refreshToken: SecretBytes(utf8: "rt-OLD-5c3e1d"),
+            expiresAt: Date(timeIntervalSinceNow: -10))
         try await tokens.save(expired, service: "api", account: "alice")
         await #expect(throws: ServerSaidError.self) {
             _ = try await tokens.validAccessToken(service: "api", account: "alice") { _ in throw ServerSaidError() }
         }
         let fresh = try await tokens.validAccessToken(service: "api", account: "alice") { _ in
-            TokenSet(accessToken: SecretBytes(utf8: "at-NEW-12cd9e"), refreshToken: SecretBytes(utf8: "rt-NEW-0a9b8c"),
-                     expiresAt: Date(timeIntervalSinceNow: 3600))
+            TokenSet(
+                accessToken: SecretBytes(utf8: "at-NEW-12cd9e"), refreshToken: SecretBytes(utf8: "rt-NEW-0a9b8c"),
+                expiresAt: Date(timeIntervalSinceNow: 3600))
         }
         #expect(fresh == SecretBytes(utf8: "at-NEW-12cd9e"))
         #expect(try await vault.wipe(service: "svc") == 3)
@@ -68,7 +73,10 @@ struct ObservabilityTests {
         #expect(entries.contains { $0.message == "wrong PIN; the profile is locked out" && $0.metadata[LogKey.failures] == "5" })
         #expect(entries.filter { $0.message == "PIN try refused: locked out" }.count == 2)
         #expect(entries.contains { $0.message == "tokens refreshed" && $0.metadata[LogKey.account] == "alice" })
-        #expect(entries.contains { $0.message == "token refresh failed; the tokens were kept" && $0.metadata[LogKey.errorCode] == "ServerSaidError" })
+        #expect(
+            entries.contains {
+                $0.message == "token refresh failed; the tokens were kept" && $0.metadata[LogKey.errorCode] == "ServerSaidError"
+            })
 
         // Metrics.
         #expect(metrics.counterTotal(label: "lockbox_pin_failures") == 5)
@@ -80,7 +88,9 @@ struct ObservabilityTests {
         #expect(try metrics.expectTimer("lockbox_pin_verify_duration").values.count == 8)
         let gets = try metrics.expectTimer("lockbox_store_call_duration", [("store", "EncryptedFileStore"), ("operation", "get")])
         #expect(gets.values.count >= 2 && gets.values.allSatisfy { $0 > 0 })
-        #expect(try metrics.expectTimer("lockbox_store_call_duration", [("store", "EncryptedFileStore"), ("operation", "wipe")]).values.count == 1)
+        #expect(
+            try metrics.expectTimer("lockbox_store_call_duration", [("store", "EncryptedFileStore"), ("operation", "wipe")]).values.count
+                == 1)
     }
 
     @Test("without a logger Lockbox is silent; the default logger is labelled lockbox")

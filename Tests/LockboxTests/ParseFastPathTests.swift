@@ -1,5 +1,6 @@
 import ArgumentParser
 import Testing
+
 @testable import lockbox
 
 /// `LockboxCommand.parseCommand` parses `get`, `set`, `delete`, `list` and `git-credential` by
@@ -108,8 +109,9 @@ struct ParseFastPathTests {
         }
     }
 
-    @Test("the same command, or the same message and exit status, as the root parser; only the hot commands' successes take the short path",
-          arguments: commandLines)
+    @Test(
+        "the same command, or the same message and exit status, as the root parser; only the hot commands' successes take the short path",
+        arguments: commandLines)
     func sameAsTheRoot(commandLine: [String]) {
         let arguments = LockboxCommand.hoistingGlobalOptions(commandLine)
         let root = Self.outcome { try LockboxCommand.parseAsRoot(arguments) }
@@ -142,8 +144,9 @@ struct ParseFastPathTests {
         ["--vault=/tmp/v", "--key-file", "/tmp/k", "list"],
     ]
 
-    @Test("get, set and delete with only a service, an account and vault options, and list with those and its own, skip swift-argument-parser; nothing else does",
-          arguments: commandLines)
+    @Test(
+        "get, set and delete with only a service, an account and vault options, and list with those and its own, skip swift-argument-parser; nothing else does",
+        arguments: commandLines)
     func directParse(commandLine: [String]) {
         let direct = LockboxCommand.parseDirectly(LockboxCommand.hoistingGlobalOptions(commandLine))
         #expect((direct != nil) == Self.parsedDirectly.contains(commandLine), "lockbox \(commandLine.joined(separator: " "))")

@@ -1,9 +1,10 @@
 import Foundation
+import LockboxTesting
 import Synchronization
 import SystemPackage
 import Testing
+
 @testable import Lockbox
-import LockboxTesting
 
 /// A clock the test moves by hand: wall time, boot ID and time since boot.
 final class TestClock: PinClock {
@@ -75,7 +76,10 @@ final class CountingHasher: Sendable {
     var hasher: PinHasher {
         PinHasher(
             hash: { [self] pin, parameters in
-                let fail = counts.withLock { $0.hashes += 1; return $0.failHashing }
+                let fail = counts.withLock {
+                    $0.hashes += 1
+                    return $0.failHashing
+                }
                 return fail ? nil : PinHasher.argon2id.hash(pin, parameters)
             },
             verify: { [self] hash, pin in
@@ -92,12 +96,12 @@ func outcome(_ body: () throws -> Void) -> String {
         return "ok"
     } catch let error as LockboxError {
         switch error {
-        case let .wrongPin(_, failures, retryAt): return "wrong(\(failures)\(retryAt == nil ? "" : ",locked"))"
-        case let .pinLockedOut(_, _, seconds): return "lockedOut(\(Int(seconds.rounded())))"
-        case let .pinDisabled(_, failures): return "disabled(\(failures))"
+        case .wrongPin(_, let failures, let retryAt): return "wrong(\(failures)\(retryAt == nil ? "" : ",locked"))"
+        case .pinLockedOut(_, _, let seconds): return "lockedOut(\(Int(seconds.rounded())))"
+        case .pinDisabled(_, let failures): return "disabled(\(failures))"
         case .pinWiped: return "wiped"
         case .pinNotSet: return "notSet"
-        case let .pinRejected(rule): return "rejected: \(rule)"
+        case .pinRejected(let rule): return "rejected: \(rule)"
         default: return "\(error)"
         }
     } catch {
@@ -157,7 +161,10 @@ struct PinGuardTests {
     func clockBackAcrossReboot() throws {
         let f = try PinFixture()
         try f.guardian.set(f.profile, pin: pin("4739"))
-        for _ in 1...6 { f.clock.advance(61); _ = outcome { try f.guardian.verify(f.profile, pin: pin("0000")) } }
+        for _ in 1...6 {
+            f.clock.advance(61)
+            _ = outcome { try f.guardian.verify(f.profile, pin: pin("0000")) }
+        }
         #expect(try f.guardian.status(f.profile).failures == 6)  // locked for 300 s
         f.clock.advance(200)
         f.clock.reboot(wallBy: -3600)  // wall clock now an hour before the last attempt
@@ -171,7 +178,8 @@ struct PinGuardTests {
     @Test("profiles have independent counters")
     func independentProfiles() throws {
         let f = try PinFixture()
-        let sister = PinProfile(service: "kids", name: "mia"), other = PinProfile(service: "driver", name: "max")
+        let sister = PinProfile(service: "kids", name: "mia")
+        let other = PinProfile(service: "driver", name: "max")
         try f.guardian.set(f.profile, pin: pin("4739"))
         try f.guardian.set(sister, pin: pin("8316"))
         try f.guardian.set(other, pin: pin("5094"))
@@ -208,8 +216,9 @@ struct PinGuardTests {
         let counter = CountingHasher()
         counter.failHashing(true)
         let stronger = try KDFParameters(opsLimit: 2, memoryLimitBytes: 16 * 1024)
-        let upgrading = PinGuard(store: f.store, hashParameters: stronger, clock: f.clock, lockDirectory: f.folder.file("locks"),
-                                 hasher: counter.hasher)
+        let upgrading = PinGuard(
+            store: f.store, hashParameters: stronger, clock: f.clock, lockDirectory: f.folder.file("locks"),
+            hasher: counter.hasher)
         #expect(outcome { try upgrading.verify(f.profile, pin: pin("4739")) } == "ok")
         #expect(counter.hashes == 1, "the rehash was tried (and failed)")
         #expect(try f.guardian.status(f.profile).failures == 0, "a right answer never counts as a wrong one")
@@ -218,15 +227,17 @@ struct PinGuardTests {
         // The next success upgrades it.
         counter.failHashing(false)
         #expect(outcome { try upgrading.verify(f.profile, pin: pin("4739")) } == "ok")
-        #expect(try #require(try f.store.get(f.profile.itemKey)).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.contains("m=16,t=2"))
+        #expect(
+            try #require(try f.store.get(f.profile.itemKey)).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.contains("m=16,t=2"))
     }
 
     @Test("while locked out, a try is refused without hashing")
     func lockedOutTriesAreNotHashed() throws {
         let f = try PinFixture()
         let counter = CountingHasher()
-        let counted = PinGuard(store: f.store, hashParameters: cheapHash, clock: f.clock, lockDirectory: f.folder.file("locks"),
-                               hasher: counter.hasher)
+        let counted = PinGuard(
+            store: f.store, hashParameters: cheapHash, clock: f.clock, lockDirectory: f.folder.file("locks"),
+            hasher: counter.hasher)
         try counted.set(f.profile, pin: pin("4739"))
         for _ in 1...5 { _ = outcome { try counted.verify(f.profile, pin: pin("0000")) } }
         #expect(counter.verifications == 5)
@@ -241,15 +252,18 @@ struct PinGuardTests {
     @Test("the default policy refuses common and malformed PINs, naming the rule")
     func policy() throws {
         let f = try PinFixture(fileStore: false)
-        for (candidate, rule) in [("1234", "run"), ("0000", "repeated"), ("2580", "blocklist"), ("1212", "blocklist"),
-                                  ("1987", "blocklist"), ("123", "at least 4"), ("1234567890123", "at most 12"),
-                                  ("12a4", "only the digits"), ("123456", "run"), ("121212", "blocklist"), ("251299", "blocklist")] {
+        for (candidate, rule) in [
+            ("1234", "run"), ("0000", "repeated"), ("2580", "blocklist"), ("1212", "blocklist"),
+            ("1987", "blocklist"), ("123", "at least 4"), ("1234567890123", "at most 12"),
+            ("12a4", "only the digits"), ("123456", "run"), ("121212", "blocklist"), ("251299", "blocklist"),
+        ] {
             let result = outcome { try f.guardian.set(f.profile, pin: pin(candidate)) }
             #expect(result.hasPrefix("rejected") && result.contains(rule), "\(candidate): \(result)")
         }
         #expect(outcome { try f.guardian.set(f.profile, pin: pin("4739")) } == "ok")
-        let passcodes = PinGuard(store: MemoryStore(), policy: PinPolicy(allowsNonDigits: true), hashParameters: cheapHash,
-                                 clock: f.clock, lockDirectory: f.folder.file("locks"))
+        let passcodes = PinGuard(
+            store: MemoryStore(), policy: PinPolicy(allowsNonDigits: true), hashParameters: cheapHash,
+            clock: f.clock, lockDirectory: f.folder.file("locks"))
         #expect(outcome { try passcodes.set(f.profile, pin: pin("tr0ub4dor")) } == "ok")
         #expect(outcome { try f.guardian.set(PinProfile(service: "kids", name: "new"), pin: pin("4739")) } == "ok")
         // A PIN already set is not replaced by `set` (an argument error; `change` takes the old PIN).
@@ -259,7 +273,8 @@ struct PinGuardTests {
 
     @Test("the blocklists cover about a tenth of the 4- and 6-digit spaces")
     func blocklistSize() {
-        let four = PinBlocklist.fraction(length: 4), six = PinBlocklist.fraction(length: 6)
+        let four = PinBlocklist.fraction(length: 4)
+        let six = PinBlocklist.fraction(length: 6)
         #expect((0.07...0.13).contains(four), "\(four)")
         #expect((0.07...0.13).contains(six), "\(six)")
         for top in PinBlocklist.dataGeneticsTop20 {
@@ -289,8 +304,9 @@ struct PinGuardTests {
         let vault = Vault(store: f.store)
         try vault.set("session", service: "kids", account: "max-token")
         try vault.set("keep", service: "kids", account: "other")
-        try f.guardian.set(f.profile, pin: pin("4739"), lockout: LockoutPolicy(delays: [0], wipeAfter: 3),
-                           wipeItems: [ItemKey(service: "kids", account: "max-token")])
+        try f.guardian.set(
+            f.profile, pin: pin("4739"), lockout: LockoutPolicy(delays: [0], wipeAfter: 3),
+            wipeItems: [ItemKey(service: "kids", account: "max-token")])
         #expect(outcome { try f.guardian.verify(f.profile, pin: pin("0000")) } == "wrong(1)")
         #expect(outcome { try f.guardian.verify(f.profile, pin: pin("0000")) } == "wrong(2)")
         #expect(outcome { try f.guardian.verify(f.profile, pin: pin("0000")) } == "wiped")
@@ -307,8 +323,9 @@ struct PinGuardTests {
         let profile = PinProfile(service: "kids", name: "max")
         let vault = Vault(store: store)
         try vault.set("session", service: "kids", account: "max-token")
-        try guardian.set(profile, pin: pin("4739"), lockout: LockoutPolicy(delays: [0], wipeAfter: 3),
-                         wipeItems: [ItemKey(service: "kids", account: "max-token")])
+        try guardian.set(
+            profile, pin: pin("4739"), lockout: LockoutPolicy(delays: [0], wipeAfter: 3),
+            wipeItems: [ItemKey(service: "kids", account: "max-token")])
         #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(1)")
         #expect(outcome { try guardian.verify(profile, pin: pin("0000")) } == "wrong(2)")
         // The third wrong guess is counted, and the wipe stops at its first delete (as if the
@@ -345,12 +362,16 @@ struct PinCLITests {
     init() throws {
         folder = try TemporaryFolder()
         let runtime = folder.file("run").string
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        environment = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
-                       "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": runtime]
+        try FileManager.default.createDirectory(
+            atPath: runtime, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        environment = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
+            "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": runtime,
+        ]
         // Format 1: killedVerifyCounts reads the vault through EncryptedFileStore.
-        let created = try runLockbox(["init", "--format", "1", "--generate-key-file", folder.file("k.key").string], environment: environment)
+        let created = try runLockbox(
+            ["init", "--format", "1", "--generate-key-file", folder.file("k.key").string], environment: environment)
         #expect(created.status == 0, "\(created.stderr)")
     }
 
@@ -452,8 +473,9 @@ struct PinCLITests {
         let statuses = await withTaskGroup(of: Int32.self) { group in
             for _ in 0..<8 {
                 group.addTask {
-                    (try? runLockbox(["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: Data("9999\n".utf8),
-                                     environment: environment))?.status ?? -1
+                    (try? runLockbox(
+                        ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: Data("9999\n".utf8),
+                        environment: environment))?.status ?? -1
                 }
             }
             var all: [Int32] = []

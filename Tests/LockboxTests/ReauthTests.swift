@@ -1,9 +1,10 @@
 import Foundation
+import LockboxWindows
 import Synchronization
 import SystemPackage
 import Testing
+
 @testable import Lockbox
-import LockboxWindows
 
 /// A monotonic clock the test moves by hand.
 final class ManualClock: Sendable {
@@ -47,7 +48,10 @@ struct ReauthGateTests {
         clock.advance(61)
         #expect(throws: LockboxError.self) { try gate.requireFreshAuthentication() }
         try gate.open { "credential" }
-        for _ in 0..<32 { clock.advance(59); _ = try? gate.requireFreshAuthentication() }
+        for _ in 0..<32 {
+            clock.advance(59)
+            _ = try? gate.requireFreshAuthentication()
+        }
         #expect(!gate.isOpen, "never beyond the absolute timeout")
     }
 
@@ -85,9 +89,21 @@ struct ReauthGateTests {
         let gate = ReauthGate()
         var asked: [String] = []
         let pinStep = { (entered: String) in
-            (profile: profile, guard: pins, read: { () throws -> SecretBytes in asked.append("pin"); return pin(entered) })
+            (
+                profile: profile, guard: pins,
+                read: { () throws -> SecretBytes in
+                    asked.append("pin")
+                    return pin(entered)
+                }
+            )
         }
-        let passStep = (store: fixture.store, read: { () throws -> SecretBytes in asked.append("passphrase"); return secret("vault pass") })
+        let passStep = (
+            store: fixture.store,
+            read: { () throws -> SecretBytes in
+                asked.append("passphrase")
+                return secret("vault pass")
+            }
+        )
         // A wrong PIN is reported (ask again); the passphrase is not tried.
         #expect(throws: LockboxError.self) { try gate.authenticate(pin: pinStep("0000"), passphrase: passStep) }
         #expect(asked == ["pin"])
@@ -186,13 +202,20 @@ struct SessionWindowTests {
         let runtime = folder.file("run").string
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let key = folder.file("k.key").string
-        let base = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string,
-                    "XDG_RUNTIME_DIR": runtime]
+        let base = [
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string,
+            "XDG_RUNTIME_DIR": runtime,
+        ]
         let withKey = base.merging(["LOCKBOX_KEY_FILE": key]) { a, _ in a }
         #expect(try runLockbox(["init", "--generate-key-file", key], environment: base).status == 0)
-        #expect(try runLockbox(["set", "--protected", "screen", "parent-token"], stdin: Data("parent-only".utf8), environment: withKey).status == 0)
-        #expect(try runLockbox(["pin", "set", "screen", "parent", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
-                               environment: withKey).status == 0)
+        #expect(
+            try runLockbox(["set", "--protected", "screen", "parent-token"], stdin: Data("parent-only".utf8), environment: withKey).status
+                == 0)
+        #expect(
+            try runLockbox(
+                ["pin", "set", "screen", "parent", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
+                environment: withKey
+            ).status == 0)
         var result = try runLockbox(["get", "screen", "parent-token"], environment: withKey)
         #expect(result.status == 40, "protected, no window: \(result.stderr)")
 
@@ -209,8 +232,9 @@ struct SessionWindowTests {
             }
             return files
         }
-        result = try runLockbox(["unlock", "--for", "10m", "--pin", "screen/parent"],
-                                stdin: Data("4739\n".utf8), environment: withKey)
+        result = try runLockbox(
+            ["unlock", "--for", "10m", "--pin", "screen/parent"],
+            stdin: Data("4739\n".utf8), environment: withKey)
         #expect(result.status == 0, "\(result.stderr)")
         let afterUnlock = try snapshot()
         // Inside the window: no key file, no passphrase, no prompt.
@@ -232,8 +256,9 @@ struct SessionWindowTests {
         var seconds = 1
         while true {
             let started = Date()
-            result = try runLockbox(["unlock", "--for", "\(seconds)s", "--pin", "screen/parent"],
-                                    stdin: Data("4739\n".utf8), environment: withKey)
+            result = try runLockbox(
+                ["unlock", "--for", "\(seconds)s", "--pin", "screen/parent"],
+                stdin: Data("4739\n".utf8), environment: withKey)
             #expect(result.status == 0, "\(result.stderr)")
             let inside = try runLockbox(["get", "screen", "parent-token"], environment: base).status
             if inside == 0 || Date().timeIntervalSince(started) < Double(seconds) || seconds >= 64 {
@@ -254,10 +279,16 @@ struct SessionWindowTests {
         let passFile = folder.file("pass").string
         try "vault pass\n".write(toFile: passFile, atomically: true, encoding: .utf8)
         let env = ["LOCKBOX_VAULT": folder.file("v.lockbox").string, "XDG_CONFIG_HOME": folder.file("config").string]
-        #expect(try runLockbox(["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: env,
-                               shellRedirect: "3<'\(passFile)'").status == 0)
-        #expect(try runLockbox(["set", "--passphrase-fd", "3", "--protected", "s", "a"], stdin: Data("x".utf8), environment: env,
-                               shellRedirect: "3<'\(passFile)'").status == 0)
+        #expect(
+            try runLockbox(
+                ["init", "--passphrase-fd", "3", "--kdf", "interactive"], environment: env,
+                shellRedirect: "3<'\(passFile)'"
+            ).status == 0)
+        #expect(
+            try runLockbox(
+                ["set", "--passphrase-fd", "3", "--protected", "s", "a"], stdin: Data("x".utf8), environment: env,
+                shellRedirect: "3<'\(passFile)'"
+            ).status == 0)
         let vaultBefore = FileManager.default.contents(atPath: folder.file("v.lockbox").string)
         let settingsBefore = FileManager.default.contents(atPath: folder.file("config/lockbox/settings.json").string)
         let listingBefore = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).sorted()
@@ -272,9 +303,12 @@ struct SessionWindowTests {
 
     @Test("CLI: when the kernel keyring cannot hold a window (key quota full), unlock says so with exit 41 and nothing is opened")
     func keyringFull() throws {
-        guard prerequisiteMet(geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
-                              && FileManager.default.isExecutableFile(atPath: "/usr/bin/keyctl"),
-                              "keyringFull needs root, setpriv and keyctl") else { return }
+        guard
+            prerequisiteMet(
+                geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+                    && FileManager.default.isExecutableFile(atPath: "/usr/bin/keyctl"),
+                "keyringFull needs root, setpriv and keyctl")
+        else { return }
         // A real kernel refusing add_key: user `nobody`, in a session keyring of its own, first
         // fills its key quota (kernel/keys/maxbytes, 20,000 bytes by default) with one big key,
         // leaving less than 25 bytes, too few for any window.
@@ -301,9 +335,13 @@ struct SessionWindowTests {
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/keyctl", "session", "-", "/bin/bash", "-c", script]
-        var environment = ["PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
-                           "XDG_RUNTIME_DIR": folder.file("run").string]
+        process.arguments = [
+            "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/keyctl", "session", "-", "/bin/bash", "-c", script,
+        ]
+        var environment = [
+            "PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
+            "XDG_RUNTIME_DIR": folder.file("run").string,
+        ]
         // Under scripts/sanitizers.sh, `nobody` cannot write the report folder; leaks at exit
         // are the toolchain's (see its suppressions) and must not change the exit status.
         if SecretBytesTests.sanitized { environment["ASAN_OPTIONS"] = "detect_leaks=0" }
@@ -316,8 +354,8 @@ struct SessionWindowTests {
         process.waitUntilExit()
         #expect(!text.contains("filled=no"), "the quota could not be filled: \(text)")
         #expect(text.contains("unlock=41"), "\(text)")
-        #expect(text.contains("lockbox: error[\(LockboxError.Code.kernelKeyringUnavailable)]") && text.contains("add_key failed"), "\(text)")
+        #expect(
+            text.contains("lockbox: error[\(LockboxError.Code.kernelKeyringUnavailable)]") && text.contains("add_key failed"), "\(text)")
         #expect(text.contains("{\"open\":false}") && text.contains("status=0"), "\(text)")
     }
 }
-

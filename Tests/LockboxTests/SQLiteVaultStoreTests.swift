@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// A format-2 vault (SQLite, sealed rows) with a key file and a passphrase slot in a fresh folder.
@@ -67,12 +68,14 @@ struct SQLiteVaultStoreTests {
         let vault = try Format2Vault()
         let binary = SecretBytes(copying: (0..<300).map { UInt8($0 & 0xFF) })
         let unicode = ItemKey(service: "сервис.пример", account: "アカウント")
-        try vault.store.set(secret("hunter2"), for: ItemKey(service: "com.example.api", account: "alice"),
-                            options: ItemOptions(kind: .token, label: "API", attributes: ["env": "prod"]))
+        try vault.store.set(
+            secret("hunter2"), for: ItemKey(service: "com.example.api", account: "alice"),
+            options: ItemOptions(kind: .token, label: "API", attributes: ["env": "prod"]))
         try vault.store.set(binary, for: unicode, options: ItemOptions(access: .freshAuthentication))
         try vault.store.set(SecretBytes(count: 0) { _ in }, for: ItemKey(service: "empty", account: "secret"), options: ItemOptions())
         let before = try #require(try vault.store.metadata(ItemKey(service: "com.example.api", account: "alice")))
-        try vault.store.set(secret("hunter3"), for: ItemKey(service: "com.example.api", account: "alice"), options: ItemOptions(kind: .token))
+        try vault.store.set(
+            secret("hunter3"), for: ItemKey(service: "com.example.api", account: "alice"), options: ItemOptions(kind: .token))
 
         for store in [try vault.reopen(), try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("format two"))])] {
             #expect(try store.get(ItemKey(service: "com.example.api", account: "alice")) == secret("hunter3"))
@@ -91,8 +94,9 @@ struct SQLiteVaultStoreTests {
         try vault.store.set(secret("é"), for: ItemKey(service: "\u{e9}", account: "x"), options: ItemOptions())
         #expect(try vault.store.get(ItemKey(service: "e\u{301}", account: "x")) == secret("é"))
 
-        #expect(try vault.store.delete([ItemKey(service: "empty", account: "secret"), ItemKey(service: "no", account: "such")])
-            == [ItemKey(service: "empty", account: "secret")])
+        #expect(
+            try vault.store.delete([ItemKey(service: "empty", account: "secret"), ItemKey(service: "no", account: "such")])
+                == [ItemKey(service: "empty", account: "secret")])
         #expect(try vault.store.wipe(service: "com.example.api") == 1)
         #expect(try vault.store.wipeAll() == 2)
         #expect(try vault.reopen().list(service: nil).isEmpty)
@@ -103,7 +107,8 @@ struct SQLiteVaultStoreTests {
         let vault = try Format2Vault()
         try vault.store.set([
             ItemWrite(secret("plain-secret-value"), for: ItemKey(service: "visible.service.name", account: "visible-account")),
-            ItemWrite(secret("another-secret"), for: ItemKey(service: "second.service", account: "bob"), options: ItemOptions(label: "a label")),
+            ItemWrite(
+                secret("another-secret"), for: ItemKey(service: "second.service", account: "bob"), options: ItemOptions(label: "a label")),
         ])
         let bytes = try vault.fileBytes()
         for text in ["visible.service.name", "visible-account", "second.service", "plain-secret-value", "another-secret", "a label"] {
@@ -118,9 +123,12 @@ struct SQLiteVaultStoreTests {
     @Test("a row moved to another address, or a secret from an older write, fails authentication: corruptVault, never the other item")
     func rowsAreBoundToTheirAddress() throws {
         let vault = try Format2Vault()
-        let alice = ItemKey(service: "svc", account: "alice"), bob = ItemKey(service: "svc", account: "bob")
+        let alice = ItemKey(service: "svc", account: "alice")
+        let bob = ItemKey(service: "svc", account: "bob")
         let carol = ItemKey(service: "svc", account: "carol")
-        try vault.store.set([ItemWrite(secret("alice's"), for: alice), ItemWrite(secret("bob's"), for: bob), ItemWrite(secret("carol's"), for: carol)])
+        try vault.store.set([
+            ItemWrite(secret("alice's"), for: alice), ItemWrite(secret("bob's"), for: bob), ItemWrite(secret("carol's"), for: carol),
+        ])
         let raw = try vault.raw()
         var rows: [[UInt8]: ([UInt8], [UInt8])] = [:]
         let query = try raw.prepare("SELECT address, metadata, secret FROM items")
@@ -170,7 +178,8 @@ struct SQLiteVaultStoreTests {
         try vault.store.set(secret("v"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
         func snapshot() throws -> (slots: [[UInt8]], items: [[UInt8]]) {
             let raw = try vault.raw()
-            var slots: [[UInt8]] = [], items: [[UInt8]] = []
+            var slots: [[UInt8]] = []
+            var items: [[UInt8]] = []
             let s = try raw.prepare("SELECT slot FROM key_slots ORDER BY slot_id")
             while try s.step() { slots.append(s.blob(0)) }
             let i = try raw.prepare("SELECT metadata || secret FROM items")
@@ -184,14 +193,18 @@ struct SQLiteVaultStoreTests {
         #expect(after.slots[0] == before.slots[0])
         #expect(after.slots[1] != before.slots[1])
         expectCode(.wrongCredential) { try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("format two"))]) }
-        #expect(try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("new words"))]).get(ItemKey(service: "s", account: "a")) == secret("v"))
+        #expect(
+            try SQLiteVaultStore.open(at: vault.path, credentials: [.passphrase(secret("new words"))]).get(
+                ItemKey(service: "s", account: "a")) == secret("v"))
         try vault.store.verifyPassphrase(secret("new words"))
         expectCode(.wrongCredential) { try vault.store.verifyPassphrase(secret("format two")) }
 
         let second = vault.folder.file("second.key")
         try KeyFile.generate(at: second)
         #expect(try vault.store.addKeySlot(.keyFile(second)) == 2)
-        #expect(try SQLiteVaultStore.open(at: vault.path, credentials: [.keyFile(second)]).get(ItemKey(service: "s", account: "a")) == secret("v"))
+        #expect(
+            try SQLiteVaultStore.open(at: vault.path, credentials: [.keyFile(second)]).get(ItemKey(service: "s", account: "a"))
+                == secret("v"))
         try vault.store.removeKeySlot(at: 0)
         expectCode(.wrongCredential) { try vault.reopen() }
         #expect(try vault.store.keySlots().map(\.kind) == [.passphrase, .keyFile])
@@ -222,13 +235,15 @@ struct SQLiteVaultStoreTests {
         expectCode(.insecurePermissions) { try vault.reopen() }
     }
 
-    @Test("the independent decryptor (scripts/vault-decrypt.py, from docs/FORMAT.md section 18) reads a format-2 vault with each credential")
+    @Test(
+        "the independent decryptor (scripts/vault-decrypt.py, from docs/FORMAT.md section 18) reads a format-2 vault with each credential")
     func independentDecryptor() throws {
         let vault = try Format2Vault()
         let binary = SecretBytes(copying: (0..<200).map { UInt8(255 - $0) })
         try vault.store.set([
-            ItemWrite(secret("hunter2"), for: ItemKey(service: "com.example.api", account: "alice"),
-                      options: ItemOptions(kind: .token, label: "API", attributes: ["env": "prod", "région": "Zürich"])),
+            ItemWrite(
+                secret("hunter2"), for: ItemKey(service: "com.example.api", account: "alice"),
+                options: ItemOptions(kind: .token, label: "API", attributes: ["env": "prod", "région": "Zürich"])),
             ItemWrite(binary, for: ItemKey(service: "сервис", account: "アカウント"), options: ItemOptions(access: .freshAuthentication)),
         ])
         let passphraseFile = vault.folder.file("passphrase")
@@ -255,7 +270,9 @@ struct SQLiteVaultStoreTests {
         }
         // A row swapped to another address: the decryptor refuses with the corrupt exit code, 6.
         let raw = try vault.raw()
-        try raw.execute("UPDATE items SET metadata = (SELECT metadata FROM items ORDER BY address LIMIT 1) WHERE address = (SELECT address FROM items ORDER BY address DESC LIMIT 1)")
+        try raw.execute(
+            "UPDATE items SET metadata = (SELECT metadata FROM items ORDER BY address LIMIT 1) WHERE address = (SELECT address FROM items ORDER BY address DESC LIMIT 1)"
+        )
         let (status, _) = try runTool("/usr/bin/env", ["python3", script, vault.path.string, "--key-file", vault.keyPath.string])
         #expect(status == 6)
     }
@@ -265,11 +282,15 @@ struct SQLiteVaultStoreTests {
         let old = try KeyFileVault(passphrase: "old words")
         let times = Locked(Date(timeIntervalSince1970: 1_700_000_000.123))
         let formatOne = try EncryptedFileStore.open(at: old.vaultPath, credentials: [.keyFile(old.keyPath)], now: { times.withLock { $0 } })
-        try formatOne.set(secret("first"), for: ItemKey(service: "svc", account: "a"), options: ItemOptions(kind: .token, label: "L", attributes: ["x": "1"]))
+        try formatOne.set(
+            secret("first"), for: ItemKey(service: "svc", account: "a"),
+            options: ItemOptions(kind: .token, label: "L", attributes: ["x": "1"]))
         times.withLock { $0 = Date(timeIntervalSince1970: 1_700_000_100.456) }
-        try formatOne.set(secret("second"), for: ItemKey(service: "svc", account: "a"), options: ItemOptions(kind: .token, attributes: ["y": "2"]))
-        try formatOne.set(SecretBytes(copying: (0..<1000).map { UInt8($0 % 251) }), for: ItemKey(service: "Ωmega", account: "ü"),
-                          options: ItemOptions(access: .freshAuthentication))
+        try formatOne.set(
+            secret("second"), for: ItemKey(service: "svc", account: "a"), options: ItemOptions(kind: .token, attributes: ["y": "2"]))
+        try formatOne.set(
+            SecretBytes(copying: (0..<1000).map { UInt8($0 % 251) }), for: ItemKey(service: "Ωmega", account: "ü"),
+            options: ItemOptions(access: .freshAuthentication))
         let before = try formatOne.list(service: nil)
         var secrets: [ItemKey: SecretBytes] = [:]
         for item in before { secrets[item.key] = try formatOne.get(item.key) }
@@ -301,8 +322,10 @@ struct SQLiteVaultStoreTests {
     func rotation() throws {
         let vault = try Format2Vault()
         let other = try vault.reopen()
-        try vault.store.set([ItemWrite(secret("one"), for: ItemKey(service: "s", account: "1")),
-                             ItemWrite(secret("two"), for: ItemKey(service: "s", account: "2"))])
+        try vault.store.set([
+            ItemWrite(secret("one"), for: ItemKey(service: "s", account: "1")),
+            ItemWrite(secret("two"), for: ItemKey(service: "s", account: "2")),
+        ])
         let addressesBefore = try vault.raw().prepare("SELECT group_concat(hex(address)) FROM items").blobOrText()
         expectCode(.keySlotRefused) { try vault.store.rotateDataKey() }  // the passphrase slot needs its passphrase
         try vault.store.rotateDataKey(credentials: [.passphrase(secret("format two"))])
@@ -330,7 +353,8 @@ struct SQLiteVaultStoreTests {
                 group.addTask {
                     let store = try SQLiteVaultStore.open(at: path, credentials: [.keyFile(key)], busyTimeout: .seconds(60))
                     for index in 0..<250 {
-                        try store.set(secret("\(writer)-\(index)"), for: ItemKey(service: "w\(writer)", account: "\(index)"), options: ItemOptions())
+                        try store.set(
+                            secret("\(writer)-\(index)"), for: ItemKey(service: "w\(writer)", account: "\(index)"), options: ItemOptions())
                     }
                 }
             }
@@ -403,9 +427,9 @@ private func expectCode<T>(_ code: LockboxError.Code, sourceLocation: SourceLoca
     }
 }
 
-private extension SQLiteStatement {
-    func blobIfRow() throws -> [UInt8]? { try step() ? blob(0) : nil }
-    func blobOrText() throws -> String? { try step() ? text(0) : nil }
+extension SQLiteStatement {
+    fileprivate func blobIfRow() throws -> [UInt8]? { try step() ? blob(0) : nil }
+    fileprivate func blobOrText() throws -> String? { try step() ? text(0) : nil }
 }
 
 @Suite("Vault format 2 through the lockbox CLI")
@@ -469,7 +493,9 @@ struct Format2CLITests {
 }
 
 extension Format2CLITests {
-    @Test("import --json-lines stores every line in one batch; a bad line stores nothing and names the line; export gives one self-contained file")
+    @Test(
+        "import --json-lines stores every line in one batch; a bad line stores nothing and names the line; export gives one self-contained file"
+    )
     func jsonLinesAndExport() throws {
         #expect(try runLockbox(["init", "--format", "2", "--vault", vault, "--generate-key-file", key]).status == 0)
         var lines = (0..<300).map { index in
@@ -484,7 +510,9 @@ extension Format2CLITests {
         #expect(try store.list(service: "migrated").count == 301)
         #expect(try store.metadata(ItemKey(service: "migrated", account: "user-7"))?.label == "from the old keyring")
 
-        let bad = [#"{"service": "other", "account": "a", "secret_b64": "YQ=="}"#, #"{"service": "other", "account": "b", "secret_b64": 5}"#]
+        let bad = [
+            #"{"service": "other", "account": "a", "secret_b64": "YQ=="}"#, #"{"service": "other", "account": "b", "secret_b64": 5}"#,
+        ]
         result = try lockbox(["import", "--json-lines", "-"], stdin: Data(bad.joined(separator: "\n").utf8))
         #expect(result.status == 64)
         #expect(result.stderr.contains("error[invalid-argument]") && result.stderr.contains("line 2"))
@@ -493,22 +521,26 @@ extension Format2CLITests {
         let backup = folder.file("backup.lockbox").string
         let passphrase = folder.file("backup-pass").string
         try Data("backup words\n".utf8).write(to: URL(fileURLWithPath: passphrase))
-        result = try runLockbox(["export", "--vault", vault, "--key-file", key, "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"],
-                                shellRedirect: "3<'\(passphrase)'")
+        result = try runLockbox(
+            ["export", "--vault", vault, "--key-file", key, "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive"],
+            shellRedirect: "3<'\(passphrase)'")
         #expect(result.status == 0, "\(result.stderr)")
         // One file holds the backup (a format-2 vault, as the vault is); no -wal or -shm beside it.
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path.string).filter { $0.hasPrefix("backup.lockbox") }
         #expect(names == ["backup.lockbox"])
         #expect(VaultFileFormat.detect(at: FilePath(backup)) == .format2)
         #expect(try FilePath(backup).stat().permissions.rawValue & 0o777 == 0o600)
-        #expect(try SQLiteVaultStore.open(at: FilePath(backup), credentials: [.passphrase(secret("backup words"))]).list(service: "migrated").count == 301)
+        #expect(
+            try SQLiteVaultStore.open(at: FilePath(backup), credentials: [.passphrase(secret("backup words"))]).list(service: "migrated")
+                .count == 301)
 
         // Restored into a new vault with import: every secret as it was.
         let restored = folder.file("restored.lockbox").string
         let restoredKey = folder.file("restored.key").string
         #expect(try runLockbox(["init", "--vault", restored, "--generate-key-file", restoredKey]).status == 0)
-        result = try runLockbox(["import", backup, "--vault", restored, "--key-file", restoredKey, "--backup-passphrase-fd", "3"],
-                                shellRedirect: "3<'\(passphrase)'")
+        result = try runLockbox(
+            ["import", backup, "--vault", restored, "--key-file", restoredKey, "--backup-passphrase-fd", "3"],
+            shellRedirect: "3<'\(passphrase)'")
         #expect(result.status == 0, "\(result.stderr)")
         let copy = try SQLiteVaultStore.open(at: FilePath(restored), credentials: [.keyFile(FilePath(restoredKey))])
         #expect(try copy.list(service: "migrated").count == 301)
@@ -518,14 +550,16 @@ extension Format2CLITests {
 }
 
 extension SQLiteVaultStoreTests {
-    @Test("a format-2 vault, or its -wal or -shm, open to group or others or not a regular file is refused as format 1 is (insecurePermissions)")
+    @Test(
+        "a format-2 vault, or its -wal or -shm, open to group or others or not a regular file is refused as format 1 is (insecurePermissions)"
+    )
     func loosePermissions() throws {
         let vault = try Format2Vault()
         try vault.store.set(secret("kept"), for: ItemKey(service: "s", account: "a"), options: ItemOptions())
         for mode: mode_t in [0o640, 0o604, 0o660] {
             chmod(vault.path.string, mode)
             let error = caughtError { _ = try vault.reopen() }
-            guard case let .insecurePermissions(path, detail) = error else {
+            guard case .insecurePermissions(let path, let detail) = error else {
                 Issue.record("vault mode \(String(mode, radix: 8)): got \(String(describing: error))")
                 continue
             }
@@ -539,7 +573,7 @@ extension SQLiteVaultStoreTests {
             #expect(FileManager.default.fileExists(atPath: sidecar.string), "\(sidecar) exists while the vault is open")
             chmod(sidecar.string, 0o644)
             let error = caughtError { _ = try vault.reopen() }
-            guard case let .insecurePermissions(path, detail) = error else {
+            guard case .insecurePermissions(let path, let detail) = error else {
                 Issue.record("\(sidecar) mode 644: got \(String(describing: error))")
                 continue
             }
@@ -588,13 +622,16 @@ extension Format2CLITests {
 }
 
 extension SQLiteVaultStoreTests {
-    @Test("backup: one self-contained 0600 file, a snapshot with every item byte-identical (times too), opening with the vault's slots and the backup passphrase; --service; never overwrites")
+    @Test(
+        "backup: one self-contained 0600 file, a snapshot with every item byte-identical (times too), opening with the vault's slots and the backup passphrase; --service; never overwrites"
+    )
     func backup() throws {
         let vault = try Format2Vault()
         let binary = SecretBytes(copying: (0..<3000).map { UInt8(($0 * 13) & 0xFF) })
         try vault.store.set(binary, for: ItemKey(service: "svc", account: "binary"), options: ItemOptions(kind: .token, label: "bin"))
-        try vault.store.set(secret("x"), for: ItemKey(service: "svc", account: "ü"),
-                            options: ItemOptions(attributes: ["env": "prod"], access: .freshAuthentication))
+        try vault.store.set(
+            secret("x"), for: ItemKey(service: "svc", account: "ü"),
+            options: ItemOptions(attributes: ["env": "prod"], access: .freshAuthentication))
         try vault.store.set(secret("other"), for: ItemKey(service: "elsewhere", account: "a"), options: ItemOptions())
         try vault.store.delete(ItemKey(service: "elsewhere", account: "a"))
         try vault.store.set(secret("kept"), for: ItemKey(service: "elsewhere", account: "b"), options: ItemOptions())
@@ -608,7 +645,9 @@ extension SQLiteVaultStoreTests {
         #expect(header[18] == 1 && header[19] == 1, "rollback-journal mode: opening it needs no -wal")
 
         let original = try vault.store.list(service: nil)
-        for credentials: [VaultCredential] in [[.passphrase(secret("backup words"))], [.keyFile(vault.keyPath)], [.passphrase(secret("format two"))]] {
+        for credentials: [VaultCredential] in [
+            [.passphrase(secret("backup words"))], [.keyFile(vault.keyPath)], [.passphrase(secret("format two"))],
+        ] {
             let copy = try SQLiteVaultStore.open(at: path, credentials: credentials)
             #expect(try copy.list(service: nil) == original, "\(credentials)")
             for item in original {
@@ -632,8 +671,9 @@ extension SQLiteVaultStoreTests {
 }
 
 extension SQLiteVaultStoreTests {
-    @Test("backup: another process rotating the data key right after the snapshot still gives a backup of the snapshot (it used to fail with vault-busy)",
-          arguments: [false, true])
+    @Test(
+        "backup: another process rotating the data key right after the snapshot still gives a backup of the snapshot (it used to fail with vault-busy)",
+        arguments: [false, true])
     func backupAcrossARotation(rotateTwice: Bool) throws {
         let vault = try Format2Vault()
         try vault.store.set(secret("before the rotation"), for: ItemKey(service: "svc", account: "a"), options: ItemOptions())
@@ -688,7 +728,8 @@ extension SQLiteVaultStoreTests {
     @Test("list(service:each:) gives every item's metadata one row at a time, the same items list(service:) sorts")
     func streamingList() throws {
         let vault = try Format2Vault()
-        try vault.store.set((0..<200).map { ItemWrite(secret("s\($0)"), for: ItemKey(service: $0 % 2 == 0 ? "even" : "odd", account: "a\($0)")) })
+        try vault.store.set(
+            (0..<200).map { ItemWrite(secret("s\($0)"), for: ItemKey(service: $0 % 2 == 0 ? "even" : "odd", account: "a\($0)")) })
         var streamed: [ItemMetadata] = []
         try vault.store.list(service: nil) { streamed.append($0) }
         #expect(streamed.count == 200)
@@ -703,7 +744,9 @@ extension SQLiteVaultStoreTests {
 }
 
 extension Format2CLITests {
-    @Test("import --json-lines reads a named file in blocks: lines across block boundaries, CRLF, blank lines, no final newline; a bad last line rolls every stored line back", arguments: ["1", "2"])
+    @Test(
+        "import --json-lines reads a named file in blocks: lines across block boundaries, CRLF, blank lines, no final newline; a bad last line rolls every stored line back",
+        arguments: ["1", "2"])
     func jsonLinesFromAFile(format: String) throws {
         #expect(try runLockbox(["init", "--format", format, "--vault", vault, "--generate-key-file", key]).status == 0)
         // About 1 KiB per line, so the 300 lines span several 64 KiB reads.
@@ -776,7 +819,9 @@ extension SQLiteVaultStoreTests {
     /// leaves its descriptor with SQLite (deferred close), and SQLite reuses that descriptor for
     /// the next open of the file instead of calling `open` — so the descriptor Lockbox probed and
     /// offered is left over, and must not be closed while SQLite holds locks on the file.
-    @Test("handles opened and closed while another stays open keep its locks: a writer process that closes the vault does not take it for unused and corrupt it")
+    @Test(
+        "handles opened and closed while another stays open keep its locks: a writer process that closes the vault does not take it for unused and corrupt it"
+    )
     func reopeningBesideAnOpenHandle() throws {
         let vault = try Format2Vault()
         // After its first transaction, a WAL-mode connection holds a shared lock on the file.
@@ -799,8 +844,9 @@ extension SQLiteVaultStoreTests {
         // Another process writes and closes the vault. Had this process lost its locks, that
         // process would find itself the last user, fold the WAL in and delete it under us.
         for index in 0..<3 {
-            let result = try runLockbox(["set", "--vault", vault.path.string, "--key-file", vault.keyPath.string, "svc", "process-\(index)"],
-                                        stdin: Data("from a process \(index)".utf8))
+            let result = try runLockbox(
+                ["set", "--vault", vault.path.string, "--key-file", vault.keyPath.string, "svc", "process-\(index)"],
+                stdin: Data("from a process \(index)".utf8))
             #expect(result.status == 0, "\(result.stderr)")
         }
         try vault.store.set(secret("after"), for: ItemKey(service: "svc", account: "after"), options: ItemOptions())

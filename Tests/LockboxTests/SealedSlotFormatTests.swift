@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// The TPM2 slot's bytes (docs/FORMAT.md 5.1–5.3) with a stand-in sealer, so they are checked

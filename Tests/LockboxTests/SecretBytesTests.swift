@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Lockbox
 
 @Suite("SecretBytes")
@@ -45,7 +46,8 @@ struct SecretBytesTests {
 
     @Test("random values differ and have the requested size")
     func random() {
-        let a = SecretBytes.random(count: 32), b = SecretBytes.random(count: 32)
+        let a = SecretBytes.random(count: 32)
+        let b = SecretBytes.random(count: 32)
         #expect(a.count == 32)
         #expect(a != b)
     }
@@ -75,7 +77,9 @@ struct SecretBytesTests {
 
     /// Whether this process runs under ThreadSanitizer or AddressSanitizer (their runtimes
     /// export these symbols).
-    static let sanitized: Bool = [String](["__tsan_init", "__asan_init"]).contains { name in dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) != nil }
+    static let sanitized: Bool = [String](["__tsan_init", "__asan_init"]).contains { name in
+        dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) != nil
+    }
 
     /// This process's mappings; the suite cannot run without /proc.
     static func mappings() throws -> [ProcessHardening.Mapping] {
@@ -84,7 +88,9 @@ struct SecretBytesTests {
         return all
     }
 
-    @Test("secrets live in guarded memory: locked, excluded from core dumps, followed by a guard page", arguments: [1, 32, 100, 4096, 5000, 70_000])
+    @Test(
+        "secrets live in guarded memory: locked, excluded from core dumps, followed by a guard page",
+        arguments: [1, 32, 100, 4096, 5000, 70_000])
     func guardedMemory(size: Int) throws {
         let value = SecretBytes(count: size) { buffer in
             #expect(buffer.allSatisfy { $0 == 0 }, "a new buffer starts zeroed")
@@ -136,10 +142,11 @@ struct SecretBytesTests {
     /// AddressSanitizer's own answer to "is this address poisoned?", when it is loaded.
     static let addressIsPoisoned: (@convention(c) (UnsafeRawPointer?) -> Int32)? =
         dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_address_is_poisoned")
-            .map { unsafeBitCast($0, to: (@convention(c) (UnsafeRawPointer?) -> Int32).self) }
+        .map { unsafeBitCast($0, to: (@convention(c) (UnsafeRawPointer?) -> Int32).self) }
 
-    @Test("under AddressSanitizer, released secrets' memory is poisoned and live secrets' is not",
-          .enabled(if: addressIsPoisoned != nil))
+    @Test(
+        "under AddressSanitizer, released secrets' memory is poisoned and live secrets' is not",
+        .enabled(if: addressIsPoisoned != nil))
     func releasedMemoryIsPoisoned() throws {
         let isPoisoned = try #require(Self.addressIsPoisoned)
         // Checked under the heap's lock; another test may take the chunk back at once, so a few

@@ -1,9 +1,10 @@
 import Foundation
-import SystemPackage
-import Testing
-@testable import Lockbox
 import LockboxSecretService
 import LockboxWindows
+import SystemPackage
+import Testing
+
+@testable import Lockbox
 
 /// Set by scripts/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
 /// unlocked default collection is on this process's session bus.
@@ -44,9 +45,10 @@ struct KeyringSetupTests {
         let environment = ProcessInfo.processInfo.environment
         let required = environment["LOCKBOX_REQUIRE_KEYRING_TESTS"] == "1" || environment["CI"] == "true"
         guard keyringAvailable else {
-            notTested("the Secret Service tests",
-                      because: "no gnome-keyring here; run the suite through scripts/keyring-session.sh (scripts/test.sh does)",
-                      requiredInCI: false)
+            notTested(
+                "the Secret Service tests",
+                because: "no gnome-keyring here; run the suite through scripts/keyring-session.sh (scripts/test.sh does)",
+                requiredInCI: false)
             if required { Issue.record("LOCKBOX_REQUIRE_KEYRING_TESTS=1 or CI=true: the Secret Service tests must run") }
             return
         }
@@ -65,7 +67,9 @@ struct SecretServiceTests {
     init() throws {
         store = try SecretServiceStore()
         try store.wipeAll()
-        for service in ["svc", "a", "b", "c", "bin", "threads", "interop", "foreign", "cli", "migrate", "kids"] { try store.wipe(service: service) }
+        for service in ["svc", "a", "b", "c", "bin", "threads", "interop", "foreign", "cli", "migrate", "kids"] {
+            try store.wipe(service: service)
+        }
     }
 
     @Test("the SecretStore contract holds") func contract() async throws {
@@ -89,11 +93,15 @@ struct SecretServiceTests {
         // The expiry is an attribute other tools see; an unreadable one is taken as passed.
         let vault = Vault(store: store)
         try vault.set(secret("v"), service: "exp", account: "a", changes: ItemChanges(expires: Date(timeIntervalSince1970: 4_102_444_800)))
-        let found = try run("/usr/bin/secret-tool", ["search", "--all", "service", "exp", "username", "a"], environment: keyringEnvironment)
+        let found = try run(
+            "/usr/bin/secret-tool", ["search", "--all", "service", "exp", "username", "a"], environment: keyringEnvironment)
         #expect((found.stdout + found.stderr).contains("lockbox:expires = 4102444800000"), "\(found.stdout)\(found.stderr)")
-        let stored = try run("/usr/bin/secret-tool",
-                             ["store", "--label", "forged", "service", "exp", "username", "forged", "lockbox:store", "lockbox",
-                              "lockbox:expires", "soon"], stdin: "x", environment: keyringEnvironment)
+        let stored = try run(
+            "/usr/bin/secret-tool",
+            [
+                "store", "--label", "forged", "service", "exp", "username", "forged", "lockbox:store", "lockbox",
+                "lockbox:expires", "soon",
+            ], stdin: "x", environment: keyringEnvironment)
         #expect(stored.status == 0, "\(stored.stderr)")
         #expect(caughtError { try vault.get(service: "exp", account: "forged") }?.code == .itemExpired)
         try store.wipeAll()
@@ -101,9 +109,11 @@ struct SecretServiceTests {
 
     @Test("secret-tool finds what Lockbox stored, with readable attributes and label")
     func secretToolReadsLockbox() throws {
-        try Vault(store: store).set("interop-secret\n", service: "interop", account: "alice", kind: .token,
-                                    attributes: ["env": "prod"])
-        let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "interop", "username", "alice"], environment: keyringEnvironment)
+        try Vault(store: store).set(
+            "interop-secret\n", service: "interop", account: "alice", kind: .token,
+            attributes: ["env": "prod"])
+        let lookup = try run(
+            "/usr/bin/secret-tool", ["lookup", "service", "interop", "username", "alice"], environment: keyringEnvironment)
         #expect(lookup.status == 0, "\(lookup.stderr)")
         #expect(lookup.stdout == "interop-secret\n", "secret-tool prints the exact bytes")
         // secret-tool prints the secret on stdout and the rest on stderr.
@@ -116,13 +126,18 @@ struct SecretServiceTests {
 
     @Test("Lockbox finds what secret-tool and other libraries stored, without a schema match")
     func lockboxReadsSecretTool() throws {
-        var stored = try run("/usr/bin/secret-tool", ["store", "--label", "from tool", "service", "foreign", "username", "bob"],
-                             stdin: "tool-secret", environment: keyringEnvironment)
+        var stored = try run(
+            "/usr/bin/secret-tool", ["store", "--label", "from tool", "service", "foreign", "username", "bob"],
+            stdin: "tool-secret", environment: keyringEnvironment)
         #expect(stored.status == 0, "\(stored.stderr)")
         // Like Python keyring: a different schema name and an extra attribute.
-        stored = try run("/usr/bin/secret-tool", ["store", "--label", "py", "service", "foreign", "username", "carol",
-                                                  "application", "Python keyring library"],
-                         stdin: "py-secret", environment: keyringEnvironment)
+        stored = try run(
+            "/usr/bin/secret-tool",
+            [
+                "store", "--label", "py", "service", "foreign", "username", "carol",
+                "application", "Python keyring library",
+            ],
+            stdin: "py-secret", environment: keyringEnvironment)
         #expect(stored.status == 0)
         let vault = Vault(store: store)
         #expect(try vault.string(service: "foreign", account: "bob") == "tool-secret")
@@ -139,7 +154,8 @@ struct SecretServiceTests {
         let vault = Vault(store: store)
         try vault.set("v1", service: "svc", account: "x", kind: .password)
         try vault.set("v2", service: "svc", account: "x", kind: .token, attributes: ["k": "v"])
-        let search = try run("/usr/bin/secret-tool", ["search", "--all", "service", "svc", "username", "x"], environment: keyringEnvironment)
+        let search = try run(
+            "/usr/bin/secret-tool", ["search", "--all", "service", "svc", "username", "x"], environment: keyringEnvironment)
         #expect(search.stdout.components(separatedBy: "secret = ").count - 1 == 1, "\(search.stdout)")
         #expect(try vault.string(service: "svc", account: "x") == "v2")
         #expect(try vault.metadata(service: "svc", account: "x")?.kind == .token)
@@ -147,12 +163,16 @@ struct SecretServiceTests {
 
     @Test("an item Lockbox cannot decode is a clear error, not data")
     func undecodableItem() throws {
-        let stored = try run("/usr/bin/secret-tool", ["store", "--label", "future", "service", "svc", "username", "future",
-                                                      "lockbox:store", "lockbox", "lockbox:format", "99"],
-                             stdin: "x", environment: keyringEnvironment)
+        let stored = try run(
+            "/usr/bin/secret-tool",
+            [
+                "store", "--label", "future", "service", "svc", "username", "future",
+                "lockbox:store", "lockbox", "lockbox:format", "99",
+            ],
+            stdin: "x", environment: keyringEnvironment)
         #expect(stored.status == 0)
         let error = caughtError { try Vault(store: store).get(service: "svc", account: "future") }
-        guard case let .undecodableItem(service, account, reason) = error else {
+        guard case .undecodableItem(let service, let account, let reason) = error else {
             Issue.record("got \(String(describing: error))")
             return
         }
@@ -168,7 +188,9 @@ struct SecretServiceTests {
         var result = try runLockbox(["--backend", "secret-service", "set", "cli", "A"], stdin: Data("cli-secret".utf8), environment: env)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try run("/usr/bin/secret-tool", ["lookup", "service", "cli", "username", "A"], environment: env).stdout == "cli-secret")
-        _ = try run("/usr/bin/secret-tool", ["store", "--label", "x", "service", "cli", "username", "B"], stdin: "from-secret-tool", environment: env)
+        _ = try run(
+            "/usr/bin/secret-tool", ["store", "--label", "x", "service", "cli", "username", "B"], stdin: "from-secret-tool",
+            environment: env)
         result = try runLockbox(["--backend", "secret-service", "get", "cli", "B"], environment: env)
         #expect(result.stdoutString == "from-secret-tool")
         result = try runLockbox(["list", "--backend", "secret-service", "--service", "cli", "--json"], environment: env)
@@ -184,7 +206,9 @@ struct SecretServiceTests {
         #expect(result.jsonObject?["storeForThisRun"] as? String == "secret-service", "\(result.stdoutString)")
     }
 
-    @Test("with nothing recorded and the Secret Service reachable, the window scope and get agree on the Secret Service, even with a file vault at the default path")
+    @Test(
+        "with nothing recorded and the Secret Service reachable, the window scope and get agree on the Secret Service, even with a file vault at the default path"
+    )
     func windowScopeAgreesWithGet() throws {
         // Before StoreSelection, `lockbox lock`/`status` took a profile with nothing recorded for
         // the file vault (when one existed), while `get` chose the Secret Service.
@@ -194,8 +218,9 @@ struct SecretServiceTests {
         let vaultPath = EncryptedFileStore.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
         _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(key)])
         let settingsPath = folder.file("config/lockbox/settings.json")
-        let selection = StoreSelection(request: .auto, profile: "agree", settingsPath: settingsPath, vaultPath: vaultPath,
-                                       secretService: SecretServiceStoreProvider())
+        let selection = StoreSelection(
+            request: .auto, profile: "agree", settingsPath: settingsPath, vaultPath: vaultPath,
+            secretService: SecretServiceStoreProvider())
         let resolution = try selection.resolve()
         #expect(resolution.storeKind == .secretService)
         #expect(try SessionWindow.scope(for: resolution) == SessionWindow.scope(secretServiceProfile: "agree"))
@@ -203,26 +228,35 @@ struct SecretServiceTests {
 
         // The CLI: `status` (the window scope) records nothing; `get` then uses and records the
         // Secret Service, the store whose window `status` looked at.
-        let env = keyringEnvironment.merging(["XDG_DATA_HOME": folder.file("data").string, "XDG_CONFIG_HOME": folder.file("config").string,
-                                              "LOCKBOX_PROFILE": "agree"]) { _, new in new }
+        let env = keyringEnvironment.merging([
+            "XDG_DATA_HOME": folder.file("data").string, "XDG_CONFIG_HOME": folder.file("config").string,
+            "LOCKBOX_PROFILE": "agree",
+        ]) { _, new in new }
         #expect(try runLockbox(["status"], environment: env).status == 0)
         #expect(try StoreSettings.load(from: settingsPath).profiles["agree"] == nil)
         #expect(try runLockbox(["get", "svc", "nobody"], environment: env).status == 2)
         #expect(try StoreSettings.load(from: settingsPath).profiles["agree"]?.storeKind == .secretService)
     }
 
-    @Test("migrate moves a service from the file vault into gnome-keyring (secret-tool sees it) and back; a re-run after an interruption finishes the job")
+    @Test(
+        "migrate moves a service from the file vault into gnome-keyring (secret-tool sees it) and back; a re-run after an interruption finishes the job"
+    )
     func migration() throws {
         let folder = try TemporaryFolder()
         let key = folder.file("k.key").string
-        let env = keyringEnvironment.merging(["LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": key,
-                                              "XDG_CONFIG_HOME": folder.file("config").string]) { _, new in new }
+        let env = keyringEnvironment.merging([
+            "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": key,
+            "XDG_CONFIG_HOME": folder.file("config").string,
+        ]) { _, new in new }
         // Format 1: the test reads the file vault through EncryptedFileStore.
         #expect(try runLockbox(["init", "--format", "1", "--generate-key-file", key], environment: env).status == 0)
         for index in 1...5 {
-            #expect(try runLockbox(["set", "migrate", "acct\(index)", "--kind", "token"], stdin: Data("value-\(index)".utf8), environment: env).status == 0)
+            #expect(
+                try runLockbox(["set", "migrate", "acct\(index)", "--kind", "token"], stdin: Data("value-\(index)".utf8), environment: env)
+                    .status == 0)
         }
-        #expect(try runLockbox(["set", "--protected", "migrate", "guarded"], stdin: Data("guarded-value".utf8), environment: env).status == 0)
+        #expect(
+            try runLockbox(["set", "--protected", "migrate", "guarded"], stdin: Data("guarded-value".utf8), environment: env).status == 0)
         // What an interrupted `--move` run leaves: two items copied, one of them already removed from the file.
         let file = try EncryptedFileStore.open(at: folder.file("v.lockbox"), credential: .keyFile(FilePath(key)))
         for index in 1...2 {
@@ -235,13 +269,18 @@ struct SecretServiceTests {
         func counts(_ result: ProcessResult) -> [String: Int] {
             (result.jsonObject ?? [:]).compactMapValues { ($0 as? [Any])?.count }
         }
-        var result = try runLockbox(["migrate", "--from", "file", "--to", "secret-service", "--service", "migrate", "--move", "--json"],
-                                    environment: env)
+        var result = try runLockbox(
+            ["migrate", "--from", "file", "--to", "secret-service", "--service", "migrate", "--move", "--json"],
+            environment: env)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(counts(result) == ["copied": 4, "alreadyPresent": 1, "removedFromSource": 5, "conflictsSkipped": 0, "overwritten": 0, "keptBoth": 0],
-                "\(result.stdoutString)")
+        #expect(
+            counts(result) == [
+                "copied": 4, "alreadyPresent": 1, "removedFromSource": 5, "conflictsSkipped": 0, "overwritten": 0, "keptBoth": 0,
+            ],
+            "\(result.stdoutString)")
         #expect(try file.list(service: "migrate").isEmpty)
-        let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "migrate", "username", "acct3"], environment: keyringEnvironment)
+        let lookup = try run(
+            "/usr/bin/secret-tool", ["lookup", "service", "migrate", "username", "acct3"], environment: keyringEnvironment)
         #expect(lookup.stdout == "value-3")
         #expect(try store.metadata(ItemKey(service: "migrate", account: "guarded"))?.access == .freshAuthentication)
         #expect(try store.list(service: "migrate").count == 6)
@@ -251,7 +290,8 @@ struct SecretServiceTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try file.list(service: "migrate").count == 6)
         #expect(try Vault(store: file).string(service: "migrate", account: "acct5") == "value-5")
-        result = try runLockbox(["migrate", "--from", "secret-service", "--to", "file", "--service", "migrate", "--json"], environment: env)
+        result = try runLockbox(
+            ["migrate", "--from", "secret-service", "--to", "file", "--service", "migrate", "--json"], environment: env)
         #expect(counts(result)["copied"] == 0 && counts(result)["alreadyPresent"] == 6, "\(result.stdoutString)")
         #expect(try store.list(service: "migrate").count == 6)
     }
@@ -261,14 +301,19 @@ struct SecretServiceTests {
         let folder = try TemporaryFolder()
         let profile = PinProfile(service: "kids", name: "max")
         let pins = PinGuard(store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"))
-        for attempt in [{ try pins.set(profile, pin: pin("4739")) }, { try pins.verify(profile, pin: pin("4739")) },
-                        { try pins.change(profile, from: pin("4739"), to: pin("8316")) }, { try pins.reset(profile) }] {
+        for attempt in [
+            { try pins.set(profile, pin: pin("4739")) }, { try pins.verify(profile, pin: pin("4739")) },
+            { try pins.change(profile, from: pin("4739"), to: pin("8316")) }, { try pins.reset(profile) },
+        ] {
             let error = caughtError(attempt)
             if case .pinStoreUnprotected = error {} else { Issue.record("got \(String(describing: error))") }
         }
         let env = keyringEnvironment.merging(["XDG_CONFIG_HOME": folder.file("config").string]) { _, new in new }
-        for command in [["set", "kids", "max"], ["verify", "kids", "max"], ["change", "kids", "max"], ["reset", "kids", "max", "--by", "mia"]] {
-            let result = try runLockbox(["pin"] + command + ["--backend", "secret-service"], stdin: Data("4739\n4739\n".utf8), environment: env)
+        for command in [
+            ["set", "kids", "max"], ["verify", "kids", "max"], ["change", "kids", "max"], ["reset", "kids", "max", "--by", "mia"],
+        ] {
+            let result = try runLockbox(
+                ["pin"] + command + ["--backend", "secret-service"], stdin: Data("4739\n4739\n".utf8), environment: env)
             #expect(result.status == 36 && result.errorCode == .pinStoreUnprotected, "\(command): \(result.stderr)")
         }
         let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "kids", "username", "pin:max"], environment: keyringEnvironment)
@@ -279,20 +324,23 @@ struct SecretServiceTests {
     func pinRecordsOpenWhenAccepted() throws {
         let folder = try TemporaryFolder()
         let profile = PinProfile(service: "kids", name: "max")
-        let pins = PinGuard(store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"),
-                            acceptingStoreOpenToOtherProcesses: true)
+        let pins = PinGuard(
+            store: store, hashParameters: cheapHash, lockDirectory: folder.file("locks"),
+            acceptingStoreOpenToOtherProcesses: true)
         try pins.set(profile, pin: pin("4739"))
         for failure in 1...3 { #expect(outcome { try pins.verify(profile, pin: pin("0000")) } == "wrong(\(failure))") }
         // secret-tool stands for any process of the user on the session bus: no Lockbox credential.
         let lookup = try run("/usr/bin/secret-tool", ["lookup", "service", "kids", "username", "pin:max"], environment: keyringEnvironment)
-        var record = try #require(try JSONSerialization.jsonObject(with: Data(lookup.stdout.utf8)) as? [String: Any],
-                                  "the record is readable: \(lookup.stdout)")
+        var record = try #require(
+            try JSONSerialization.jsonObject(with: Data(lookup.stdout.utf8)) as? [String: Any],
+            "the record is readable: \(lookup.stdout)")
         #expect(record["failures"] as? Int == 3, "\(lookup.stdout)")
         #expect((record["hash"] as? String)?.hasPrefix("$argon2id$") == true, "the hash is there to attack offline: \(lookup.stdout)")
         record["failures"] = 0
         let reset = String(decoding: try JSONSerialization.data(withJSONObject: record), as: UTF8.self)
-        _ = try run("/usr/bin/secret-tool", ["store", "--label", "x", "service", "kids", "username", "pin:max"], stdin: reset,
-                    environment: keyringEnvironment)
+        _ = try run(
+            "/usr/bin/secret-tool", ["store", "--label", "x", "service", "kids", "username", "pin:max"], stdin: reset,
+            environment: keyringEnvironment)
         #expect(try pins.status(profile).failures == 0, "the count was reset from outside")
         try pins.remove(profile)
     }
@@ -345,7 +393,8 @@ struct SecretServiceFailureTests {
         #expect(result.stderr.contains("error[\(LockboxError.Code.secretServiceUnavailable)]"))
     }
 
-    @Test("the lean libsecret proxy: made where a provider runs; without one, NameHasNoOwner (secret-service-unavailable), not a local error")
+    @Test(
+        "the lean libsecret proxy: made where a provider runs; without one, NameHasNoOwner (secret-service-unavailable), not a local error")
     func leanProxyWithoutProvider() throws {
         let probe = lockboxBinary.deletingLastPathComponent().appendingPathComponent("KeyringProbe").path
         let with = try run(keyringSessionScript, ["--", probe, "lean-proxy"])
@@ -364,7 +413,8 @@ struct SecretServiceFailureTests {
         #expect(result.stderr.contains("error[\(LockboxError.Code.noSessionBus)]"))
         result = try run(lockbox, ["doctor", "--backend", "secret-service", "--json"], environment: environment)
         #expect(result.status == 20)
-        let checks = ((try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [String: Any])?["checks"] as? [[String: Any]] ?? []
+        let checks =
+            ((try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [String: Any])?["checks"] as? [[String: Any]] ?? []
         let bus = checks.first { $0["name"] as? String == "D-Bus session bus" }
         #expect(bus?["ok"] as? Bool == false && !((bus?["fix"] as? String) ?? "").isEmpty, "\(result.stdout)")
     }
@@ -372,15 +422,26 @@ struct SecretServiceFailureTests {
     @Test("the recorded store is used later; if it is gone, Lockbox fails loudly instead of using a new empty vault")
     func recordedBackend() throws {
         let persistent = try TemporaryFolder()
-        let config = persistent.file("config").string, data = persistent.file("data").string
-        let first = try run(keyringSessionScript, ["--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)", "XDG_DATA_HOME=\(data)",
-                                                   lockbox, "set", "svc", "a"], stdin: "kept-in-keyring")
+        let config = persistent.file("config").string
+        let data = persistent.file("data").string
+        let first = try run(
+            keyringSessionScript,
+            [
+                "--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)", "XDG_DATA_HOME=\(data)",
+                lockbox, "set", "svc", "a",
+            ], stdin: "kept-in-keyring")
         #expect(first.status == 0, "\(first.stderr)")
-        let settings = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config + "/lockbox/settings.json"))) as? [String: Any]
+        let settings =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config + "/lockbox/settings.json")))
+            as? [String: Any]
         let recorded = (settings?["profiles"] as? [String: Any])?["default"] as? [String: Any]
         #expect(recorded?["backend"] as? String == "secret-service", "\(settings ?? [:])")
-        let later = try run(keyringSessionScript, ["--no-provider", "--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)",
-                                                   "XDG_DATA_HOME=\(data)", lockbox, "get", "svc", "a"])
+        let later = try run(
+            keyringSessionScript,
+            [
+                "--no-provider", "--", "/usr/bin/env", "XDG_CONFIG_HOME=\(config)",
+                "XDG_DATA_HOME=\(data)", lockbox, "get", "svc", "a",
+            ])
         #expect(later.status == 26, "\(later.stderr)")
         #expect(later.stderr.contains("error[\(LockboxError.Code.recordedStoreUnavailable)]"))
         #expect(!FileManager.default.fileExists(atPath: data + "/lockbox/vault.lockbox"))

@@ -1,7 +1,8 @@
 import Foundation
+import LockboxTesting
 import SystemPackage
 import Testing
-import LockboxTesting
+
 @testable import Lockbox
 
 @Suite("Server PIN preset, refusals without waiting, the test kit's fault-injecting store")
@@ -79,8 +80,9 @@ struct ServerPinTests {
         // Desktop: the holder's own try, counted before its comparison, starts the lockout.
         // Its own executor: a hash parked at the gate holds a hash slot, and the shared executor's
         // slots (one on 2 cores) are the other tests' too.
-        let holder = PinGuard(store: store, hashParameters: .testing, clock: server ? heldClock : clock, hasher: gate.hasher,
-                              failureRecording: recording, executor: BlockingExecutor())
+        let holder = PinGuard(
+            store: store, hashParameters: .testing, clock: server ? heldClock : clock, hasher: gate.hasher,
+            failureRecording: recording, executor: BlockingExecutor())
         let watchdog = Watchdog(opening: gate)
         let holding = Thread { _ = try? holder.verify(profile, pin: pin("0000")) }
         holding.start()
@@ -159,7 +161,8 @@ struct ServerPinTests {
 
         // A token refresh whose write fails passes the error on and keeps the old tokens.
         let tokens = TokenStore(store: store)
-        let expired = TokenSet(accessToken: SecretBytes(utf8: "old"), refreshToken: SecretBytes(utf8: "r"), expiresAt: Date(timeIntervalSinceNow: -10))
+        let expired = TokenSet(
+            accessToken: SecretBytes(utf8: "old"), refreshToken: SecretBytes(utf8: "r"), expiresAt: Date(timeIntervalSinceNow: -10))
         try await tokens.save(expired, service: "api", account: "alice")
         store.failCall(1, of: .set, with: diskFull)
         await #expect(throws: diskFull) {

@@ -1,8 +1,9 @@
 import CLibcrypto
 import Foundation
-import Testing
-@testable import Lockbox
 import LockboxSecretService
+import Testing
+
+@testable import Lockbox
 
 /// Lockbox's own Secret Service session (`dh-ietf1024-sha256-aes128-cbc-pkcs7`,
 /// SessionCrypto.swift over libcrypto, CLibcrypto.h) against published and independently
@@ -30,21 +31,26 @@ struct SessionCryptoTests {
     static let exponent = bytes("0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20")
     static let publicValue = bytes(
         "457120764f3a1e6fd58103e41a4093a6c8bc1d97cb8759de41c21afdd2d3048a5ef3d88ce24aa6ba4fe30bcfb0b0f75abf1a8aeaff3723f1bf53740c902005e1"
-            + "199fabad7c538e94a7034fd585339a02f3634893f748929d2a7257643e398130541ae64124c17d4507a97f1cbebeb7b933642b8df479eb59e36cfeffbf1671dd")
+            + "199fabad7c538e94a7034fd585339a02f3634893f748929d2a7257643e398130541ae64124c17d4507a97f1cbebeb7b933642b8df479eb59e36cfeffbf1671dd"
+    )
     static let providerValue = bytes(
         "55dcbb034ec0b2b68a2b4932c7730633cb6d951e545d3680ec452724d71cfc22c0f98485398108ed9c3b37ae8c9473b3a8c4583faf7f50520a8a2ffbc8445276"
-            + "b434ac8bebcbb0f0fc894a7c9229804c60186fec72f5d7664a1b26bbc970aaa5d40b5f012be8efd2244fa69018da4c20d4c1f05a711c178fb38249375a3adfdc")
+            + "b434ac8bebcbb0f0fc894a7c9229804c60186fec72f5d7664a1b26bbc970aaa5d40b5f012be8efd2244fa69018da4c20d4c1f05a711c178fb38249375a3adfdc"
+    )
     static let sharedValue = bytes(
         "aceddabd3d00f44a019a9d603282196a8ecee7c53df857bf144ec592b651519561f18535b4a678a2a11f8681e47bff231d93c05c99c99b4ffa1a0425c60e691e"
-            + "c2853adf5bf027e1f8bacd5fac443f70633ae09266dc88b219e2109cd16f538a04e70a3c16e3277cf9a05f106c70df46f5f58a817f267b8695a0da496bac40e0")
+            + "c2853adf5bf027e1f8bacd5fac443f70633ae09266dc88b219e2109cd16f538a04e70a3c16e3277cf9a05f106c70df46f5f58a817f267b8695a0da496bac40e0"
+    )
     static let sessionKey = "3ab5b9d58587f55227f010718ffa4278"
     /// A provider value whose shared value with `exponent` starts with a zero byte.
     static let zeroLeadingProviderValue = bytes(
         "ae83e86409beaae3fcd3b4a047e891c407b6ff9922b98f9749818a7be158bd6b1c4b31b6ca27a94f8b41b6e09a208b0bf01d1bef96428d3795184d2cbdab4fec"
-            + "f7dcc144522c5fe5b5f9c301cf818a74d28524155faf1074a3e802d168d474925bb051230b864d61cdeb46e5690ae4bae04fb1da3a0c63c98aaaf9086bb29823")
+            + "f7dcc144522c5fe5b5f9c301cf818a74d28524155faf1074a3e802d168d474925bb051230b864d61cdeb46e5690ae4bae04fb1da3a0c63c98aaaf9086bb29823"
+    )
     static let prime = bytes(
         "ffffffffffffffffc90fdaa22168c234c4c6628b80dc1cd129024e088a67cc74020bbea63b139b22514a08798e3404ddef9519b3cd3a431b302b0a6df25f1437"
-            + "4fe1356d6d51c245e485b576625e7ec6f44c42e9a637ed6b0bff5cb6f406b7edee386bfb5a899fa5ae9f24117c4b1fe649286651ece65381ffffffffffffffff")
+            + "4fe1356d6d51c245e485b576625e7ec6f44c42e9a637ed6b0bff5cb6f406b7edee386bfb5a899fa5ae9f24117c4b1fe649286651ece65381ffffffffffffffff"
+    )
 
     @Test("the public value and the shared value match independently computed ones")
     func diffieHellmanValues() {
@@ -64,7 +70,8 @@ struct SessionCryptoTests {
         var out = [UInt8](repeating: 0, count: 128)
         var primeMinusOne = Self.prime
         primeMinusOne[127] -= 1
-        for refused in [[0], [1], primeMinusOne, Self.prime, [UInt8](repeating: 0xFF, count: 128), [1] + [UInt8](repeating: 0, count: 128)] {
+        for refused in [[0], [1], primeMinusOne, Self.prime, [UInt8](repeating: 0xFF, count: 128), [1] + [UInt8](repeating: 0, count: 128)]
+        {
             #expect(lockbox_dh_shared(Self.exponent, refused, refused.count, &out) == -1)
         }
         let two: [UInt8] = [2]
@@ -79,9 +86,12 @@ struct SessionCryptoTests {
 
     @Test("the session key is HKDF-SHA-256 of the shared value; a zero-led shared value yields none")
     func sessionKeyDerivation() throws {
-        let key = try #require(try SessionCrypto.sessionKey(exponent: SecretBytes(copying: Self.exponent), providerValue: Self.providerValue))
+        let key = try #require(
+            try SessionCrypto.sessionKey(exponent: SecretBytes(copying: Self.exponent), providerValue: Self.providerValue))
         #expect(Self.hex(key) == Self.sessionKey)
-        #expect(try SessionCrypto.sessionKey(exponent: SecretBytes(copying: Self.exponent), providerValue: Self.zeroLeadingProviderValue) == nil)
+        #expect(
+            try SessionCrypto.sessionKey(exponent: SecretBytes(copying: Self.exponent), providerValue: Self.zeroLeadingProviderValue) == nil
+        )
         // RFC 5869 test case 3 (SHA-256, no salt, no info), the first 32 bytes.
         let okm = try [UInt8](repeating: 0x0B, count: 22).withUnsafeBytes { try SessionCrypto.hkdfSHA256(inputKey: $0, length: 32) }
         #expect(Self.hex(okm) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d")
@@ -102,15 +112,20 @@ struct SessionCryptoTests {
     func aesVectors() {
         // FIPS 197 appendix C.1: one block, which is CBC with a zero IV.
         var out = [UInt8](repeating: 0, count: 64)
-        #expect(lockbox_aes128_cbc_encrypt(Self.bytes("000102030405060708090a0b0c0d0e0f"), [UInt8](repeating: 0, count: 16),
-                                           Self.bytes("00112233445566778899aabbccddeeff"), 16, &out) == 0)
+        #expect(
+            lockbox_aes128_cbc_encrypt(
+                Self.bytes("000102030405060708090a0b0c0d0e0f"), [UInt8](repeating: 0, count: 16),
+                Self.bytes("00112233445566778899aabbccddeeff"), 16, &out) == 0)
         #expect(Array(out.prefix(16)) == Self.bytes("69c4e0d86a7b0430d8cdb78070b4c55a"))
         // SP 800-38A F.2.1 / F.2.2, CBC-AES128.
-        let key = Self.bytes("2b7e151628aed2a6abf7158809cf4f3c"), iv = Self.bytes("000102030405060708090a0b0c0d0e0f")
-        let plain = Self.bytes("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52ef"
-            + "f69f2445df4f9b17ad2b417be66c3710")
-        let cipher = Self.bytes("7649abac8119b246cee98e9b12e9197d5086cb9b507219ee95db113a917678b273bed6b8e3c1743b7116e69e22229516"
-            + "3ff1caa1681fac09120eca307586e1a7")
+        let key = Self.bytes("2b7e151628aed2a6abf7158809cf4f3c")
+        let iv = Self.bytes("000102030405060708090a0b0c0d0e0f")
+        let plain = Self.bytes(
+            "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52ef"
+                + "f69f2445df4f9b17ad2b417be66c3710")
+        let cipher = Self.bytes(
+            "7649abac8119b246cee98e9b12e9197d5086cb9b507219ee95db113a917678b273bed6b8e3c1743b7116e69e22229516"
+                + "3ff1caa1681fac09120eca307586e1a7")
         #expect(lockbox_aes128_cbc_encrypt(key, iv, plain, 64, &out) == 0)
         #expect(out == cipher)
         #expect(lockbox_aes128_cbc_decrypt(key, iv, cipher, 64, &out) == 0)
@@ -137,14 +152,16 @@ struct SessionCryptoTests {
         // FIPS provider is installed); the session fetches from a library context of its own.
         let folder = try TemporaryFolder()
         let configuration = folder.file("openssl.cnf").string
-        try Data("""
+        try Data(
+            """
             openssl_conf = openssl_init
             [openssl_init]
             alg_section = algorithm_sect
             [algorithm_sect]
             default_properties = fips=yes
 
-            """.utf8).write(to: URL(fileURLWithPath: configuration))
+            """.utf8
+        ).write(to: URL(fileURLWithPath: configuration))
         let result = try runLockbox(["selftest", "--json"], environment: ["OPENSSL_CONF": configuration])
         #expect(result.status == 0, "\(result.stdoutString)\(result.stderr)")
         let results = result.jsonObject?["results"] as? [[String: Any]] ?? []
@@ -184,8 +201,10 @@ struct SessionCryptoTests {
         // The last byte of the last plaintext block flips with the IV's last byte (one block).
         var badPadding = iv
         badPadding[15] ^= 0x10
-        for (badIV, badCipher) in [(badPadding, ciphertext), (Array(iv.prefix(8)), ciphertext), (iv, Array(ciphertext.prefix(15))),
-                                   (iv, [])] {
+        for (badIV, badCipher) in [
+            (badPadding, ciphertext), (Array(iv.prefix(8)), ciphertext), (iv, Array(ciphertext.prefix(15))),
+            (iv, []),
+        ] {
             #expect(throws: LockboxError.self) { try SessionCrypto.decrypt(iv: badIV, ciphertext: badCipher, key: key) }
         }
         // Padding bytes that disagree with the length byte: "hunter2" + 9 × 0x09 with its last byte

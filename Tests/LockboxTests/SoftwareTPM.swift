@@ -18,7 +18,8 @@ final class SoftwareTPM: @unchecked Sendable {
     }()
 
     /// Why TPM tests are disabled when they are.
-    static let unavailableReason: Comment = "swtpm is not installed (apt-get install swtpm swtpm-tools tpm2-tools); set CI=true to make this a failure"
+    static let unavailableReason: Comment =
+        "swtpm is not installed (apt-get install swtpm swtpm-tools tpm2-tools); set CI=true to make this a failure"
 
     let state: TemporaryFolder
     private(set) var port = 0

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// A window that holds one vault's key, counting how often it was confirmed and revoked.
@@ -12,7 +13,9 @@ final class FakeWindow: FileVaultWindow, @unchecked Sendable {
     private let counts = Locked((confirmed: 0, revoked: 0))
 
     init(_ material: (vaultID: [UInt8], fingerprint: String, dataKey: SecretBytes), fingerprint: String? = nil, accept: Bool = true) {
-        (vaultID, dataKey, self.fingerprint, self.accept) = (material.vaultID, material.dataKey, fingerprint ?? material.fingerprint, accept)
+        (vaultID, dataKey, self.fingerprint, self.accept) = (
+            material.vaultID, material.dataKey, fingerprint ?? material.fingerprint, accept
+        )
     }
 
     var confirmed: Int { counts.withLock { $0.confirmed } }
@@ -22,7 +25,10 @@ final class FakeWindow: FileVaultWindow, @unchecked Sendable {
         guard vaultID == self.vaultID else { return nil }
         return FileVaultWindowKey(
             dataKey: dataKey, fingerprint: fingerprint,
-            confirm: { [self] _ in counts.withLock { $0.confirmed += 1 }; return accept },
+            confirm: { [self] _ in
+                counts.withLock { $0.confirmed += 1 }
+                return accept
+            },
             revoke: { [self] in counts.withLock { $0.revoked += 1 } })
     }
 }
@@ -79,7 +85,8 @@ struct StoreProviderTests {
         #expect(try opened.asyncStore.blocking().get(item) == secret("v"))
         let byPassphrase = try FileVault.open(at: path, credential: .keyFile(key))
         try byPassphrase.addKeySlot(.passphrase(secret("words")), kdf: testKDF)
-        let fresh = try FileVaultProvider().open(StoreOpenRequest(configuration: configuration, credentials: { [.passphrase(secret("words"))] }))
+        let fresh = try FileVaultProvider().open(
+            StoreOpenRequest(configuration: configuration, credentials: { [.passphrase(secret("words"))] }))
         #expect(fresh.freshlyAuthenticated, "a passphrase given now that opened a passphrase slot is fresh")
     }
 
@@ -105,10 +112,16 @@ struct StoreProviderTests {
         let format1 = try EncryptedFileStore.create(at: folder.file("one.lockbox"), credentials: [.keyFile(key)], kdf: testKDF)
         try format1.set(secret("one"), for: item, options: ItemOptions())
         for (path, material, expected) in [
-            (folder.file("two.lockbox"), try format2.windowMaterial(), "two"), (folder.file("one.lockbox"), try format1.windowMaterial(), "one"),
+            (folder.file("two.lockbox"), try format2.windowMaterial(), "two"),
+            (folder.file("one.lockbox"), try format1.windowMaterial(), "one"),
         ] {
             let window = FakeWindow(material)
-            let opened = try FileVault.open(at: path, window: window, credentials: { Issue.record("no credential is asked for"); return [] })
+            let opened = try FileVault.open(
+                at: path, window: window,
+                credentials: {
+                    Issue.record("no credential is asked for")
+                    return []
+                })
             #expect(opened.throughWindow)
             #expect(try opened.store.get(item) == secret(expected))
             #expect(window.confirmed == 1 && window.revoked == 0)
@@ -127,7 +140,12 @@ struct StoreProviderTests {
             let material = try store.windowMaterial()
             for window in [FakeWindow(material, fingerprint: "changed since"), FakeWindow(material, accept: false)] {
                 var asked = 0
-                let opened = try FileVault.open(at: path, window: window, credentials: { asked += 1; return [.keyFile(key)] })
+                let opened = try FileVault.open(
+                    at: path, window: window,
+                    credentials: {
+                        asked += 1
+                        return [.keyFile(key)]
+                    })
                 #expect(!opened.throughWindow && asked == 1, "\(path)")
                 #expect(window.revoked == 1, "\(path): the window is revoked")
             }

@@ -1,9 +1,10 @@
 import Foundation
-import SystemPackage
-import Testing
-@testable import Lockbox
 import LockboxSecretService
 import LockboxWindows
+import SystemPackage
+import Testing
+
+@testable import Lockbox
 
 /// A Secret Service provider that is never reachable: the "no session bus" a service or a
 /// container has.
@@ -56,7 +57,7 @@ struct StoreSelectionTests {
             _ = try resolution.open(credentials: [.keyFile(key)])
             Issue.record("opened a store although the recorded one is unreachable")
         } catch let error as LockboxError {
-            guard case let .recordedStoreUnavailable(backend, _, _) = error else {
+            guard case .recordedStoreUnavailable(let backend, _, _) = error else {
                 Issue.record("unexpected \(error)")
                 return
             }
@@ -89,8 +90,10 @@ struct StoreSelectionTests {
         let formatter = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
         var generator = SystemRandomNumberGenerator()
         // Leap days, month and year ends, and random times from 1970 to 2400.
-        var texts = ["1970-01-01T00:00:00.000Z", "2000-02-29T23:59:59.999Z", "2024-02-29T12:00:00.001Z", "2026-12-31T23:59:59.500Z",
-                     "2100-03-01T00:00:00.000Z", "2399-12-31T00:00:00.183Z"]
+        var texts = [
+            "1970-01-01T00:00:00.000Z", "2000-02-29T23:59:59.999Z", "2024-02-29T12:00:00.001Z", "2026-12-31T23:59:59.500Z",
+            "2100-03-01T00:00:00.000Z", "2399-12-31T00:00:00.183Z",
+        ]
         for _ in 0..<2000 {
             let milliseconds = Int64.random(in: 0..<13_569_465_600_000, using: &generator)
             let seconds = Date(timeIntervalSince1970: Double(milliseconds / 1000)).formatted(Date.ISO8601FormatStyle())
@@ -103,8 +106,10 @@ struct StoreSelectionTests {
             #expect(millisecondTimestampDate(text) == expected, "\(text)")
         }
         // Anything else is left to the formatters (which decide what is valid, as before).
-        for text in ["2026-02-30T00:00:00.000Z", "2026-11-21T05:57:03Z", "2026-11-21T05:57:03.18Z", "2026-11-21T24:00:00.000Z",
-                     "2026-11-21T05:57:03.183+01:00", "2026-11-21 05:57:03.183Z", "2026-11-21T05:57:03.183Z ", "１９７０-01-01T00:00:00.000Z"] {
+        for text in [
+            "2026-02-30T00:00:00.000Z", "2026-11-21T05:57:03Z", "2026-11-21T05:57:03.18Z", "2026-11-21T24:00:00.000Z",
+            "2026-11-21T05:57:03.183+01:00", "2026-11-21 05:57:03.183Z", "2026-11-21T05:57:03.183Z ", "１９７０-01-01T00:00:00.000Z",
+        ] {
             #expect(millisecondTimestampDate(text) == nil, "\(text)")
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// A fresh folder under the system temp directory, removed when released.
@@ -126,14 +127,16 @@ func runLockbox(
 ) throws -> ProcessResult {
     if let shellRedirect {
         let quoted = ([lockboxBinary.path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        return try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", quoted.joined(separator: " ") + " " + shellRedirect],
-                              stdin: stdin, environment: environment)
+        return try runProcess(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", quoted.joined(separator: " ") + " " + shellRedirect],
+            stdin: stdin, environment: environment)
     }
     return try runProcess(lockboxBinary, arguments, stdin: stdin, environment: environment)
 }
 
 /// Runs `executable` with `arguments`, feeding `stdin`, with a clean environment (plus `environment`).
-func runProcess(_ executable: URL, _ arguments: [String], stdin: Data = Data(), environment: [String: String] = [:]) throws -> ProcessResult {
+func runProcess(_ executable: URL, _ arguments: [String], stdin: Data = Data(), environment: [String: String] = [:]) throws -> ProcessResult
+{
     let process = Process()
     var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
     // Under scripts/sanitizers.sh the children are sanitized too: they keep its report path and
@@ -153,7 +156,9 @@ func runProcess(_ executable: URL, _ arguments: [String], stdin: Data = Data(), 
 /// output, then waits for the exit. A child that fills one pipe while Lockbox's tests wait on
 /// another (a long error output, or input larger than a pipe holds) cannot deadlock it.
 func runProcess(_ process: Process, stdin: Data = Data()) throws -> ProcessResult {
-    let input = Pipe(), output = Pipe(), errors = Pipe()
+    let input = Pipe()
+    let output = Pipe()
+    let errors = Pipe()
     process.standardInput = input
     process.standardOutput = output
     process.standardError = errors
@@ -187,7 +192,9 @@ let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 /// so every bit index is exercised across the file). `position` is the damaged byte, or the
 /// length kept for a truncation.
 func everyCorruption(of bytes: [UInt8]) -> [(what: String, position: Int, bytes: [UInt8])] {
-    var out: [(what: String, position: Int, bytes: [UInt8])] = (0..<bytes.count).map { ("truncated to \($0) bytes", $0, Array(bytes[0..<$0])) }
+    var out: [(what: String, position: Int, bytes: [UInt8])] = (0..<bytes.count).map {
+        ("truncated to \($0) bytes", $0, Array(bytes[0..<$0]))
+    }
     out.append(("one trailing byte", bytes.count, bytes + [0]))
     for position in 0..<bytes.count {
         var damaged = bytes

@@ -27,8 +27,9 @@ struct TPMCLITests {
 
     @Test func initWithTPMOpensWithoutCredentialAndRefusesOnAReplacedTPM() throws {
         let tpm = try SoftwareTPM()
-        var result = try lockbox(["init", "--vault", vault, "--tpm", "--passphrase-fd", "3", "--kdf", "interactive"],
-                                 tpm: tpm, redirect: "3<\(passphraseFile)")
+        var result = try lockbox(
+            ["init", "--vault", vault, "--tpm", "--passphrase-fd", "3", "--kdf", "interactive"],
+            tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["set", "--vault", vault, "svc", "acct"], tpm: tpm, stdin: "by-tpm")
         #expect(result.status == 0, "\(result.stderr)")
@@ -80,16 +81,19 @@ struct TPMCLITests {
     @Test func pinSlotCountsWrongPINsInTheTPMAndLocksOut() throws {
         let tpm = try SoftwareTPM()
         try tpm.setDictionaryAttack(maxTries: 2, recoveryTime: 1000)
-        let right = try pinFile("right", "4729"), wrong = try pinFile("wrong", "0852")
-        var result = try lockbox(["init", "--vault", vault, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
-                                 tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        let right = try pinFile("right", "4729")
+        let wrong = try pinFile("wrong", "0852")
+        var result = try lockbox(
+            ["init", "--vault", vault, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
+            tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["list", "--vault", vault, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(right)")
         #expect(result.status == 0, "\(result.stderr)")
         // A guessable new PIN is refused by the PIN policy (exit 34), as for `lockbox pin set`.
         let guessable = try pinFile("guessable", "1234")
-        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--tpm-pin-fd", "4", "--tpm-new-pin-fd", "5"],
-                             tpm: tpm, redirect: "4<\(right) 5<\(guessable)")
+        result = try lockbox(
+            ["slot", "add-tpm", "--vault", vault, "--tpm-pin-fd", "4", "--tpm-new-pin-fd", "5"],
+            tpm: tpm, redirect: "4<\(right) 5<\(guessable)")
         #expect(result.status == 34 && result.errorCode == .pinRejected, "\(result.stderr)")
         // No PIN and no terminal: asks for one instead of guessing (counts nothing).
         result = try lockbox(["list", "--vault", vault], tpm: tpm)
@@ -108,22 +112,26 @@ struct TPMCLITests {
 
     @Test func pcrBoundSlotRefusesWithItsOwnExitCodeAndSlotsCanBeAddedAndRemoved() throws {
         let tpm = try SoftwareTPM()
-        var result = try lockbox(["init", "--vault", vault, "--passphrase-fd", "3", "--kdf", "interactive"],
-                                 tpm: tpm, redirect: "3<\(passphraseFile)")
+        var result = try lockbox(
+            ["init", "--vault", vault, "--passphrase-fd", "3", "--kdf", "interactive"],
+            tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
-        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "16"],
-                             tpm: tpm, redirect: "3<\(passphraseFile)")
+        result = try lockbox(
+            ["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "16"],
+            tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try lockbox(["list", "--vault", vault], tpm: tpm).status == 0)
         try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "cd", count: 32)])
         result = try lockbox(["list", "--vault", vault], tpm: tpm)
         #expect(result.status == 62 && result.errorCode == .tpmPCRMismatch, "\(result.stderr)")
-        result = try lockbox(["slot", "remove", "--vault", vault, "--passphrase-fd", "3", "1", "--yes"], tpm: tpm, redirect: "3<\(passphraseFile)")
+        result = try lockbox(
+            ["slot", "remove", "--vault", vault, "--passphrase-fd", "3", "1", "--yes"], tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["init", "--vault", folder.file("other").string, "--tpm-pcrs", "7"], tpm: tpm)
         #expect(result.status == 64)
-        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "7,99"],
-                             tpm: tpm, redirect: "3<\(passphraseFile)")
+        result = try lockbox(
+            ["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "7,99"],
+            tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 64, "\(result.stderr)")
     }
 
@@ -151,7 +159,8 @@ struct TPMCLITests {
         result = try fixture.run(["get", "--vault", vault, "svc", "acct"], environment: environment)
         #expect(result.errorCode == .tpmUnavailable && result.stdout.isEmpty, "\(result.stderr)")
         // A timeout that is not a number of seconds is a usage error.
-        result = try fixture.run(["get", "--vault", vault, "svc", "acct"], environment: ["LOCKBOX_TPM_TCTI": silent.tcti, "LOCKBOX_TPM_TIMEOUT": "soon"])
+        result = try fixture.run(
+            ["get", "--vault", vault, "svc", "acct"], environment: ["LOCKBOX_TPM_TCTI": silent.tcti, "LOCKBOX_TPM_TIMEOUT": "soon"])
         #expect(result.status == 64, "\(result.stderr)")
         result = try fixture.run(["get", "--vault", vault, "--key-file", fixture.key, "svc", "acct"], environment: environment)
         #expect(result.status == 0 && result.stdoutString == "kept", "\(result.stderr)")
@@ -163,8 +172,9 @@ struct TPMCLITests {
         let tpm = try SoftwareTPM()
         try tpm.setDictionaryAttack(maxTries: 3, recoveryTime: 1000)
         let right = try pinFile("right", "4729")
-        var result = try lockbox(["init", "--vault", vault, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
-                                 tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        var result = try lockbox(
+            ["init", "--vault", vault, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
+            tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
         #expect(result.status == 0, "\(result.stderr)")
         let before = try tpm.dictionaryAttack()
         for (name, pin) in [("short", "472"), ("letters", "47a9"), ("space", " 4729")] {
@@ -185,7 +195,11 @@ struct TPMCLITests {
         let tpm = try SoftwareTPM()
         var result = try lockbox(["init", "--vault", vault, "--tpm", "--generate-key-file", fixture.key], tpm: tpm)
         #expect(result.status == 0, "\(result.stderr)")
-        let slots = { try self.lockbox(["slot", "list", "--vault", self.vault, "--json"], tpm: tpm).jsonArray?.map { "\($0["index"] ?? ""):\($0["kind"] ?? "")" } }
+        let slots = {
+            try self.lockbox(["slot", "list", "--vault", self.vault, "--json"], tpm: tpm).jsonArray?.map {
+                "\($0["index"] ?? ""):\($0["kind"] ?? "")"
+            }
+        }
         #expect(try slots() == ["0:tpm2", "1:key-file"])
         let before = try Data(contentsOf: URL(fileURLWithPath: vault))
         result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "1"], tpm: tpm)
@@ -194,15 +208,17 @@ struct TPMCLITests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: vault)) == before)
         #expect(try slots() == ["0:tpm2", "1:key-file"])
         // Another recovery slot first: then removing one of them needs nothing more.
-        result = try lockbox(["slot", "add-passphrase", "--vault", vault, "--key-file", fixture.key, "--new-passphrase-fd", "3", "--kdf", "interactive"],
-                             tpm: tpm, redirect: "3<\(passphraseFile)")
+        result = try lockbox(
+            ["slot", "add-passphrase", "--vault", vault, "--key-file", fixture.key, "--new-passphrase-fd", "3", "--kdf", "interactive"],
+            tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["slot", "remove", "--vault", vault, "--key-file", fixture.key, "2", "--yes"], tpm: tpm)
         #expect(result.status == 0, "\(result.stderr)")
         // --force and --yes, with no terminal to ask on (setsid): the TPM alone opens the vault after it.
-        result = try runProcess(URL(fileURLWithPath: "/usr/bin/setsid"),
-                                ["--wait", lockboxBinary.path, "slot", "remove", "--vault", vault, "--key-file", fixture.key, "--force", "--yes", "1"],
-                                environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string, "LOCKBOX_TPM_TCTI": tpm.tcti])
+        result = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/setsid"),
+            ["--wait", lockboxBinary.path, "slot", "remove", "--vault", vault, "--key-file", fixture.key, "--force", "--yes", "1"],
+            environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string, "LOCKBOX_TPM_TCTI": tpm.tcti])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try slots() == ["0:tpm2"])
     }
@@ -228,7 +244,8 @@ struct TPMCLITests {
         try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
         result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key], tpm: tpm)
         #expect(result.status == 62 && result.errorCode == .tpmPCRMismatch, "\(result.stderr)")
-        #expect(result.stderr.contains("rotate-key keeps TPM2 slot 0") && result.stderr.contains("--drop-unmatched-slots"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("rotate-key keeps TPM2 slot 0") && result.stderr.contains("--drop-unmatched-slots"), "\(result.stderr)")
         result = try lockbox(["rotate-key", "--vault", vault, "--key-file", fixture.key, "--drop-unmatched-slots"], tpm: tpm)
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["slot", "list", "--vault", vault, "--key-file", fixture.key, "--json"], tpm: tpm)
@@ -240,11 +257,13 @@ struct TPMCLITests {
     @Test func doctorNamesATPMSlotWhosePCRsChanged() throws {
         let tpm = try SoftwareTPM()
         let right = try pinFile("right", "4729")
-        var result = try lockbox(["init", "--vault", vault, "--passphrase-fd", "3", "--kdf", "interactive"],
-                                 tpm: tpm, redirect: "3<\(passphraseFile)")
+        var result = try lockbox(
+            ["init", "--vault", vault, "--passphrase-fd", "3", "--kdf", "interactive"],
+            tpm: tpm, redirect: "3<\(passphraseFile)")
         #expect(result.status == 0, "\(result.stderr)")
-        result = try lockbox(["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "16", "--tpm-new-pin-fd", "4"],
-                             tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        result = try lockbox(
+            ["slot", "add-tpm", "--vault", vault, "--passphrase-fd", "3", "--tpm-pcrs", "16", "--tpm-new-pin-fd", "4"],
+            tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["doctor", "--vault", vault], tpm: tpm)
         #expect(result.status == 0, "\(result.stdoutString)")
@@ -255,8 +274,10 @@ struct TPMCLITests {
         let before = try tpm.dictionaryAttack()
         result = try lockbox(["doctor", "--vault", vault], tpm: tpm)
         #expect(result.status == 62, "\(result.stdoutString)")
-        #expect(result.stdoutString.contains("PROBLEM TPM slot 1: cannot unseal here (PCRs sha256:16, PIN): the TPM refused: the PCR values differ"),
-                "\(result.stdoutString)")
+        #expect(
+            result.stdoutString.contains(
+                "PROBLEM TPM slot 1: cannot unseal here (PCRs sha256:16, PIN): the TPM refused: the PCR values differ"),
+            "\(result.stdoutString)")
         #expect(result.stdoutString.contains("Not ready: the vault's TPM2 slot cannot open here"), "\(result.stdoutString)")
         #expect(try tpm.dictionaryAttack().failedTries == before.failedTries)
 
@@ -264,8 +285,9 @@ struct TPMCLITests {
         try tpm.setDictionaryAttack(maxTries: 1, recoveryTime: 600)
         let wrong = try pinFile("wrong", "8052")
         let other = folder.file("other.lockbox").string
-        result = try lockbox(["init", "--vault", other, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
-                             tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
+        result = try lockbox(
+            ["init", "--vault", other, "--tpm", "--tpm-new-pin-fd", "4", "--passphrase-fd", "3", "--kdf", "interactive"],
+            tpm: tpm, redirect: "3<\(passphraseFile) 4<\(right)")
         #expect(result.status == 0, "\(result.stderr)")
         result = try lockbox(["list", "--vault", other, "--tpm-pin-fd", "4"], tpm: tpm, redirect: "4<\(wrong)")
         #expect(result.status == 30, "\(result.stderr)")

@@ -15,8 +15,9 @@ struct TPMSealerTests {
     @Test func sessionTPMIsReachableThroughTheDefaultTCTI() throws {
         let environment = ProcessInfo.processInfo.environment
         guard let tcti = environment["LOCKBOX_TPM_TCTI"], !tcti.isEmpty else {
-            #expect(environment["LOCKBOX_REQUIRE_TPM_TESTS"] != "1" && environment["CI"] != "true",
-                    "LOCKBOX_TPM_TCTI is not set: run the suite inside scripts/swtpm-session.sh")
+            #expect(
+                environment["LOCKBOX_REQUIRE_TPM_TESTS"] != "1" && environment["CI"] != "true",
+                "LOCKBOX_TPM_TCTI is not set: run the suite inside scripts/swtpm-session.sh")
             return
         }
         #expect(TPMConnection.defaultTCTI(environment: environment) == tcti)
@@ -61,9 +62,11 @@ struct TPMSealerTests {
         let silent = try SilentTPMEndpoint()
         let sealer = TPMSealer(tcti: silent.tcti, timeout: 0.5)
         let clock = ContinuousClock()
-        for operation in [{ _ = try sealer.unseal(blob) }, { _ = try sealer.checkUnsealable(blob) },
-                          { _ = try sealer.seal(SecretBytes.random(count: 32)) },
-                          { _ = try TPMDictionaryAttack.read(tcti: silent.tcti, timeout: 0.5) }] {
+        for operation in [
+            { _ = try sealer.unseal(blob) }, { _ = try sealer.checkUnsealable(blob) },
+            { _ = try sealer.seal(SecretBytes.random(count: 32)) },
+            { _ = try TPMDictionaryAttack.read(tcti: silent.tcti, timeout: 0.5) },
+        ] {
             let start = clock.now
             do {
                 try operation()
@@ -109,7 +112,9 @@ struct TPMSealerTests {
         // A PIN of the wrong shape is refused before the TPM sees it, and sealing one is refused.
         #expect(throws: LockboxError.self) { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "47a9")).unseal(blob) }
         #expect(try tpm.dictionaryAttack().failedTries == 0)
-        #expect(throws: LockboxError.self) { try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "hunter2")).seal(SecretBytes.random(count: 32)) }
+        #expect(throws: LockboxError.self) {
+            try TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "hunter2")).seal(SecretBytes.random(count: 32))
+        }
         let passcode = TPMSealer(tcti: tpm.tcti, pin: SecretBytes(utf8: "hunter2"), pinKDF: pinKDF, pinPolicy: nil)
         #expect(try passcode.unseal(passcode.seal(SecretBytes(utf8: "s"))) == SecretBytes(utf8: "s"), "nil: any PIN")
         try tpm.tools("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ef", count: 32)])

@@ -75,15 +75,17 @@ struct TPMVaultTests {
         let before = try Data(contentsOf: URL(fileURLWithPath: path.string))
         #expect(try EncryptedFileStore.sealedKeySlots(at: path).values.map { TPMSealer.requiresPIN($0) } == [true])
         for guess in ["0000", "1234", "9999"] {
-            #expect(tpmFailure {
-                try EncryptedFileStore.open(at: path, credential: .sealed(TPMSealer(tcti: tpm.tcti, pin: secret(guess))))
-            } == .authorizationFailed)
+            #expect(
+                tpmFailure {
+                    try EncryptedFileStore.open(at: path, credential: .sealed(TPMSealer(tcti: tpm.tcti, pin: secret(guess))))
+                } == .authorizationFailed)
         }
         try before.write(to: URL(fileURLWithPath: path.string))
         chmod(path.string, 0o600)
-        #expect(tpmFailure {
-            try EncryptedFileStore.open(at: path, credential: .sealed(TPMSealer(tcti: tpm.tcti, pin: pin)))
-        } == .lockedOut)
+        #expect(
+            tpmFailure {
+                try EncryptedFileStore.open(at: path, credential: .sealed(TPMSealer(tcti: tpm.tcti, pin: pin)))
+            } == .lockedOut)
         // The recovery passphrase is not the TPM's business.
         _ = try EncryptedFileStore.open(at: path, credential: .passphrase(secret("recovery")))
         try tpm.tools("tpm2_dictionarylockout", ["--clear-lockout"])
@@ -95,13 +97,15 @@ struct TPMVaultTests {
     @Test func independentDecryptorSkipsTheTPM2SlotAndOpensTheKeyFileSlot() throws {
         let tpm = try SoftwareTPM()
         let folder = try TemporaryFolder()
-        let path = folder.file("vault.lockbox"), key = folder.file("vault.key")
+        let path = folder.file("vault.lockbox")
+        let key = folder.file("vault.key")
         try KeyFile.generate(at: key)
         let store = try EncryptedFileStore.create(at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti)), .keyFile(key)])
         try store.set(secret("s3cret"), for: item, options: ItemOptions())
         // The python3 scripts/check-format.sh uses (with PyNaCl), from PATH.
         let (status, data) = try runTool(
-            "/usr/bin/env", ["python3", repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path, path.string, "--key-file", key.string])
+            "/usr/bin/env",
+            ["python3", repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path, path.string, "--key-file", key.string])
         #expect(status == 0, "vault-decrypt.py needs PyNaCl (scripts/check-format.sh installs it)")
         let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         #expect(json?["opened_slot"] as? Int == 1)

@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// A format-2 vault with a key file in a fresh folder, and the `lockbox` command on it.
@@ -29,8 +30,9 @@ private struct GuardedVault {
     }
 
     func lockbox(_ arguments: [String], vault: String? = nil, stdin: String = "") throws -> ProcessResult {
-        try runLockbox(arguments + ["--vault", vault ?? path.string, "--key-file", keyPath.string], stdin: Data(stdin.utf8),
-                       environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string])
+        try runLockbox(
+            arguments + ["--vault", vault ?? path.string, "--key-file", keyPath.string], stdin: Data(stdin.utf8),
+            environment: ["XDG_CONFIG_HOME": folder.path.string, "XDG_DATA_HOME": folder.path.string])
     }
 }
 
@@ -47,23 +49,30 @@ struct VaultSchemaTrustTests {
     /// Each plants something in the file a vault never holds; each must be refused as corrupt
     /// within a second, by the library and by the CLI (exit 6), before any row is read.
     static let plantings: [(what: String, sql: String)] = [
-        ("a trigger that drops every write",
-         "CREATE TRIGGER drop_writes AFTER INSERT ON items BEGIN DELETE FROM items WHERE address = NEW.address; END;"),
-        ("a trigger that freezes a counter",
-         "CREATE TRIGGER freeze BEFORE UPDATE ON items BEGIN SELECT RAISE(IGNORE); END;"),
-        ("a view named items that never ends",
-         """
-         ALTER TABLE items RENAME TO items_real;
-         CREATE VIEW items AS WITH RECURSIVE forever(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM forever)
-             SELECT address, metadata, secret FROM items_real, forever;
-         """),
+        (
+            "a trigger that drops every write",
+            "CREATE TRIGGER drop_writes AFTER INSERT ON items BEGIN DELETE FROM items WHERE address = NEW.address; END;"
+        ),
+        (
+            "a trigger that freezes a counter",
+            "CREATE TRIGGER freeze BEFORE UPDATE ON items BEGIN SELECT RAISE(IGNORE); END;"
+        ),
+        (
+            "a view named items that never ends",
+            """
+            ALTER TABLE items RENAME TO items_real;
+            CREATE VIEW items AS WITH RECURSIVE forever(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM forever)
+                SELECT address, metadata, secret FROM items_real, forever;
+            """
+        ),
         ("an extra index", "CREATE INDEX by_metadata ON items(metadata);"),
         ("an extra table", "CREATE TABLE notes (body TEXT);"),
         ("an extra column", "ALTER TABLE key_slots ADD COLUMN note TEXT;"),
     ]
 
-    @Test("a planted trigger, view, index, table or column: refused as corrupt within 1 s by open and by lockbox get (6)",
-          arguments: plantings.indices)
+    @Test(
+        "a planted trigger, view, index, table or column: refused as corrupt within 1 s by open and by lockbox get (6)",
+        arguments: plantings.indices)
     func plantedObjectsAreRefused(index: Int) throws {
         let planting = Self.plantings[index]
         let vault = try GuardedVault()
@@ -83,7 +92,8 @@ struct VaultSchemaTrustTests {
     func triggersNeverFire() throws {
         let vault = try GuardedVault()
         let connection = try SQLiteConnection(path: vault.path, create: false, busyTimeout: .seconds(5))
-        try connection.execute("CREATE TABLE fired (n INTEGER); CREATE TRIGGER t AFTER INSERT ON key_slots BEGIN INSERT INTO fired VALUES (1); END;")
+        try connection.execute(
+            "CREATE TABLE fired (n INTEGER); CREATE TRIGGER t AFTER INSERT ON key_slots BEGIN INSERT INTO fired VALUES (1); END;")
         try connection.execute("INSERT INTO key_slots (slot_id, slot) VALUES (99, x'00')")
         #expect(try connection.queryInteger("SELECT count(*) FROM fired") == 0)
     }
@@ -96,12 +106,17 @@ struct VaultSchemaTrustTests {
             .address(ItemKey(service: "svc", account: "acct"))
         // Written by a connection without the limit, as a tampering tool would.
         let big = SQLiteConnection.maximumValueBytes + 1024
-        let process = try runProcess(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute("UPDATE items SET secret = zeroblob(?) WHERE address = ?", (int(sys.argv[2]), bytes.fromhex(sys.argv[3])))
-            db.commit()
-            """, vault.path.string, String(big), address.hexString])
+        let process = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            [
+                "-c",
+                """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1])
+                db.execute("UPDATE items SET secret = zeroblob(?) WHERE address = ?", (int(sys.argv[2]), bytes.fromhex(sys.argv[3])))
+                db.commit()
+                """, vault.path.string, String(big), address.hexString,
+            ])
         #expect(process.status == 0, "\(process.stderr)")
         let error = caughtError { _ = try store.get(ItemKey(service: "svc", account: "acct")) }
         #expect(error?.code == .corruptVault, "\(String(describing: error))")
@@ -151,10 +166,15 @@ struct VaultSingleNameTests {
             mount --bind "$5" "$6"
             "$3" get svc acct --vault "$6/vault.lockbox" --key-file "$4"; echo "folder mount: $?"
             """
-        let result = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), namespace + ["sh", "-c", script, "sh",
-            vault.path.string, target.string, lockboxBinary.path, vault.keyPath.string, vault.folder.path.string, other.path.string])
-        try #require(!result.stderr.contains("unshare failed") && !result.stderr.contains("Operation not permitted"),
-                     "this machine cannot make a mount namespace: \(result.stderr)")
+        let result = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            namespace + [
+                "sh", "-c", script, "sh",
+                vault.path.string, target.string, lockboxBinary.path, vault.keyPath.string, vault.folder.path.string, other.path.string,
+            ])
+        try #require(
+            !result.stderr.contains("unshare failed") && !result.stderr.contains("Operation not permitted"),
+            "this machine cannot make a mount namespace: \(result.stderr)")
         #expect(result.stdoutString.contains("file mount: 8"), "\(result.stdoutString) \(result.stderr)")
         #expect(result.stderr.contains("mounted on its own"), "\(result.stderr)")
         #expect(result.stdoutString.contains("s3cretfolder mount: 0"), "\(result.stdoutString) \(result.stderr)")
@@ -166,13 +186,16 @@ struct VaultSingleNameTests {
 /// arguments; fails the test if no such namespace can be made here.
 /// With `unprivileged` (when the tests run as root), as user `nobody` in a user namespace of its
 /// own (`setpriv`, then `unshare -Urm`), as an unprivileged user in a container runs.
-private func inMountNamespace(_ script: String, _ arguments: [String], unprivileged: Bool = false, home: String = NSTemporaryDirectory()) throws -> ProcessResult {
+private func inMountNamespace(_ script: String, _ arguments: [String], unprivileged: Bool = false, home: String = NSTemporaryDirectory())
+    throws -> ProcessResult
+{
     var command = getuid() == 0 ? ["unshare", "-m", "--propagation", "private"] : ["unshare", "-Urm"]
     if unprivileged && getuid() == 0 {
         command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urm"]
     }
-    let result = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), command + ["sh", "-c", script, "sh"] + arguments,
-                                environment: ["HOME": home, "XDG_CONFIG_HOME": home + "/config", "XDG_DATA_HOME": home + "/data"])
+    let result = try runProcess(
+        URL(fileURLWithPath: "/usr/bin/env"), command + ["sh", "-c", script, "sh"] + arguments,
+        environment: ["HOME": home, "XDG_CONFIG_HOME": home + "/config", "XDG_DATA_HOME": home + "/data"])
     try #require(!result.stderr.contains("unshare failed"), "this machine cannot make a mount namespace: \(result.stderr)")
     return result
 }
@@ -205,7 +228,9 @@ struct VaultTransactionTests {
     /// empty `VAULT.locks` (a tmpfs over it) — or, with `deleting`, all in one namespace while
     /// another process removes `VAULT.locks` in a loop: the path-named lock never joins them, so
     /// only the vault's own transaction can. Returns each process's exit status and output.
-    private func eight(_ vault: GuardedVault, _ arguments: [String], stdin: String, deleting: Bool) throws -> [(status: Int32, output: String)] {
+    private func eight(_ vault: GuardedVault, _ arguments: [String], stdin: String, deleting: Bool) throws -> [(
+        status: Int32, output: String
+    )] {
         let locks = vault.path.string + ".locks"
         try FileManager.default.createDirectory(atPath: locks, withIntermediateDirectories: true)
         let input = vault.folder.file("stdin").string
@@ -219,29 +244,33 @@ struct VaultTransactionTests {
         let waitForAll = """
             n=0; for i in 1 2 3 4 5 6 7 8; do while [ ! -e "\(out)/rc.$i" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done; done
             """
-        let script = deleting
+        let script =
+            deleting
             ? """
-              ( while [ ! -e "\(out)/stop" ]; do rm -rf "\(locks)"; done ) &
-              for i in 1 2 3 4 5 6 7 8; do ( \(command) < "\(input)" > "\(out)/out.$i" 2>&1; echo $? > "\(out)/rc.$i.new"; mv "\(out)/rc.$i.new" "\(out)/rc.$i" ) & done
-              \(waitForAll)
-              touch "\(out)/stop"
-              """
+            ( while [ ! -e "\(out)/stop" ]; do rm -rf "\(locks)"; done ) &
+            for i in 1 2 3 4 5 6 7 8; do ( \(command) < "\(input)" > "\(out)/out.$i" 2>&1; echo $? > "\(out)/rc.$i.new"; mv "\(out)/rc.$i.new" "\(out)/rc.$i" ) & done
+            \(waitForAll)
+            touch "\(out)/stop"
+            """
             : """
-              for i in 1 2 3 4 5 6 7 8; do
-                ( \(private_) sh -c 'mount -t tmpfs tmpfs "$1" && shift && exec "$@"' sh "\(locks)" sh -c '\(command.replacingOccurrences(of: "'", with: "")) < "$0"' "\(input)" > "\(out)/out.$i" 2>&1; echo $? > "\(out)/rc.$i.new"; mv "\(out)/rc.$i.new" "\(out)/rc.$i" ) &
-              done
-              \(waitForAll)
-              """
+            for i in 1 2 3 4 5 6 7 8; do
+              ( \(private_) sh -c 'mount -t tmpfs tmpfs "$1" && shift && exec "$@"' sh "\(locks)" sh -c '\(command.replacingOccurrences(of: "'", with: "")) < "$0"' "\(input)" > "\(out)/out.$i" 2>&1; echo $? > "\(out)/rc.$i.new"; mv "\(out)/rc.$i.new" "\(out)/rc.$i" ) &
+            done
+            \(waitForAll)
+            """
         let result = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", script])
         #expect(result.status == 0, "\(result.stderr)")
         return try (1...8).map { index in
-            let status = Int32(try String(contentsOfFile: "\(out)/rc.\(index)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            let status =
+                Int32(try String(contentsOfFile: "\(out)/rc.\(index)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+                ?? -1
             return (status, try String(contentsOfFile: "\(out)/out.\(index)", encoding: .utf8))
         }
     }
 
-    @Test("8 wrong PINs at once, each verifier's lock folder private (its own mount namespace) or removed in a loop: all 8 counted",
-          arguments: [false, true])
+    @Test(
+        "8 wrong PINs at once, each verifier's lock folder private (its own mount namespace) or removed in a loop: all 8 counted",
+        arguments: [false, true])
     func everyWrongPinIsCounted(deleting: Bool) throws {
         let (results, failures) = try eightWrongPins(delays: "0", deleting: deleting)
         for result in results { #expect(result.status == 30, "\(result.output)") }
@@ -252,7 +281,8 @@ struct VaultTransactionTests {
     /// each guess's outcome, and the failures `pin status` counts after.
     private func eightWrongPins(delays: String, deleting: Bool) throws -> (results: [(status: Int32, output: String)], failures: Int?) {
         let vault = try GuardedVault()
-        let set = try vault.lockbox(["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", delays], stdin: "4739\n4739\n")
+        let set = try vault.lockbox(
+            ["pin", "set", "kids", "max", "--hash-cost", "interactive", "--lockout-delays", delays], stdin: "4739\n4739\n")
         #expect(set.status == 0, "\(set.stderr)")
         let results = try eight(vault, ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], stdin: "9999\n", deleting: deleting)
         let status = try vault.lockbox(["pin", "status", "kids", "max", "--json"])
@@ -260,8 +290,9 @@ struct VaultTransactionTests {
         return (results, status.jsonObject?["failures"] as? Int)
     }
 
-    @Test("8 wrong PINs at once under a 5-free-tries policy, lock folders private or removed: exactly 5 evaluated, 3 refused by the delay",
-          arguments: [false, true])
+    @Test(
+        "8 wrong PINs at once under a 5-free-tries policy, lock folders private or removed: exactly 5 evaluated, 3 refused by the delay",
+        arguments: [false, true])
     func noGuessIsEvaluatedPastTheDelay(deleting: Bool) throws {
         let (results, failures) = try eightWrongPins(delays: "0,0,0,0,3600", deleting: deleting)
         #expect(results.filter { $0.status == 30 }.count == 5, "\(results.map(\.status))")
@@ -303,8 +334,9 @@ struct VaultTransactionTests {
         func setIfCurrent(_ current: String, _ new: String) throws -> ProcessResult {
             let file = vault.folder.file("current").string
             try Data((current + "\n").utf8).write(to: URL(fileURLWithPath: file))
-            return try runLockbox(["set", "svc", "acct", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
-                                  stdin: Data(new.utf8), shellRedirect: "3<'\(file)'")
+            return try runLockbox(
+                ["set", "svc", "acct", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
+                stdin: Data(new.utf8), shellRedirect: "3<'\(file)'")
         }
         result = try setIfCurrent("stale", "third")
         #expect(result.status == 15, "\(result.stderr)")
@@ -317,12 +349,18 @@ struct VaultTransactionTests {
     @Test("git-credential erase with the old password, racing stores of new ones: a new password is never erased")
     func eraseNeverRemovesANewPassword() throws {
         let vault = try GuardedVault()
-        let describe: @Sendable (String) -> String = { password in "protocol=https\nhost=example.com\nusername=alice\npassword=\(password)\n\n" }
+        let describe: @Sendable (String) -> String = { password in
+            "protocol=https\nhost=example.com\nusername=alice\npassword=\(password)\n\n"
+        }
         for round in 0..<20 {
             #expect(try vault.lockbox(["git-credential", "store"], stdin: describe("old\(round)")).status == 0)
             let group = DispatchGroup()
-            DispatchQueue.global().async(group: group) { _ = try? vault.lockbox(["git-credential", "erase"], stdin: describe("old\(round)")) }
-            DispatchQueue.global().async(group: group) { _ = try? vault.lockbox(["git-credential", "store"], stdin: describe("new\(round)")) }
+            DispatchQueue.global().async(group: group) {
+                _ = try? vault.lockbox(["git-credential", "erase"], stdin: describe("old\(round)"))
+            }
+            DispatchQueue.global().async(group: group) {
+                _ = try? vault.lockbox(["git-credential", "store"], stdin: describe("new\(round)"))
+            }
             group.wait()
             let get = try vault.lockbox(["git-credential", "get"], stdin: "protocol=https\nhost=example.com\nusername=alice\n\n")
             // Either the erase came first (new stored after) or the store did (erase found another password).
@@ -336,8 +374,11 @@ struct RotationSafeWriteTests {
     @Test("lockbox set over a protected item without --protected: it stays protected, with its kind, label and attributes")
     func setKeepsProtectionAndMetadata() throws {
         let vault = try GuardedVault()
-        var result = try vault.lockbox(["set", "api", "ci", "--protected", "--kind", "token", "--label", "CI token",
-                                        "--attribute", "env=prod"], stdin: "one")
+        var result = try vault.lockbox(
+            [
+                "set", "api", "ci", "--protected", "--kind", "token", "--label", "CI token",
+                "--attribute", "env=prod",
+            ], stdin: "one")
         #expect(result.status == 0, "\(result.stderr)")
         result = try vault.lockbox(["set", "api", "ci"], stdin: "two")
         #expect(result.status == 0, "\(result.stderr)")
@@ -359,10 +400,13 @@ struct RotationSafeWriteTests {
     func vaultSetKeepsMetadata() throws {
         let vault = try GuardedVault()
         let api = Vault(store: try vault.open())
-        try api.set(secret("one"), service: "api", account: "svc", kind: .token, label: "L", attributes: ["a": "b"], access: .freshAuthentication)
+        try api.set(
+            secret("one"), service: "api", account: "svc", kind: .token, label: "L", attributes: ["a": "b"], access: .freshAuthentication)
         try api.set(secret("two"), service: "api", account: "svc")
         let metadata = try #require(try api.metadata(service: "api", account: "svc"))
-        #expect(metadata.kind == .token && metadata.label == "L" && metadata.attributes == ["a": "b"] && metadata.access == .freshAuthentication)
+        #expect(
+            metadata.kind == .token && metadata.label == "L" && metadata.attributes == ["a": "b"] && metadata.access == .freshAuthentication
+        )
         try api.set(secret("new"), service: "api", account: "fresh")
         let fresh = try #require(try api.metadata(service: "api", account: "fresh"))
         #expect(fresh.kind == .generic && fresh.access == .always && fresh.label == "Password for 'fresh' on 'api'")
@@ -371,8 +415,9 @@ struct RotationSafeWriteTests {
 
 @Suite("Format 2 on read-only and full file systems")
 struct VaultReadOnlyMediaTests {
-    @Test("get, list, export and pin status work on a read-only bind mount; set fails with 74 naming the cause; nothing is written there (as root, and as nobody)",
-          arguments: [false, true])
+    @Test(
+        "get, list, export and pin status work on a read-only bind mount; set fails with 74 naming the cause; nothing is written there (as root, and as nobody)",
+        arguments: [false, true])
     func readOnlyMount(unprivileged: Bool) throws {
         if unprivilegedRunImpossible(unprivileged) { return }
         let vault = try GuardedVault()
@@ -393,10 +438,16 @@ struct VaultReadOnlyMediaTests {
             ls -a "$2"
             """
         let binary = try handToNobody([vault.folder, mounted, backupFolder], unprivileged: unprivileged)
-        let result = try inMountNamespace(script, [vault.folder.path.string, mounted.path.string, binary,
-                                                   vault.keyPath.string, backupFolder.path.string, pass.string], unprivileged: unprivileged,
-                                          home: vault.folder.path.string)
-        if unprivileged && getuid() == 0 { _ = try runProcess(URL(fileURLWithPath: "/bin/chown"), ["-R", "0:0", backupFolder.path.string]) }
+        let result = try inMountNamespace(
+            script,
+            [
+                vault.folder.path.string, mounted.path.string, binary,
+                vault.keyPath.string, backupFolder.path.string, pass.string,
+            ], unprivileged: unprivileged,
+            home: vault.folder.path.string)
+        if unprivileged && getuid() == 0 {
+            _ = try runProcess(URL(fileURLWithPath: "/bin/chown"), ["-R", "0:0", backupFolder.path.string])
+        }
         let out = result.stdoutString
         #expect(!out.contains("99"), "could not mount: \(result.stderr)")
         #expect(out.contains("s3cretget: 0"), "\(out) \(result.stderr)")
@@ -404,12 +455,14 @@ struct VaultReadOnlyMediaTests {
         #expect(out.contains("set: 74"), "\(out)")
         #expect(result.stderr.contains("read-only"), "\(result.stderr)")
         #expect(!out.contains("vault.lockbox-wal") && !out.contains("vault.lockbox-shm"), "\(out)")
-        let backup = try SQLiteVaultStore.open(at: backupFolder.file("backup.lockbox"), credentials: [.passphrase(secret("backup passphrase"))])
+        let backup = try SQLiteVaultStore.open(
+            at: backupFolder.file("backup.lockbox"), credentials: [.passphrase(secret("backup passphrase"))])
         #expect(try backup.get(ItemKey(service: "svc", account: "acct")) == secret("s3cret"))
     }
 
-    @Test("get on a full tmpfs: exit 0 with the secret; set fails with 74 naming the full disk (as root, and as nobody)",
-          arguments: [false, true])
+    @Test(
+        "get on a full tmpfs: exit 0 with the secret; set fails with 74 naming the full disk (as root, and as nobody)",
+        arguments: [false, true])
     func fullFileSystem(unprivileged: Bool) throws {
         if unprivilegedRunImpossible(unprivileged) { return }
         let vault = try GuardedVault()
@@ -422,8 +475,9 @@ struct VaultReadOnlyMediaTests {
             "$3" get svc acct --vault "$1/vault.lockbox" --key-file "$4"; echo "get: $?"
             echo new | "$3" set svc other --vault "$1/vault.lockbox" --key-file "$4"; echo "set: $?"
             """
-        let result = try inMountNamespace(script, [mounted.path.string, vault.path.string, binary, vault.keyPath.string],
-                                          unprivileged: unprivileged, home: vault.folder.path.string)
+        let result = try inMountNamespace(
+            script, [mounted.path.string, vault.path.string, binary, vault.keyPath.string],
+            unprivileged: unprivileged, home: vault.folder.path.string)
         let out = result.stdoutString
         #expect(!out.contains("99"), "could not mount: \(result.stderr)")
         #expect(out.contains("s3cretget: 0"), "\(out) \(result.stderr)")
@@ -437,13 +491,17 @@ struct VaultReadOnlyMediaTests {
         let pass = vault.folder.file("pass")
         try Data("backup passphrase\n".utf8).write(to: URL(fileURLWithPath: pass.string))
         let backup = vault.folder.file("backup.lockbox").string
-        var result = try runLockbox(["export", "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive",
-                                     "--vault", vault.path.string, "--key-file", vault.keyPath.string], shellRedirect: "3<'\(pass.string)'")
+        var result = try runLockbox(
+            [
+                "export", "--to", backup, "--backup-passphrase-fd", "3", "--kdf", "interactive",
+                "--vault", vault.path.string, "--key-file", vault.keyPath.string,
+            ], shellRedirect: "3<'\(pass.string)'")
         #expect(result.status == 0, "\(result.stderr)")
         let before = try Data(contentsOf: URL(fileURLWithPath: backup))
         let other = try GuardedVault()
-        result = try runLockbox(["import", backup, "--backup-passphrase-fd", "3", "--vault", other.path.string, "--key-file", other.keyPath.string],
-                                shellRedirect: "3<'\(pass.string)'")
+        result = try runLockbox(
+            ["import", backup, "--backup-passphrase-fd", "3", "--vault", other.path.string, "--key-file", other.keyPath.string],
+            shellRedirect: "3<'\(pass.string)'")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: backup)) == before)
         #expect(!FileManager.default.fileExists(atPath: backup + "-wal") && !FileManager.default.fileExists(atPath: backup + "-shm"))
@@ -452,7 +510,9 @@ struct VaultReadOnlyMediaTests {
 
 @Suite("Inputs Lockbox would not honour are refused")
 struct RefusedInputTests {
-    @Test("import --json-lines refuses --on-conflict skip or keep-both, --json and --backup-passphrase-fd (64); a line over the cap is refused without storing anything")
+    @Test(
+        "import --json-lines refuses --on-conflict skip or keep-both, --json and --backup-passphrase-fd (64); a line over the cap is refused without storing anything"
+    )
     func jsonLinesRefusesWhatItWouldIgnore() throws {
         let vault = try GuardedVault()
         let line = #"{"service":"s","account":"a","secret_b64":"eA=="}"# + "\n"
@@ -477,11 +537,14 @@ struct RefusedInputTests {
     @Test("git-credential refuses a host, path or user name that is not UTF-8, storing and returning nothing")
     func gitCredentialRefusesInvalidUTF8() throws {
         let vault = try GuardedVault()
-        for (field, bytes) in [("host", Data("host=ex".utf8) + Data([0xFF, 0x61])), ("username", Data("username=".utf8) + Data([0xC3, 0x28]))] {
+        for (field, bytes) in [
+            ("host", Data("host=ex".utf8) + Data([0xFF, 0x61])), ("username", Data("username=".utf8) + Data([0xC3, 0x28])),
+        ] {
             var input = Data("protocol=https\n".utf8)
             if field != "host" { input += Data("host=example.com\n".utf8) }
             input += bytes + Data("\npassword=p\n\n".utf8)
-            let result = try runLockbox(["git-credential", "store", "--vault", vault.path.string, "--key-file", vault.keyPath.string], stdin: input)
+            let result = try runLockbox(
+                ["git-credential", "store", "--vault", vault.path.string, "--key-file", vault.keyPath.string], stdin: input)
             #expect(result.status == 64 && result.stderr.contains("not valid UTF-8"), "\(field): \(result.status) \(result.stderr)")
         }
         #expect(try vault.open().list(service: nil).map(\.key.service) == ["svc"], "nothing stored")
@@ -525,16 +588,22 @@ struct TokenFenceTests {
         try await first.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
         let refreshA: @Sendable (TokenSet) async throws -> TokenSet = { _ in
             try await Task.sleep(for: .milliseconds(50))
-            return TokenSet(accessToken: SecretBytes(utf8: "from-a"), refreshToken: SecretBytes(utf8: "rt-from-a"), expiresAt: Date().addingTimeInterval(3600))
+            return TokenSet(
+                accessToken: SecretBytes(utf8: "from-a"), refreshToken: SecretBytes(utf8: "rt-from-a"),
+                expiresAt: Date().addingTimeInterval(3600))
         }
         let refreshB: @Sendable (TokenSet) async throws -> TokenSet = { _ in
             try await Task.sleep(for: .milliseconds(400))
-            return TokenSet(accessToken: SecretBytes(utf8: "from-b"), refreshToken: SecretBytes(utf8: "rt-from-b"), expiresAt: Date().addingTimeInterval(3600))
+            return TokenSet(
+                accessToken: SecretBytes(utf8: "from-b"), refreshToken: SecretBytes(utf8: "rt-from-b"),
+                expiresAt: Date().addingTimeInterval(3600))
         }
         async let a = first.validAccessToken(service: "api", account: "alice", refresh: refreshA)
         async let b = second.validAccessToken(service: "api", account: "alice", refresh: refreshB)
         let (tokenA, tokenB) = try await (a, b)
-        #expect(tokenA.stringValue() == "from-a" && tokenB.stringValue() == "from-a", "\(tokenA.stringValue() ?? "") \(tokenB.stringValue() ?? "")")
+        #expect(
+            tokenA.stringValue() == "from-a" && tokenB.stringValue() == "from-a",
+            "\(tokenA.stringValue() ?? "") \(tokenB.stringValue() ?? "")")
         #expect(try await first.load(service: "api", account: "alice")?.refreshToken == SecretBytes(utf8: "rt-from-a"))
     }
 
@@ -543,7 +612,9 @@ struct TokenFenceTests {
         let (_, first, second) = try twoHosts()
         try await first.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
         async let a = first.validAccessToken(service: "api", account: "alice") { current in
-            TokenSet(accessToken: SecretBytes(utf8: "new"), refreshToken: SecretBytes(utf8: "rt-new"), expiresAt: Date().addingTimeInterval(3600))
+            TokenSet(
+                accessToken: SecretBytes(utf8: "new"), refreshToken: SecretBytes(utf8: "rt-new"), expiresAt: Date().addingTimeInterval(3600)
+            )
         }
         async let b = second.validAccessToken(service: "api", account: "alice") { _ in
             try await Task.sleep(for: .milliseconds(400))
@@ -575,7 +646,12 @@ struct VaultReviewFindingTests {
             "CREATE TABLE wide (" + (0..<900).map { "c\($0)" }.joined(separator: ", ") + ");",
         ] {
             let vault = try GuardedVault()
-            let tamper = try runProcess(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", "import sqlite3, sys; d = sqlite3.connect(sys.argv[1]); d.executescript(sys.argv[2]); d.close()", vault.path.string, sql])
+            let tamper = try runProcess(
+                URL(fileURLWithPath: "/usr/bin/python3"),
+                [
+                    "-c", "import sqlite3, sys; d = sqlite3.connect(sys.argv[1]); d.executescript(sys.argv[2]); d.close()",
+                    vault.path.string, sql,
+                ])
             #expect(tamper.status == 0, "\(tamper.stderr)")
             let (error, seconds) = timedError { _ = try vault.open() }
             #expect(error?.code == .corruptVault && seconds < 1, "\(String(describing: error)) after \(seconds) s")
@@ -627,8 +703,9 @@ struct VaultReviewFindingTests {
         let guess = vault.folder.file("guess").string
         for attempt in ["wrong", "right"] {
             try Data((attempt + "\n").utf8).write(to: URL(fileURLWithPath: guess))
-            let result = try runLockbox(["set", "api", "prot", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
-                                        stdin: Data("new".utf8), shellRedirect: "3<'\(guess)'")
+            let result = try runLockbox(
+                ["set", "api", "prot", "--if-current-fd", "3", "--vault", vault.path.string, "--key-file", vault.keyPath.string],
+                stdin: Data("new".utf8), shellRedirect: "3<'\(guess)'")
             #expect(result.status == 40, "\(attempt): \(result.status) \(result.stderr)")
         }
     }

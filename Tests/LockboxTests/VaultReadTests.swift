@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+
 @testable import Lockbox
 
 /// `lockbox get` on a file vault reads the vault file once: the session window's scope (the
@@ -11,7 +12,9 @@ import Testing
 @Suite("Vault file reads")
 struct VaultReadTests {
     /// How many times `lockbox ARGUMENTS` opens `vault` (openat calls naming it, in every thread).
-    func vaultOpens(_ arguments: [String], vault: String, environment: [String: String], stdin: String = "") throws -> (status: Int32, opens: Int) {
+    func vaultOpens(_ arguments: [String], vault: String, environment: [String: String], stdin: String = "") throws -> (
+        status: Int32, opens: Int
+    ) {
         let folder = try TemporaryFolder()
         let log = folder.file("openat.log").string
         var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
@@ -23,14 +26,16 @@ struct VaultReadTests {
         // LeakSanitizer cannot run under ptrace (it stops with an error, exit 1): no leak check here.
         if let options = env["ASAN_OPTIONS"] { env["ASAN_OPTIONS"] = options + ":detect_leaks=0" }
         env.merge(environment) { _, new in new }
-        let result = try run("/usr/bin/strace", ["-f", "-qq", "-e", "trace=openat", "-o", log, lockboxBinary.path] + arguments,
-                             stdin: stdin, environment: env)
+        let result = try run(
+            "/usr/bin/strace", ["-f", "-qq", "-e", "trace=openat", "-o", log, lockboxBinary.path] + arguments,
+            stdin: stdin, environment: env)
         let lines = (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n")
         return (result.status, lines.filter { $0.contains("\"\(vault)\"") }.count)
     }
 
-    @Test("get opens the vault file once (format 1 and 2: SQLite takes over the descriptor Lockbox opened), with a key file and through a session window",
-          arguments: [(format: 1, opens: 1), (format: 2, opens: 1)])
+    @Test(
+        "get opens the vault file once (format 1 and 2: SQLite takes over the descriptor Lockbox opened), with a key file and through a session window",
+        arguments: [(format: 1, opens: 1), (format: 2, opens: 1)])
     func getReadsOnce(format: Int, opens expected: Int) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
             Issue.record("strace is not installed: scripts/ensure-deps.sh --test installs it; this test cannot run without it")
@@ -39,7 +44,8 @@ struct VaultReadTests {
         let folder = try TemporaryFolder()
         let runtime = folder.file("run").string
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let vault = folder.file("v.lockbox").string, key = folder.file("k.key").string
+        let vault = folder.file("v.lockbox").string
+        let key = folder.file("k.key").string
         let base = ["LOCKBOX_VAULT": vault, "XDG_CONFIG_HOME": folder.file("config").string, "XDG_RUNTIME_DIR": runtime]
         let withKey = base.merging(["LOCKBOX_KEY_FILE": key]) { a, _ in a }
         #expect(try runLockbox(["init", "--format", "\(format)", "--generate-key-file", key], environment: base).status == 0)
@@ -51,8 +57,11 @@ struct VaultReadTests {
         #expect(withKeyFile.opens == expected, "lockbox get with a key file opened the vault \(withKeyFile.opens) times")
 
         // Through a window opened with a PIN: no credential is given to get.
-        #expect(try runLockbox(["pin", "set", "svc", "me", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
-                               environment: withKey).status == 0)
+        #expect(
+            try runLockbox(
+                ["pin", "set", "svc", "me", "--hash-cost", "interactive"], stdin: Data("4739\n4739\n".utf8),
+                environment: withKey
+            ).status == 0)
         #expect(try runLockbox(["unlock", "--pin", "svc/me"], stdin: Data("4739\n".utf8), environment: withKey).status == 0)
         let throughWindow = try vaultOpens(["get", "svc", "acct7"], vault: vault, environment: base)
         #expect(throughWindow.status == 0)
@@ -60,7 +69,8 @@ struct VaultReadTests {
         _ = try runLockbox(["lock"], environment: base)
     }
 
-    @Test("a probed format-2 vault is opened once in the library too: SQLite takes the probe's descriptor; a probe dropped unused closes it")
+    @Test(
+        "a probed format-2 vault is opened once in the library too: SQLite takes the probe's descriptor; a probe dropped unused closes it")
     func probedDescriptorIsTakenOver() throws {
         let folder = try TemporaryFolder()
         let path = folder.file("vault.lockbox")
@@ -87,12 +97,18 @@ struct VaultReadTests {
             return
         }
         let takenOver = SQLiteFileAdoption.takenOverCount(path: file.path)
-        let store = try SQLiteVaultStore.open(at: file.path, windowKey: { _ in nil }, credentials: { [.keyFile(keyPath)] }, probed: file).store
-        #expect(SQLiteFileAdoption.takenOverCount(path: file.path) == takenOver + 1, "SQLite must take the probe's descriptor over, not open the vault again")
+        let store = try SQLiteVaultStore.open(at: file.path, windowKey: { _ in nil }, credentials: { [.keyFile(keyPath)] }, probed: file)
+            .store
+        #expect(
+            SQLiteFileAdoption.takenOverCount(path: file.path) == takenOver + 1,
+            "SQLite must take the probe's descriptor over, not open the vault again")
         #expect(descriptors(on: resolved) == 1)
         #expect(try store.get(key)?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "adopted")
         try store.set(secret("written through it"), for: key, options: ItemOptions())
-        #expect(try SQLiteVaultStore.open(at: path, credentials: [.keyFile(keyPath)]).get(key)?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "written through it")
+        #expect(
+            try SQLiteVaultStore.open(at: path, credentials: [.keyFile(keyPath)]).get(key)?.withUnsafeBytes {
+                String(decoding: $0, as: UTF8.self)
+            } == "written through it")
     }
 
     /// How many of this process's descriptors are open on `path`.

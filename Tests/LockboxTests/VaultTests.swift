@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Lockbox
 
 /// The `SecretStore` contract, run against every store so they behave the same. The Secret

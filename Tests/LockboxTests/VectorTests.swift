@@ -1,8 +1,9 @@
 import Foundation
+import LockboxSelfTest
 import SystemPackage
 import Testing
+
 @testable import Lockbox
-import LockboxSelfTest
 
 /// The known-answer vectors (Sources/LockboxSelfTest/Vectors): each passes in the library and in the `lockbox`
 /// binary, the must-fail cases are refused, the copy compiled into the binary is the files, and
@@ -17,7 +18,9 @@ struct VectorTests {
         try KnownAnswerTests.files(inDirectory: FilePath(vectorFolder.path))
     }
 
-    @Test("the vectors compiled into LockboxSelfTest are exactly its Vectors/*.json (else list the file in KnownAnswerTests.embeddedFiles and Package.swift)")
+    @Test(
+        "the vectors compiled into LockboxSelfTest are exactly its Vectors/*.json (else list the file in KnownAnswerTests.embeddedFiles and Package.swift)"
+    )
     func embeddedCopyMatchesFiles() throws {
         let onDisk = try Self.filesOnDisk()
         let embedded = KnownAnswerTests.embeddedFiles
@@ -36,14 +39,19 @@ struct VectorTests {
         }
         let files = Set(results.map(\.file))
         #expect(files == Set(try Self.filesOnDisk().map(\.name)), "every file contributes results")
-        #expect(Set(results.map(\.algorithm)) == ["argon2id-encoded", "xchacha20poly1305-ietf", "blake2b", "lockbox-vault-v1", "lockbox-vault-v2",
-                                                  "hkdf-sha256", "aes-128-cbc", "dh-modp1024"])
+        #expect(
+            Set(results.map(\.algorithm)) == [
+                "argon2id-encoded", "xchacha20poly1305-ietf", "blake2b", "lockbox-vault-v1", "lockbox-vault-v2",
+                "hkdf-sha256", "aes-128-cbc", "dh-modp1024",
+            ])
         #expect(results.allSatisfy { !$0.source.isEmpty && $0.source != "?" }, "every result names its source")
         // The Secret Service session's vectors: RFC 5869's three HKDF cases, SP 800-38A's CBC
         // example both ways, Wycheproof's HKDF and AES-CBC-PKCS5 selections (bad padding refused),
         // the RFC 2409 prime and exchanges, refused peer values.
-        for vector in ["RFC 5869 A.1", "RFC 5869 A.2", "RFC 5869 A.3", "SP 800-38A F.2.1", "SP 800-38A F.2.2",
-                       "hkdf_sha256_test.json tcId", "aes_cbc_pkcs5_test.json tcId 1 ", "RFC 2409 section 6.2", "exchange 1"] {
+        for vector in [
+            "RFC 5869 A.1", "RFC 5869 A.2", "RFC 5869 A.3", "SP 800-38A F.2.1", "SP 800-38A F.2.2",
+            "hkdf_sha256_test.json tcId", "aes_cbc_pkcs5_test.json tcId 1 ", "RFC 2409 section 6.2", "exchange 1",
+        ] {
             #expect(results.contains { $0.vector.contains(vector) && $0.passed }, "\(vector)")
         }
         #expect(results.filter { $0.algorithm == "aes-128-cbc" && $0.expectation == "reject" && $0.passed }.count == 6)
@@ -120,8 +128,10 @@ struct VectorTests {
         let index = text.utf8.distance(from: text.utf8.startIndex, to: close.lowerBound) - 3
         let old = bytes[index]
         let isHex = (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(old) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(old)
-        bytes[index] = isHex ? (old == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0"))
-                             : (old == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A"))
+        bytes[index] =
+            isHex
+            ? (old == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0"))
+            : (old == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A"))
         return bytes
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Lockbox
 import Testing
+
 @testable import lockbox
 
 /// One version: `LockboxVersion.current` is what `lockbox --version` prints, CHANGELOG.md's

@@ -190,7 +190,9 @@ public struct BlockingSecretStore: SecretStore {
     @discardableResult
     public func delete(_ keys: [ItemKey]) throws -> [ItemKey] { try CallingThread.run { [store] in try await store.delete(keys) } }
     /// ``AsyncSecretStore/list(service:)``, awaited on this thread.
-    public func list(service: String?) throws -> [ItemMetadata] { try CallingThread.run { [store] in try await store.list(service: service) } }
+    public func list(service: String?) throws -> [ItemMetadata] {
+        try CallingThread.run { [store] in try await store.list(service: service) }
+    }
     /// ``AsyncSecretStore/wipe(service:)``, awaited on this thread.
     @discardableResult
     public func wipe(service: String) throws -> Int { try CallingThread.run { [store] in try await store.wipe(service: service) } }

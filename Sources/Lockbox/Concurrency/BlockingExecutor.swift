@@ -1,7 +1,8 @@
 import CLinux
 import FoundationEssentials
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The threads Lockbox runs its blocking work on — Argon2id hashes, `fsync`, file locks and

@@ -69,7 +69,7 @@ public final class HashMemoryBudget: Sendable {
     public static var defaultBytes: UInt64 {
         var available = ProcessInfo.processInfo.physicalMemory
         if let text = try? String(contentsOfFile: "/sys/fs/cgroup/memory.max", encoding: .utf8),
-           let limit = UInt64(text.trimmingWhiteSpace())
+            let limit = UInt64(text.trimmingWhiteSpace())
         {
             available = min(available, limit)
         }
@@ -87,7 +87,7 @@ public final class HashMemoryBudget: Sendable {
         let affinity = Int(lockbox_affinity_cpu_count())
         var cores = affinity > 0 ? affinity : ProcessInfo.processInfo.activeProcessorCount
         if let text = try? String(contentsOfFile: "/sys/fs/cgroup/cpu.max", encoding: .utf8),
-           let quotaCores = coresAllowed(byCPUMax: text)
+            let quotaCores = coresAllowed(byCPUMax: text)
         {
             cores = min(cores, quotaCores)
         }
@@ -149,9 +149,11 @@ public final class HashMemoryBudget: Sendable {
                     if admitsNow(bytes, &state) { return .admitted }
                     return wait.withLock { wait in
                         if wait.cancelled { return .cancelled }
-                        wait.ticket = enqueue(bytes, resume: { admitted in
-                            if admitted { continuation.resume() } else { continuation.resume(throwing: CancellationError()) }
-                        }, &state)
+                        wait.ticket = enqueue(
+                            bytes,
+                            resume: { admitted in
+                                if admitted { continuation.resume() } else { continuation.resume(throwing: CancellationError()) }
+                            }, &state)
                         return .waiting
                     }
                 }

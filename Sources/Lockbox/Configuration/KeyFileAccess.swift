@@ -44,7 +44,9 @@ public enum KeyFileAccess: String, Sendable, CaseIterable, CustomStringConvertib
         if let refusal {
             throw LockboxError.insecurePermissions(
                 path: path.string,
-                detail: "the key file is accessible by group or others (mode \(octal(mode))), and the read-only-mount exception does not apply: \(refusal). Fix it with `chmod 600 \(path.string)`, or mount it read-only, owned by root.")
+                detail:
+                    "the key file is accessible by group or others (mode \(octal(mode))), and the read-only-mount exception does not apply: \(refusal). Fix it with `chmod 600 \(path.string)`, or mount it read-only, owned by root."
+            )
         }
     }
 }

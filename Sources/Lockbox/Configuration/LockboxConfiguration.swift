@@ -1,6 +1,6 @@
+import CoreMetrics
 import FoundationEssentials
 import Logging
-import CoreMetrics
 import SystemPackage
 
 /// Everything a program configures Lockbox with, in one value: which store, where the vault and
@@ -163,8 +163,9 @@ public struct LockboxConfiguration: Sendable {
         } else {
             throw LockboxError.invalidArgument("choosing a store records the choice in a settings file, and none is configured")
         }
-        return StoreSelection(request: store, profile: profile, settingsPath: settings, vaultPath: vaultPath,
-                              secretService: secretService, providers: providers)
+        return StoreSelection(
+            request: store, profile: profile, settingsPath: settings, vaultPath: vaultPath,
+            secretService: secretService, providers: providers)
     }
 
     /// Opens the store this configuration names through its provider: ``storeSelection(secretService:providers:)``
@@ -197,8 +198,9 @@ public struct LockboxConfiguration: Sendable {
         store: any SecretStore, executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault,
         metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) -> PinGuard {
-        PinGuard(store: store, preset: pinPreset, lockDirectory: lockDirectory?.appending("pin-locks"), executor: executor,
-                 logger: logger, metricsFactory: metricsFactory)
+        PinGuard(
+            store: store, preset: pinPreset, lockDirectory: lockDirectory?.appending("pin-locks"), executor: executor,
+            logger: logger, metricsFactory: metricsFactory)
     }
 
     /// A ``TokenStore`` over `store` with the configured lock folder, logging to `logger` and
@@ -207,8 +209,9 @@ public struct LockboxConfiguration: Sendable {
         store: any SecretStore, executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault,
         metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) -> TokenStore {
-        TokenStore(store: store, lockDirectory: lockDirectory?.appending("token-locks"), executor: executor,
-                   logger: logger, metricsFactory: metricsFactory)
+        TokenStore(
+            store: store, lockDirectory: lockDirectory?.appending("token-locks"), executor: executor,
+            logger: logger, metricsFactory: metricsFactory)
     }
 
     /// A ``DeviceIdentity`` over `store` with the configured lock folder.

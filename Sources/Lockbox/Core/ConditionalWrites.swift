@@ -37,8 +37,9 @@ public struct ItemChanges: Sendable, Hashable {
     /// Changes to every part: what `options` says, its default label included. Nothing of the
     /// item there is kept, so a plain write needs no read of it first.
     public init(replacingWith options: ItemOptions) {
-        self.init(kind: options.kind, label: options.label, attributes: options.attributes, access: options.access,
-                  expires: options.expires)
+        self.init(
+            kind: options.kind, label: options.label, attributes: options.attributes, access: options.access,
+            expires: options.expires)
         reserved = options.reserved
         replacement = options
     }
@@ -54,7 +55,8 @@ public struct ItemChanges: Sendable, Hashable {
         var options = ItemOptions(
             kind: kind ?? existing?.kind ?? defaults.kind,
             label: label ?? existing?.label,
-            attributes: attributes ?? existing.map { $0.attributes.filter { !$0.key.hasPrefix(ItemLimits.reservedAttributePrefix) } } ?? [:],
+            attributes: attributes ?? existing.map { $0.attributes.filter { !$0.key.hasPrefix(ItemLimits.reservedAttributePrefix) } }
+                ?? [:],
             access: access ?? existing?.access ?? defaults.access,
             expires: expires)
         options.reserved = reserved

@@ -133,8 +133,9 @@ public struct ItemMetadata: Hashable, Sendable, Codable {
 
     /// The metadata a store gives an item written with `options` under `key`.
     package init(key: ItemKey, options: ItemOptions, created: Date, modified: Date) {
-        self.init(key: key, kind: options.kind, label: options.resolvedLabel(for: key), created: created, modified: modified,
-                  attributes: options.attributes, access: options.access, expires: options.expires)
+        self.init(
+            key: key, kind: options.kind, label: options.resolvedLabel(for: key), created: created, modified: modified,
+            attributes: options.attributes, access: options.access, expires: options.expires)
         reserved = options.reserved
     }
 

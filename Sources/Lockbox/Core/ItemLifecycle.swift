@@ -42,7 +42,8 @@ package enum ItemCompanion: String, Sendable, CaseIterable {
     package func checkedKey(for key: ItemKey) throws -> ItemKey {
         let companion = self.key(for: key)
         guard companion.account.utf8.count <= ItemLimits.maxNameBytes else {
-            throw LockboxError.invalidArgument("the account is too long to keep a \(self == .previous ? "previous version" : "companion secret") beside it")
+            throw LockboxError.invalidArgument(
+                "the account is too long to keep a \(self == .previous ? "previous version" : "companion secret") beside it")
         }
         return companion
     }

@@ -190,7 +190,7 @@ extension LockboxError {
         case .corruptVault, .unsupportedFormatVersion, .undecodableItem:
             return .badData
         case .insecurePermissions, .vaultBusy, .noSessionBus, .secretServiceUnavailable, .keyringLocked,
-             .secretServiceTimeout, .recordedStoreUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected:
+            .secretServiceTimeout, .recordedStoreUnavailable, .kernelKeyringUnavailable, .pinStoreUnprotected:
             return .noStorageAccess
         case .io, .secretServiceFailed:
             return .platformFailure
@@ -386,79 +386,92 @@ extension LockboxError: CustomStringConvertible {
     /// options: a program adds its own advice, as the `lockbox` CLI does by ``code``).
     public var description: String {
         switch self {
-        case let .itemNotFound(service, account):
+        case .itemNotFound(let service, let account):
             return "no item for service '\(service)' and account '\(account)'."
-        case let .vaultNotFound(path):
+        case .vaultNotFound(let path):
             return "no vault at \(path)."
-        case let .vaultAlreadyExists(path):
+        case .vaultAlreadyExists(let path):
             return "a vault already exists at \(path); refusing to overwrite it."
-        case let .wrongCredential(path):
+        case .wrongCredential(let path):
             return "wrong passphrase or key file for the vault at \(path): no key slot opened."
-        case let .corruptVault(path, reason):
-            return "the vault at \(path) is corrupt or was tampered with (\(reason)). Restore it from a backup; Lockbox will not guess at damaged data."
-        case let .unsupportedFormatVersion(path, found, supported):
+        case .corruptVault(let path, let reason):
+            return
+                "the vault at \(path) is corrupt or was tampered with (\(reason)). Restore it from a backup; Lockbox will not guess at damaged data."
+        case .unsupportedFormatVersion(let path, let found, let supported):
             if found == Int(VaultRecords.formatVersion) && supported < found {
                 // Either a format-2 (SQLite) vault given to a format-1 reader, or a future format-1 header.
-                return "the vault at \(path) uses format version \(found), which this reader does not open (it reads version \(supported)). A format-2 vault (a SQLite database, what `lockbox init` makes) opens with FileVault.open(at:credentials:), which opens every format, or any lockbox command that takes a vault; if it is not one, a newer Lockbox may read it."
+                return
+                    "the vault at \(path) uses format version \(found), which this reader does not open (it reads version \(supported)). A format-2 vault (a SQLite database, what `lockbox init` makes) opens with FileVault.open(at:credentials:), which opens every format, or any lockbox command that takes a vault; if it is not one, a newer Lockbox may read it."
             }
-            return "the vault at \(path) uses format version \(found), but this Lockbox reads only version \(supported) and below. Upgrade Lockbox to open it."
-        case let .insecurePermissions(path, detail):
+            return
+                "the vault at \(path) uses format version \(found), but this Lockbox reads only version \(supported) and below. Upgrade Lockbox to open it."
+        case .insecurePermissions(let path, let detail):
             return "refusing to use \(path): \(detail)"
-        case let .vaultBusy(path, waited):
+        case .vaultBusy(let path, let waited):
             let seconds = (waited * 10).rounded() / 10
             return "the vault at \(path) stayed locked by another process for \(seconds) s. Retry once that process finishes."
-        case let .credentialsChanged(path):
-            return "the vault at \(path) was re-keyed by another process since it was opened. Open it again with the current passphrase or key file."
-        case let .invalidKeyFile(path, reason):
+        case .credentialsChanged(let path):
+            return
+                "the vault at \(path) was re-keyed by another process since it was opened. Open it again with the current passphrase or key file."
+        case .invalidKeyFile(let path, let reason):
             return "cannot use key file \(path): \(reason)"
-        case let .invalidArgument(reason):
+        case .invalidArgument(let reason):
             return reason
-        case let .keySlot(reason):
+        case .keySlot(let reason):
             return reason
-        case let .io(operation, path, errno):
+        case .io(let operation, let path, let errno):
             return "\(operation) failed for \(path): \(errno.description)"
-        case let .noSessionBus(detail):
+        case .noSessionBus(let detail):
             return "no D-Bus session bus, so no Secret Service (\(detail))."
-        case let .secretServiceUnavailable(detail):
+        case .secretServiceUnavailable(let detail):
             return "no Secret Service provider is running on the session bus (\(detail))."
-        case let .keyringLocked(collection):
+        case .keyringLocked(let collection):
             return "locked: the keyring collection '\(collection)' is locked."
-        case let .secretServiceTimeout(operation, seconds):
-            return "the Secret Service did not answer within \(seconds) s (\(operation)); it may be waiting on an unlock prompt nobody can see."
-        case let .secretServiceFailed(operation, detail):
+        case .secretServiceTimeout(let operation, let seconds):
+            return
+                "the Secret Service did not answer within \(seconds) s (\(operation)); it may be waiting on an unlock prompt nobody can see."
+        case .secretServiceFailed(let operation, let detail):
             return "the Secret Service failed while \(operation): \(detail). If the keyring daemon stopped, start it again and retry."
-        case let .undecodableItem(service, account, reason):
+        case .undecodableItem(let service, let account, let reason):
             return "the item for account '\(account)' on service '\(service)' exists but cannot be read: \(reason)."
-        case let .pinRejected(rule):
+        case .pinRejected(let rule):
             return "PIN not accepted: \(rule)."
-        case let .wrongPin(profile, failures, retryAt):
-            let lockout = retryAt.map { " Locked until \($0.formatted(.iso8601)) (\(max(0, Int($0.timeIntervalSinceNow.rounded(.up)))) s)." } ?? ""
+        case .wrongPin(let profile, let failures, let retryAt):
+            let lockout =
+                retryAt.map { " Locked until \($0.formatted(.iso8601)) (\(max(0, Int($0.timeIntervalSinceNow.rounded(.up)))) s)." } ?? ""
             return "wrong PIN for '\(profile)' (\(failures) consecutive failure\(failures == 1 ? "" : "s")).\(lockout)"
-        case let .pinLockedOut(profile, retryAt, seconds):
-            return "the PIN for '\(profile)' is locked after too many wrong tries; try again in \(Int(seconds.rounded(.up))) s (at \(retryAt.formatted(.iso8601)))."
-        case let .pinDisabled(profile, failures):
-            return "the PIN for '\(profile)' is disabled after \(failures) consecutive failures, until another profile's PIN or the vault passphrase resets it."
-        case let .pinNotSet(profile):
+        case .pinLockedOut(let profile, let retryAt, let seconds):
+            return
+                "the PIN for '\(profile)' is locked after too many wrong tries; try again in \(Int(seconds.rounded(.up))) s (at \(retryAt.formatted(.iso8601)))."
+        case .pinDisabled(let profile, let failures):
+            return
+                "the PIN for '\(profile)' is disabled after \(failures) consecutive failures, until another profile's PIN or the vault passphrase resets it."
+        case .pinNotSet(let profile):
             return "no PIN is set for '\(profile)'."
-        case let .pinWiped(profile, failures):
+        case .pinWiped(let profile, let failures):
             return "after \(failures) consecutive wrong PINs, the PIN for '\(profile)' and the items listed with it were wiped."
-        case let .pinStoreUnprotected(store):
-            return "PINs are not kept in this store (\(store)): every process of the user can read a PIN's hash there (and try every PIN offline) and rewrite its failure count. Keep PIN records in an encrypted file vault."
-        case let .reauthenticationRequired(what):
+        case .pinStoreUnprotected(let store):
+            return
+                "PINs are not kept in this store (\(store)): every process of the user can read a PIN's hash there (and try every PIN offline) and rewrite its failure count. Keep PIN records in an encrypted file vault."
+        case .reauthenticationRequired(let what):
             return "re-authentication required: \(what)."
-        case let .kernelKeyringUnavailable(detail):
-            return "the kernel keyring cannot hold a re-authentication window here (\(detail)); Lockbox will ask each time instead and never writes the window to disk."
-        case let .sessionExpired(service, account):
-            return "session expired: the refresh token for '\(account)' on '\(service)' was rejected, so the tokens were cleared. Sign in again."
-        case let .noTokens(service, account):
+        case .kernelKeyringUnavailable(let detail):
+            return
+                "the kernel keyring cannot hold a re-authentication window here (\(detail)); Lockbox will ask each time instead and never writes the window to disk."
+        case .sessionExpired(let service, let account):
+            return
+                "session expired: the refresh token for '\(account)' on '\(service)' was rejected, so the tokens were cleared. Sign in again."
+        case .noTokens(let service, let account):
             return "no tokens are stored for '\(account)' on '\(service)'."
-        case let .itemExpired(service, account, expired):
+        case .itemExpired(let service, let account, let expired):
             return "the item for account '\(account)' on service '\(service)' expired at \(expired.formatted(.iso8601))."
-        case let .noPreviousVersion(service, account):
-            return "the item for account '\(account)' on service '\(service)' holds no previous version (none was kept, its grace period ended, or a later rotation replaced it)."
-        case let .recordedStoreUnavailable(store, settingsPath, reason):
+        case .noPreviousVersion(let service, let account):
+            return
+                "the item for account '\(account)' on service '\(service)' holds no previous version (none was kept, its grace period ended, or a later rotation replaced it)."
+        case .recordedStoreUnavailable(let store, let settingsPath, let reason):
             let reason = reason.hasSuffix(".") ? String(reason.dropLast()) : reason
-            return "this profile keeps its credentials in the \(store) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store."
+            return
+                "this profile keeps its credentials in the \(store) store (recorded in \(settingsPath)), which is not available: \(reason). Lockbox will not switch to another, empty store."
         }
     }
 }

@@ -47,8 +47,9 @@ extension Vault {
         _ string: String, service: String, account: String, kind: ItemKind? = nil,
         label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
     ) async throws {
-        try await set(SecretBytes(utf8: string), service: service, account: account, kind: kind,
-                      label: label, attributes: attributes, access: access)
+        try await set(
+            SecretBytes(utf8: string), service: service, account: account, kind: kind,
+            label: label, attributes: attributes, access: access)
     }
 
     /// ``metadata(service:account:)``, awaited.

@@ -42,7 +42,8 @@ extension Vault {
         keepingPreviousFor grace: Duration? = nil
     ) throws -> Bool {
         try access.blocking {
-            try await self.set(secret, service: service, account: account, changes: changes, when: condition, keepingPreviousFor: grace, via: $0)
+            try await self.set(
+                secret, service: service, account: account, changes: changes, when: condition, keepingPreviousFor: grace, via: $0)
         }
     }
 
@@ -61,7 +62,9 @@ extension Vault {
     /// ``LockboxError/noPreviousVersion(service:account:)`` when it holds none; returns `false`
     /// if another writer changed the item meanwhile (nothing was changed then).
     @discardableResult
-    public func restorePrevious(service: String, account: String, keepingReplacedFor grace: Duration = Vault.defaultGracePeriod) throws -> Bool {
+    public func restorePrevious(service: String, account: String, keepingReplacedFor grace: Duration = Vault.defaultGracePeriod) throws
+        -> Bool
+    {
         try access.blocking { try await self.restorePrevious(service: service, account: account, keepingReplacedFor: grace, via: $0) }
     }
 
@@ -92,8 +95,9 @@ extension Vault {
         _ secret: SecretBytes, service: String, account: String, changes: ItemChanges, when condition: WriteCondition = .always,
         keepingPreviousFor grace: Duration? = nil
     ) async throws -> Bool {
-        try await set(secret, service: service, account: account, changes: changes, when: condition, keepingPreviousFor: grace,
-                      via: access.awaiting)
+        try await set(
+            secret, service: service, account: account, changes: changes, when: condition, keepingPreviousFor: grace,
+            via: access.awaiting)
     }
 
     /// ``previous(service:account:)``, awaited.
@@ -121,7 +125,9 @@ extension Vault {
         _ secret: SecretBytes, service: String, account: String, changes: ItemChanges, when condition: WriteCondition,
         keepingPreviousFor grace: Duration?, via route: StoreRoute
     ) async throws -> Bool {
-        guard let grace else { return try await set(secret, service: service, account: account, changes: changes, when: condition, via: route) }
+        guard let grace else {
+            return try await set(secret, service: service, account: account, changes: changes, when: condition, via: route)
+        }
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key, options: changes.options(over: nil), secretCount: secret.count)
         let graceSeconds = try Self.seconds(of: grace)
@@ -146,7 +152,8 @@ extension Vault {
             }
             if written { return true }
         }
-        throw LockboxError.invalidArgument("the item for account '\(account)' on service '\(service)' kept changing while a rotation was written; nothing was stored")
+        throw LockboxError.invalidArgument(
+            "the item for account '\(account)' on service '\(service)' kept changing while a rotation was written; nothing was stored")
     }
 
     /// Writes `current`'s secret as the previous version at `companionKey` (replacing the one
@@ -155,7 +162,8 @@ extension Vault {
     private func keepPrevious(_ current: StoredItem, companionKey: ItemKey, until: Date, via route: StoreRoute) async throws -> String {
         if let existing = try await route.store.metadata(companionKey), existing.reserved.companion != ItemCompanion.previous.rawValue {
             throw LockboxError.invalidArgument(
-                "an item of its own has the account '\(companionKey.account)' on service '\(companionKey.service)', where the previous version would be kept; nothing was stored")
+                "an item of its own has the account '\(companionKey.account)' on service '\(companionKey.service)', where the previous version would be kept; nothing was stored"
+            )
         }
         let id = ReservedAttributes.newID()
         var options = ItemOptions(
@@ -182,10 +190,10 @@ extension Vault {
     /// The item under `key` and its previous version, if it holds one that is still readable.
     private func previousVersion(of key: ItemKey, via route: StoreRoute) async throws -> (current: StoredItem, previous: StoredItem)? {
         guard let companionKey = try? ItemCompanion.previous.checkedKey(for: key),
-              let item = try await observed("get", service: key.service, account: key.account, { try await route.store.item(key) }),
-              item.metadata.reserved.previousID != nil,
-              let companion = try await route.store.item(companionKey),
-              Self.previousUntil(of: item.metadata, companion: companion.metadata) != nil
+            let item = try await observed("get", service: key.service, account: key.account, { try await route.store.item(key) }),
+            item.metadata.reserved.previousID != nil,
+            let companion = try await route.store.item(companionKey),
+            Self.previousUntil(of: item.metadata, companion: companion.metadata) != nil
         else { return nil }
         return (item, companion)
     }
@@ -211,8 +219,9 @@ extension Vault {
         if !written {
             // Another writer came first: the previous version goes back as it was, so that
             // nothing is lost (it stays bound to whatever the item refers to now).
-            var options = ItemOptions(kind: previous.metadata.kind, label: previous.metadata.label, attributes: previous.metadata.attributes,
-                                      access: previous.metadata.access, expires: previous.metadata.expires)
+            var options = ItemOptions(
+                kind: previous.metadata.kind, label: previous.metadata.label, attributes: previous.metadata.attributes,
+                access: previous.metadata.access, expires: previous.metadata.expires)
             options.reserved = previous.metadata.reserved
             try await route.store.set(previous.secret, for: companionKey, options: options)
         }
@@ -237,12 +246,17 @@ extension Vault {
             guard doomed else { continue }
             // Removed only if it still holds what was read: a rotation meanwhile is kept.
             guard let fresh = try await route.store.item(item.key) else { continue }
-            let stillDoomed = isCompanion
+            let stillDoomed =
+                isCompanion
                 ? fresh.metadata.isExpired(at: now) || Self.owner(of: fresh.metadata, in: byKey) == nil
                 : fresh.metadata.isExpired(at: now)
-            guard stillDoomed, try await observed("delete", service: item.service, account: item.account, level: .notice, {
-                try await route.store.delete(item.key, ifCurrent: fresh.secret)
-            }) else { continue }
+            guard stillDoomed,
+                try await observed(
+                    "delete", service: item.service, account: item.account, level: .notice,
+                    {
+                        try await route.store.delete(item.key, ifCurrent: fresh.secret)
+                    })
+            else { continue }
             if !isCompanion {
                 try await deleteCompanions(of: item.key, via: route)
                 removed.append(item.key)
@@ -272,15 +286,16 @@ extension Vault {
     /// if it is not `item`'s (another ID, another role) or its grace period has ended.
     static func previousUntil(of item: ItemMetadata, companion: ItemMetadata, at now: Date = Date()) -> Date? {
         guard let id = item.reserved.previousID, companion.reserved.companion == ItemCompanion.previous.rawValue,
-              companion.reserved.companionID == id, companion.key == ItemCompanion.previous.key(for: item.key),
-              let until = companion.expires, until > now
+            companion.reserved.companionID == id, companion.key == ItemCompanion.previous.key(for: item.key),
+            let until = companion.expires, until > now
         else { return nil }
         return until
     }
 
     /// `items` as callers see them: companions left out, each item's previous version noted.
     static func visible(_ items: [ItemMetadata]) -> [ItemMetadata] {
-        let companions = Dictionary(items.lazy.filter { $0.reserved.companion != nil }.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        let companions = Dictionary(
+            items.lazy.filter { $0.reserved.companion != nil }.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
         let now = Date()
         return items.compactMap { item in
             guard item.reserved.companion == nil else { return nil }
@@ -297,7 +312,7 @@ extension Vault {
     func deleteCompanions(of key: ItemKey, via route: StoreRoute) async throws {
         for role in ItemCompanion.allCases {
             guard let companionKey = try? role.checkedKey(for: key),
-                  try await route.store.metadata(companionKey)?.reserved.companion == role.rawValue
+                try await route.store.metadata(companionKey)?.reserved.companion == role.rawValue
             else { continue }
             try await route.store.delete(companionKey)
         }
@@ -322,8 +337,8 @@ extension Vault {
             let key = ItemKey(service: service, account: account)
             try ItemLimits.validate(key)
             guard let companionKey = try? role.checkedKey(for: key),
-                  let companion = try await route.store.item(companionKey),
-                  companion.metadata.reserved.companion == role.rawValue
+                let companion = try await route.store.item(companionKey),
+                companion.metadata.reserved.companion == role.rawValue
             else { return nil }
             if companion.metadata.access == .freshAuthentication {
                 guard let freshness = self.freshness else {

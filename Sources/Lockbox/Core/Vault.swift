@@ -84,14 +84,22 @@ public struct Vault: Sendable {
 
     /// The secret under (service, account), or `nil` if none is stored. A protected item throws
     /// ``LockboxError/reauthenticationRequired(_:)`` outside a re-authentication window.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func get(service: String, account: String) throws -> SecretBytes? {
         try access.blocking { try await self.get(service: service, account: account, via: $0) }
     }
 
     /// The secret under (service, account); throws ``LockboxError/itemNotFound(service:account:)``
     /// if none is stored.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func require(service: String, account: String) throws -> SecretBytes {
         try access.blocking { try await self.require(service: service, account: account, via: $0) }
     }
@@ -101,13 +109,19 @@ public struct Vault: Sendable {
     /// rotation never drops them (a new item takes `.generic`, the conventional label, no
     /// attributes and `.always`). With `access: .freshAuthentication` the secret can later be
     /// read only inside a re-authentication window.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
         label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
     ) throws {
         let changes = ItemChanges(kind: kind, label: label, attributes: attributes, access: access)
-        _ = try self.access.blocking { try await self.set(secret, service: service, account: account, changes: changes, when: .always, via: $0) }
+        _ = try self.access.blocking {
+            try await self.set(secret, service: service, account: account, changes: changes, when: .always, via: $0)
+        }
     }
 
     /// ``set(_:service:account:kind:label:attributes:access:)-(SecretBytes,_,_,_,_,_,_)`` only if
@@ -115,7 +129,11 @@ public struct Vault: Sendable {
     /// ``WriteCondition/ifCurrent(_:)`` writes only over the secret the caller read. Returns
     /// whether it wrote. The format-2 file vault checks and writes in one transaction.
     @discardableResult
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
         label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil, when condition: WriteCondition
@@ -132,32 +150,49 @@ public struct Vault: Sendable {
     ///
     /// Throws ``LockboxError/invalidArgument(_:)`` if the stored bytes are not UTF-8.
     /// The returned `String` cannot be wiped; prefer ``get(service:account:)`` for long-lived code.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func string(service: String, account: String) throws -> String? {
         try access.blocking { try await self.string(service: service, account: account, via: $0) }
     }
 
     /// Stores the UTF-8 bytes of `string` under (service, account).
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func set(
         _ string: String, service: String, account: String, kind: ItemKind? = nil,
         label: String? = nil, attributes: [String: String]? = nil, access: ItemAccess? = nil
     ) throws {
-        try set(SecretBytes(utf8: string), service: service, account: account, kind: kind,
-                label: label, attributes: attributes, access: access)
+        try set(
+            SecretBytes(utf8: string), service: service, account: account, kind: kind,
+            label: label, attributes: attributes, access: access)
     }
 
     // MARK: Metadata and removal
 
     /// The metadata of the item under (service, account), or `nil` if none is stored.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func metadata(service: String, account: String) throws -> ItemMetadata? {
         try access.blocking { try await self.metadata(service: service, account: account, via: $0) }
     }
 
     /// Removes the item under (service, account); returns whether there was one.
     @discardableResult
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func delete(service: String, account: String) throws -> Bool {
         try access.blocking { try await self.delete(service: service, account: account, via: $0) }
     }
@@ -165,27 +200,43 @@ public struct Vault: Sendable {
     /// Removes the item under (service, account) only if its secret is byte for byte `expected`
     /// (compare-and-delete: a value rotated meanwhile is kept); returns whether it removed it.
     @discardableResult
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func delete(service: String, account: String, ifCurrent expected: SecretBytes) throws -> Bool {
         try access.blocking { try await self.delete(service: service, account: account, ifCurrent: expected, via: $0) }
     }
 
     /// Metadata (never secrets) of every item, or of one service's items.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func list(service: String? = nil) throws -> [ItemMetadata] {
         try access.blocking { try await self.list(service: service, via: $0) }
     }
 
     /// Removes every item of `service`; returns how many were removed.
     @discardableResult
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func wipe(service: String) throws -> Int {
         try access.blocking { try await self.wipe(service: service, via: $0) }
     }
 
     /// Removes every item; returns how many were removed.
     @discardableResult
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func wipeAll() throws -> Int {
         try access.blocking { try await self.wipeAll(via: $0) }
     }
@@ -228,7 +279,8 @@ public struct Vault: Sendable {
         }
         // A rotation that keeps no previous version drops the one the item held.
         if written, changes.reserved.previousID == nil, let companionKey = try? ItemCompanion.previous.checkedKey(for: key),
-           try await route.store.metadata(companionKey)?.reserved.companion == ItemCompanion.previous.rawValue {
+            try await route.store.metadata(companionKey)?.reserved.companion == ItemCompanion.previous.rawValue
+        {
             try await route.store.delete(companionKey)
         }
         return written
@@ -248,7 +300,8 @@ public struct Vault: Sendable {
         guard let secret = try await get(service: service, account: account, via: route) else { return nil }
         guard let string = secret.stringValue() else {
             throw LockboxError.invalidArgument(
-                "the item for account '\(account)' on service '\(service)' holds binary data, not UTF-8 text; read it with get(service:account:)")
+                "the item for account '\(account)' on service '\(service)' holds binary data, not UTF-8 text; read it with get(service:account:)"
+            )
         }
         return string
     }
@@ -256,7 +309,8 @@ public struct Vault: Sendable {
     func metadata(service: String, account: String, via route: StoreRoute) async throws -> ItemMetadata? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        guard var metadata = try await observed("metadata", service: service, account: account, { try await route.store.metadata(key) }) else {
+        guard var metadata = try await observed("metadata", service: service, account: account, { try await route.store.metadata(key) })
+        else {
             return nil
         }
         if metadata.reserved.previousID != nil {
@@ -278,7 +332,9 @@ public struct Vault: Sendable {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
         try await requireFreshnessToCompare(key, via: route)
-        let deleted = try await observed("delete", service: service, account: account) { try await route.store.delete(key, ifCurrent: expected) }
+        let deleted = try await observed("delete", service: service, account: account) {
+            try await route.store.delete(key, ifCurrent: expected)
+        }
         if deleted { try await deleteCompanions(of: key, via: route) }
         return deleted
     }

@@ -33,24 +33,37 @@ public struct DeviceIdentity: Sendable {
 
     private init(access: StoreAccess, lockDirectory: FilePath?) {
         self.access = access
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: access), timeout: .seconds(30),
-                             access: access)
+        self.lock = ItemLock(
+            directory: lockDirectory ?? ItemLock.defaultDirectory("id-locks", for: access), timeout: .seconds(30),
+            access: access)
     }
 
     /// The ID for (service, account), created on first use.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func deviceID(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
         try access.blocking { try await self.identifier(ItemKey(service: service, account: account), kind: .deviceID, via: $0) }
     }
 
     /// A guest or anonymous profile's ID: the same mechanism under `guest:NAME`, kind `guest-id`.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func guestID(service: String, name: String) throws -> UUID {
         try access.blocking { try await self.identifier(ItemKey(service: service, account: "guest:" + name), kind: .guestID, via: $0) }
     }
 
     /// Replaces the ID with a new one and returns it.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func reset(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
         try access.blocking { try await self.reset(ItemKey(service: service, account: account), via: $0) }
     }
@@ -63,8 +76,11 @@ public struct DeviceIdentity: Sendable {
         if let store = route.store as? any FirstWriteWinsStore {
             // A store shared by many hosts: its own transaction picks the one ID, no host lock.
             let id = UUID()
-            guard let existing = try await store.setIfAbsent(SecretBytes(utf8: id.uuidString.lowercased()), for: key,
-                                                             options: options(kind, key)) else { return id }
+            guard
+                let existing = try await store.setIfAbsent(
+                    SecretBytes(utf8: id.uuidString.lowercased()), for: key,
+                    options: options(kind, key))
+            else { return id }
             return try parse(existing, key)
         }
         let held = try await lock.acquire(key)
@@ -77,15 +93,18 @@ public struct DeviceIdentity: Sendable {
         // a lock folder removed).
         for _ in 0..<8 {
             let id = UUID()
-            if try await route.store.set(SecretBytes(utf8: id.uuidString.lowercased()), for: key,
-                                         changes: ItemChanges(replacingWith: options(kind, key)), when: .ifAbsent) {
+            if try await route.store.set(
+                SecretBytes(utf8: id.uuidString.lowercased()), for: key,
+                changes: ItemChanges(replacingWith: options(kind, key)), when: .ifAbsent)
+            {
                 return id
             }
             // Another writer's ID won; read it (again, if it was reset away meanwhile).
             if let existing = try await read(key, via: route) { return existing }
         }
-        throw LockboxError.io(operation: "creating an ID (other writers kept removing it)", path: key.description,
-                              errno: .resourceTemporarilyUnavailable)
+        throw LockboxError.io(
+            operation: "creating an ID (other writers kept removing it)", path: key.description,
+            errno: .resourceTemporarilyUnavailable)
     }
 
     func reset(_ key: ItemKey, via route: StoreRoute) async throws -> UUID {
@@ -149,7 +168,11 @@ public struct SignOutReport: Sendable, Equatable {
 public enum SignOut {
     /// Removes every item of `service` — tokens, PIN records, protected items, guest IDs,
     /// everything — except device IDs when `keepDeviceID` is set, and reports what it removed.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public static func run(service: String, store: any SecretStore, keepDeviceID: Bool = false) throws -> SignOutReport {
         try CallingThread.run { try await run(service: service, in: InlineSecretStore(store: store), keepDeviceID: keepDeviceID) }
     }

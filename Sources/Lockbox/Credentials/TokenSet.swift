@@ -17,8 +17,10 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
     public var subject: String?
 
     /// Creates a token set.
-    public init(accessToken: SecretBytes, refreshToken: SecretBytes? = nil, tokenType: String = "Bearer",
-                expiresAt: Date? = nil, scope: String? = nil, subject: String? = nil) {
+    public init(
+        accessToken: SecretBytes, refreshToken: SecretBytes? = nil, tokenType: String = "Bearer",
+        expiresAt: Date? = nil, scope: String? = nil, subject: String? = nil
+    ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.tokenType = tokenType
@@ -54,10 +56,12 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
             // Only something shaped like an OAuth error code (RFC 6749 §5.2 and the registry:
             // lower-case words joined by underscores, e.g. invalid_client, slow_down) is repeated
             // in the message: the field is the server's text and must carry nothing else into logs.
-            let isErrorCode = (1...64).contains(error.utf8.count)
+            let isErrorCode =
+                (1...64).contains(error.utf8.count)
                 && error.utf8.allSatisfy { (0x61...0x7A).contains($0) || $0 == 0x5F }
             throw LockboxError.invalidArgument(
-                isErrorCode ? "the token response is an error: \(error)" : "the token response is an error (with an unrecognised error code)")
+                isErrorCode
+                    ? "the token response is an error: \(error)" : "the token response is an error (with an unrecognised error code)")
         }
         guard let access = object.accessToken, !access.isEmpty else {
             throw LockboxError.invalidArgument("the token response has no access_token")
@@ -75,15 +79,19 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
             expiresAt = now.addingTimeInterval(seconds)
         }
         let refresh = object.refreshToken.map { SecretBytes(utf8: $0) } ?? previous?.refreshToken
-        self.init(accessToken: SecretBytes(utf8: access), refreshToken: refresh, tokenType: type, expiresAt: expiresAt,
-                  scope: object.scope ?? previous?.scope, subject: subject ?? previous?.subject)
+        self.init(
+            accessToken: SecretBytes(utf8: access), refreshToken: refresh, tokenType: type, expiresAt: expiresAt,
+            scope: object.scope ?? previous?.scope, subject: subject ?? previous?.subject)
     }
 
     /// The fields of a token response (RFC 6749 §5.1, §5.2) Lockbox reads. A field of another
     /// type than expected counts as absent, except `expires_in`, which is a number, a string of
     /// one, or `null`; anything else there is ``ExpiresIn/present(_:)`` with `nil`, refused.
     package struct OAuthResponse: Decodable {
-        package enum ExpiresIn { case absent, present(Double?) }
+        package enum ExpiresIn {
+            case absent
+            case present(Double?)
+        }
         package var error: String?
         package var accessToken: String?
         package var tokenType: String?

@@ -51,8 +51,9 @@ public final class TokenStore: Sendable {
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), executor: BlockingExecutor = .shared,
         logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
-        self.init(access: StoreAccess(store, executor: executor), leeway: leeway, now: now, lockDirectory: lockDirectory,
-                  lockTimeout: lockTimeout, logger: logger, metricsFactory: metricsFactory)
+        self.init(
+            access: StoreAccess(store, executor: executor), leeway: leeway, now: now, lockDirectory: lockDirectory,
+            lockTimeout: lockTimeout, logger: logger, metricsFactory: metricsFactory)
     }
 
     /// Creates a token store over an async store (a network-backed one): the async methods await
@@ -71,8 +72,9 @@ public final class TokenStore: Sendable {
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(120), refreshLease: Duration = .seconds(30),
         executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
-        self.init(access: StoreAccess(store, executor: executor), leeway: leeway, now: now, lockDirectory: lockDirectory,
-                  lockTimeout: lockTimeout, refreshLease: refreshLease, logger: logger, metricsFactory: metricsFactory)
+        self.init(
+            access: StoreAccess(store, executor: executor), leeway: leeway, now: now, lockDirectory: lockDirectory,
+            lockTimeout: lockTimeout, refreshLease: refreshLease, logger: logger, metricsFactory: metricsFactory)
     }
 
     private init(
@@ -85,8 +87,9 @@ public final class TokenStore: Sendable {
         self.metrics = LockboxMetrics(factory: metricsFactory)
         self.leeway = leeway
         self.now = now
-        self.lock = ItemLock(directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: access), timeout: lockTimeout,
-                             access: access)
+        self.lock = ItemLock(
+            directory: lockDirectory ?? ItemLock.defaultDirectory("token-locks", for: access), timeout: lockTimeout,
+            access: access)
     }
 
     /// Session events from now on: signed in, refreshed, signed out.
@@ -102,13 +105,21 @@ public final class TokenStore: Sendable {
     ///
     /// The record is JSON built with Foundation: the tokens pass through `String`s in ordinary
     /// memory (the encoded bytes are zeroed, the intermediate strings cannot be). SECURITY.md.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func save(_ tokens: TokenSet, service: String, account: String) throws {
         try access.blocking { try await self.save(tokens, service: service, account: account, via: $0) }
     }
 
     /// Saves the tokens of an OAuth 2.0 token response (RFC 6749 §5.1).
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func save(oauthResponse: Data, service: String, account: String, subject: String? = nil) throws {
         try save(TokenSet(oauthResponse: oauthResponse, now: now(), subject: subject), service: service, account: account)
     }
@@ -117,14 +128,22 @@ public final class TokenStore: Sendable {
     ///
     /// The record is parsed with Foundation's `JSONDecoder`, which makes `String` copies of the
     /// tokens in ordinary memory before they are moved into ``SecretBytes``. SECURITY.md.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func load(service: String, account: String) throws -> TokenSet? {
         try access.blocking { try await self.load(service: service, account: account, via: $0) }
     }
 
     /// Removes the token set; returns whether there was one.
     @discardableResult
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func clear(service: String, account: String) throws -> Bool {
         try access.blocking { try await self.clear(service: service, account: account, via: $0) }
     }
@@ -139,7 +158,9 @@ public final class TokenStore: Sendable {
 
     func load(service: String, account: String, via route: StoreRoute) async throws -> TokenSet? {
         let key = ItemKey(service: service, account: account)
-        return try await metrics.storeCall(access.typeName, "get") { try await route.store.get(key) }.map { try TokenSet.decode($0, key: key) }
+        return try await metrics.storeCall(access.typeName, "get") { try await route.store.get(key) }.map {
+            try TokenSet.decode($0, key: key)
+        }
     }
 
     func clear(service: String, account: String, via route: StoreRoute) async throws -> Bool {
@@ -209,8 +230,10 @@ public final class TokenStore: Sendable {
         _ key: ItemKey, rejected: SecretBytes?, refresh: @Sendable (TokenSet) async throws -> TokenSet
     ) async throws -> TokenSet {
         let start = DispatchTime.now().uptimeNanoseconds
-        var metadata: Logger.Metadata = [LogKey.service: .string(key.service), LogKey.account: .string(key.account),
-                                         LogKey.store: .string(access.typeName)]
+        var metadata: Logger.Metadata = [
+            LogKey.service: .string(key.service), LogKey.account: .string(key.account),
+            LogKey.store: .string(access.typeName),
+        ]
         let outcome: String
         defer {
             metrics.timer("lockbox_token_refresh_duration").recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
@@ -269,7 +292,8 @@ public final class TokenStore: Sendable {
         // vault); where another process's refresh was stored first, its tokens win.
         let encoded = try fresh.encoded()
         let stored = try await metrics.storeCall(access.typeName, "set") {
-            try await route.store.set(encoded, for: key, changes: ItemChanges(replacingWith: Self.options(for: key, fresh)), when: .ifCurrent(read))
+            try await route.store.set(
+                encoded, for: key, changes: ItemChanges(replacingWith: Self.options(for: key, fresh)), when: .ifCurrent(read))
         }
         guard stored else { return (try await currentTokens(key, in: route.store), false) }
         emit(.refreshed(key))
@@ -302,7 +326,8 @@ public final class TokenStore: Sendable {
                     }
                     let fresh = try await refresh(latest)
                     let stored = try await metrics.storeCall(access.typeName, "set") {
-                        try await leasing.completeRefresh(lease, storing: try fresh.encoded(), for: key, options: Self.options(for: key, fresh))
+                        try await leasing.completeRefresh(
+                            lease, storing: try fresh.encoded(), for: key, options: Self.options(for: key, fresh))
                     }
                     if stored {
                         emit(.refreshed(key))
@@ -321,12 +346,14 @@ public final class TokenStore: Sendable {
                 }
                 // The lease ran out during the call and another host took it over: its tokens,
                 // not these, are the item's. Read them (or wait for them) on the next turn.
-                logger.warning("token refresh outlived its lease; another host's refresh is kept",
-                               metadata: [LogKey.service: .string(key.service), LogKey.account: .string(key.account)])
+                logger.warning(
+                    "token refresh outlived its lease; another host's refresh is kept",
+                    metadata: [LogKey.service: .string(key.service), LogKey.account: .string(key.account)])
             }
             if clock.now - start >= lock.timeout {
-                throw LockboxError.vaultBusy(path: "refresh lease of '\(key.account)' on '\(key.service)'",
-                                             waitedSeconds: (clock.now - start).seconds)
+                throw LockboxError.vaultBusy(
+                    path: "refresh lease of '\(key.account)' on '\(key.service)'",
+                    waitedSeconds: (clock.now - start).seconds)
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -358,8 +385,9 @@ public final class TokenStore: Sendable {
     /// access token expires, so the item expires then too (``ItemOptions/expires``: `list` shows
     /// it and `wipe --expired` removes it); one with a refresh token does not expire.
     private static func options(for key: ItemKey, _ tokens: TokenSet? = nil) -> ItemOptions {
-        ItemOptions(kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'",
-                    expires: tokens.flatMap { $0.refreshToken == nil ? $0.expiresAt : nil })
+        ItemOptions(
+            kind: .token, label: "Tokens for '\(key.account)' on '\(key.service)'",
+            expires: tokens.flatMap { $0.refreshToken == nil ? $0.expiresAt : nil })
     }
 
     private func write(_ tokens: TokenSet, _ key: ItemKey, via route: StoreRoute) async throws {

@@ -45,7 +45,11 @@ public enum Transfer {
     /// - Throws: whatever either store throws, or ``LockboxError/invalidArgument(_:)`` when a copy
     ///   does not read back identically (that item's source is left as it was) or no free
     ///   `(imported N)` address is left for ``ConflictPolicy/keepBoth``.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public static func run(
         from source: any SecretStore, to destination: any SecretStore, service: String? = nil,
         onConflict: ConflictPolicy = .skip, move: Bool = false, progress: ((Int, Int) -> Void)? = nil
@@ -54,8 +58,9 @@ public enum Transfer {
         // only ever called here, as a plain loop would call it.
         nonisolated(unsafe) let progress = progress
         return try CallingThread.run {
-            try await run(from: InlineSecretStore(store: source), to: InlineSecretStore(store: destination), service: service,
-                          onConflict: onConflict, move: move, report: { progress?($0, $1) })
+            try await run(
+                from: InlineSecretStore(store: source), to: InlineSecretStore(store: destination), service: service,
+                onConflict: onConflict, move: move, report: { progress?($0, $1) })
         }
     }
 
@@ -101,18 +106,20 @@ public enum Transfer {
                     report.copied.append(target)
                 }
                 // The expiry and the bookkeeping go along: a previous version stays one, bound to its item.
-                var options = ItemOptions(kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access,
-                                          expires: metadata.expires)
+                var options = ItemOptions(
+                    kind: metadata.kind, label: metadata.label, attributes: metadata.attributes, access: metadata.access,
+                    expires: metadata.expires)
                 options.reserved = metadata.reserved
                 writes.append((ItemWrite(item.secret, for: target, options: options), metadata.key))
             }
             try await destination.set(writes.map(\.write))
             for (write, sourceKey) in writes {
                 guard let written = try await destination.item(write.key), written.secret == write.secret,
-                      written.metadata.kind == write.options.kind, written.metadata.access == write.options.access
+                    written.metadata.kind == write.options.kind, written.metadata.access == write.options.access
                 else {
                     throw LockboxError.invalidArgument(
-                        "the copy of '\(sourceKey.account)' on '\(sourceKey.service)' did not read back identically; the source was left as it was")
+                        "the copy of '\(sourceKey.account)' on '\(sourceKey.service)' did not read back identically; the source was left as it was"
+                    )
                 }
                 if move { remove.append(sourceKey) }
             }
@@ -153,8 +160,9 @@ extension Transfer {
         onConflict: ConflictPolicy = .skip, move: Bool = false, executor: BlockingExecutor = .shared,
         progress: (@Sendable (Int, Int) -> Void)? = nil
     ) async throws -> TransferReport {
-        try await run(from: source.offloaded(to: executor), to: destination.offloaded(to: executor), service: service,
-                      onConflict: onConflict, move: move, report: { progress?($0, $1) })
+        try await run(
+            from: source.offloaded(to: executor), to: destination.offloaded(to: executor), service: service,
+            onConflict: onConflict, move: move, report: { progress?($0, $1) })
     }
 
     /// ``run(from:to:service:onConflict:move:progress:)`` between async stores (one may be a

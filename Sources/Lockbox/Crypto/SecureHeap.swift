@@ -1,6 +1,7 @@
 import CSodium
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where ``SecretBytes`` keep their bytes: memory from libsodium's guarded allocator
@@ -85,7 +86,8 @@ enum SecureHeap {
     /// it is not free (handed out again meanwhile).
     static func withFreeChunk<T>(at address: UInt, count: Int, _ body: (UnsafeMutableRawPointer, Int) -> T) -> T? {
         guard let sizeClass = chunkSizes.firstIndex(where: { $0 >= count }),
-              let pointer = UnsafeMutableRawPointer(bitPattern: address) else { return nil }
+            let pointer = UnsafeMutableRawPointer(bitPattern: address)
+        else { return nil }
         return state.withLock { state -> T? in
             guard state.free[sizeClass].contains(address) else { return nil }
             return body(pointer, chunkSizes[sizeClass])
@@ -118,4 +120,3 @@ enum AddressSanitizer {
     static func poison(_ pointer: UnsafeRawPointer, _ count: Int) { poisonFunction?(pointer, count) }
     static func unpoison(_ pointer: UnsafeRawPointer, _ count: Int) { unpoisonFunction?(pointer, count) }
 }
-

@@ -90,9 +90,10 @@ public struct LockoutPolicy: Sendable, Hashable, Codable {
     /// edited, and an empty delay list or an out-of-range limit must be refused, not trusted.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        try self.init(delays: try container.decode([Double].self, forKey: .delays),
-                      wipeAfter: try container.decodeIfPresent(Int.self, forKey: .wipeAfter),
-                      disableAfter: try container.decode(Int.self, forKey: .disableAfter))
+        try self.init(
+            delays: try container.decode([Double].self, forKey: .delays),
+            wipeAfter: try container.decodeIfPresent(Int.self, forKey: .wipeAfter),
+            disableAfter: try container.decode(Int.self, forKey: .disableAfter))
     }
 }
 

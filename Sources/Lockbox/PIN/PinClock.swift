@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import FoundationEssentials
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A moment as the PIN lockout sees it: wall-clock time plus the boot it happened in and the
 /// time since that boot. A lockout ends only when every clock Lockbox trusts agrees it has
@@ -70,7 +71,8 @@ public struct SystemPinClock: PinClock {
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count == 3, fields[0] == "boottime" || fields[0] == "7",
-                  let seconds = Double(fields[1]), let nanoseconds = Double(fields[2]) else { continue }
+                let seconds = Double(fields[1]), let nanoseconds = Double(fields[2])
+            else { continue }
             return seconds + nanoseconds / 1e9
         }
         return 0
@@ -80,7 +82,8 @@ public struct SystemPinClock: PinClock {
         var time = timespec()
         clock_gettime(CLOCK_BOOTTIME, &time)
         // Without a boot ID, an empty one never matches a recorded one, so the wall clock rules.
-        return PinInstant(wall: Date(), bootID: bootID.isEmpty ? "unknown-\(UUID())" : bootID,
-                          sinceBoot: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9 - bootTimeOffset)
+        return PinInstant(
+            wall: Date(), bootID: bootID.isEmpty ? "unknown-\(UUID())" : bootID,
+            sinceBoot: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9 - bootTimeOffset)
     }
 }

@@ -112,9 +112,10 @@ public final class PinGuard: Sendable {
         acceptingStoreOpenToOtherProcesses: Bool = false, executor: BlockingExecutor = .shared,
         logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
-        self.init(store: store, policy: policy, hashParameters: hashParameters, clock: clock, lockDirectory: lockDirectory,
-                  lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
-                  hasher: .argon2id, executor: executor, logger: logger, metricsFactory: metricsFactory)
+        self.init(
+            store: store, policy: policy, hashParameters: hashParameters, clock: clock, lockDirectory: lockDirectory,
+            lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
+            hasher: .argon2id, executor: executor, logger: logger, metricsFactory: metricsFactory)
     }
 
     /// Creates a guard with the hash cost and failure recording of `preset` (``PinPreset/server``
@@ -125,10 +126,11 @@ public final class PinGuard: Sendable {
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30), acceptingStoreOpenToOtherProcesses: Bool = false,
         executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
-        self.init(store: store, policy: policy, hashParameters: preset.hashParameters, clock: clock, lockDirectory: lockDirectory,
-                  lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
-                  hasher: .argon2id, failureRecording: preset.failureRecording, executor: executor, logger: logger,
-                  metricsFactory: metricsFactory)
+        self.init(
+            store: store, policy: policy, hashParameters: preset.hashParameters, clock: clock, lockDirectory: lockDirectory,
+            lockTimeout: lockTimeout, acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses,
+            hasher: .argon2id, failureRecording: preset.failureRecording, executor: executor, logger: logger,
+            metricsFactory: metricsFactory)
     }
 
     /// Creates a guard over an async store (a network-backed one) with the hash cost and failure
@@ -147,10 +149,11 @@ public final class PinGuard: Sendable {
         lockDirectory: FilePath? = nil, lockTimeout: Duration = .seconds(30), acceptingStoreOpenToOtherProcesses: Bool = false,
         executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
-        self.init(access: StoreAccess(store, executor: executor), policy: policy, hashParameters: preset.hashParameters, clock: clock,
-                  lockDirectory: lockDirectory, lockTimeout: lockTimeout,
-                  acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses, hasher: .argon2id,
-                  failureRecording: preset.failureRecording, logger: logger, metricsFactory: metricsFactory)
+        self.init(
+            access: StoreAccess(store, executor: executor), policy: policy, hashParameters: preset.hashParameters, clock: clock,
+            lockDirectory: lockDirectory, lockTimeout: lockTimeout,
+            acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses, hasher: .argon2id,
+            failureRecording: preset.failureRecording, logger: logger, metricsFactory: metricsFactory)
     }
 
     /// Creates a guard that hashes and compares through `hasher` (tests count, block or fail hashes with it).
@@ -161,10 +164,11 @@ public final class PinGuard: Sendable {
         failureRecording: PinPreset.FailureRecording = .beforeComparing, executor: BlockingExecutor = .shared,
         logger: Logger = .lockboxDefault, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
-        self.init(access: StoreAccess(store, executor: executor), policy: policy, hashParameters: hashParameters, clock: clock,
-                  lockDirectory: lockDirectory, lockTimeout: lockTimeout,
-                  acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses, hasher: hasher,
-                  failureRecording: failureRecording, logger: logger, metricsFactory: metricsFactory)
+        self.init(
+            access: StoreAccess(store, executor: executor), policy: policy, hashParameters: hashParameters, clock: clock,
+            lockDirectory: lockDirectory, lockTimeout: lockTimeout,
+            acceptingStoreOpenToOtherProcesses: acceptingStoreOpenToOtherProcesses, hasher: hasher,
+            failureRecording: failureRecording, logger: logger, metricsFactory: metricsFactory)
     }
 
     /// The one initializer the others call.
@@ -196,7 +200,11 @@ public final class PinGuard: Sendable {
     ///   - pin: the new PIN; only its Argon2id hash is stored.
     ///   - lockout: the delays and limits that wrong tries of this PIN trigger.
     ///   - wipeItems: items to wipe with the PIN if `lockout.wipeAfter` is reached.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
         try access.blocking { try await self.set(profile, pin: pin, lockout: lockout, wipeItems: wipeItems, via: $0) }
     }
@@ -208,13 +216,21 @@ public final class PinGuard: Sendable {
     ///
     /// A try while the profile is locked out or disabled is refused before the profile's lock is
     /// taken: no hash, no write, no wait behind a verification in progress.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
         try access.blocking { try await self.verify(profile, pin: pin, via: $0) }
     }
 
     /// Replaces the PIN after checking the old one (which counts toward the lockout like any try).
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
         try access.blocking { try await self.change(profile, from: oldPin, to: newPin, via: $0) }
     }
@@ -224,20 +240,32 @@ public final class PinGuard: Sendable {
     /// Removing needs no PIN: whoever can write the store is the higher authority (with the file
     /// vault, the holder of its passphrase or key file).
     @discardableResult
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func remove(_ profile: PinProfile) throws -> Bool {
         try access.blocking { try await self.remove(profile, via: $0) }
     }
 
     /// Clears the failures and re-enables a disabled PIN, after the caller has checked a higher
     /// authority (the vault passphrase, say). See ``reset(_:authorizedBy:pin:)`` for another profile's PIN.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func reset(_ profile: PinProfile) throws {
         try access.blocking { try await self.reset(profile, via: $0) }
     }
 
     /// Resets `profile` if `authority`'s PIN verifies (with its own lockout applying).
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) throws {
         try access.blocking { try await self.reset(profile, authorizedBy: authority, pin: pin, via: $0) }
     }
@@ -245,13 +273,21 @@ public final class PinGuard: Sendable {
     /// A fingerprint of the profile's current PIN hash (BLAKE2b), or `nil` without a PIN: it
     /// changes whenever the PIN is changed, removed or set anew, which closes re-authentication
     /// windows the old PIN opened. Reveals nothing about the PIN.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func fingerprint(_ profile: PinProfile) throws -> String? {
         try access.blocking { try await self.fingerprint(profile, via: $0) }
     }
 
     /// Failures, lockout end and state, without touching the counters.
-    @available(*, noasync, message: "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)")
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func status(_ profile: PinProfile) throws -> PinStatus {
         try access.blocking { try await self.status(profile, via: $0) }
     }
@@ -271,7 +307,8 @@ public final class PinGuard: Sendable {
             if let ledger = route.store as? any PinAttemptLedger { try await ledger.recordPinSuccess(profile.attemptKey) }
             if let conditional = conditionalStore(route) {
                 // Another host may have set one since the check above: the first write wins.
-                guard try await conditional.set(try encoded(record), for: profile.itemKey, options: recordOptions(profile), ifCurrent: nil) else {
+                guard try await conditional.set(try encoded(record), for: profile.itemKey, options: recordOptions(profile), ifCurrent: nil)
+                else {
                     throw Self.alreadySet(profile)
                 }
                 return
@@ -343,7 +380,9 @@ public final class PinGuard: Sendable {
     ) async throws {
         var newHash: String?
         for _ in 0..<Self.conditionalWriteTries {
-            guard let before = try await route.store.get(profile.itemKey) else { throw LockboxError.pinNotSet(profile: profile.description) }
+            guard let before = try await route.store.get(profile.itemKey) else {
+                throw LockboxError.pinNotSet(profile: profile.description)
+            }
             try await verifyCounted(profile, pin: oldPin, by: ledger, via: route)
             var record = try decoded(before, profile)
             if newHash == nil { newHash = try await hash(newPin, via: route) }
@@ -418,8 +457,9 @@ public final class PinGuard: Sendable {
                 let until = last.addingTimeInterval(record.lockout.delay(afterFailures: state.failures))
                 if until > state.readAt { lockedUntil = until }
             }
-            return PinStatus(failures: state.failures, lockedUntil: lockedUntil, disabled: state.failures >= record.lockout.disableAfter,
-                             lockout: record.lockout)
+            return PinStatus(
+                failures: state.failures, lockedUntil: lockedUntil, disabled: state.failures >= record.lockout.disableAfter,
+                lockout: record.lockout)
         }
         var lockedUntil: Date?
         if let last = record.lastAttempt {
@@ -478,20 +518,25 @@ public final class PinGuard: Sendable {
     /// The refusal a try gets from `record` at `now` without hashing: disabled, or locked out by
     /// every trusted clock. `nil` when the try may go ahead (or a clock went back, which the
     /// locked path handles with a write).
-    private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile, lastAttemptAheadMeansNow: Bool = false) -> (any Error)? {
+    private func refusal(_ record: PinRecord, at now: PinInstant, for profile: PinProfile, lastAttemptAheadMeansNow: Bool = false) -> (
+        any Error
+    )? {
         // A last attempt later than `now`: when deciding on the record being counted, another
         // verifier's count just now (the delay runs from now); on an advisory read before the
         // lock, a clock that went back, which the locked path handles: not refused on it.
         let elapsed = record.lastAttempt.map { now.secondsSince($0) }
         let ahead: Double = lastAttemptAheadMeansNow ? 0 : .infinity
-        switch record.lockout.decide(failures: record.failures, secondsSinceLastAttempt: elapsed.map { $0 < 0 ? ahead : $0 },
-                                     disabled: record.disabled) {
+        switch record.lockout.decide(
+            failures: record.failures, secondsSinceLastAttempt: elapsed.map { $0 < 0 ? ahead : $0 },
+            disabled: record.disabled)
+        {
         case .evaluate:
             return nil
         case .disabled:
             return LockboxError.pinDisabled(profile: profile.description, failures: record.failures)
         case .wait(let remaining):
-            return LockboxError.pinLockedOut(profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining), seconds: remaining)
+            return LockboxError.pinLockedOut(
+                profile: profile.description, retryAt: now.wall.addingTimeInterval(remaining), seconds: remaining)
         case .wipe:
             return WipeDue(record: record)
         }
@@ -606,8 +651,9 @@ public final class PinGuard: Sendable {
             throw LockboxError.pinDisabled(profile: profile.description, failures: evaluated.failures)
         }
         let delay = evaluated.lockout.delay(afterFailures: evaluated.failures)
-        throw LockboxError.wrongPin(profile: profile.description, failures: evaluated.failures,
-                                    retryAt: delay > 0 ? now.wall.addingTimeInterval(delay) : nil)
+        throw LockboxError.wrongPin(
+            profile: profile.description, failures: evaluated.failures,
+            retryAt: delay > 0 ? now.wall.addingTimeInterval(delay) : nil)
     }
 
     /// Reads the profile's record, lets `change` edit it (returning whether it did; throwing to
@@ -621,8 +667,9 @@ public final class PinGuard: Sendable {
             guard let bytes = try await route.store.get(profile.itemKey) else { throw LockboxError.pinNotSet(profile: profile.description) }
             var record = try decoded(bytes, profile)
             guard try change(&record) else { return record }
-            let written = try await route.store.set(try encoded(record), for: profile.itemKey,
-                                                    changes: ItemChanges(replacingWith: recordOptions(profile)), when: .ifCurrent(bytes))
+            let written = try await route.store.set(
+                try encoded(record), for: profile.itemKey,
+                changes: ItemChanges(replacingWith: recordOptions(profile)), when: .ifCurrent(bytes))
             if written { return record }
         }
         throw LockboxError.vaultBusy(path: "the PIN record of \(profile.description)", waitedSeconds: 0)
@@ -638,7 +685,8 @@ public final class PinGuard: Sendable {
     /// in parallel. The hash is not upgraded to a new cost here (the store has no
     /// compare-and-swap to keep a concurrent change on another host from being overwritten);
     /// ``change(_:from:to:)`` hashes at the current cost.
-    private func verifyCounted(_ profile: PinProfile, pin: SecretBytes, by ledger: any PinAttemptLedger, via route: StoreRoute) async throws {
+    private func verifyCounted(_ profile: PinProfile, pin: SecretBytes, by ledger: any PinAttemptLedger, via route: StoreRoute) async throws
+    {
         guard let record = try await load(profile, via: route) else { throw LockboxError.pinNotSet(profile: profile.description) }
         let decision = try await ledger.beginPinAttempt(profile.attemptKey, lockout: record.lockout)
         // The count before this guess: at the wipe limit (a wipe that did not run: its host died,
@@ -653,8 +701,9 @@ public final class PinGuard: Sendable {
                 throw LockboxError.pinDisabled(profile: profile.description, failures: decision.failures)
             }
             let until = decision.lockedUntil ?? decision.decidedAt
-            throw LockboxError.pinLockedOut(profile: profile.description, retryAt: until,
-                                            seconds: max(0, until.timeIntervalSince(decision.decidedAt)))
+            throw LockboxError.pinLockedOut(
+                profile: profile.description, retryAt: until,
+                seconds: max(0, until.timeIntervalSince(decision.decidedAt)))
         }
         let matches = try await compare(pin, with: record.hash, via: route)
         if matches {
@@ -668,14 +717,17 @@ public final class PinGuard: Sendable {
             throw LockboxError.pinDisabled(profile: profile.description, failures: decision.failures)
         }
         let delay = record.lockout.delay(afterFailures: decision.failures)
-        throw LockboxError.wrongPin(profile: profile.description, failures: decision.failures,
-                                    retryAt: delay > 0 ? decision.decidedAt.addingTimeInterval(delay) : nil)
+        throw LockboxError.wrongPin(
+            profile: profile.description, failures: decision.failures,
+            retryAt: delay > 0 ? decision.decidedAt.addingTimeInterval(delay) : nil)
     }
 
     /// ``wipe(_:_:failures:via:)`` for a ledger's count, which it clears once the record is gone
     /// (a new PIN starts with none).
-    private func wipeCounted(_ profile: PinProfile, _ record: PinRecord, failures: Int, by ledger: any PinAttemptLedger,
-                             via route: StoreRoute) async throws -> Never {
+    private func wipeCounted(
+        _ profile: PinProfile, _ record: PinRecord, failures: Int, by ledger: any PinAttemptLedger,
+        via route: StoreRoute
+    ) async throws -> Never {
         do {
             try await wipe(profile, record, failures: failures, via: route)
         } catch LockboxError.pinWiped(let profileName, let failures) {
@@ -725,16 +777,19 @@ public final class PinGuard: Sendable {
             record = try bytes.withUnsafeBytes { try JSONDecoder().decode(PinRecord.self, from: Data($0)) }
         } catch let error as LockboxError {
             // The stored lockout policy broke a rule of LockoutPolicy's checking initialiser.
-            throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
-                                               reason: "its lockout policy is out of range (\(error))")
+            throw LockboxError.undecodableItem(
+                service: profile.service, account: profile.itemKey.account,
+                reason: "its lockout policy is out of range (\(error))")
         } catch {
-            throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
-                                               reason: "it is not a Lockbox PIN record")
+            throw LockboxError.undecodableItem(
+                service: profile.service, account: profile.itemKey.account,
+                reason: "it is not a Lockbox PIN record")
         }
         // A count can never pass the disable limit (verify stops there), so anything else was edited.
         guard (0...LockoutPolicy.hardLimit).contains(record.failures), record.lastAttempt?.sinceBoot.isFinite ?? true else {
-            throw LockboxError.undecodableItem(service: profile.service, account: profile.itemKey.account,
-                                               reason: "its failure count or last attempt is out of range")
+            throw LockboxError.undecodableItem(
+                service: profile.service, account: profile.itemKey.account,
+                reason: "its failure count or last attempt is out of range")
         }
         return record
     }
@@ -771,7 +826,9 @@ package struct PinHasher: Sendable {
     package var verify: @Sendable (_ hash: String, _ pin: SecretBytes) -> Bool
 
     /// Creates a hasher from its two operations.
-    package init(hash: @escaping @Sendable (SecretBytes, KDFParameters) -> String?, verify: @escaping @Sendable (String, SecretBytes) -> Bool) {
+    package init(
+        hash: @escaping @Sendable (SecretBytes, KDFParameters) -> String?, verify: @escaping @Sendable (String, SecretBytes) -> Bool
+    ) {
         self.hash = hash
         self.verify = verify
     }

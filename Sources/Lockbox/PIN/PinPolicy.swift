@@ -81,8 +81,10 @@ public enum PinBlocklist {
 
     /// Keypad shapes: columns, rows, diagonals and corners, read both ways.
     static let keypadShapes: Set<String> = {
-        let base = ["2580", "1470", "3690", "1379", "2468", "1357", "1590", "3570", "1478", "3698",
-                    "1236", "7894", "1254", "1456", "4789", "2587", "0258", "8520"]
+        let base = [
+            "2580", "1470", "3690", "1379", "2468", "1357", "1590", "3570", "1478", "3698",
+            "1236", "7894", "1254", "1456", "4789", "2587", "0258", "8520",
+        ]
         return Set(base + base.map { String($0.reversed()) })
     }()
 
@@ -94,7 +96,8 @@ public enum PinBlocklist {
     /// (wrapping 9→0 and 0→9).
     static func isRun(count: Int, _ digit: (Int) -> Int) -> Bool {
         guard count >= 3 else { return false }
-        var up = true, down = true
+        var up = true
+        var down = true
         for index in 1..<count {
             let step = (digit(index) - digit(index - 1) + 10) % 10
             up = up && step == 1
@@ -121,7 +124,8 @@ public enum PinBlocklist {
             if (a == c && b == d) || (a == b && c == d) || (a == d && b == c) { return true }
             let year = a * 1000 + b * 100 + c * 10 + d
             if (1940...2029).contains(year) { return true }
-            let first = a * 10 + b, second = c * 10 + d
+            let first = a * 10 + b
+            let second = c * 10 + d
             return isDayOfMonth(day: second, month: first) || isDayOfMonth(day: first, month: second)
         case 6:
             let (a, b, c, d, e, f) = (digit(0), digit(1), digit(2), digit(3), digit(4), digit(5))
@@ -129,7 +133,9 @@ public enum PinBlocklist {
             if a == b && c == d && e == f { return true }  // AABBCC
             if a == d && b == e && c == f { return true }  // ABCABC
             if a == f && b == e && c == d { return true }  // ABCCBA
-            let p1 = a * 10 + b, p2 = c * 10 + d, p3 = e * 10 + f
+            let p1 = a * 10 + b
+            let p2 = c * 10 + d
+            let p3 = e * 10 + f
             return isDayOfMonth(day: p1, month: p2) || isDayOfMonth(day: p2, month: p1)
                 || isDayOfMonth(day: p3, month: p2)
         default:

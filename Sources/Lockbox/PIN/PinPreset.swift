@@ -73,7 +73,8 @@ public struct PinPreset: Sendable, Hashable {
     public static func calibratedServer(target: Double) throws -> PinPreset {
         let measured = try PinHashCalibration.measure(target: target, memoryBytes: serverMemoryBytes)
         let passes = max(owaspMinimum.opsLimit, measured.suggested.opsLimit)
-        return PinPreset(hashParameters: try KDFParameters(opsLimit: passes, memoryLimitBytes: serverMemoryBytes),
-                         failureRecording: .afterComparing)
+        return PinPreset(
+            hashParameters: try KDFParameters(opsLimit: passes, memoryLimitBytes: serverMemoryBytes),
+            failureRecording: .afterComparing)
     }
 }

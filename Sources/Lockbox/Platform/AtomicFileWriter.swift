@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import FoundationEssentials
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// Which version of a file a path points at: if any of these change, the file was replaced.
 ///
@@ -79,8 +80,9 @@ enum AtomicFileWriter {
 
     /// fsyncs a folder so a rename inside it survives a power cut.
     static func syncDirectory(_ folder: FilePath) throws {
-        let fd = try FileDescriptor.open(folder.isEmpty ? "." : folder, .readOnly,
-                                         options: [.directory, .closeOnExec])
+        let fd = try FileDescriptor.open(
+            folder.isEmpty ? "." : folder, .readOnly,
+            options: [.directory, .closeOnExec])
         try fd.closeAfter { () throws in try fd.sync() }
     }
 }
@@ -105,8 +107,9 @@ struct VaultLock {
     func withLock<T>(_ body: () throws -> T) throws -> T {
         let fd: FileDescriptor
         do {
-            fd = try FileDescriptor.open(path, .readWrite, options: [.create, .closeOnExec],
-                                         permissions: .ownerReadWrite)
+            fd = try FileDescriptor.open(
+                path, .readWrite, options: [.create, .closeOnExec],
+                permissions: .ownerReadWrite)
         } catch {
             throw LockboxError.io(operation: "opening the lock file", path: path.string, errno: error.asErrno)
         }

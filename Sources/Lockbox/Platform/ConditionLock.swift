@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A value behind a `pthread_mutex_t` with a `pthread_cond_t` beside it: ``Locked`` for state

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 // The POSIX calls swift-system does not wrap (yet), written the way it writes its own:
 // Swift types in, `Errno` out, EINTR retried in one place, one doc line naming the C call.

@@ -1,8 +1,9 @@
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A cross-process lock per item: `flock` on a file named after the item's address in a folder
 /// every process that can reach the store shares (``defaultDirectory(_:for:)``). It serialises

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A value that one thread at a time may read or change, behind a `pthread_mutex_t`.

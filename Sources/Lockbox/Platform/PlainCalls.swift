@@ -1,8 +1,9 @@
 import CLinux
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 // What Lockbox used of Foundation beyond FoundationEssentials, on POSIX and the standard library
@@ -15,7 +16,10 @@ package func startDetachedThread(name: String, _ body: @escaping @Sendable () ->
     final class Start: Sendable {
         let name: String
         let body: @Sendable () -> Void
-        init(name: String, body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
     }
     let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
     var attributes = pthread_attr_t()
@@ -23,13 +27,15 @@ package func startDetachedThread(name: String, _ body: @escaping @Sendable () ->
     defer { pthread_attr_destroy(&attributes) }
     pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
     var thread = pthread_t()
-    let result = pthread_create(&thread, &attributes, { raw in
-        guard let raw else { return nil }
-        let start = Unmanaged<Start>.fromOpaque(raw).takeRetainedValue()
-        _ = lockbox_prctl_set_thread_name(start.name)
-        start.body()
-        return nil
-    }, start)
+    let result = pthread_create(
+        &thread, &attributes,
+        { raw in
+            guard let raw else { return nil }
+            let start = Unmanaged<Start>.fromOpaque(raw).takeRetainedValue()
+            _ = lockbox_prctl_set_thread_name(start.name)
+            start.body()
+            return nil
+        }, start)
     guard result == 0 else {
         Unmanaged<Start>.fromOpaque(start).release()
         return false
@@ -50,7 +56,7 @@ extension StringProtocol {
     /// at either end, as Foundation's `trimmingCharacters(in: .whitespacesAndNewlines)`.
     package func trimmingWhiteSpace() -> String {
         guard let first = firstIndex(where: { !$0.isWhitespace }),
-              let last = lastIndex(where: { !$0.isWhitespace })
+            let last = lastIndex(where: { !$0.isWhitespace })
         else { return "" }
         return String(self[first...last])
     }

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CLinux
 import FoundationEssentials
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Process-wide protections for programs that hold secrets in memory.
 public enum ProcessHardening {
@@ -39,14 +40,16 @@ public enum ProcessHardening {
         var core = rlimit()
         let coreOff = getrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &core) == 0 && core.rlim_cur == 0
         var memlock = rlimit()
-        let lockable: UInt64? = getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &memlock) == 0 && memlock.rlim_cur != rlim_t.max
+        let lockable: UInt64? =
+            getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &memlock) == 0 && memlock.rlim_cur != rlim_t.max
             ? UInt64(memlock.rlim_cur) : nil
         let probe = SecretBytes.random(count: 32)
         let address = probe.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
         let flags = mappingFlags(containing: address)
-        return Status(nonDumpable: lockbox_prctl_get_dumpable() == 0, coreDumpsOff: coreOff,
-                      secretsLocked: flags.contains("lo"), secretsExcludedFromDumps: flags.contains("dd"),
-                      lockableBytes: lockable)
+        return Status(
+            nonDumpable: lockbox_prctl_get_dumpable() == 0, coreDumpsOff: coreOff,
+            secretsLocked: flags.contains("lo"), secretsExcludedFromDumps: flags.contains("dd"),
+            lockableBytes: lockable)
     }
 
     /// The VmFlags of the mapping that holds `address` (empty if none is found).

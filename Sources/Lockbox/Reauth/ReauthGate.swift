@@ -1,6 +1,7 @@
 import FoundationEssentials
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Something that can say whether a fresh authentication is in force — a ``ReauthGate`` in a
@@ -46,7 +47,8 @@ public final class ReauthGate: FreshAuthentication {
     }
 
     /// Creates a closed gate.
-    public init(absoluteTimeout: Duration = .seconds(300), idleTimeout: Duration? = nil, clock: @escaping Clock = ReauthGate.monotonicClock) {
+    public init(absoluteTimeout: Duration = .seconds(300), idleTimeout: Duration? = nil, clock: @escaping Clock = ReauthGate.monotonicClock)
+    {
         self.absoluteTimeout = absoluteTimeout.seconds
         self.idleTimeout = idleTimeout?.seconds
         self.clock = clock
@@ -61,14 +63,20 @@ public final class ReauthGate: FreshAuthentication {
     }
 
     /// Checks `pin` (subject to its lockout) and opens a window tied to it.
-    @available(*, noasync, message: "hashes a PIN or passphrase on the calling thread; in async code call it in try await BlockingExecutor.shared.run { … }")
+    @available(
+        *, noasync,
+        message: "hashes a PIN or passphrase on the calling thread; in async code call it in try await BlockingExecutor.shared.run { … }"
+    )
     public func open(verifying pin: SecretBytes, for profile: PinProfile, with pins: PinGuard) throws {
         try pins.verify(profile, pin: pin)
         try open { try pins.fingerprint(profile) }
     }
 
     /// Checks the vault passphrase and opens a window tied to the vault's key slots.
-    @available(*, noasync, message: "hashes a PIN or passphrase on the calling thread; in async code call it in try await BlockingExecutor.shared.run { … }")
+    @available(
+        *, noasync,
+        message: "hashes a PIN or passphrase on the calling thread; in async code call it in try await BlockingExecutor.shared.run { … }"
+    )
     public func open(verifyingPassphrase passphrase: SecretBytes, of store: EncryptedFileStore) throws {
         try store.verifyPassphrase(passphrase)
         try open { try store.credentialFingerprint() }
@@ -77,7 +85,10 @@ public final class ReauthGate: FreshAuthentication {
     /// The fallback chain phone apps use: the open window; else the PIN (subject to its lockout);
     /// else, when the PIN is locked out, disabled or not set, the passphrase. A wrong PIN is
     /// reported as such (ask again); a locked-out PIN does not block the passphrase path.
-    @available(*, noasync, message: "hashes a PIN or passphrase on the calling thread; in async code call it in try await BlockingExecutor.shared.run { … }")
+    @available(
+        *, noasync,
+        message: "hashes a PIN or passphrase on the calling thread; in async code call it in try await BlockingExecutor.shared.run { … }"
+    )
     public func authenticate(
         pin: (profile: PinProfile, guard: PinGuard, read: () throws -> SecretBytes)?,
         passphrase: (store: EncryptedFileStore, read: () throws -> SecretBytes)?
@@ -125,7 +136,7 @@ public final class ReauthGate: FreshAuthentication {
         let now = clock()
         let snapshot = window.withLock { $0 }
         guard let current = snapshot,
-              Self.secondsLeft(current, now: now, absolute: absoluteTimeout, idle: idleTimeout) != nil
+            Self.secondsLeft(current, now: now, absolute: absoluteTimeout, idle: idleTimeout) != nil
         else {
             lock()
             throw LockboxError.reauthenticationRequired("no open re-authentication window")

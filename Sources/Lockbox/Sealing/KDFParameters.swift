@@ -20,7 +20,8 @@ public struct KDFParameters: Sendable, Hashable, CustomStringConvertible {
     public init(opsLimit: UInt64, memoryLimitBytes: UInt64) throws {
         guard Self.isWithinBounds(opsLimit: opsLimit, memoryLimitBytes: memoryLimitBytes) else {
             throw LockboxError.invalidArgument(
-                "Argon2id parameters out of range: passes must be 1...\(Self.maximumOpsLimit) and memory \(Self.minimumMemoryBytes)...\(Self.maximumMemoryBytes) bytes")
+                "Argon2id parameters out of range: passes must be 1...\(Self.maximumOpsLimit) and memory \(Self.minimumMemoryBytes)...\(Self.maximumMemoryBytes) bytes"
+            )
         }
         self.opsLimit = opsLimit
         self.memoryLimitBytes = memoryLimitBytes

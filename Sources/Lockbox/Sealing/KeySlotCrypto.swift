@@ -14,7 +14,7 @@ package enum KeySlotCrypto {
         let salt = Sodium.randomBytes(KeySlot.saltBytes)
         var slot: KeySlot
         switch source {
-        case let .passphrase(_, kdf):
+        case .passphrase(_, let kdf):
             slot = KeySlot(kind: .passphrase, kdf: kdf, salt: salt, nonce: [], wrappedKey: [])
         case .key:
             slot = KeySlot(kind: .keyFile, kdf: nil, salt: salt, nonce: [], wrappedKey: [])
@@ -22,11 +22,12 @@ package enum KeySlotCrypto {
             slot = KeySlot(kind: .tpm2, kdf: nil, salt: salt, nonce: [], wrappedKey: [])
         }
         let kek: SecretBytes
-        if case let .sealer(sealer) = source {
+        if case .sealer(let sealer) = source {
             let secret = SecretBytes.random(count: Sodium.aeadKeyBytes)
             slot.sealed = try sealer.seal(secret)
             guard (1...KeySlot.maximumSealedBytes).contains(slot.sealed.count) else {
-                throw LockboxError.keySlot("the sealer returned \(slot.sealed.count) bytes; a slot holds 1 to \(KeySlot.maximumSealedBytes)")
+                throw LockboxError.keySlot(
+                    "the sealer returned \(slot.sealed.count) bytes; a slot holds 1 to \(KeySlot.maximumSealedBytes)")
             }
             kek = Sodium.keyedBlake2b(tpm2Context + slot.salt, key: secret, length: Sodium.aeadKeyBytes)
         } else {
@@ -65,17 +66,20 @@ package enum KeySlotCrypto {
     /// kinds do not match or Argon2id cannot run.
     package static func deriveKEK(for slot: KeySlot, from source: KEKSource) throws -> SecretBytes {
         switch (slot.kind, source) {
-        case let (.passphrase, .passphrase(passphrase, _)):
+        case (.passphrase, .passphrase(let passphrase, _)):
             guard let kdf = slot.kdf,
-                  let kek = Sodium.deriveKey(length: Sodium.aeadKeyBytes, passphrase: passphrase, salt: slot.salt,
-                                             opsLimit: kdf.opsLimit, memLimit: kdf.memoryLimitBytes)
+                let kek = Sodium.deriveKey(
+                    length: Sodium.aeadKeyBytes, passphrase: passphrase, salt: slot.salt,
+                    opsLimit: kdf.opsLimit, memLimit: kdf.memoryLimitBytes)
             else {
-                throw LockboxError.keySlot("Argon2id could not run with \(slot.kdf?.description ?? "missing parameters"): not enough memory? Free memory, or change the passphrase with cheaper parameters on a machine that can.")
+                throw LockboxError.keySlot(
+                    "Argon2id could not run with \(slot.kdf?.description ?? "missing parameters"): not enough memory? Free memory, or change the passphrase with cheaper parameters on a machine that can."
+                )
             }
             return kek
-        case let (.keyFile, .key(key)):
+        case (.keyFile, .key(let key)):
             return Sodium.keyedBlake2b(keyFileContext + slot.salt, key: key, length: Sodium.aeadKeyBytes)
-        case let (.tpm2, .sealer(sealer)):
+        case (.tpm2, .sealer(let sealer)):
             let secret = try sealer.unseal(slot.sealed)
             return Sodium.keyedBlake2b(tpm2Context + slot.salt, key: secret, length: Sodium.aeadKeyBytes)
         default:

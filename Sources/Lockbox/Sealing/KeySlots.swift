@@ -44,17 +44,17 @@ package enum KeySlots {
     /// The secret material `credential` stands for, loaded (a key file is read here).
     package static func source(for credential: VaultCredential, kdf: KDFParameters) throws -> KEKSource {
         switch credential {
-        case let .passphrase(passphrase):
+        case .passphrase(let passphrase):
             guard passphrase.count > 0 else { throw LockboxError.invalidArgument("the passphrase must not be empty") }
             return .passphrase(passphrase, kdf)
-        case let .keyFile(path):
+        case .keyFile(let path):
             return .key(try KeyFile.read(at: path))
-        case let .key(key):
+        case .key(let key):
             guard key.count == KeyFile.keyBytes else {
                 throw LockboxError.invalidArgument("a vault key must be exactly \(KeyFile.keyBytes) bytes, not \(key.count)")
             }
             return .key(key)
-        case let .sealed(sealer):
+        case .sealed(let sealer):
             return .sealer(sealer)
         }
     }
@@ -96,7 +96,7 @@ package enum KeySlots {
                 let kek: SecretBytes
                 do {
                     kek = try KeySlotCrypto.deriveKEK(for: slot, from: source)
-                } catch where slot.kind == .tpm2 {
+                } catch  where slot.kind == .tpm2 {
                     sealerError = sealerError ?? error
                     continue
                 }
@@ -115,7 +115,8 @@ package enum KeySlots {
     package static func open(
         _ slots: [KeySlot], vaultID: [UInt8], credentials: [VaultCredential], path: FilePath
     ) throws -> (dataKey: SecretBytes, unlocker: SlotUnlocker) {
-        let ordered = credentials.filter { if case .passphrase = $0 { false } else { true } }
+        let ordered =
+            credentials.filter { if case .passphrase = $0 { false } else { true } }
             + credentials.filter { if case .passphrase = $0 { true } else { false } }
         let sources = ordered.map { credential in { try source(for: credential, kdf: .default) } }
         guard let opened = try firstOpened(slots, vaultID: vaultID, sources: sources) else {
@@ -148,7 +149,8 @@ package enum KeySlots {
     package static func remove(at index: Int, from slots: inout [KeySlot], unlocker: inout SlotUnlocker?) throws {
         guard slots.indices.contains(index) else { throw LockboxError.keySlot("there is no key slot \(index)") }
         guard slots.count > 1 else {
-            throw LockboxError.keySlot("refusing to remove the last key slot: nothing could open the vault after that. Add another slot first.")
+            throw LockboxError.keySlot(
+                "refusing to remove the last key slot: nothing could open the vault after that. Add another slot first.")
         }
         let removed = slots.remove(at: index)
         if unlocker?.opened(removed) == true { unlocker = nil }
@@ -166,7 +168,8 @@ package enum KeySlots {
             guard passphraseSlots.contains(target) else { throw LockboxError.keySlot("key slot \(target) is not a passphrase slot") }
             chosen = target
         } else if let unlocker, unlocker.kind == .passphrase,
-                  let opened = passphraseSlots.first(where: { unlocker.opened(slots[$0]) }) {
+            let opened = passphraseSlots.first(where: { unlocker.opened(slots[$0]) })
+        {
             chosen = opened
         } else if passphraseSlots.count == 1 {
             chosen = passphraseSlots[0]
@@ -192,8 +195,10 @@ package enum KeySlots {
         for (index, slot) in slots.enumerated() {
             if let unlocker, unlocker.opened(slot) {
                 keys.append((slot, unlocker.kek))
-            } else if let opened = try firstOpened(slots, vaultID: vaultID, sources: sources.map { source in { source } },
-                                                   candidates: [index]) {
+            } else if let opened = try firstOpened(
+                slots, vaultID: vaultID, sources: sources.map { source in { source } },
+                candidates: [index])
+            {
                 keys.append((slot, opened.kek))
             } else {
                 unmatched.append(index)
@@ -201,7 +206,9 @@ package enum KeySlots {
         }
         if !unmatched.isEmpty && !dropUnmatched {
             let list = unmatched.map(String.init).joined(separator: ", ")
-            throw LockboxError.keySlot("key slot(s) \(list) could not be opened with the credentials given. Give their passphrase or key file too, or drop the unmatched slots.")
+            throw LockboxError.keySlot(
+                "key slot(s) \(list) could not be opened with the credentials given. Give their passphrase or key file too, or drop the unmatched slots."
+            )
         }
         guard !keys.isEmpty else { throw LockboxError.keySlot("no key slot would remain after rotation") }
         let newKey = SecretBytes.random(count: Sodium.aeadKeyBytes)

@@ -17,7 +17,7 @@ public enum VaultCredential: Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .passphrase: return "passphrase"
-        case let .keyFile(path): return "key file \(path)"
+        case .keyFile(let path): return "key file \(path)"
         case .key: return "key"
         case .sealed: return "TPM"
         }
@@ -83,18 +83,22 @@ public enum KeyFile {
             if let status = try? path.stat(), status.permissions.rawValue & 0o077 != 0 {
                 throw LockboxError.insecurePermissions(
                     path: path.string,
-                    detail: "the key file is accessible by group or others (mode \(octal(status.permissions.rawValue))). Fix it with `chmod 600 \(path.string)`.")
+                    detail:
+                        "the key file is accessible by group or others (mode \(octal(status.permissions.rawValue))). Fix it with `chmod 600 \(path.string)`."
+                )
             }
             throw LockboxError.io(operation: "reading the key file", path: path.string, errno: error.asErrno)
         } catch let error as Errno where error == .noSuchFileOrDirectory {
             throw LockboxError.invalidKeyFile(path: path.string, reason: "no such file")
         } catch let error as Errno where error == .fileTooLarge {
-            throw LockboxError.invalidKeyFile(path: path.string, reason: "it is larger than a key file can be (expected 32 bytes or 64 hex digits)")
+            throw LockboxError.invalidKeyFile(
+                path: path.string, reason: "it is larger than a key file can be (expected 32 bytes or 64 hex digits)")
         } catch {
             throw LockboxError.io(operation: "reading the key file", path: path.string, errno: error.asErrno)
         }
         guard let key = decode(raw) else {
-            throw LockboxError.invalidKeyFile(path: path.string, reason: "expected 32 raw bytes or 64 hexadecimal digits, found \(raw.count) bytes of something else")
+            throw LockboxError.invalidKeyFile(
+                path: path.string, reason: "expected 32 raw bytes or 64 hexadecimal digits, found \(raw.count) bytes of something else")
         }
         if let looseMode {
             throw LockboxError.insecurePermissions(
@@ -123,7 +127,7 @@ public enum KeyFile {
                 let hex = start.assumingMemoryBound(to: CChar.self)
                 // Every digit must be decoded: sodium_hex2bin stops at the first non-digit.
                 guard sodium_hex2bin(target, keyBytes, hex, digits, nil, &decoded, &end) == 0, decoded == keyBytes,
-                      end == hex + digits
+                    end == hex + digits
                 else { throw NotHex() }
             }
         }

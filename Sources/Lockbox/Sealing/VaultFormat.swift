@@ -165,7 +165,7 @@ package struct VaultHeader: Equatable {
     package static func parse(_ file: UnsafeRawBufferPointer) throws -> (VaultHeader, Int) {
         var reader = ByteReader(file)
         guard file.count >= magic.count,
-              Array(UnsafeRawBufferPointer(rebasing: file[0..<magic.count])) == magic
+            Array(UnsafeRawBufferPointer(rebasing: file[0..<magic.count])) == magic
         else {
             throw LockboxErrorReason.corrupt(file.isEmpty ? "the file is empty" : "not a Lockbox vault (wrong magic bytes)")
         }
@@ -191,8 +191,9 @@ package struct VaultHeader: Equatable {
             }
             guard flags == 0 else { throw FormatError("unknown header flags \(flags)") }
 
-            var fields = ByteReader(UnsafeRawBufferPointer(rebasing: file[0..<headerLength - checksumBytes]),
-                                    offset: fixedPrefixBytes)
+            var fields = ByteReader(
+                UnsafeRawBufferPointer(rebasing: file[0..<headerLength - checksumBytes]),
+                offset: fixedPrefixBytes)
             let vaultID = try fields.readBytes(vaultIDBytes, "vault ID")
             let generation = try fields.read(UInt64.self, "generation")
             let slotCount = Int(try fields.read(UInt8.self, "slot count"))
@@ -211,8 +212,9 @@ package struct VaultHeader: Equatable {
             if UInt128(file.count) > expected {
                 throw FormatError("\(UInt128(file.count) - expected) unexpected bytes after the encrypted body")
             }
-            let header = VaultHeader(vaultID: vaultID, generation: generation, slots: slots,
-                                     bodyNonce: nonce, bodyLength: bodyLength)
+            let header = VaultHeader(
+                vaultID: vaultID, generation: generation, slots: slots,
+                bodyNonce: nonce, bodyLength: bodyLength)
             return (header, headerLength)
         } catch let error as FormatError {
             throw LockboxErrorReason.corrupt(error.reason)
@@ -231,8 +233,8 @@ package enum LockboxErrorReason: Error, Equatable {
 
     package func error(path: String) -> LockboxError {
         switch self {
-        case let .corrupt(reason): return .corruptVault(path: path, reason: reason)
-        case let .unsupportedVersion(found):
+        case .corrupt(let reason): return .corruptVault(path: path, reason: reason)
+        case .unsupportedVersion(let found):
             return .unsupportedFormatVersion(path: path, found: found, supported: Int(VaultHeader.currentVersion))
         }
     }
@@ -272,8 +274,9 @@ package enum VaultPayload {
             writer.append(UInt32(ordered.count))
             for entry in ordered { write(entry, to: &writer) }
             var paddedLength = 0
-            let result = sodium_pad(&paddedLength, buffer.bytes,
-                                    writer.offset, blockSize, buffer.count)
+            let result = sodium_pad(
+                &paddedLength, buffer.bytes,
+                writer.offset, blockSize, buffer.count)
             precondition(result == 0 && paddedLength == padded, "payload padding failed")
         }
     }
@@ -332,8 +335,9 @@ package enum VaultPayload {
         try plaintext.withUnsafeBytes { (padded: UnsafeRawBufferPointer) throws -> [ItemKey: VaultEntry] in
             var unpaddedLength = 0
             guard padded.count > 0,
-                  sodium_unpad(&unpaddedLength, padded.bytes,
-                               padded.count, blockSize) == 0
+                sodium_unpad(
+                    &unpaddedLength, padded.bytes,
+                    padded.count, blockSize) == 0
             else { throw FormatError("bad padding in the decrypted body") }
             var reader = ByteReader(UnsafeRawBufferPointer(rebasing: padded[0..<unpaddedLength]))
             let count = Int(try reader.read(UInt32.self, "item count"))
@@ -386,8 +390,8 @@ package enum VaultPayload {
         // a value this version cannot read is corrupt, never ignored.
         let known = ReservedAttributes.names.map { ItemLimits.reservedAttributePrefix + $0 }
         let decoded = ReservedAttributes.decode { attributes[ItemLimits.reservedAttributePrefix + $0] }
-        guard case let .success((expires, bookkeeping)) = decoded else {
-            if case let .failure(malformed) = decoded {
+        guard case .success((let expires, let bookkeeping)) = decoded else {
+            if case .failure(let malformed) = decoded {
                 throw FormatError("item \(index) has a malformed \(ItemLimits.reservedAttributePrefix)\(malformed.name)")
             }
             throw FormatError("item \(index) has a malformed reserved attribute")

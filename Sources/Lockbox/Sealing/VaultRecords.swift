@@ -88,7 +88,9 @@ package struct VaultRecords {
 
     /// The secret column for `secret` at `address`, bound to the metadata column written with it.
     package func sealSecret(_ secret: SecretBytes, address: [UInt8], metadata: [UInt8], nonce: [UInt8]? = nil) -> [UInt8] {
-        seal(secret, additionalData: secretAdditionalData(address: address, metadataNonce: Array(metadata.prefix(Sodium.aeadNonceBytes))), nonce: nonce)
+        seal(
+            secret, additionalData: secretAdditionalData(address: address, metadataNonce: Array(metadata.prefix(Sodium.aeadNonceBytes))),
+            nonce: nonce)
     }
 
     /// The metadata in the metadata column of the row at `address`. Throws ``FormatError`` when it
@@ -133,8 +135,9 @@ package struct VaultRecords {
         guard column.count >= Sodium.aeadNonceBytes + Sodium.aeadTagBytes else { return nil }
         return column.withUnsafeBytes { bytes in
             additionalData.withUnsafeBytes { ad in
-                Sodium.open(UnsafeRawBufferPointer(rebasing: bytes[Sodium.aeadNonceBytes...]), additionalData: ad,
-                            nonce: UnsafeRawBufferPointer(rebasing: bytes[0..<Sodium.aeadNonceBytes]), key: rowKey)
+                Sodium.open(
+                    UnsafeRawBufferPointer(rebasing: bytes[Sodium.aeadNonceBytes...]), additionalData: ad,
+                    nonce: UnsafeRawBufferPointer(rebasing: bytes[0..<Sodium.aeadNonceBytes]), key: rowKey)
             }
         }
     }

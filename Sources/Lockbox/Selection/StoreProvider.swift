@@ -46,12 +46,13 @@ public struct StoreOpenRequest {
         window: (any FileVaultWindow)? = nil, readOnly: Bool = false
     ) {
         self.configuration = configuration
-        self.credentials = credentials ?? {
-            guard let credential = try configuration.keyFileCredential() else {
-                throw LockboxError.invalidArgument("no key file is configured to open the vault at \(configuration.vaultPath)")
+        self.credentials =
+            credentials ?? {
+                guard let credential = try configuration.keyFileCredential() else {
+                    throw LockboxError.invalidArgument("no key file is configured to open the vault at \(configuration.vaultPath)")
+                }
+                return [credential]
             }
-            return [credential]
-        }
         self.window = window
         self.readOnly = readOnly
     }
@@ -155,10 +156,12 @@ public struct FileVaultProvider: StoreProvider {
         let path = request.configuration.vaultPath
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
         var credentials: [VaultCredential] = []
-        let opened = try FileVault.open(at: path, window: request.window, credentials: {
-            credentials = try request.credentials()
-            return credentials
-        }, readOnly: request.readOnly, timeout: timeout)
+        let opened = try FileVault.open(
+            at: path, window: request.window,
+            credentials: {
+                credentials = try request.credentials()
+                return credentials
+            }, readOnly: request.readOnly, timeout: timeout)
         if opened.throughWindow {
             return OpenedStore(store: opened.store, freshlyAuthenticated: true, throughWindow: true, location: path.string)
         }

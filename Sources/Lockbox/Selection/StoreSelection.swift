@@ -138,13 +138,17 @@ public struct StoreSelection: Sendable {
     public func resolve() throws -> StoreResolution {
         if let kind = request.kind, !kind.isRecordable || settingsPath.isEmpty {
             // Never recorded (or nowhere to record it), so the settings are not read.
-            return StoreResolution(selection: self, storeKind: kind, reason: "asked for explicitly", recorded: nil,
-                                   recordReason: nil, connection: nil)
+            return StoreResolution(
+                selection: self, storeKind: kind, reason: "asked for explicitly", recorded: nil,
+                recordReason: nil, connection: nil)
         }
         let recorded = try StoreSettings.load(from: settingsPath).profiles[profile]
-        func resolution(_ storeKind: StoreKind, _ reason: String, record: String?, connection: (any LockableSecretStore)? = nil) -> StoreResolution {
-            StoreResolution(selection: self, storeKind: storeKind, reason: reason, recorded: recorded,
-                            recordReason: recorded == nil ? record : nil, connection: connection)
+        func resolution(_ storeKind: StoreKind, _ reason: String, record: String?, connection: (any LockableSecretStore)? = nil)
+            -> StoreResolution
+        {
+            StoreResolution(
+                selection: self, storeKind: storeKind, reason: reason, recorded: recorded,
+                recordReason: recorded == nil ? record : nil, connection: connection)
         }
         switch request {
         case .file, .secretService, .postgres, .memory:
@@ -160,8 +164,9 @@ public struct StoreSelection: Sendable {
                 do {
                     let store = try secretService.connect()
                     if try !store.isLocked() {
-                        return resolution(.secretService, "nothing recorded yet; the Secret Service is reachable and unlocked",
-                                          record: "chosen automatically: the Secret Service was reachable and unlocked", connection: store)
+                        return resolution(
+                            .secretService, "nothing recorded yet; the Secret Service is reachable and unlocked",
+                            record: "chosen automatically: the Secret Service was reachable and unlocked", connection: store)
                     }
                     why = "the Secret Service's default collection was locked"
                 } catch let error as LockboxError {
@@ -224,10 +229,13 @@ public struct StoreResolution: Sendable {
     /// Opens the resolved store with `credentials` through its provider
     /// (``StoreSelection/provider(for:)``); records the choice if it is new.
     public func open(credentials: [VaultCredential]) throws -> any SecretStore {
-        try open(StoreOpenRequest(
-            configuration: LockboxConfiguration(store: selection.request, profile: selection.profile, vaultPath: selection.vaultPath,
-                                                settingsPath: selection.settingsPath),
-            credentials: { credentials })).store
+        try open(
+            StoreOpenRequest(
+                configuration: LockboxConfiguration(
+                    store: selection.request, profile: selection.profile, vaultPath: selection.vaultPath,
+                    settingsPath: selection.settingsPath),
+                credentials: { credentials })
+        ).store
     }
 
     /// Opens the resolved store through its provider (``StoreSelection/provider(for:)``): the

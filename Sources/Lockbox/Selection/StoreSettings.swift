@@ -62,7 +62,8 @@ public struct StoreSettings: Codable, Sendable, Equatable {
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
             configHome = FilePath(xdg)
         } else {
-            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            let home =
+                environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
                 ?? FileManager.default.homeDirectoryForCurrentUser.path
             configHome = FilePath(home).appending(".config")
         }
@@ -85,7 +86,8 @@ public struct StoreSettings: Codable, Sendable, Equatable {
             return try decoder.decode(StoreSettings.self, from: data)
         } catch {
             throw LockboxError.invalidArgument(
-                "the settings file \(path.string) is not valid (\(error)). Fix or remove it; it only records which store each profile uses.")
+                "the settings file \(path.string) is not valid (\(error)). Fix or remove it; it only records which store each profile uses."
+            )
         }
     }
 
@@ -111,7 +113,8 @@ public struct StoreSettings: Codable, Sendable, Equatable {
             file.isAbsolute ? file.string : FilePath(FileManager.default.currentDirectoryPath).pushing(file).string
         }
         try update(at: path) { settings in
-            var entry = settings.profiles[profile]
+            var entry =
+                settings.profiles[profile]
                 ?? Profile(storeKind: .file, recorded: wholeMilliseconds(Date()), reason: "a file vault was created with `lockbox init`")
             (entry.vault, entry.keyFile) = (absolute(vault), absolute(keyFile))
             settings.profiles[profile] = entry
@@ -126,7 +129,8 @@ public struct StoreSettings: Codable, Sendable, Equatable {
         do {
             try path.removingLastComponent().createDirectories(permissions: .ownerReadWriteExecute)
         } catch {
-            throw LockboxError.io(operation: "creating the settings folder", path: path.removingLastComponent().string, errno: error.asErrno)
+            throw LockboxError.io(
+                operation: "creating the settings folder", path: path.removingLastComponent().string, errno: error.asErrno)
         }
         return try VaultLock(vaultPath: path, timeout: .seconds(10)).withLock {
             var settings = try load(from: path)
@@ -185,8 +189,13 @@ func millisecondTimestampDate(_ text: String) -> Date? {
     }
     guard utf8.next() == nil else { return nil }
     func number(_ range: Range<Int>) -> Int { digits[range].reduce(0) { $0 * 10 + $1 } }
-    let year = number(0..<4), month = number(4..<6), day = number(6..<8)
-    let hour = number(8..<10), minute = number(10..<12), second = number(12..<14), millisecond = number(14..<17)
+    let year = number(0..<4)
+    let month = number(4..<6)
+    let day = number(6..<8)
+    let hour = number(8..<10)
+    let minute = number(10..<12)
+    let second = number(12..<14)
+    let millisecond = number(14..<17)
     let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
     let monthDays = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
     guard year >= 1970, (1...12).contains(month), (1...monthDays[month - 1]).contains(day), hour < 24, minute < 60, second < 60

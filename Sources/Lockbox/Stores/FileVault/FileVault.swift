@@ -72,8 +72,9 @@ public enum FileVault {
         switch try VaultFile.probe(at: path) {
         case .format1(let snapshot):
             if let key = window?.key(forVault: snapshot.vaultID) {
-                if let store = try EncryptedFileStore.open(snapshot, windowDataKey: key.dataKey, fingerprint: key.fingerprint, lockTimeout: timeout, now: now),
-                   try key.confirm(store)
+                if let store = try EncryptedFileStore.open(
+                    snapshot, windowDataKey: key.dataKey, fingerprint: key.fingerprint, lockTimeout: timeout, now: now),
+                    try key.confirm(store)
                 {
                     return (store, true)
                 }
@@ -82,16 +83,21 @@ public enum FileVault {
             return (try EncryptedFileStore.open(snapshot, credentials: given(), lockTimeout: timeout, now: now), false)
         case .format2(let file):
             var used: FileVaultWindowKey?
-            let opened = try SQLiteVaultStore.open(at: file.path, windowKey: { vaultID in
-                guard let key = window?.key(forVault: vaultID) else { return nil }
-                used = key
-                return (key.dataKey, key.fingerprint)
-            }, credentials: given, probed: file, readOnly: readOnly, busyTimeout: timeout, now: now)
+            let opened = try SQLiteVaultStore.open(
+                at: file.path,
+                windowKey: { vaultID in
+                    guard let key = window?.key(forVault: vaultID) else { return nil }
+                    used = key
+                    return (key.dataKey, key.fingerprint)
+                }, credentials: given, probed: file, readOnly: readOnly, busyTimeout: timeout, now: now)
             guard let used else { return (opened.store, opened.throughWindow) }
             if opened.throughWindow {
                 if try used.confirm(opened.store) { return (opened.store, true) }
                 used.revoke()
-                return (try SQLiteVaultStore.open(at: file.path, credentials: given(), readOnly: readOnly, busyTimeout: timeout, now: now), false)
+                return (
+                    try SQLiteVaultStore.open(at: file.path, credentials: given(), readOnly: readOnly, busyTimeout: timeout, now: now),
+                    false
+                )
             }
             used.revoke()  // read, but the vault's keys changed since
             return (opened.store, false)

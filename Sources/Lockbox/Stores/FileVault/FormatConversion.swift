@@ -35,8 +35,10 @@ extension SQLiteVaultStore {
             // built now (this lock), and the copy would still open with credentials retired later.
             removeUnfinishedCopies(of: path)
             let contents = try old.contentsForConversion()
-            try build(at: path, replacing: true, vaultID: contents.vaultID, slots: contents.slots, dataKey: contents.dataKey,
-                      entries: contents.entries, busyTimeout: lockTimeout) { temporary in
+            try build(
+                at: path, replacing: true, vaultID: contents.vaultID, slots: contents.slots, dataKey: contents.dataKey,
+                entries: contents.entries, busyTimeout: lockTimeout
+            ) { temporary in
                 try verifyConversion(temporary, against: contents)
             }
             return .converted(items: contents.entries.count)
@@ -63,7 +65,8 @@ extension SQLiteVaultStore {
         against contents: (vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes, entries: [ItemKey: VaultEntry])
     ) throws {
         func mismatch(_ what: String) -> LockboxError {
-            LockboxError.corruptVault(path: temporary.string, reason: "the converted vault failed its check (\(what)); the format-1 vault was left as it was")
+            LockboxError.corruptVault(
+                path: temporary.string, reason: "the converted vault failed its check (\(what)); the format-1 vault was left as it was")
         }
         let connection = try SQLiteConnection(path: temporary, create: false, busyTimeout: .seconds(1))
         try checkIdentity(connection, path: temporary)
@@ -84,7 +87,7 @@ extension SQLiteVaultStore {
                 throw mismatch(error.reason)
             }
             guard let original = contents.entries[metadata.key], original.metadata == metadata,
-                  original.secret == secret, original.unknownReservedAttributes == reserved
+                original.secret == secret, original.unknownReservedAttributes == reserved
             else { throw mismatch("an item differs from the format-1 vault's") }
             seen += 1
         }

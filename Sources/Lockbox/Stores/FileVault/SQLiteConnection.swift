@@ -1,8 +1,9 @@
 import CSQLite
-#if canImport(Glibc)
-import Glibc
-#endif
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One connection to a SQLite database, with the settings a vault needs and errors as
 /// ``LockboxError``: a thin typed wrapper over Debian's libsqlite3 (docs/ARCHITECTURE.md,
@@ -81,7 +82,8 @@ package final class SQLiteConnection {
         var descriptor: FileDescriptor?
         if let file { descriptor = file.take() }
         // Counted before SQLite opens it: a descriptor of the file closed meanwhile is parked.
-        countedFile = descriptor.flatMap { DatabaseFileDescriptors.FileID(descriptor: $0.rawValue) }
+        countedFile =
+            descriptor.flatMap { DatabaseFileDescriptors.FileID(descriptor: $0.rawValue) }
             ?? DatabaseFileDescriptors.FileID(path: path)
         if let countedFile { DatabaseFileDescriptors.connectionOpening(countedFile) }
         if let file, let descriptor {
@@ -128,7 +130,7 @@ package final class SQLiteConnection {
         for byte in path.string.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 text.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 text += "%" + [byte].hexString
@@ -142,7 +144,9 @@ package final class SQLiteConnection {
     package func useWriteAheadLog() throws {
         let mode = try queryText("PRAGMA journal_mode=WAL")
         guard mode?.lowercased() == "wal" else {
-            throw LockboxError.io(operation: "switching the vault to write-ahead logging (SQLite answered \(mode ?? "nothing"))", path: path.string, errno: .notSupported)
+            throw LockboxError.io(
+                operation: "switching the vault to write-ahead logging (SQLite answered \(mode ?? "nothing"))", path: path.string,
+                errno: .notSupported)
         }
         try execute("PRAGMA synchronous=FULL")
     }
@@ -239,8 +243,9 @@ package final class SQLiteConnection {
 
     /// The ``LockboxError`` for SQLite result `status` on this connection.
     func failure(_ status: Int32, message: String? = nil, operation: String) -> LockboxError {
-        Self.error(status, message: message ?? String(cString: sqlite3_errmsg(handle)), systemErrno: sqlite3_system_errno(handle),
-                   path: path, busyTimeout: busyTimeout, operation: operation)
+        Self.error(
+            status, message: message ?? String(cString: sqlite3_errmsg(handle)), systemErrno: sqlite3_system_errno(handle),
+            path: path, busyTimeout: busyTimeout, operation: operation)
     }
 
     private static func error(
@@ -293,7 +298,8 @@ package final class SQLiteStatement {
         let status = bytes.withUnsafeBytes { buffer in
             // An empty array may have no base address; SQLite needs a non-null pointer for a
             // zero-length BLOB (null would bind NULL).
-            sqlite3_bind_blob64(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(buffer.count), lockbox_sqlite_transient())
+            sqlite3_bind_blob64(
+                statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(buffer.count), lockbox_sqlite_transient())
         }
         try check(status, "binding a value")
     }

@@ -1,8 +1,9 @@
 import CSQLite
-#if canImport(Glibc)
-import Glibc
-#endif
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Lets a ``SQLiteConnection`` use a descriptor Lockbox has already opened and checked, so a vault
 /// file is opened once per command and SQLite reads the very
@@ -45,8 +46,8 @@ enum SQLiteFileAdoption {
 
     private static func install() -> OpenCall? {
         guard let vfs = sqlite3_vfs_find("unix"), vfs.pointee.iVersion >= 3,
-              let get = vfs.pointee.xGetSystemCall, let set = vfs.pointee.xSetSystemCall,
-              let current = get(vfs, "open")
+            let get = vfs.pointee.xGetSystemCall, let set = vfs.pointee.xSetSystemCall,
+            let current = get(vfs, "open")
         else { return nil }
         let previous = unsafeBitCast(current, to: OpenCall.self)
         let hook: OpenCall = { path, flags, mode in SQLiteFileAdoption.open(path, flags, mode) }
@@ -69,8 +70,10 @@ enum SQLiteFileAdoption {
         return offers.withLock { offers in
             let token = offers.nextToken
             offers.nextToken += 1
-            offers.pending.append(Offer(token: token, path: path.string, descriptor: descriptor.rawValue,
-                                        readWrite: readWrite, thread: pthread_self()))
+            offers.pending.append(
+                Offer(
+                    token: token, path: path.string, descriptor: descriptor.rawValue,
+                    readWrite: readWrite, thread: pthread_self()))
             return token
         }
     }
@@ -99,7 +102,7 @@ enum SQLiteFileAdoption {
             let wantsWrite = flags & O_ACCMODE != O_RDONLY
             let answer = offers.withLock { offers -> Int32? in
                 guard flags & O_CREAT == 0,
-                      let index = offers.pending.firstIndex(where: { $0.path == name && pthread_equal($0.thread, thread) != 0 })
+                    let index = offers.pending.firstIndex(where: { $0.path == name && pthread_equal($0.thread, thread) != 0 })
                 else { return nil }
                 if wantsWrite && !offers.pending[index].readWrite { return -1 }
                 offers.takenOver[name, default: 0] += 1
@@ -110,7 +113,10 @@ enum SQLiteFileAdoption {
                 return answer
             }
         }
-        guard let previousOpen else { errno = ENOSYS; return -1 }
+        guard let previousOpen else {
+            errno = ENOSYS
+            return -1
+        }
         return previousOpen(path, flags, mode)
     }
 }
@@ -218,7 +224,9 @@ package enum DatabaseFileDescriptors {
         guard let id = FileID(path: path) else { return nil }
         let taken = files.withLock { files -> Parked? in
             guard var file = files[id] else { return nil }
-            let index = writable ? file.parked.firstIndex(where: \.readWrite)
+            let index =
+                writable
+                ? file.parked.firstIndex(where: \.readWrite)
                 : file.parked.firstIndex(where: { !$0.readWrite }) ?? file.parked.indices.first
             guard let index else { return nil }
             let parked = file.parked.remove(at: index)

@@ -1,7 +1,8 @@
 import FoundationEssentials
 import SystemPackage
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A vault in format 2: one SQLite database in which every item is a row sealed on its own
@@ -77,7 +78,8 @@ public final class SQLiteVaultStore: SecretStore {
         try build(at: path, replacing: false, vaultID: vaultID, slots: slots, dataKey: dataKey, entries: [:], busyTimeout: busyTimeout)
         let connection = try SQLiteConnection(path: path, create: false, busyTimeout: busyTimeout)
         try connection.useWriteAheadLog()
-        return SQLiteVaultStore(path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker))
+        return SQLiteVaultStore(
+            path: path, now: now, state: State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker))
     }
 
     /// Writes a complete format-2 database (vault row, slot rows, a row per entry, as they are:
@@ -93,10 +95,12 @@ public final class SQLiteVaultStore: SecretStore {
         let rows = entries.values.lazy.map { entry in
             let address = records.address(entry.metadata.key)
             let metadata = records.sealMetadata(entry, address: address)
-            return SealedRow(address: address, metadata: metadata, secret: records.sealSecret(entry.secret, address: address, metadata: metadata))
+            return SealedRow(
+                address: address, metadata: metadata, secret: records.sealSecret(entry.secret, address: address, metadata: metadata))
         }
-        try build(at: path, replacing: replacing, vaultID: vaultID, keyCheck: records.keyCheck, slots: slots, rows: rows,
-                  busyTimeout: busyTimeout, verify: verify)
+        try build(
+            at: path, replacing: replacing, vaultID: vaultID, keyCheck: records.keyCheck, slots: slots, rows: rows,
+            busyTimeout: busyTimeout, verify: verify)
     }
 
     /// One row of the `items` table as stored: address, sealed metadata, sealed secret.
@@ -126,10 +130,12 @@ public final class SQLiteVaultStore: SecretStore {
         do {
             // Rollback journal while building (one file, fsynced on commit); WAL once in place.
             let connection = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)
-            try connection.execute("PRAGMA synchronous=FULL; PRAGMA application_id=\(applicationID); PRAGMA user_version=\(VaultRecords.formatVersion);")
+            try connection.execute(
+                "PRAGMA synchronous=FULL; PRAGMA application_id=\(applicationID); PRAGMA user_version=\(VaultRecords.formatVersion);")
             try connection.transaction(writing: true) {
                 try connection.execute(schema)
-                let insert = try connection.prepare("INSERT INTO vault (singleton, format_version, vault_id, key_check) VALUES (1, ?, ?, ?)")
+                let insert = try connection.prepare(
+                    "INSERT INTO vault (singleton, format_version, vault_id, key_check) VALUES (1, ?, ?, ?)")
                 try insert.bind(1, Int64(VaultRecords.formatVersion))
                 try insert.bind(2, vaultID)
                 try insert.bind(3, keyCheck)
@@ -154,11 +160,14 @@ public final class SQLiteVaultStore: SecretStore {
     /// A new, empty file with mode 0600 under a temporary name in `path`'s folder, for a database
     /// to be built in and then put at `path` with ``place(_:at:replacing:)``.
     static func createTemporary(beside path: FilePath) throws -> FilePath {
-        let temporary = path.removingLastComponent().appending(".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
+        let temporary = path.removingLastComponent().appending(
+            ".\(path.lastComponent?.string ?? "vault").new-\(Sodium.randomBytes(8).hexString)")
         do {
             // Created by us with 0600 first: SQLite would create it 0644 (less the umask).
-            try FileDescriptor.open(temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
-                                    permissions: [.ownerReadWrite]).close()
+            try FileDescriptor.open(
+                temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                permissions: [.ownerReadWrite]
+            ).close()
         } catch {
             throw LockboxError.io(operation: "creating the vault", path: temporary.string, errno: error.asErrno)
         }
@@ -197,8 +206,10 @@ public final class SQLiteVaultStore: SecretStore {
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> SQLiteVaultStore {
         guard !credentials.isEmpty else { throw noCredential }
-        return try open(at: path, windowKey: { _ in nil }, credentials: { credentials }, readOnly: readOnly,
-                        busyTimeout: busyTimeout, now: now).store
+        return try open(
+            at: path, windowKey: { _ in nil }, credentials: { credentials }, readOnly: readOnly,
+            busyTimeout: busyTimeout, now: now
+        ).store
     }
 
     private static var noCredential: LockboxError {
@@ -275,7 +286,9 @@ public final class SQLiteVaultStore: SecretStore {
     /// index (`-shm`) beside the vault it is read through the index and the log; without them it is
     /// read as an immutable file. A log with writes in it but no index is refused: reading the
     /// file alone would miss those writes.
-    private static func connectReadOnly(_ file: OpenedDatabaseFile, busyTimeout: Duration, cause: ReadOnlyCause) throws -> (SQLiteConnection, VaultRow) {
+    private static func connectReadOnly(_ file: OpenedDatabaseFile, busyTimeout: Duration, cause: ReadOnlyCause) throws -> (
+        SQLiteConnection, VaultRow
+    ) {
         let path = file.path
         let access = try readOnlyAccess(path, cause: cause)
         let connection = try SQLiteConnection(file: file, busyTimeout: busyTimeout, readOnly: access)
@@ -296,7 +309,8 @@ public final class SQLiteVaultStore: SecretStore {
         // (a full disk), no index.
         guard let indexSize = try? index.stat(followTargetSymlink: false).size, indexSize >= 32 * 1024 else {
             throw LockboxError.io(
-                operation: "reading the vault: its write-ahead log (\(log.string)) holds writes not yet in the vault file, and the log's index cannot be made (\(cause.reason)); open the vault once where its folder is writable",
+                operation:
+                    "reading the vault: its write-ahead log (\(log.string)) holds writes not yet in the vault file, and the log's index cannot be made (\(cause.reason)); open the vault once where its folder is writable",
                 path: path.string, errno: cause.errno)
         }
         return .sharedIndex
@@ -372,7 +386,8 @@ public final class SQLiteVaultStore: SecretStore {
                 throw LockboxError.io(operation: "checking the vault's write-ahead log", path: sidecar.string, errno: error.asErrno)
             }
             guard status.type == .regular else {
-                throw LockboxError.invalidArgument("\(sidecar.string) is \(describe(status.type)), not a regular file, so it cannot be the vault's write-ahead log")
+                throw LockboxError.invalidArgument(
+                    "\(sidecar.string) is \(describe(status.type)), not a regular file, so it cannot be the vault's write-ahead log")
             }
             try VaultFile.checkOwnership(status, path: sidecar)
         }
@@ -387,7 +402,8 @@ public final class SQLiteVaultStore: SecretStore {
         }
         let version = try connection.queryInteger("PRAGMA user_version") ?? 0
         guard version == Int64(VaultRecords.formatVersion) else {
-            throw LockboxError.unsupportedFormatVersion(path: path.string, found: Int(clamping: version), supported: Int(VaultRecords.formatVersion))
+            throw LockboxError.unsupportedFormatVersion(
+                path: path.string, found: Int(clamping: version), supported: Int(VaultRecords.formatVersion))
         }
         try checkSchema(connection, path: path)
     }
@@ -407,7 +423,8 @@ public final class SQLiteVaultStore: SecretStore {
         }
         guard found == expectedSchema else {
             throw LockboxError.corruptVault(
-                path: path.string, reason: "the database's schema is not a format-2 vault's (it has objects or columns the format does not define)")
+                path: path.string,
+                reason: "the database's schema is not a format-2 vault's (it has objects or columns the format does not define)")
         }
     }
 
@@ -465,8 +482,9 @@ public final class SQLiteVaultStore: SecretStore {
             let columns = try connection.prepare(#"SELECT name, type, "notnull", dflt_value, pk, hidden FROM pragma_table_xinfo(?)"#)
             try columns.bind(1, text: table)
             while try columns.step() {
-                lines.append("\(table).\(columns.text(0) ?? "") \(columns.text(1) ?? "") notnull=\(columns.integer(2)) "
-                    + "default=\(columns.text(3) ?? "none") pk=\(columns.integer(4)) hidden=\(columns.integer(5))")
+                lines.append(
+                    "\(table).\(columns.text(0) ?? "") \(columns.text(1) ?? "") notnull=\(columns.integer(2)) "
+                        + "default=\(columns.text(3) ?? "none") pk=\(columns.integer(4)) hidden=\(columns.integer(5))")
             }
         }
         return lines
@@ -489,7 +507,8 @@ public final class SQLiteVaultStore: SecretStore {
         guard try row.step(), row.integer(0) == Int64(VaultRecords.formatVersion) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing or names another format version")
         }
-        let vaultID = row.blob(1), keyCheck = row.blob(2)
+        let vaultID = row.blob(1)
+        let keyCheck = row.blob(2)
         guard vaultID.count == VaultHeader.vaultIDBytes, keyCheck.count == 32 else {
             throw LockboxError.corruptVault(path: path.string, reason: "the vault row has a malformed vault ID or key check")
         }
@@ -531,8 +550,9 @@ public final class SQLiteVaultStore: SecretStore {
     /// (another process may have rotated it: the slot that opened this handle still opens it).
     private func withTransaction<T>(writing: Bool, _ body: (inout State) throws -> T) throws -> T {
         if writing, let readOnlyCause {
-            throw LockboxError.io(operation: "writing to the vault (it is open read-only: \(readOnlyCause.reason))",
-                                  path: path.string, errno: readOnlyCause.errno)
+            throw LockboxError.io(
+                operation: "writing to the vault (it is open read-only: \(readOnlyCause.reason))",
+                path: path.string, errno: readOnlyCause.errno)
         }
         return try state.withLock { (state: inout State) throws -> T in
             let connection = state.connection
@@ -543,7 +563,8 @@ public final class SQLiteVaultStore: SecretStore {
                 guard let current else { throw LockboxError.corruptVault(path: path.string, reason: "the vault row is missing") }
                 if !Sodium.constantTimeEqual(current, state.records.keyCheck) {
                     let (vaultID, keyCheck, slots) = try Self.readVaultRow(connection, path: path)
-                    (state.dataKey, state.records) = try reopenKeys(slots.map(\.slot), vaultID: vaultID, keyCheck: keyCheck, unlocker: state.unlocker)
+                    (state.dataKey, state.records) = try reopenKeys(
+                        slots.map(\.slot), vaultID: vaultID, keyCheck: keyCheck, unlocker: state.unlocker)
                 }
                 return try body(&state)
             }
@@ -576,7 +597,9 @@ public final class SQLiteVaultStore: SecretStore {
 
     /// The data key `slots` give the slot `unlocker` opened (after a rotation by another process),
     /// and its row keys, checked against the vault row's `keyCheck`.
-    private func reopenKeys(_ slots: [KeySlot], vaultID: [UInt8], keyCheck: [UInt8], unlocker: SlotUnlocker?) throws -> (dataKey: SecretBytes, records: VaultRecords) {
+    private func reopenKeys(_ slots: [KeySlot], vaultID: [UInt8], keyCheck: [UInt8], unlocker: SlotUnlocker?) throws -> (
+        dataKey: SecretBytes, records: VaultRecords
+    ) {
         guard let dataKey = KeySlots.reopen(slots, vaultID: vaultID, with: unlocker) else {
             throw LockboxError.credentialsChanged(path: path.string)
         }
@@ -592,9 +615,13 @@ public final class SQLiteVaultStore: SecretStore {
     }
 
     /// The row of `key`: its metadata column and (if asked) its secret column.
-    private func row(_ key: ItemKey, records: VaultRecords, connection: SQLiteConnection, withSecret: Bool) throws -> (address: [UInt8], metadata: [UInt8], secret: [UInt8])? {
+    private func row(_ key: ItemKey, records: VaultRecords, connection: SQLiteConnection, withSecret: Bool) throws -> (
+        address: [UInt8], metadata: [UInt8], secret: [UInt8]
+    )? {
         let address = records.address(key)
-        return try connection.withStatement(withSecret ? "SELECT metadata, secret FROM items WHERE address = ?" : "SELECT metadata FROM items WHERE address = ?") { query in
+        return try connection.withStatement(
+            withSecret ? "SELECT metadata, secret FROM items WHERE address = ?" : "SELECT metadata FROM items WHERE address = ?"
+        ) { query in
             try query.bind(1, address)
             guard try query.step() else { return nil }
             return (address, query.blob(0), withSecret ? query.blob(1) : [])
@@ -605,7 +632,9 @@ public final class SQLiteVaultStore: SecretStore {
         guard let row = try row(key, records: state.records, connection: state.connection, withSecret: withSecret) else { return nil }
         do {
             let (metadata, reserved) = try state.records.openMetadata(row.metadata, address: row.address)
-            let secret = withSecret ? try state.records.openSecret(row.secret, address: row.address, metadata: row.metadata) : SecretBytes(count: 0) { _ in }
+            let secret =
+                withSecret
+                ? try state.records.openSecret(row.secret, address: row.address, metadata: row.metadata) : SecretBytes(count: 0) { _ in }
             return VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
         } catch let error as FormatError {
             throw corrupt(error)
@@ -809,7 +838,8 @@ public final class SQLiteVaultStore: SecretStore {
         try withTransaction(writing: false) { state in
             try Self.readVaultRow(state.connection, path: path).2.enumerated().map { index, row in
                 KeySlotInfo(
-                    index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf, openedThisHandle: state.unlocker?.opened(row.slot) ?? false)
+                    index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf, openedThisHandle: state.unlocker?.opened(row.slot) ?? false
+                )
             }
         }
     }
@@ -846,8 +876,9 @@ public final class SQLiteVaultStore: SecretStore {
         try withTransaction(writing: true) { state in
             let rows = try Self.readVaultRow(state.connection, path: path).2
             var slots = rows.map(\.slot)
-            try KeySlots.changePassphrase(in: &slots, to: source, target: slot, unlocker: &state.unlocker,
-                                          dataKey: state.dataKey, vaultID: state.records.vaultID)
+            try KeySlots.changePassphrase(
+                in: &slots, to: source, target: slot, unlocker: &state.unlocker,
+                dataKey: state.dataKey, vaultID: state.records.vaultID)
             guard let changed = slots.indices.first(where: { slots[$0] != rows[$0].slot }) else { return }
             let update = try state.connection.prepare("UPDATE key_slots SET slot = ? WHERE slot_id = ?")
             try update.bind(1, slots[changed].encoded())
@@ -865,7 +896,8 @@ public final class SQLiteVaultStore: SecretStore {
         try withTransaction(writing: true) { state in
             let rows = try Self.readVaultRow(state.connection, path: path).2
             let (slots, newKey) = try KeySlots.rotated(
-                rows.map(\.slot), vaultID: state.records.vaultID, unlocker: state.unlocker, sources: sources, dropUnmatched: dropUnmatchedSlots)
+                rows.map(\.slot), vaultID: state.records.vaultID, unlocker: state.unlocker, sources: sources,
+                dropUnmatched: dropUnmatchedSlots)
             let newRecords = VaultRecords(vaultID: state.records.vaultID, dataKey: newKey)
             var resealed: [([UInt8], [UInt8], [UInt8])] = []
             let query = try state.connection.prepare("SELECT address, metadata, secret FROM items")

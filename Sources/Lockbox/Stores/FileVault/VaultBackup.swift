@@ -24,8 +24,10 @@ extension SQLiteVaultStore {
     /// ``backup(to:passphrase:kdf:service:)`` with `afterSnapshot` run between taking the snapshot
     /// and reading it: where a test changes the vault to show the backup is the snapshot's.
     @discardableResult
-    package func backup(to path: FilePath, passphrase: SecretBytes, kdf: KDFParameters = .default, service: String? = nil,
-                        afterSnapshot: () throws -> Void) throws -> Int {
+    package func backup(
+        to path: FilePath, passphrase: SecretBytes, kdf: KDFParameters = .default, service: String? = nil,
+        afterSnapshot: () throws -> Void
+    ) throws -> Int {
         let path = try VaultFile.prepareNewVault(at: path, credentials: [.passphrase(passphrase)])
         let source = try KeySlots.source(for: .passphrase(passphrase), kdf: kdf)
         let temporary = try Self.createTemporary(beside: path)
@@ -41,14 +43,17 @@ extension SQLiteVaultStore {
     /// Copies the vault into the empty file `temporary`, drops the rows of other services, adds
     /// the backup's slot; returns the item count. `afterSnapshot` runs between the snapshot and
     /// reading it (tests rotate the vault's data key there).
-    private static func fill(_ temporary: FilePath, from store: SQLiteVaultStore, source: KEKSource, service: String?,
-                             afterSnapshot: () throws -> Void) throws -> Int {
+    private static func fill(
+        _ temporary: FilePath, from store: SQLiteVaultStore, source: KEKSource, service: String?,
+        afterSnapshot: () throws -> Void
+    ) throws -> Int {
         // A separate connection: VACUUM INTO cannot run inside the transactions the store's own
         // connection runs everything in, and it needs no lock of ours (it reads one snapshot).
         let busyTimeout = try store.currentKeys().busyTimeout
-        let original = try store.readOnlyCause.map { cause in
-            try SQLiteConnection(path: store.path, readOnly: try readOnlyAccess(store.path, cause: cause), busyTimeout: busyTimeout)
-        } ?? SQLiteConnection(path: store.path, create: false, busyTimeout: busyTimeout)
+        let original =
+            try store.readOnlyCause.map { cause in
+                try SQLiteConnection(path: store.path, readOnly: try readOnlyAccess(store.path, cause: cause), busyTimeout: busyTimeout)
+            } ?? SQLiteConnection(path: store.path, create: false, busyTimeout: busyTimeout)
         try original.snapshot(into: temporary)
         try afterSnapshot()
         let copy = try SQLiteConnection(path: temporary, create: false, busyTimeout: busyTimeout)

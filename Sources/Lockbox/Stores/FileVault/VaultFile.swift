@@ -1,9 +1,10 @@
 import CLinux
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The vault file on disk: where it really is, reading it once (refusing what is not a regular
 /// file, or not ours with mode 0600), parsing its header, and replacing it atomically.
@@ -149,9 +150,13 @@ package enum VaultFile {
                 let bytes = try fd.readToEnd(limit: maximumBytes, expectedSize: Int(status.size))
                 // Permission advice only for a file that is a vault; anything else (a link to
                 // /etc/passwd, say) is reported as not a vault when its header is parsed.
-                if VaultFileFormat.detect(header: bytes.prefix(VaultFileFormat.headerBytes)) == .format1 { try checkOwnership(status, path: path) }
+                if VaultFileFormat.detect(header: bytes.prefix(VaultFileFormat.headerBytes)) == .format1 {
+                    try checkOwnership(status, path: path)
+                }
                 let (vaultHeader, headerLength) = try parseHeader(bytes, path: path)
-                return .format1(VaultFileSnapshot(path: path, bytes: bytes, identity: FileIdentity(status), header: vaultHeader, headerLength: headerLength))
+                return .format1(
+                    VaultFileSnapshot(
+                        path: path, bytes: bytes, identity: FileIdentity(status), header: vaultHeader, headerLength: headerLength))
             } catch let error as LockboxError {
                 throw error
             } catch {
@@ -190,7 +195,9 @@ package enum VaultFile {
         guard links <= 1 else {
             throw LockboxError.insecurePermissions(
                 path: path.string,
-                detail: "the vault file has \(links) names (hard links). SQLite keeps the vault's write-ahead log beside the name it is opened by, so writes through one name would be lost or damage the vault through another. Keep one name (remove the other links), and make copies with `cp` or `lockbox export`, never `cp -l` or `cp -al`.")
+                detail:
+                    "the vault file has \(links) names (hard links). SQLite keeps the vault's write-ahead log beside the name it is opened by, so writes through one name would be lost or damage the vault through another. Keep one name (remove the other links), and make copies with `cp` or `lockbox export`, never `cp -l` or `cp -al`."
+            )
         }
         let folder = path.removingLastComponent()
         let ownMount = lockbox_mount_id_of_descriptor(fd.rawValue)
@@ -198,7 +205,9 @@ package enum VaultFile {
         guard ownMount == 0 || folderMount == 0 || ownMount == folderMount else {
             throw LockboxError.insecurePermissions(
                 path: path.string,
-                detail: "the vault file is mounted on its own (a single file bind-mounted, as `docker run -v FILE:FILE` or systemd's BindPaths= do). SQLite keeps the vault's write-ahead log beside it, where the other name cannot see it, so writes could be lost or damage the vault. Mount the vault's folder instead.")
+                detail:
+                    "the vault file is mounted on its own (a single file bind-mounted, as `docker run -v FILE:FILE` or systemd's BindPaths= do). SQLite keeps the vault's write-ahead log beside it, where the other name cannot see it, so writes could be lost or damage the vault. Mount the vault's folder instead."
+            )
         }
     }
 
@@ -222,13 +231,17 @@ package enum VaultFile {
         if mode & 0o077 != 0 {
             throw LockboxError.insecurePermissions(
                 path: path.string,
-                detail: "the vault is accessible by group or others (mode \(octal(mode))). If nobody else could have read or changed it, fix it with `chmod 600 \(path.string)`.")
+                detail:
+                    "the vault is accessible by group or others (mode \(octal(mode))). If nobody else could have read or changed it, fix it with `chmod 600 \(path.string)`."
+            )
         }
         let owner = UInt32(status.userID.rawValue)
         if owner != effectiveUserID() {
             throw LockboxError.insecurePermissions(
                 path: path.string,
-                detail: "the vault is owned by user ID \(owner), not by you (user ID \(effectiveUserID())). Copy it to a file you own, or run as its owner.")
+                detail:
+                    "the vault is owned by user ID \(owner), not by you (user ID \(effectiveUserID())). Copy it to a file you own, or run as its owner."
+            )
         }
     }
 

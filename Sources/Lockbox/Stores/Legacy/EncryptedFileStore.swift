@@ -52,7 +52,8 @@ public final class EncryptedFileStore: SecretStore {
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
             dataHome = FilePath(xdg)
         } else {
-            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            let home =
+                environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
                 ?? FileManager.default.homeDirectoryForCurrentUser.path
             dataHome = FilePath(home).appending(".local/share")
         }
@@ -99,19 +100,22 @@ public final class EncryptedFileStore: SecretStore {
         if link.type == .symbolicLink, (try? path.stat()) == nil {
             let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path.string)) ?? "?"
             throw LockboxError.invalidArgument(
-                "\(path.string) is a symbolic link to \(target), which does not exist; Lockbox does not create a vault through a dangling link. Remove the link, or choose another path with --vault.")
+                "\(path.string) is a symbolic link to \(target), which does not exist; Lockbox does not create a vault through a dangling link. Remove the link, or choose another path with --vault."
+            )
         }
         guard let status = try? path.stat() else { return }
         guard status.type == .regular else {
             throw LockboxError.invalidArgument(
-                "\(path.string) is \(describe(status.type)), not a vault; refusing to create one there. Name the vault file with --vault (e.g. \(path.string)/vault.lockbox for a directory).")
+                "\(path.string) is \(describe(status.type)), not a vault; refusing to create one there. Name the vault file with --vault (e.g. \(path.string)/vault.lockbox for a directory)."
+            )
         }
         let format = VaultFileFormat.detect(at: path)
         if format == .format1 || format == .format2 {
             throw LockboxError.vaultAlreadyExists(path: path.string)
         }
         throw LockboxError.invalidArgument(
-            "a file that is not a Lockbox vault (\(status.size) bytes) is at \(path.string); refusing to overwrite it. Choose another path with --vault, or move the file away deliberately.")
+            "a file that is not a Lockbox vault (\(status.size) bytes) is at \(path.string); refusing to overwrite it. Choose another path with --vault, or move the file away deliberately."
+        )
     }
 
     /// Opens the vault at `path` with the first credential that opens one of its key slots.
@@ -138,7 +142,8 @@ public final class EncryptedFileStore: SecretStore {
         }
         let (path, header) = (snapshot.path, snapshot.header)
         let (dataKey, unlocker) = try KeySlots.open(header.slots, vaultID: header.vaultID, credentials: credentials, path: path)
-        let entries = try VaultBodyCodec.entries(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey, path: path)
+        let entries = try VaultBodyCodec.entries(
+            snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey, path: path)
         return EncryptedFileStore(
             path: path, lockTimeout: lockTimeout, now: now,
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: entries, identity: snapshot.identity))
@@ -380,11 +385,13 @@ public final class EncryptedFileStore: SecretStore {
 
     /// Opens the vault with a data key taken from a session window, if it still opens it and
     /// the key slots are as they were when the window opened. The body is decrypted once.
-    package static func open(_ snapshot: VaultFileSnapshot, windowDataKey dataKey: SecretBytes, fingerprint: String,
-                             lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }) throws -> EncryptedFileStore? {
+    package static func open(
+        _ snapshot: VaultFileSnapshot, windowDataKey dataKey: SecretBytes, fingerprint: String,
+        lockTimeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> EncryptedFileStore? {
         let (path, header) = (snapshot.path, snapshot.header)
         guard Self.fingerprint(of: header) == fingerprint,
-              let plaintext = VaultBodyCodec.decrypt(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey)
+            let plaintext = VaultBodyCodec.decrypt(snapshot.bytes, header: header, headerLength: snapshot.headerLength, dataKey: dataKey)
         else { return nil }
         let entries = try VaultBodyCodec.decode(plaintext, path: path)
         return EncryptedFileStore(
@@ -395,7 +402,9 @@ public final class EncryptedFileStore: SecretStore {
     /// Everything a vault in another format needs to hold this one unchanged: the vault ID, the
     /// key slots (whose wraps bind the vault ID, so they move as they are), the data key and
     /// every item as stored. For ``SQLiteVaultStore/convert(formatOneAt:credentials:lockTimeout:)``.
-    package func contentsForConversion() throws -> (vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes, entries: [ItemKey: VaultEntry]) {
+    package func contentsForConversion() throws -> (
+        vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes, entries: [ItemKey: VaultEntry]
+    ) {
         try withFreshState { state in (state.header.vaultID, state.header.slots, state.dataKey, state.entries) }
     }
 

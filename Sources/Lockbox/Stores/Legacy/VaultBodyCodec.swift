@@ -9,9 +9,10 @@ package enum VaultBodyCodec {
     package static func decrypt(_ bytes: [UInt8], header: VaultHeader, headerLength: Int, dataKey: SecretBytes) -> SecretBytes? {
         bytes.withUnsafeBytes { file in
             header.bodyNonce.withUnsafeBytes { nonce in
-                Sodium.open(UnsafeRawBufferPointer(rebasing: file[headerLength...]),
-                            additionalData: UnsafeRawBufferPointer(rebasing: file[0..<headerLength]),
-                            nonce: nonce, key: dataKey)
+                Sodium.open(
+                    UnsafeRawBufferPointer(rebasing: file[headerLength...]),
+                    additionalData: UnsafeRawBufferPointer(rebasing: file[0..<headerLength]),
+                    nonce: nonce, key: dataKey)
             }
         }
     }
@@ -48,7 +49,8 @@ package enum VaultBodyCodec {
         let headerBytes = header.encoded()
         guard headerBytes.count + payload.count + Sodium.aeadTagBytes <= VaultFile.maximumBytes else {
             throw LockboxError.invalidArgument(
-                "refusing the change: the vault would grow past \(VaultFile.maximumBytes >> 20) MiB, the most Lockbox reads back. Remove items or keep large data elsewhere.")
+                "refusing the change: the vault would grow past \(VaultFile.maximumBytes >> 20) MiB, the most Lockbox reads back. Remove items or keep large data elsewhere."
+            )
         }
         let ciphertext = payload.withUnsafeBytes {
             Sodium.seal($0, additionalData: headerBytes, nonce: header.bodyNonce, key: dataKey)
