@@ -104,15 +104,15 @@ scripts/check-window-here.sh "$bin/lockbox"
 # tests; TPM tests that need to lock out or restart a TPM start a private swtpm of their own.
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1
-# The swift-configuration adapter's tests are built (trait SwiftConfiguration) and must run.
-export LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1
 # The PostgreSQL store's tests run below, against their own cluster.
 # Each suite run has a time limit (scripts/watchdog.sh): a hung test fails the step, naming the
 # tests still running and the processes they wait on, instead of using up CI's 90 minutes.
 step "suite"
 suite_log=$(mktemp)
 trap 'status=$?; rm -f "$log" "$suite_log"; step "done (exit $status)"' EXIT
-scripts/watchdog.sh 1800 --log "$suite_log" -- \
+# The swift-configuration adapter's tests are built here (trait SwiftConfiguration) and must run;
+# the sanitizer builds below enable no trait, so the variable is set for this run only.
+LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1 scripts/watchdog.sh 1800 --log "$suite_log" -- \
     keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- \
     swift test --skip-build "${lockbox_traits[@]}" --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
