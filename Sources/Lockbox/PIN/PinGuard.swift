@@ -550,10 +550,14 @@ public final class PinGuard: Sendable {
     }
 
     /// Wipes the PIN's items, then its record (so a wipe cut short is done again by the next
-    /// try), and throws ``LockboxError/pinWiped(profile:failures:)``.
-    private func wipe(_ profile: PinProfile, _ record: PinRecord, failures: Int, via route: StoreRoute) async throws -> Never {
+    /// try), then clears `ledger`'s count if the store keeps one (a new PIN starts with none), and
+    /// throws ``LockboxError/pinWiped(profile:failures:)``.
+    private func wipe(
+        _ profile: PinProfile, _ record: PinRecord, failures: Int, by ledger: (any PinAttemptLedger)? = nil, via route: StoreRoute
+    ) async throws -> Never {
         for key in record.wipeItems { try await route.store.delete(key) }
         try await route.store.delete(profile.itemKey)
+        if let ledger { try await ledger.recordPinSuccess(profile.attemptKey) }
         throw LockboxError.pinWiped(profile: profile.description, failures: failures)
     }
 
@@ -694,7 +698,7 @@ public final class PinGuard: Sendable {
         // refused by the ledger, is not evaluated.
         let before = decision.evaluate ? decision.failures - 1 : decision.failures
         if record.lockout.decide(failures: before, secondsSinceLastAttempt: nil) == .wipe {
-            try await wipeCounted(profile, record, failures: before, by: ledger, via: route)
+            try await wipe(profile, record, failures: before, by: ledger, via: route)
         }
         guard decision.evaluate else {
             if decision.failures >= record.lockout.disableAfter {
@@ -711,7 +715,7 @@ public final class PinGuard: Sendable {
             return
         }
         if record.lockout.decide(failures: decision.failures, secondsSinceLastAttempt: nil) == .wipe {
-            try await wipeCounted(profile, record, failures: decision.failures, by: ledger, via: route)
+            try await wipe(profile, record, failures: decision.failures, by: ledger, via: route)
         }
         if decision.failures >= record.lockout.disableAfter {
             throw LockboxError.pinDisabled(profile: profile.description, failures: decision.failures)
@@ -720,20 +724,6 @@ public final class PinGuard: Sendable {
         throw LockboxError.wrongPin(
             profile: profile.description, failures: decision.failures,
             retryAt: delay > 0 ? decision.decidedAt.addingTimeInterval(delay) : nil)
-    }
-
-    /// ``wipe(_:_:failures:via:)`` for a ledger's count, which it clears once the record is gone
-    /// (a new PIN starts with none).
-    private func wipeCounted(
-        _ profile: PinProfile, _ record: PinRecord, failures: Int, by ledger: any PinAttemptLedger,
-        via route: StoreRoute
-    ) async throws -> Never {
-        do {
-            try await wipe(profile, record, failures: failures, via: route)
-        } catch LockboxError.pinWiped(let profileName, let failures) {
-            try await ledger.recordPinSuccess(profile.attemptKey)
-            throw LockboxError.pinWiped(profile: profileName, failures: failures)
-        }
     }
 
     /// Whether `pin` matches a stored PHC hash, compared holding the hash's memory (its own cost,
