@@ -51,6 +51,11 @@ func handler(vault: Vault, pins: PinGuard, tokens: TokenStore, ids: DeviceIdenti
     _ = try SignOut.run(service: "s", store: store)  // ERROR-AWAIT
     _ = try Transfer.run(from: store, to: store)  // ERROR-AWAIT
     try gate.open(verifying: key, for: profile, with: pins)  // ERROR-NOASYNC
+    _ = try vault.previous(service: "s", account: "a")  // ERROR-AWAIT
+    _ = try vault.wipeExpired()  // ERROR-AWAIT
+    _ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // ERROR-AWAIT
+    _ = try FileVault.create(at: "/v", credentials: [.keyFile("/k")])  // ERROR-AWAIT
+    _ = try LockboxConfiguration(vaultPath: "/v").openFileVault()  // ERROR-AWAIT
 }
 
 // A Hummingbird-style route, an async closure: there the blocking overload is the one chosen (it
@@ -59,6 +64,7 @@ func route(vault: Vault, pins: PinGuard) -> @Sendable () async throws -> Void {
     return {
         _ = try vault.get(service: "s", account: "a")  // ERROR-NOASYNC
         try pins.verify(profile, pin: key)  // ERROR-NOASYNC
+        _ = try vault.previous(service: "s", account: "a")  // ERROR-NOASYNC
     }
 }
 
@@ -68,6 +74,9 @@ func tool(vault: Vault, pins: PinGuard, tokens: TokenStore, ids: DeviceIdentity,
     _ = try tokens.load(service: "s", account: "a")  // NONE
     _ = try ids.deviceID(service: "s")  // NONE
     try gate.open(verifying: key, for: profile, with: pins)  // NONE
+    _ = try vault.previous(service: "s", account: "a")  // NONE
+    _ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // NONE
+    _ = try LockboxConfiguration(vaultPath: "/v").openFileVault()  // NONE
 }
 
 // Top-level code that awaits is async code too; there the blocking overload is the one chosen,
@@ -78,6 +87,9 @@ _ = try vault.get(service: "s", account: "a")  // ERROR-NOASYNC
 try PinGuard(store: MemoryStore()).verify(profile, pin: key)  // ERROR-NOASYNC
 _ = try TokenStore(store: MemoryStore()).load(service: "s", account: "a")  // ERROR-NOASYNC
 _ = try DeviceIdentity(store: MemoryStore()).deviceID(service: "s")  // ERROR-NOASYNC
+// Opening the vault at start-up, in a main.swift that awaits later, compiles: top-level code picks
+// the blocking opener (an async twin exists for async functions), which is what start-up wants.
+_ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // NONE
 SWIFT
 log=$work/build.log
 (cd "$work/probe" && swift build --scratch-path "$root/.build-samples" >"$log" 2>&1) || true

@@ -215,7 +215,7 @@ struct SecretServiceTests {
         let folder = try TemporaryFolder()
         let key = folder.file("k.key")
         try KeyFile.generate(at: key)
-        let vaultPath = EncryptedFileStore.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
+        let vaultPath = FileVault.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
         _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(key)])
         let settingsPath = folder.file("config/lockbox/settings.json")
         let selection = StoreSelection(

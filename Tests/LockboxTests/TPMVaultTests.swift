@@ -16,7 +16,7 @@ struct TPMVaultTests {
         let created = try EncryptedFileStore.create(
             at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti)), .passphrase(secret("recovery words"))], kdf: testKDF)
         try created.set(secret("s3cret"), for: item, options: ItemOptions())
-        #expect(try EncryptedFileStore.keySlotKinds(at: path) == [.tpm2, .passphrase])
+        #expect(try FileVault.keySlotKinds(at: path) == [.tpm2, .passphrase])
 
         let byTPM = try EncryptedFileStore.open(at: path, credential: .sealed(TPMSealer(tcti: tpm.tcti)))
         #expect(try byTPM.get(item) == secret("s3cret"))
@@ -73,7 +73,7 @@ struct TPMVaultTests {
             at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti, pin: pin, pinKDF: testKDF)), .passphrase(secret("recovery"))],
             kdf: testKDF)
         let before = try Data(contentsOf: URL(fileURLWithPath: path.string))
-        #expect(try EncryptedFileStore.sealedKeySlots(at: path).values.map { TPMSealer.requiresPIN($0) } == [true])
+        #expect(try FileVault.sealedKeySlots(at: path).values.map { TPMSealer.requiresPIN($0) } == [true])
         for guess in ["0000", "1234", "9999"] {
             #expect(
                 tpmFailure {
