@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark Lockbox against the tools its users would otherwise pick, side by side on this
-# machine, and write docs/PERFORMANCE-PEERS.md (the full report) and its tables into
-# docs/PERFORMANCE.md (scripts/bench/splice-peer-table.py).
+# machine, and write docs/PERFORMANCE-PEERS.md (the full report).
 #
 # Usage: scripts/bench/bench-peers.sh [--quick] [--output FILE]
 #
@@ -123,9 +122,4 @@ say "setup took $((SECONDS - started)) s"
 measure_started=$SECONDS
 scripts/dev/keyring-session.sh -- "$venv/bin/python" "$repo/Benchmarks/peers/bench_peers.py" \
     --lockbox "$lockbox" "${worker[@]}" --venv "$venv" --repo "$repo" --output "$output" "${quick[@]}"
-# The tables of this run go into docs/PERFORMANCE.md too (only for the default report, so a
-# --output elsewhere leaves the committed docs alone).
-if [[ $output == "$repo/docs/PERFORMANCE-PEERS.md" ]]; then
-    python3 "$repo/scripts/bench/splice-peer-table.py" "$output" "$repo/docs/PERFORMANCE.md"
-fi
 say "done: $output (measuring $((SECONDS - measure_started)) s, everything $((SECONDS - started)) s)"
