@@ -6,14 +6,14 @@ import Testing
 
 @testable import Lockbox
 
-/// Set by scripts/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
+/// Set by scripts/dev/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
 /// unlocked default collection is on this process's session bus.
 let keyringMode = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING"]
 let keyringAvailable = keyringMode == "unlocked"
 
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
-let keyringSessionScript = repositoryRoot.appendingPathComponent("scripts/keyring-session.sh").path
+let keyringSessionScript = repositoryRoot.appendingPathComponent("scripts/dev/keyring-session.sh").path
 
 /// The parts of this process's environment a child needs to reach the same keyring.
 var keyringEnvironment: [String: String] {
@@ -47,7 +47,7 @@ struct KeyringSetupTests {
         guard keyringAvailable else {
             notTested(
                 "the Secret Service tests",
-                because: "no gnome-keyring here; run the suite through scripts/keyring-session.sh (scripts/test.sh does)",
+                because: "no gnome-keyring here; run the suite through scripts/dev/keyring-session.sh (scripts/test.sh does)",
                 requiredInCI: false)
             if required { Issue.record("LOCKBOX_REQUIRE_KEYRING_TESTS=1 or CI=true: the Secret Service tests must run") }
             return

@@ -102,11 +102,11 @@ struct TPMVaultTests {
         try KeyFile.generate(at: key)
         let store = try EncryptedFileStore.create(at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti)), .keyFile(key)])
         try store.set(secret("s3cret"), for: item, options: ItemOptions())
-        // The python3 scripts/check-format.sh uses (with PyNaCl), from PATH.
+        // The python3 scripts/ci/check-format.sh uses (with PyNaCl), from PATH.
         let (status, data) = try runTool(
             "/usr/bin/env",
-            ["python3", repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path, path.string, "--key-file", key.string])
-        #expect(status == 0, "vault-decrypt.py needs PyNaCl (scripts/check-format.sh installs it)")
+            ["python3", repositoryRoot.appendingPathComponent("scripts/format/vault-decrypt.py").path, path.string, "--key-file", key.string])
+        #expect(status == 0, "vault-decrypt.py needs PyNaCl (scripts/ci/check-format.sh installs it)")
         let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         #expect(json?["opened_slot"] as? Int == 1)
         #expect((json?["items"] as? [Any])?.count == 1)
