@@ -212,26 +212,93 @@ let package = Package(
             dependencies: ["Lockbox", "LockboxSecretService"],
             path: "Tests/KeyringProbe"
         ),
+        // What the test targets share: temporary folders, running the `lockbox` binary and other
+        // processes, the CLI fixture, PIN clocks and fixtures, the store contracts, the keyring
+        // environment, a software TPM. A plain target in no product, so no service links it.
+        .target(
+            name: "LockboxTestSupport",
+            dependencies: [
+                "Lockbox",
+                "LockboxTesting",
+                "LockboxTPM",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Tests/LockboxTestSupport"
+        ),
+        // One test target per module. Those whose tests run the `lockbox` binary depend on
+        // LockboxMain, so that building the test product alone (scripts/sanitizers.sh) builds it.
         .testTarget(
             name: "LockboxTests",
             dependencies: [
                 "Lockbox",
-                "LockboxSecretService",
-                "LockboxWindows",
-                "LockboxSelfTest",
-                "LockboxFuzzing",
-                "LockboxTPM",
                 "LockboxTesting",
+                "LockboxTestSupport",
+                // The parsers' fuzzing entry points and the vector builder, for the fuzzers' findings.
+                "LockboxFuzzing",
+                "LockboxSelfTest",
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
-                // The CLI's error table (exit codes and advice), read by the tests.
-                "lockbox",
-                // The `lockbox` executable the CLI tests run; a dependency so building the test
-                // product alone (scripts/sanitizers.sh) builds it too.
+                .product(name: "SystemPackage", package: "swift-system"),
                 "LockboxMain",
-                // Started by a Secret Service test; a dependency so that building the test
-                // product alone (scripts/sanitizers.sh) builds it too.
+            ]
+        ),
+        .testTarget(
+            name: "LockboxSecretServiceTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxSecretService",
+                "LockboxWindows",
+                "CLibcrypto",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+                "LockboxMain",
+                // Started by a Secret Service test.
                 "KeyringProbe",
+            ]
+        ),
+        .testTarget(
+            name: "LockboxWindowsTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxWindows",
+                "LockboxSecretService",
+                "LockboxTesting",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+                "LockboxMain",
+            ]
+        ),
+        .testTarget(
+            name: "LockboxTPMTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxTPM",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .testTarget(
+            name: "LockboxSelfTestTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxSelfTest",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+                "LockboxMain",
+            ]
+        ),
+        // The `lockbox` tool: tests that run the binary, its help and generated docs, its error
+        // table and exit codes, its integrations (git, exec).
+        .testTarget(
+            name: "LockboxCLITests",
+            dependencies: [
+                "lockbox",
+                "LockboxMain",
+                "Lockbox",
+                "LockboxTPM",
+                "LockboxTesting",
+                "LockboxTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A door tests hold shut: threads that `pass()` it block until `open()`. It also counts who is
 /// inside now and the most that were inside at once.

@@ -3,6 +3,7 @@ import LockboxTesting
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// Runs `body` on a thread of its own (not the cooperative pool) and returns its result: how the
 /// tests call the blocking API, as the CLI does.

@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// LockboxConfiguration: the one value a program configures Lockbox with, and the key-file
 /// exception for Kubernetes secret mounts (KeyFileAccess.readOnlyMount).

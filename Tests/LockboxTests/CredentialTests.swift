@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A clock tests set by hand.
 final class FixedDate: Sendable {
@@ -17,12 +18,6 @@ final class Counter: Sendable {
     private let value = Mutex(0)
     func increment() { value.withLock { $0 += 1 } }
     var count: Int { value.withLock { $0 } }
-}
-
-func oauth(_ access: String, expiresIn: Int = 3600, refresh: String? = "rt") -> Data {
-    var object: [String: Any] = ["access_token": access, "token_type": "Bearer", "expires_in": expiresIn, "scope": "read write"]
-    if let refresh { object["refresh_token"] = refresh }
-    return (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
 }
 
 @Suite("Tokens, device identity and sign-out")

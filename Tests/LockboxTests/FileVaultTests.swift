@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 @Suite("FileVault: one opener for every format, one creator of the current one")
 struct FileVaultTests {

@@ -4,6 +4,7 @@ import Testing
 
 @testable import Lockbox
 @testable import LockboxSelfTest
+@testable import LockboxTestSupport
 
 /// Issues the fuzzers found in library code (docs/SECURITY-TESTING.md, "Findings"), fixed and
 /// kept as regression tests.

@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 // Regression tests for the holes an adversarial pass found (issue 13). Each test feeds the bad
 // input and asserts the outcome: exit code and state after.
@@ -15,14 +16,6 @@ final class AttackerClock: PinClock {
     func now() -> PinInstant { instant.withLock { $0 } }
 
     func move(_ change: (inout PinInstant) -> Void) { instant.withLock { change(&$0) } }
-}
-
-/// Runs `script` with bash (for `$'\xff'` arguments and namespace wrappers), `$L` naming the
-/// lockbox binary, in the environment ``runLockbox(_:stdin:environment:shellRedirect:)`` gives.
-func runBash(_ script: String, stdin: Data = Data(), environment: [String: String] = [:]) throws -> ProcessResult {
-    try runProcess(
-        URL(fileURLWithPath: "/bin/bash"), ["-c", script], stdin: stdin,
-        environment: environment.merging(["L": lockboxBinary.path]) { mine, _ in mine })
 }
 
 /// The environment of a file vault made with `lockbox init --generate-key-file` in `folder`

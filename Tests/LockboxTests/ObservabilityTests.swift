@@ -5,6 +5,7 @@ import MetricsTestKit
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// An error whose description quotes a token, as a refresh callback's might when it passes a
 /// server response on.

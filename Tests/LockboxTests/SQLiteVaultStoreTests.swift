@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A format-2 vault (SQLite, sealed rows) with a key file and a passphrase slot in a fresh folder.
 private struct Format2Vault {

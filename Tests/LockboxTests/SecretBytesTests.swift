@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 @Suite("SecretBytes")
 struct SecretBytesTests {

@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 @Suite("Server PIN preset, refusals without waiting, the test kit's fault-injecting store")
 struct ServerPinTests {

@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A format-2 vault with a key file in a fresh folder, and the `lockbox` command on it.
 private struct GuardedVault {

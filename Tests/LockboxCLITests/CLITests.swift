@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// End to end through the real `lockbox` binary: stdin in, stdout, stderr and exit codes out.

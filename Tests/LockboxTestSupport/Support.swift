@@ -222,3 +222,11 @@ func notTested(_ what: String, because reason: String, requiredInCI: Bool) {
         FileHandle.standardError.write(Data("NOT TESTED: \(note)\n".utf8))
     }
 }
+
+/// An OAuth token response as a server sends it: `access` for `expiresIn` seconds, with
+/// `refresh` as its refresh token (none if `nil`).
+func oauth(_ access: String, expiresIn: Int = 3600, refresh: String? = "rt") -> Data {
+    var object: [String: Any] = ["access_token": access, "token_type": "Bearer", "expires_in": expiresIn, "scope": "read write"]
+    if let refresh { object["refresh_token"] = refresh }
+    return (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
+}

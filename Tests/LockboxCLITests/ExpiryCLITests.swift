@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// `set --expires`, `get --allow-expired`, `list --expired`, `wipe --expired`, `set

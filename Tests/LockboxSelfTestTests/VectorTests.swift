@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// The known-answer vectors (Sources/LockboxSelfTest/Vectors): each passes in the library and in the `lockbox`
 /// binary, the must-fail cases are refused, the copy compiled into the binary is the files, and

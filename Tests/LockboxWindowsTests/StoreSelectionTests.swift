@@ -5,6 +5,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A Secret Service provider that is never reachable: the "no session bus" a service or a
 /// container has.

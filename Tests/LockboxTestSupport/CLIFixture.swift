@@ -67,3 +67,11 @@ extension ProcessResult {
     /// Standard output parsed as a JSON array of objects (`nil` if it is not one).
     var jsonArray: [[String: Any]]? { (try? JSONSerialization.jsonObject(with: stdout)) as? [[String: Any]] }
 }
+
+/// Runs `script` with bash (for `$'\xff'` arguments and namespace wrappers), `$L` naming the
+/// lockbox binary, in the environment ``runLockbox(_:stdin:environment:shellRedirect:)`` gives.
+func runBash(_ script: String, stdin: Data = Data(), environment: [String: String] = [:]) throws -> ProcessResult {
+    try runProcess(
+        URL(fileURLWithPath: "/bin/bash"), ["-c", script], stdin: stdin,
+        environment: environment.merging(["L": lockboxBinary.path]) { mine, _ in mine })
+}

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// `lockbox exec` and `lockbox docker-credential` through the real binary on a key-file vault:

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// The `lockbox` process protects the secrets in its memory: it is non-dumpable
 /// (`prctl(PR_SET_DUMPABLE, 0)`) and has no core-dump allowance, checked from outside on a real

@@ -3,6 +3,7 @@ import LockboxTPM
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// One of each library error, with made-up details.

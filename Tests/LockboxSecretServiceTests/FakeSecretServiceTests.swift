@@ -3,6 +3,7 @@ import LockboxSecretService
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// `lockbox get` on a file vault reads the vault file once: the session window's scope (the
 /// vault ID in the header) and the credentials open the same bytes. Counted with strace on the

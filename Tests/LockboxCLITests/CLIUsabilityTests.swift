@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// The command line as a newcomer meets it: the first run that remembers its key file, a locked

@@ -4,6 +4,8 @@ import LockboxTPM
 import SystemPackage
 import Testing
 
+@testable import LockboxTestSupport
+
 /// `lockbox init --tpm`, `slot add-tpm`, opening by the TPM alone, `doctor`, and the exit codes
 /// for no TPM (60), lockout (61), changed PCRs (62) and a slot from another TPM (63); each test
 /// against its own swtpm.

@@ -2,6 +2,7 @@ import Foundation
 import Lockbox
 import Testing
 
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// One version: `LockboxVersion.current` is what `lockbox --version` prints, CHANGELOG.md's

@@ -2,6 +2,8 @@ import Foundation
 import LockboxSecretService
 import Testing
 
+@testable import LockboxTestSupport
+
 #if canImport(Glibc)
     import Glibc
 #endif

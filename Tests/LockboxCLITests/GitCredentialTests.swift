@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// `lockbox git-credential` and `set --allow-empty` through the real binary on a key-file vault:

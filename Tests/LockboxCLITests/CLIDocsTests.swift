@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// The CLI reference, man page and shell completions that scripts/gen-cli-docs.sh generates from
@@ -8,7 +9,7 @@ import Testing
 /// real bash, and the documents must cover every command the binary's own `--help` lists.
 @Suite("CLI docs and completions")
 struct CLIDocsTests {
-    /// The package root (this file is Tests/LockboxTests/CLIDocsTests.swift).
+    /// The package root (this file is Tests/LockboxCLITests/CLIDocsTests.swift).
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

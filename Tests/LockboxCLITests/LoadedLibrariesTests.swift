@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import LockboxTestSupport
+
 /// A file-vault command loads neither the Secret Service client's libraries (libcrypto for the
 /// session, libsecret and GLib for the fallback) nor tpm2-tss (and its libcrypto): each is loaded
 /// with dlopen only when used (docs/PERFORMANCE.md). Read from the dynamic loader's own record of every object it maps (LD_DEBUG=files), on

@@ -4,6 +4,7 @@ import LockboxSecretService
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// Lockbox's own Secret Service session (`dh-ietf1024-sha256-aes128-cbc-pkcs7`,
 /// SessionCrypto.swift over libcrypto, CLibcrypto.h) against published and independently

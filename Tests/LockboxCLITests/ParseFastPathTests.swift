@@ -1,6 +1,7 @@
 import ArgumentParser
 import Testing
 
+@testable import LockboxTestSupport
 @testable import lockbox
 
 /// `LockboxCommand.parseCommand` parses `get`, `set`, `delete`, `list` and `git-credential` by

@@ -4,6 +4,8 @@ import LockboxTPM
 import SystemPackage
 import Testing
 
+@testable import LockboxTestSupport
+
 /// Vaults with a TPM2 key slot, against a private swtpm per test.
 @Suite(.enabled(if: SoftwareTPM.available, SoftwareTPM.unavailableReason))
 struct TPMVaultTests {

@@ -2,6 +2,8 @@ import Foundation
 import LockboxSecretService
 import Testing
 
+@testable import LockboxTestSupport
+
 /// Lockbox's own D-Bus wire format (DBusWire.swift): what it writes reads back the same, what the
 /// specification calls invalid is refused with an error (never a trap), and damaged bytes never
 /// crash the reader.

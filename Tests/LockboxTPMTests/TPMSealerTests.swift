@@ -3,6 +3,8 @@ import Lockbox
 import LockboxTPM
 import Testing
 
+@testable import LockboxTestSupport
+
 /// Sealing in a real (software) TPM: each test starts its own swtpm, so lockouts and restarts
 /// stay private to it.
 @Suite(.enabled(if: SoftwareTPM.available, SoftwareTPM.unavailableReason))
