@@ -131,7 +131,7 @@ struct HardeningTests {
         let (normal, _) = try doctor(memlockKiB: "8192")
         #expect(normal.hardening.nonDumpable && normal.hardening.coreDumpsOff)
         #expect(normal.hardening.secretsExcludedFromDumps)
-        if !SecretBytesTests.sanitized {  // the sanitizers make mlock a no-op
+        if !runningUnderSanitizer {  // the sanitizers make mlock a no-op
             #expect(normal.hardening.secretsLocked && normal.hardening.lockableBytes == 8192 * 1024)
             #expect(normal.checks.first { $0.name == "secret memory" }?.ok == true)
         }

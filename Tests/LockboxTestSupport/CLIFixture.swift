@@ -75,3 +75,25 @@ func runBash(_ script: String, stdin: Data = Data(), environment: [String: Strin
         URL(fileURLWithPath: "/bin/bash"), ["-c", script], stdin: stdin,
         environment: environment.merging(["L": lockboxBinary.path]) { mine, _ in mine })
 }
+
+/// The environment of a file vault made with `lockbox init --generate-key-file` in `folder`
+/// (`v.lockbox`, key file `k.key`, settings under `config`), in `format` (`nil`: the default).
+func cliVaultWithKeyFile(in folder: TemporaryFolder, format: Int? = nil) throws -> [String: String] {
+    let environment = [
+        "LOCKBOX_VAULT": folder.file("v.lockbox").string, "LOCKBOX_KEY_FILE": folder.file("k.key").string,
+        "XDG_CONFIG_HOME": folder.file("config").string,
+    ]
+    let formatArguments = format.map { ["--format", "\($0)"] } ?? []
+    let created = try runLockbox(["init", "--generate-key-file", folder.file("k.key").string] + formatArguments, environment: environment)
+    #expect(created.status == 0, "\(created.stderr)")
+    return environment
+}
+
+/// Whether a namespace-based attack can be tried here. Where it cannot, the test says so on
+/// standard error and, under CI=true, fails: it never passes silently.
+func attackCanRun(_ probe: String, what: String) throws -> Bool {
+    let result = try runBash(probe)
+    if result.status == 0 { return true }
+    notTested(what, because: "`\(probe)` exited \(result.status): \(result.stderr)", requiredInCI: true)
+    return false
+}

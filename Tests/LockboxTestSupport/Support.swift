@@ -230,3 +230,9 @@ func oauth(_ access: String, expiresIn: Int = 3600, refresh: String? = "rt") -> 
     if let refresh { object["refresh_token"] = refresh }
     return (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
 }
+
+/// Whether this process runs under ThreadSanitizer or AddressSanitizer (their runtimes export
+/// these symbols).
+let runningUnderSanitizer: Bool = [String](["__tsan_init", "__asan_init"]).contains { name in
+    dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) != nil
+}

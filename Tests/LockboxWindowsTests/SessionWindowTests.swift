@@ -205,7 +205,7 @@ struct SessionWindowTests {
         ]
         // Under scripts/sanitizers.sh, `nobody` cannot write the report folder; leaks at exit
         // are the toolchain's (see its suppressions) and must not change the exit status.
-        if SecretBytesTests.sanitized { environment["ASAN_OPTIONS"] = "detect_leaks=0" }
+        if runningUnderSanitizer { environment["ASAN_OPTIONS"] = "detect_leaks=0" }
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
