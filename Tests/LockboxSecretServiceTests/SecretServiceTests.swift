@@ -16,7 +16,7 @@ struct KeyringSetupTests {
         guard keyringAvailable else {
             notTested(
                 "the Secret Service tests",
-                because: "no gnome-keyring here; run the suite through scripts/keyring-session.sh (scripts/test.sh does)",
+                because: "no gnome-keyring here; run the suite through scripts/dev/keyring-session.sh (scripts/test.sh does)",
                 requiredInCI: false)
             if required { Issue.record("LOCKBOX_REQUIRE_KEYRING_TESTS=1 or CI=true: the Secret Service tests must run") }
             return
@@ -184,7 +184,7 @@ struct SecretServiceTests {
         let folder = try TemporaryFolder()
         let key = folder.file("k.key")
         try KeyFile.generate(at: key)
-        let vaultPath = EncryptedFileStore.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
+        let vaultPath = FileVault.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
         _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(key)])
         let settingsPath = folder.file("config/lockbox/settings.json")
         let selection = StoreSelection(

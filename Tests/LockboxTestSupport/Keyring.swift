@@ -1,13 +1,13 @@
 import Foundation
 
-/// Set by scripts/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
+/// Set by scripts/dev/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
 /// unlocked default collection is on this process's session bus.
 let keyringMode = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING"]
 let keyringAvailable = keyringMode == "unlocked"
 
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
-let keyringSessionScript = repositoryRoot.appendingPathComponent("scripts/keyring-session.sh").path
+let keyringSessionScript = repositoryRoot.appendingPathComponent("scripts/dev/keyring-session.sh").path
 
 /// The parts of this process's environment a child needs to reach the same keyring.
 var keyringEnvironment: [String: String] {
