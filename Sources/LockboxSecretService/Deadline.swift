@@ -6,8 +6,8 @@ import Lockbox
     import Glibc
 #endif
 
-// Small, typed helpers for the GLib types libsecret speaks (errors, properties tables,
-// cancellables), used only on libsecret's fallback path, and the Deadline every call has.
+// The Deadline every Secret Service call has, and the small, typed helpers for the GLib types
+// libsecret speaks (errors, string dictionaries), used only on libsecret's fallback path.
 // Nothing here leaks into Lockbox's public API.
 
 /// A `GError` copied into Swift, with the D-Bus error name when the error came over the bus.
