@@ -38,7 +38,7 @@ struct SetTokens: ParsableCommand {
         let store = try vaultOptions.storeOpener().openStore()
         let json = try SecretInput.read(from: .standardInput, limit: 1 << 20, stopAtNewline: false, what: "token response")
         let data = json.withUnsafeBytes { Data($0) }
-        try TokenStore(store: store).save(oauthResponse: data, service: service, account: account, subject: subject)
+        try TokenRefresher(store: store).save(oauthResponse: data, service: service, account: account, subject: subject)
         Console.status("Tokens stored for '\(account)' on '\(service)'.")
     }
 }
@@ -75,7 +75,7 @@ struct GetToken: ParsableCommand {
     }
 
     func run() throws {
-        let tokens = TokenStore(store: try vaultOptions.storeOpener().openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
+        let tokens = TokenRefresher(store: try vaultOptions.storeOpener().openStore(), leeway: .milliseconds(Int64(leeway * 1000)))
         if let refreshWith {
             _ = try blockingAwait {
                 try await tokens.validAccessToken(service: service, account: account) { current in
@@ -155,7 +155,7 @@ struct TokenStatusCommand: ParsableCommand {
     }
 
     func run() throws {
-        guard let set = try TokenStore(store: try vaultOptions.storeOpener().openStore()).load(service: service, account: account) else {
+        guard let set = try TokenRefresher(store: try vaultOptions.storeOpener().openStore()).load(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if json {
@@ -188,7 +188,7 @@ struct ClearTokens: ParsableCommand {
     @Argument(help: "The account.") var account: String
 
     func run() throws {
-        guard try TokenStore(store: try vaultOptions.storeOpener().openStore()).clear(service: service, account: account) else {
+        guard try TokenRefresher(store: try vaultOptions.storeOpener().openStore()).clear(service: service, account: account) else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         Console.status("Tokens cleared for '\(account)' on '\(service)'.")

@@ -36,7 +36,7 @@ import Testing
         #expect(pins.hashParameters == PinPreset.server.hashParameters)
         #expect(pins.failureRecording == .afterComparing)
         #expect(pins.executor === executor)
-        #expect(configuration.tokenStore(store: MemoryStore(), executor: executor).executor === executor)
+        #expect(configuration.tokenRefresher(store: MemoryStore(), executor: executor).executor === executor)
     }
 
     @Test func mistakesAreRefusedNamingTheSetting() {

@@ -33,8 +33,8 @@ struct CredentialTests {
         store = try EncryptedFileStore.create(at: folder.file("v.lockbox"), credentials: [.keyFile(key)])
     }
 
-    func tokens(leeway: Duration = .seconds(60)) -> TokenStore {
-        TokenStore(store: store, leeway: leeway, now: clock.read, lockDirectory: folder.file("locks"))
+    func tokens(leeway: Duration = .seconds(60)) -> TokenRefresher {
+        TokenRefresher(store: store, leeway: leeway, now: clock.read, lockDirectory: folder.file("locks"))
     }
 
     @Test("an OAuth response becomes one item with an absolute expiry; nothing prints a token")

@@ -71,7 +71,7 @@ for sanitizer in "${sanitizers[@]}"; do
     # outside (argument parsing, exit codes, docs, output, cross-process locking): a race is
     # between threads of one process, and those suites start single-threaded CLI processes one at
     # a time, so TSan finds nothing there that the in-process suites (executor, hash budget,
-    # PinGuard, TokenStore, stores on many threads) do not exercise; each would cost CI a
+    # PinGuard, TokenRefresher, stores on many threads) do not exercise; each would cost CI a
     # sanitized process start per call. AddressSanitizer runs them all: memory errors in the C
     # interop of those processes (libsodium, libsecret, tss2, SQLite) are its job.
     # The patterns match whole suite names in test IDs (`Module.Suite/test()`), so a suite such as

@@ -12,7 +12,7 @@ import SystemPackage
 /// and every other caller awaits its result (single flight). Across processes, the refresh runs
 /// under a per-item lock and re-reads the store after taking it, so a second process uses the
 /// first one's new tokens instead of spending a rotated refresh token again.
-public final class TokenStore: Sendable {
+public final class TokenRefresher: Sendable {
     /// Where token sets are kept, as a blocking store (a token store made over an
     /// ``AsyncSecretStore`` gives it as a ``BlockingSecretStore``).
     public var store: any SecretStore { access.secretStore }
@@ -403,8 +403,8 @@ public final class TokenStore: Sendable {
 }
 
 /// The async variants of the blocking calls: the one implementation over the store as awaited
-/// (an ``AsyncSecretStore`` directly, a blocking ``SecretStore`` offloaded to ``TokenStore/executor``).
-extension TokenStore {
+/// (an ``AsyncSecretStore`` directly, a blocking ``SecretStore`` offloaded to ``TokenRefresher/executor``).
+extension TokenRefresher {
     /// ``save(_:service:account:)``, awaited.
     public func save(_ tokens: TokenSet, service: String, account: String) async throws {
         try await save(tokens, service: service, account: account, via: access.awaiting)
@@ -426,3 +426,8 @@ extension TokenStore {
         try await clear(service: service, account: account, via: access.awaiting)
     }
 }
+
+/// The former name of ``TokenRefresher``: it keeps and refreshes token sets over a store, and is
+/// no store itself.
+@available(*, deprecated, renamed: "TokenRefresher")
+public typealias TokenStore = TokenRefresher
