@@ -16,6 +16,8 @@ let package = Package(
         // its encrypted session through libcrypto (libsecret only as the fallback session).
         .library(name: "LockboxSecretService", targets: ["LockboxSecretService"]),
         // Re-authentication windows in the Linux kernel keyring (libkeyutils).
+        .library(name: "LockboxSessionWindows", targets: ["LockboxSessionWindows"]),
+        // The former name of LockboxSessionWindows (deprecated): the same module, re-exported.
         .library(name: "LockboxWindows", targets: ["LockboxWindows"]),
         // Known-answer tests and their vectors (what `lockbox selftest` runs).
         .library(name: "LockboxSelfTest", targets: ["LockboxSelfTest"]),
@@ -135,8 +137,14 @@ let package = Package(
             dependencies: ["Lockbox", "CLibsecretFallback", "CLibcrypto", "CSodium"]
         ),
         .target(
-            name: "LockboxWindows",
+            name: "LockboxSessionWindows",
             dependencies: ["Lockbox", "CKeyutils", .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        // The former name of LockboxSessionWindows, kept so that a package depending on the
+        // product "LockboxWindows" and importing LockboxWindows still builds; deprecated.
+        .target(
+            name: "LockboxWindows",
+            dependencies: ["LockboxSessionWindows"]
         ),
         .target(
             name: "LockboxSelfTest",
@@ -163,7 +171,7 @@ let package = Package(
         // scripts/ci/fuzz.sh only.
         .target(
             name: "LockboxFuzzing",
-            dependencies: ["Lockbox", "LockboxWindows", "LockboxSelfTest", "LockboxSecretService",
+            dependencies: ["Lockbox", "LockboxSessionWindows", "LockboxSelfTest", "LockboxSecretService",
                            .product(name: "SystemPackage", package: "swift-system")]
         ),
         .executableTarget(
@@ -190,7 +198,7 @@ let package = Package(
             dependencies: [
                 "Lockbox",
                 "LockboxSecretService",
-                "LockboxWindows",
+                "LockboxSessionWindows",
                 "LockboxSelfTest",
                 "LockboxTPM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -247,7 +255,7 @@ let package = Package(
             dependencies: [
                 "Lockbox",
                 "LockboxSecretService",
-                "LockboxWindows",
+                "LockboxSessionWindows",
                 "CLibcrypto",
                 "LockboxTestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -257,10 +265,10 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "LockboxWindowsTests",
+            name: "LockboxSessionWindowsTests",
             dependencies: [
                 "Lockbox",
-                "LockboxWindows",
+                "LockboxSessionWindows",
                 "LockboxSecretService",
                 "LockboxTesting",
                 "LockboxTestSupport",

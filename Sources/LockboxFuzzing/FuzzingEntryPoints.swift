@@ -1,7 +1,7 @@
 import Foundation
 import Lockbox
 import LockboxSelfTest
-import LockboxWindows
+import LockboxSessionWindows
 import SystemPackage
 
 /// What the libFuzzer harnesses in `Fuzz/` call: each entry point feeds arbitrary bytes to one of

@@ -2,7 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import LockboxSecretService
-import LockboxWindows
+import LockboxSessionWindows
 import SystemPackage
 
 #if canImport(Glibc)

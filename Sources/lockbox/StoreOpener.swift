@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Lockbox
 import LockboxSecretService
-import LockboxWindows
+import LockboxSessionWindows
 import SystemPackage
 
 /// The one place the commands open a store: ``VaultOptions`` parsed once into the library's

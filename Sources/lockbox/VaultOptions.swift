@@ -2,7 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Lockbox
 import LockboxSecretService
-import LockboxWindows
+import LockboxSessionWindows
 import SystemPackage
 
 /// `--store`: the library's ``StoreRequest`` (a store by name, or `auto`); `memory` is not

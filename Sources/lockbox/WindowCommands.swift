@@ -1,7 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
-import LockboxWindows
+import LockboxSessionWindows
 
 /// `10m`, `30s`, `1h`, `90` (seconds).
 struct WindowLength: ExpressibleByArgument {

@@ -1,5 +1,5 @@
 import Foundation
-import LockboxWindows
+import LockboxSessionWindows
 import Synchronization
 import SystemPackage
 import Testing

@@ -1,6 +1,6 @@
 import Foundation
 import LockboxSecretService
-import LockboxWindows
+import LockboxSessionWindows
 import SystemPackage
 import Testing
 
