@@ -32,7 +32,7 @@ let package = Package(
         // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
         .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
-        // The command-line tool: Sources/LockboxMain runs the commands of the `lockbox` module.
+        // The command-line tool: Sources/LockboxMain runs the commands of the LockboxCLI module.
         .executable(name: "lockbox", targets: ["LockboxMain"]),
         // `lockbox` for the PostgreSQL store: the same commands with `--store postgres` (which
         // `lockbox` hands to it, so `lockbox` itself links no SwiftNIO). Built without the
@@ -191,10 +191,8 @@ let package = Package(
         ),
         // The commands of the `lockbox` tool, as a module that its two executables run: `lockbox`
         // (LockboxMain) and `lockbox-postgres` (LockboxPostgresCLI, which adds the PostgreSQL store).
-        // The module keeps the name `lockbox` so that its symbols, which scripts/bench/lockbox.order lays
-        // out, and the tests' `@testable import lockbox` stay as they were.
         .target(
-            name: "lockbox",
+            name: "LockboxCLI",
             dependencies: [
                 "Lockbox",
                 "LockboxSecretService",
@@ -205,7 +203,7 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        .executableTarget(name: "LockboxMain", dependencies: ["lockbox"]),
+        .executableTarget(name: "LockboxMain", dependencies: ["LockboxCLI"]),
         .executableTarget(
             name: "LockboxBenchmarks",
             dependencies: [
@@ -300,7 +298,7 @@ let package = Package(
         .testTarget(
             name: "LockboxCLITests",
             dependencies: [
-                "lockbox",
+                "LockboxCLI",
                 "LockboxMain",
                 "Lockbox",
                 "LockboxTPM",
@@ -325,7 +323,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "LockboxPostgresCLI",
-            dependencies: ["lockbox", "Lockbox", "LockboxPostgres", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["LockboxCLI", "Lockbox", "LockboxPostgres", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
         // (inside scripts/dev/postgres-session.sh); they fail instead of skipping when

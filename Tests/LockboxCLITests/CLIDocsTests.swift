@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 @testable import LockboxTestSupport
-@testable import lockbox
+@testable import LockboxCLI
 
 /// The CLI reference, man page and shell completions that scripts/dev/gen-cli-docs.sh generates from
 /// the `lockbox` binary: the committed files must be current, the bash completion must work in a
@@ -271,7 +271,7 @@ struct CLIDocsTests {
         let fromHelp = try Self.exitCodesFromHelp()
         #expect(fromHelp.contains(0) && fromHelp.contains(64))
 
-        let source = try Self.committed("Sources/lockbox/ExitStatus.swift")
+        let source = try Self.committed("Sources/LockboxCLI/ExitStatus.swift")
         let fromSource = source.matches(of: /(?m)^\s*case \w+ = (\d+)\s*$/).compactMap { Int($0.1) }
         #expect(Set(fromSource) == Set(fromHelp), "ExitStatus.swift and `lockbox help exit-codes` differ")
 

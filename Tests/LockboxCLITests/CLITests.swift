@@ -4,7 +4,7 @@ import Testing
 
 @testable import Lockbox
 @testable import LockboxTestSupport
-@testable import lockbox
+@testable import LockboxCLI
 
 /// End to end through the real `lockbox` binary: stdin in, stdout, stderr and exit codes out.
 @Suite("lockbox CLI")

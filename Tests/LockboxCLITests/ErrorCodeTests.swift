@@ -4,7 +4,7 @@ import Testing
 
 @testable import Lockbox
 @testable import LockboxTestSupport
-@testable import lockbox
+@testable import LockboxCLI
 
 /// One of each library error, with made-up details.
 let everyLockboxError: [LockboxError] = [

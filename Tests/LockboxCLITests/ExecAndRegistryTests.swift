@@ -3,7 +3,7 @@ import Testing
 
 @testable import Lockbox
 @testable import LockboxTestSupport
-@testable import lockbox
+@testable import LockboxCLI
 
 /// `lockbox exec` and `lockbox docker-credential` through the real binary on a key-file vault:
 /// what the program receives and where, exit statuses, signals, and the registry helper's

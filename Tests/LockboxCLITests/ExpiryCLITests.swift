@@ -4,7 +4,7 @@ import Testing
 
 @testable import Lockbox
 @testable import LockboxTestSupport
-@testable import lockbox
+@testable import LockboxCLI
 
 /// `set --expires`, `get --allow-expired`, `list --expired`, `wipe --expired`, `set
 /// --keep-previous`, `get --previous`, `restore`, and git's `oauth_refresh_token`, through the

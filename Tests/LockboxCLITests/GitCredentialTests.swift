@@ -4,7 +4,7 @@ import Testing
 
 @testable import Lockbox
 @testable import LockboxTestSupport
-@testable import lockbox
+@testable import LockboxCLI
 
 /// `lockbox git-credential` and `set --allow-empty` through the real binary on a key-file vault:
 /// the protocol's edges. The round trips with the real `git` (approve/fill/reject, clones over

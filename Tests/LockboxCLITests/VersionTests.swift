@@ -3,7 +3,7 @@ import Lockbox
 import Testing
 
 @testable import LockboxTestSupport
-@testable import lockbox
+@testable import LockboxCLI
 
 /// One version: `LockboxVersion.current` is what `lockbox --version` prints, CHANGELOG.md's
 /// newest section is headed with it, and the README's manifest line asks for it.
