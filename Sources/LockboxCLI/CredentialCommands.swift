@@ -155,7 +155,8 @@ struct TokenStatusCommand: ParsableCommand {
     }
 
     func run() throws {
-        guard let set = try TokenRefresher(store: try vaultOptions.storeOpener().openStore()).load(service: service, account: account) else {
+        guard let set = try TokenRefresher(store: try vaultOptions.storeOpener().openStore()).load(service: service, account: account)
+        else {
             throw LockboxError.noTokens(service: service, account: account)
         }
         if json {

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// The CLI reference, man page and shell completions that scripts/dev/gen-cli-docs.sh generates from
 /// the `lockbox` binary: the committed files must be current, the bash completion must work in a

@@ -3,8 +3,8 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// End to end through the real `lockbox` binary: stdin in, stdout, stderr and exit codes out.
 @Suite("lockbox CLI")

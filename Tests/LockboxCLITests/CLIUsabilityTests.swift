@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// The command line as a newcomer meets it: the first run that remembers its key file, a locked
 /// vault's error that names only the ways this vault opens, short help with an example in every

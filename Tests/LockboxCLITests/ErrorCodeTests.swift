@@ -3,8 +3,8 @@ import LockboxTPM
 import Testing
 
 @testable import Lockbox
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// One of each library error, with made-up details.
 let everyLockboxError: [LockboxError] = [

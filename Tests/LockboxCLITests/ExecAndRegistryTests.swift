@@ -2,8 +2,8 @@ import Foundation
 import Testing
 
 @testable import Lockbox
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// `lockbox exec` and `lockbox docker-credential` through the real binary on a key-file vault:
 /// what the program receives and where, exit statuses, signals, and the registry helper's

@@ -3,8 +3,8 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// `set --expires`, `get --allow-expired`, `list --expired`, `wipe --expired`, `set
 /// --keep-previous`, `get --previous`, `restore`, and git's `oauth_refresh_token`, through the

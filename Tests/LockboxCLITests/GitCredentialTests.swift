@@ -3,8 +3,8 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// `lockbox git-credential` and `set --allow-empty` through the real binary on a key-file vault:
 /// the protocol's edges. The round trips with the real `git` (approve/fill/reject, clones over

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Testing
 
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// `LockboxCommand.parseCommand` parses `get`, `set`, `delete`, `list` and `git-credential` by
 /// their own definitions (issue 18: a third of a file-vault `get`'s instructions were the root's

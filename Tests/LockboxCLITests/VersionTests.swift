@@ -2,8 +2,8 @@ import Foundation
 import Lockbox
 import Testing
 
-@testable import LockboxTestSupport
 @testable import LockboxCLI
+@testable import LockboxTestSupport
 
 /// One version: `LockboxVersion.current` is what `lockbox --version` prints, CHANGELOG.md's
 /// newest section is headed with it, and the README's manifest line asks for it.

@@ -107,7 +107,10 @@ struct TPMVaultTests {
         // The python3 scripts/ci/check-format.sh uses (with PyNaCl), from PATH.
         let (status, data) = try runTool(
             "/usr/bin/env",
-            ["python3", repositoryRoot.appendingPathComponent("scripts/format/vault-decrypt.py").path, path.string, "--key-file", key.string])
+            [
+                "python3", repositoryRoot.appendingPathComponent("scripts/format/vault-decrypt.py").path, path.string, "--key-file",
+                key.string,
+            ])
         #expect(status == 0, "vault-decrypt.py needs PyNaCl (scripts/ci/check-format.sh installs it)")
         let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         #expect(json?["opened_slot"] as? Int == 1)

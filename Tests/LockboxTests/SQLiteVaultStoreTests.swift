@@ -237,7 +237,8 @@ struct SQLiteVaultStoreTests {
     }
 
     @Test(
-        "the independent decryptor (scripts/format/vault-decrypt.py, from docs/FORMAT.md section 18) reads a format-2 vault with each credential")
+        "the independent decryptor (scripts/format/vault-decrypt.py, from docs/FORMAT.md section 18) reads a format-2 vault with each credential"
+    )
     func independentDecryptor() throws {
         let vault = try Format2Vault()
         let binary = SecretBytes(copying: (0..<200).map { UInt8(255 - $0) })
