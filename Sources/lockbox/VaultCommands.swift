@@ -142,6 +142,8 @@ struct RotateKey: ParsableCommand {
             (no TPM, changed PCRs, another or a cleared TPM, a lockout; checked first, without using a \
             try of the TPM's limit) stops the rotation with that reason and its exit code, unless \
             --drop-unmatched-slots removes it: add it again afterwards with `lockbox slot add-tpm`.
+            Each key-file slot records the fingerprint of the key file given for it. On a terminal, a \
+            progress line counts the items re-encrypted (format 2).
             Example: lockbox rotate-key --key-file vault.key --passphrase-fd 3 3<passphrase.txt
             """)
 
@@ -159,8 +161,17 @@ struct RotateKey: ParsableCommand {
             credentials.append(tpm)
         }
         let store = try FileVault.open(at: path, credentials: credentials)
-        try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
-        Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
+        // A format-2 vault reports each item re-encrypted (a line on a terminal); format 1
+        // encrypts its items together, so it has no count to report.
+        var items: Int?
+        try withProgress(label: "rotating") { line in
+            try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots) { done, total in
+                items = total
+                line?(done, total)
+            }
+        }
+        let rewrapped = "\(try store.keySlots().count) key slot(s) rewrapped"
+        Console.status("Data key rotated; " + (items.map { "\($0) item(s) re-encrypted, " } ?? "") + rewrapped + ".")
     }
 
     /// The TPM as a credential that keeps the vault's TPM2 slots, when it has any and each would
@@ -352,7 +363,8 @@ struct Convert: ParsableCommand {
             Opens the vault with the credentials given, builds the format-2 database beside it, \
             checks every item against the old vault, then replaces the old file atomically. The vault ID, \
             the data key and every key slot are kept, so each passphrase, key file and TPM slot still opens it. \
-            Run it again safely: a vault already in format 2 is left as it is.
+            Run it again safely: a vault already in format 2 is left as it is. On a terminal, a progress \
+            line shows each pass (writing, then checking).
             Example: lockbox convert --vault old.lockbox --key-file vault.key
             """)
 
@@ -361,7 +373,15 @@ struct Convert: ParsableCommand {
     func run() throws {
         let path = vaultOptions.vaultPath
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
-        switch try SQLiteVaultStore.convert(formatOneAt: path, credentials: try vaultOptions.unlockCredentials()) {
+        let credentials = try vaultOptions.unlockCredentials()
+        // A line per pass on a terminal: "converting" (writing the new database), then "checking".
+        let progress = SteppedProgress<SQLiteVaultStore.ConversionStep> { $0 == .writing ? "converting" : "checking" }
+        defer { progress?.finish() }
+        let conversion = try SQLiteVaultStore.convert(
+            formatOneAt: path, credentials: credentials, lockTimeout: .seconds(10),
+            progress: progress.map { progress in { step, done, total in progress.update(step, done: done, total: total) } })
+        progress?.finish()
+        switch conversion {
         case .converted(let items):
             Console.status("Converted \(path.string) to format 2: \(items) item(s), each checked against the format-1 vault.")
         case .alreadyFormat2:
