@@ -245,6 +245,7 @@ struct CLIUsabilityTests {
         let runs: [[String]: () throws -> ProcessResult] = [
             ["list"]: { try self.withoutTerminal(["list", "--json"] + key) },
             ["slot", "list"]: { try self.withoutTerminal(["slot", "list", "--json"] + key) },
+            ["slot", "fingerprint"]: { try self.withoutTerminal(["slot", "fingerprint", self.fixture.key, "--json"]) },
             ["token", "get"]: { try self.withoutTerminal(["token", "get", "api", "alice", "--json"] + key) },
             ["token", "status"]: { try self.withoutTerminal(["token", "status", "api", "alice", "--json"] + key) },
             ["pin", "status"]: { try self.withoutTerminal(["pin", "status", "kids", "max", "--json"] + key) },

@@ -249,8 +249,38 @@ public final class SQLiteVaultStore: SecretStore {
         guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
         }
+        if readOnlyCause == nil, unlocker.kind == .keyFile, let fingerprint = unlocker.keyFileFingerprint,
+            let row = slots.first(where: { unlocker.opened($0.slot) }), row.slot.keyFileFingerprint == nil
+        {
+            recordFingerprint(fingerprint, in: row, connection: connection, busyTimeout: busyTimeout)
+        }
         let state = State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker)
         return (SQLiteVaultStore(path: path, now: now, state: state, readOnlyCause: readOnlyCause), false)
+    }
+
+    /// Records the fingerprint of the key file that opened the slot of `row`, which records none
+    /// (a slot made before fingerprints were, or brought over from format 1 by `convert`):
+    /// docs/FORMAT.md section 18.1.1. One write transaction rewrites that row only if it still holds
+    /// the bytes read at open, so a slot another process changed or removed meanwhile is left
+    /// alone. Nothing waits for it: when another process holds the write lock, or anything else
+    /// fails, the slot stays unrecorded and the next open through it tries again.
+    private static func recordFingerprint(_ fingerprint: [UInt8], in row: SlotRow, connection: SQLiteConnection, busyTimeout: Duration) {
+        var recorded = row.slot
+        recorded.keyFileFingerprint = fingerprint
+        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        do {
+            try connection.execute("PRAGMA busy_timeout=0")
+            defer { try? connection.execute("PRAGMA busy_timeout=\(max(0, milliseconds))") }
+            try connection.transaction(writing: true) {
+                let update = try connection.prepare("UPDATE key_slots SET slot = ? WHERE slot_id = ? AND slot = ?")
+                try update.bind(1, recorded.encoded())
+                try update.bind(2, row.id)
+                try update.bind(3, row.slot.encoded())
+                _ = try update.step()
+            }
+        } catch {
+            // Not recorded this time: the slot opens as before, and the next open tries again.
+        }
     }
 
     typealias VaultRow = (vaultID: [UInt8], keyCheck: [UInt8], slots: [SlotRow])
@@ -843,8 +873,9 @@ public final class SQLiteVaultStore: SecretStore {
         try withTransaction(writing: false) { state in
             try Self.readVaultRow(state.connection, path: path).2.enumerated().map { index, row in
                 KeySlotInfo(
-                    index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf, openedThisHandle: state.unlocker?.opened(row.slot) ?? false
-                )
+                    index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf,
+                    openedThisHandle: state.unlocker?.opened(row.slot) ?? false,
+                    keyFileFingerprint: row.slot.keyFileFingerprint, openedWith: state.unlocker?.keyFileFingerprint)
             }
         }
     }
