@@ -258,7 +258,7 @@ struct Slot: ParsableCommand {
         @Flag(
             help: """
                 Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle, \
-                keyFileFingerprint and keyFileFingerprintMatches, or null) instead of lines.
+                keyFileFingerprint: 32 hex digits or null, keyFileFingerprintMatches: true, false or null) instead of lines.
                 """
         ) var json = false
 
