@@ -12,7 +12,7 @@ extension ConflictPolicy: ExpressibleByArgument {}
 
 /// Runs `body` with the progress callback of a transfer: a throttled ``ProgressLine`` on a
 /// terminal (cleared when `body` ends, for the summary), nothing on a pipe.
-private func withProgress<T>(label: String, _ body: (((Int, Int) -> Void)?) throws -> T) rethrows -> T {
+func withProgress<T>(label: String, _ body: (((Int, Int) -> Void)?) throws -> T) rethrows -> T {
     guard let line = ProgressLine(label: label) else { return try body(nil) }
     defer { line.finish() }
     return try body { done, total in line.update(done: done, total: total) }

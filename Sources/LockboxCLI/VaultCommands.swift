@@ -74,10 +74,12 @@ struct Init: ParsableCommand {
             credentials.append(.keyFile(keyFile))
         }
         if let passphrase { credentials.append(.passphrase(passphrase)) }
+        let keyFile = generateKeyFile.map { FilePath($0) } ?? vaultOptions.givenKeyFilePath
         if postgres {
             let server = try vaultOptions.storeOpener().createPostgresVault(credentials: credentials, kdf: kdf.parameters)
             let slots = credentials.map { if case .passphrase = $0 { "passphrase" } else { "key-file" } }.joined(separator: ", ")
             Console.status("Created a vault in PostgreSQL at \(server) with key slot(s): \(slots).")
+            if let keyFile { try Self.printFingerprint(keyFile, recorded: true) }
             return
         }
         let slotKinds: [KeySlotInfo]
@@ -91,11 +93,21 @@ struct Init: ParsableCommand {
             at: vaultOptions.settingsPath)
         // Later commands on this vault find its key file without --key-file or LOCKBOX_KEY_FILE;
         // not for a vault with a TPM slot, which opens through the TPM (the key file is its recovery).
-        if !tpm, let keyFile = generateKeyFile.map({ FilePath($0) }) ?? vaultOptions.givenKeyFilePath {
+        if !tpm, let keyFile {
             try StoreSettings.rememberKeyFile(keyFile, vault: path, for: vaultOptions.profileName, at: vaultOptions.settingsPath)
         }
         let slots = slotKinds.map(\.kind.rawValue).joined(separator: ", ")
         Console.status("Created vault \(path.string) with key slot(s): \(slots).")
+        if let keyFile { try Self.printFingerprint(keyFile, recorded: format == 2) }
+    }
+
+    /// Prints the key file's fingerprint, which `slot list` shows for its slot where the vault
+    /// records it (format 2 and PostgreSQL; not format 1).
+    static func printFingerprint(_ keyFile: FilePath, recorded: Bool) throws {
+        let fingerprint = try KeyFile.fingerprint(at: keyFile)
+        Console.status(
+            "Key file fingerprint: \(fingerprint)"
+                + (recorded ? " (`lockbox slot list` shows it for its slot)" : " (a format-1 vault does not record it)"))
     }
 }
 
@@ -142,6 +154,8 @@ struct RotateKey: ParsableCommand {
             (no TPM, changed PCRs, another or a cleared TPM, a lockout; checked first, without using a \
             try of the TPM's limit) stops the rotation with that reason and its exit code, unless \
             --drop-unmatched-slots removes it: add it again afterwards with `lockbox slot add-tpm`.
+            Each key-file slot records the fingerprint of the key file given for it. On a terminal, a \
+            progress line counts the items re-encrypted (format 2).
             Example: lockbox rotate-key --key-file vault.key --passphrase-fd 3 3<passphrase.txt
             """)
 
@@ -159,8 +173,17 @@ struct RotateKey: ParsableCommand {
             credentials.append(tpm)
         }
         let store = try FileVault.open(at: path, credentials: credentials)
-        try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
-        Console.status("Data key rotated; \(try store.keySlots().count) key slot(s) rewrapped.")
+        // A format-2 vault reports each item re-encrypted (a line on a terminal); format 1
+        // encrypts its items together, so it has no count to report.
+        var items: Int?
+        try withProgress(label: "rotating") { line in
+            try store.rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots) { done, total in
+                items = total
+                line?(done, total)
+            }
+        }
+        let rewrapped = "\(try store.keySlots().count) key slot(s) rewrapped"
+        Console.status("Data key rotated; " + (items.map { "\($0) item(s) re-encrypted, " } ?? "") + rewrapped + ".")
     }
 
     /// The TPM as a credential that keeps the vault's TPM2 slots, when it has any and each would
@@ -214,9 +237,9 @@ struct TPMSlotNotKept: AdvisingError {
 struct Slot: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "slot",
-        abstract: "List, add and remove key slots.",
+        abstract: "List, add and remove key slots; print a key file's fingerprint.",
         discussion: "Example: lockbox slot list",
-        subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, AddTPM.self, RemoveSlot.self])
+        subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, AddTPM.self, RemoveSlot.self, Fingerprint.self])
 
     /// Without a subcommand: a usage error (exit 64), not help with exit 0.
     func run() throws { throw ValidationError("name a subcommand; `lockbox slot --help` lists them") }
@@ -224,14 +247,22 @@ struct Slot: ParsableCommand {
     struct ListSlots: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "list", abstract: "Show the vault's key slots.",
-            discussion: "Example: lockbox slot list --json")
+            discussion: """
+                A key-file slot shows the fingerprint of its key file as the vault records it (compare \
+                `lockbox slot fingerprint PATH`), or "(not recorded)": a format-1 vault, or a slot that \
+                no key file has opened since it was made by an older Lockbox. A recorded value that is \
+                not the opening key file's is flagged, with a warning on standard error.
+                Example: lockbox slot list --json
+                """)
         @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
         @Flag(
-            help:
-                "Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle) instead of lines."
+            help: """
+                Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle, \
+                keyFileFingerprint: 32 hex digits or null, keyFileFingerprintMatches: true, false or null) instead of lines.
+                """
         ) var json = false
 
-        /// One slot in `slot list --json`.
+        /// One slot in `slot list --json`; a value that does not apply is `null`.
         struct Listed: Encodable {
             /// A passphrase slot's Argon2id cost, as numbers.
             struct KDF: Encodable {
@@ -242,6 +273,23 @@ struct Slot: ParsableCommand {
             var kind: String
             var kdf: KDF?
             var openedThisHandle: Bool
+            var keyFileFingerprint: String?
+            var keyFileFingerprintMatches: Bool?
+
+            enum CodingKeys: String, CodingKey {
+                case index, kind, kdf, openedThisHandle, keyFileFingerprint, keyFileFingerprintMatches
+            }
+
+            /// Every key, `null` included (the synthesized encoding would leave `nil`s out).
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(index, forKey: .index)
+                try container.encode(kind, forKey: .kind)
+                try container.encode(kdf, forKey: .kdf)
+                try container.encode(openedThisHandle, forKey: .openedThisHandle)
+                try container.encode(keyFileFingerprint, forKey: .keyFileFingerprint)
+                try container.encode(keyFileFingerprintMatches, forKey: .keyFileFingerprintMatches)
+            }
         }
 
         func run() throws {
@@ -252,11 +300,19 @@ struct Slot: ParsableCommand {
                         Listed(
                             index: $0.index, kind: $0.kind.rawValue,
                             kdf: $0.kdf.map { Listed.KDF(opsLimit: $0.opsLimit, memoryLimitBytes: $0.memoryLimitBytes) },
-                            openedThisHandle: $0.openedThisHandle)
+                            openedThisHandle: $0.openedThisHandle, keyFileFingerprint: $0.keyFileFingerprint,
+                            keyFileFingerprintMatches: $0.keyFileFingerprintMatches)
                     })
-                return
+            } else {
+                for slot in slots { print(slot.description) }
             }
-            for slot in slots { print(slot.description) }
+            // A recorded fingerprint that is not the opening key file's: the file was changed
+            // outside Lockbox. Said on standard error either way; rotate-key records it again.
+            for slot in slots where slot.keyFileFingerprintMatches == false {
+                Console.status(
+                    "lockbox: warning: slot \(slot.index) records a fingerprint that is not its key file's: the vault file was changed outside Lockbox. `lockbox rotate-key` records the right one."
+                )
+            }
         }
     }
 
@@ -294,7 +350,35 @@ struct Slot: ParsableCommand {
             let keyPath = FilePath(path)
             if generate { try KeyFile.generate(at: keyPath) }
             let index = try store.addKeySlot(.keyFile(keyPath))
-            Console.status("Added key-file slot \(index) for \(keyPath.string).")
+            let recorded = try store.keySlots().first { $0.index == index }?.keyFileFingerprint
+            let fingerprint = try recorded ?? KeyFile.fingerprint(at: keyPath)
+            Console.status(
+                "Added key-file slot \(index) for \(keyPath.string), fingerprint \(fingerprint)"
+                    + (recorded == nil ? " (a format-1 vault does not record it)." : "."))
+        }
+    }
+
+    struct Fingerprint: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "fingerprint", abstract: "Print a key file's fingerprint, to find its slot in `lockbox slot list`.",
+            discussion: """
+                The fingerprint is 32 hexadecimal digits derived from the key (docs/FORMAT.md section 18.1.1); \
+                it tells key files apart and reveals nothing that helps find the key. `slot list` shows the one \
+                each key-file slot records. Needs no vault.
+                Example: lockbox slot fingerprint /etc/app/vault.key
+                """)
+        @Argument(help: "The key file.", completion: .file()) var path: String
+        @Flag(help: "Print a JSON object (path, fingerprint) instead of the fingerprint alone.") var json = false
+
+        /// `slot fingerprint --json`.
+        struct Printed: Encodable {
+            var path: String
+            var fingerprint: String
+        }
+
+        func run() throws {
+            let fingerprint = try KeyFile.fingerprint(at: FilePath(path))
+            if json { try Console.printJSON(Printed(path: path, fingerprint: fingerprint)) } else { print(fingerprint) }
         }
     }
 
@@ -352,7 +436,8 @@ struct Convert: ParsableCommand {
             Opens the vault with the credentials given, builds the format-2 database beside it, \
             checks every item against the old vault, then replaces the old file atomically. The vault ID, \
             the data key and every key slot are kept, so each passphrase, key file and TPM slot still opens it. \
-            Run it again safely: a vault already in format 2 is left as it is.
+            Run it again safely: a vault already in format 2 is left as it is. On a terminal, a progress \
+            line shows each pass (writing, then checking).
             Example: lockbox convert --vault old.lockbox --key-file vault.key
             """)
 
@@ -361,7 +446,15 @@ struct Convert: ParsableCommand {
     func run() throws {
         let path = vaultOptions.vaultPath
         if !FileManager.default.fileExists(atPath: path.string) { throw LockboxError.vaultNotFound(path: path.string) }
-        switch try SQLiteVaultStore.convert(formatOneAt: path, credentials: try vaultOptions.unlockCredentials()) {
+        let credentials = try vaultOptions.unlockCredentials()
+        // A line per pass on a terminal: "converting" (writing the new database), then "checking".
+        let progress = SteppedProgress<SQLiteVaultStore.ConversionStep> { $0 == .writing ? "converting" : "checking" }
+        defer { progress?.finish() }
+        let conversion = try SQLiteVaultStore.convert(
+            formatOneAt: path, credentials: credentials, lockTimeout: .seconds(10),
+            progress: progress.map { progress in { step, done, total in progress.update(step, done: done, total: total) } })
+        progress?.finish()
+        switch conversion {
         case .converted(let items):
             Console.status("Converted \(path.string) to format 2: \(items) item(s), each checked against the format-1 vault.")
         case .alreadyFormat2:

@@ -246,6 +246,7 @@ struct CLIUsabilityTests {
         let runs: [[String]: () throws -> ProcessResult] = [
             ["list"]: { try self.withoutTerminal(["list", "--json"] + key) },
             ["slot", "list"]: { try self.withoutTerminal(["slot", "list", "--json"] + key) },
+            ["slot", "fingerprint"]: { try self.withoutTerminal(["slot", "fingerprint", self.fixture.key, "--json"]) },
             ["token", "get"]: { try self.withoutTerminal(["token", "get", "api", "alice", "--json"] + key) },
             ["token", "status"]: { try self.withoutTerminal(["token", "status", "api", "alice", "--json"] + key) },
             ["pin", "status"]: { try self.withoutTerminal(["pin", "status", "kids", "max", "--json"] + key) },
@@ -348,6 +349,55 @@ struct CLIUsabilityTests {
         #expect(piped.status == 0, "\(piped.stderr)")
         #expect(piped.stderr == "Imported 100000 item(s) from JSON lines in one batch.\n", "\(piped.stderr.prefix(300))")
         #expect(try fixture.run(["list", "--service", "bulk", "--json-lines"] + key).stdoutString.split(separator: "\n").count == 100_000)
+    }
+
+    @Test(
+        "convert and rotate-key of 100,000 items: on a terminal a progress line per pass redrawn at most ~10 times a second; on a pipe only the summary"
+    )
+    func convertAndRotateProgress() throws {
+        #expect(try fixture.run(["init", "--format", "1", "--generate-key-file", fixture.key, "--vault", fixture.vault]).status == 0)
+        var lines = ""
+        lines.reserveCapacity(100_000 * 64)
+        for index in 0..<100_000 { lines += #"{"service":"bulk","account":"a\#(index)","secret_b64":"c2VjcmV0"}"# + "\n" }
+        let input = folder.file("items.jsonl").string
+        try Data(lines.utf8).write(to: URL(fileURLWithPath: input))
+        let imported = try fixture.run(["import", "--json-lines", input, "--vault", fixture.vault, "--key-file", fixture.key])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        // The same format-1 vault twice: one converted on a terminal, one on a pipe.
+        let piped = folder.file("piped.lockbox").string
+        try FileManager.default.copyItem(atPath: fixture.vault, toPath: piped)
+
+        /// The draws of `labels` in `output`, checked against the throttle and the time it ran.
+        func checkLine(_ run: (status: Int, seconds: Double, output: String), labels: String, summary: String) throws {
+            #expect(run.status == 0, "\(run.output.suffix(500))")
+            let draws = run.output.matches(of: try Regex("\r(\(labels)) [0-9,]+/100,000 items")).count
+            #expect(Double(draws) <= run.seconds * 10 + 2, "\(draws) redraws in \(run.seconds) s")
+            if run.seconds > 1 { #expect(draws >= 1, "no progress line in \(run.seconds) s") }
+            #expect(run.output.contains("/s"), "the line shows the rate")
+            // The line is cleared before the summary, which stands on a line of its own.
+            #expect(run.output.contains("\r\u{1B}[K" + summary + "\r\n"), "\(run.output.suffix(300))")
+        }
+
+        let converted = "to format 2: 100000 item(s), each checked against the format-1 vault."
+        let terminal = try onPseudoTerminal(["convert", "--vault", fixture.vault, "--key-file", fixture.key])
+        try checkLine(terminal, labels: "converting|checking", summary: "Converted \(fixture.vault) " + converted)
+        #expect(
+            terminal.output.contains("\rconverting ") && terminal.output.contains("\rchecking "),
+            "both passes: \(terminal.output.suffix(300))")
+        let convertedOnPipe = try fixture.run(["convert", "--vault", piped, "--key-file", fixture.key])
+        #expect(
+            convertedOnPipe.status == 0 && convertedOnPipe.stderr == "Converted \(piped) \(converted)\n",
+            "\(convertedOnPipe.stderr.prefix(300))")
+
+        let rotated = "Data key rotated; 100000 item(s) re-encrypted, 1 key slot(s) rewrapped."
+        try checkLine(
+            try onPseudoTerminal(["rotate-key", "--vault", fixture.vault, "--key-file", fixture.key]), labels: "rotating", summary: rotated)
+        let rotatedOnPipe = try fixture.run(["rotate-key", "--vault", piped, "--key-file", fixture.key])
+        #expect(rotatedOnPipe.status == 0 && rotatedOnPipe.stderr == rotated + "\n", "\(rotatedOnPipe.stderr.prefix(300))")
+        for vault in [fixture.vault, piped] {
+            let listed = try fixture.run(["list", "--service", "bulk", "--json-lines", "--vault", vault, "--key-file", fixture.key])
+            #expect(listed.stdoutString.split(separator: "\n").count == 100_000, "\(listed.stderr)")
+        }
     }
 
     // MARK: Small traps
