@@ -9,11 +9,11 @@
     #endif
 
     // Against a real PostgreSQL primary with a synchronous standby, started by
-    // scripts/postgres-session.sh (scripts/test.sh runs this suite inside it). Without that cluster
+    // scripts/dev/postgres-session.sh (scripts/test.sh runs this suite inside it). Without that cluster
     // these tests say so and pass, unless LOCKBOX_REQUIRE_POSTGRES_TESTS=1 (as scripts/test.sh sets)
     // or CI=true: then they fail.
 
-    /// The cluster scripts/postgres-session.sh gives, or `nil` (recorded as a failure when required).
+    /// The cluster scripts/dev/postgres-session.sh gives, or `nil` (recorded as a failure when required).
     struct Cluster {
         let url: PostgresConnectionURL
         let urlFile: FilePath
@@ -30,7 +30,7 @@
         static func given(_ test: String, urlVariable: String) throws -> Cluster? {
             let environment = ProcessInfo.processInfo.environment
             guard let file = environment[urlVariable], let ctl = environment["LOCKBOX_TEST_POSTGRES_CTL"] else {
-                let note = "\(test): no PostgreSQL cluster (run inside scripts/postgres-session.sh)"
+                let note = "\(test): no PostgreSQL cluster (run inside scripts/dev/postgres-session.sh)"
                 if environment["LOCKBOX_REQUIRE_POSTGRES_TESTS"] == "1" || environment["CI"] == "true" {
                     Issue.record("LOCKBOX_REQUIRE_POSTGRES_TESTS=1 or CI=true requires this to run: \(note)")
                 } else {
@@ -46,7 +46,7 @@
             try control(["psql", node, sql])
         }
 
-        /// Runs the session's control command (scripts/postgres-session.sh: kill, stop, cont,
+        /// Runs the session's control command (scripts/dev/postgres-session.sh: kill, stop, cont,
         /// promote, start, psql); returns its output.
         @discardableResult
         func control(_ arguments: [String]) throws -> String {
