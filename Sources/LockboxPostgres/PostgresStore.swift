@@ -591,6 +591,8 @@
                     VALUES (\(addressBytes), \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)))
                     ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
                     """, logger: logger)
+                // Before the commit: should it not come, the next put finds another row and asks again.
+                remember(address, KnownRow(metadata: columns.metadata, created: created ?? time))
             }
         }
 
