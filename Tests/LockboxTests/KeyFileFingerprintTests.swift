@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// The fingerprint a key-file slot records of its key file (docs/FORMAT.md section 18.1.1): how it
 /// is derived, where it is written and recorded later, how a changed or malformed one is handled,
