@@ -48,6 +48,11 @@ scripts/check-noasync.sh
 # thresholds).
 step "Hummingbird service example"
 scripts/run-service-example.sh
+# The Hummingbird service on PostgreSQL (also built by run-examples.sh): under ServiceGroup with the
+# store's pool as a service, a token stored and read over HTTP, SIGTERM → exit 0 within 10 s, the
+# store's log lines in its output (inside its own scripts/postgres-session.sh).
+step "Hummingbird on PostgreSQL example"
+scripts/run-postgres-service-example.sh
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite).
