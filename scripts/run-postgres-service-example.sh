@@ -22,7 +22,7 @@ log=$(mktemp)
 started=$SECONDS
 build=(swift build --package-path Examples --scratch-path "$(pwd)/.build")
 "${build[@]}" --product HummingbirdPostgres 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true
-if ! grep -q 'Build complete' "$log"; then
+if ! grep -Eq 'Build (of product .* )?complete' "$log"; then
     rm -f "$log"
     echo "run-postgres-service-example: the example did not build (above)" >&2
     exit 1
