@@ -28,19 +28,19 @@ format:
 check:
 	swift build --build-tests $(TRAITS)
 	swift test --skip-build $(TRAITS) --skip LockboxPostgresTests
-	scripts/gen-cli-docs.sh --check --binary "$$(swift build $(TRAITS) --show-bin-path)/lockbox"
-	scripts/check-docs.sh
-	scripts/check-models.sh
+	scripts/dev/gen-cli-docs.sh --check --binary "$$(swift build $(TRAITS) --show-bin-path)/lockbox"
+	scripts/ci/check-docs.sh
+	scripts/ci/check-models.sh
 	swift format lint --strict -r Sources Tests Examples Benchmarks
 
 # The lockbox users run (`make install`; docs/PERFORMANCE.md gives its figures and why each flag):
 # release, with the Swift runtime and FoundationEssentials linked statically, in its own scratch
 # folder. Linked with lld, with packed relative relocations (DT_RELR) where glibc reads them (2.36
-# or newer, checked here), and laid out in the order of scripts/lockbox.order
-# (scripts/gen-symbol-order.sh) so that the code a command runs fills fewer pages.
+# or newer, checked here), and laid out in the order of scripts/bench/lockbox.order
+# (scripts/bench/gen-symbol-order.sh) so that the code a command runs fills fewer pages.
 PACKED_RELOCATIONS := $(shell printf '2.36\n%s\n' "$$(getconf GNU_LIBC_VERSION 2>/dev/null | cut -d' ' -f2)" | sort -V -C 2>/dev/null \
 	&& echo "-Xlinker -z -Xlinker pack-relative-relocs")
-CODE_LAYOUT := -Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/scripts/lockbox.order -Xlinker --no-warn-symbol-ordering
+CODE_LAYOUT := -Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/scripts/bench/lockbox.order -Xlinker --no-warn-symbol-ordering
 # libstdc++ linked statically too (the static Swift runtime is its only user; GCC's runtime library
 # exception allows it): the toolchain's link line names -lstdc++ itself, so a folder holding only
 # libstdc++.a is searched first (-L). Without libstdc++.a (libstdc++-NN-dev) it stays shared.
@@ -82,28 +82,28 @@ install-postgres: install
 # The examples package (Examples/): all five app flows (and TokenKeeper) on a file vault, then on
 # a private gnome-keyring.
 examples: build
-	scripts/run-examples.sh
+	scripts/ci/run-examples.sh
 
 # CLI reference, man page and completions from the command definitions.
 docs:
-	scripts/gen-cli-docs.sh
+	scripts/dev/gen-cli-docs.sh
 
 docs-check:
-	scripts/gen-cli-docs.sh --check
-	scripts/check-docs.sh
+	scripts/dev/gen-cli-docs.sh --check
+	scripts/ci/check-docs.sh
 
 selftest: build
 	"$$(swift build $(TRAITS) --show-bin-path)/lockbox" selftest
 
 bench:
-	scripts/bench.sh
+	scripts/bench/bench.sh
 
 bench-peers:
-	scripts/bench-peers.sh
+	scripts/bench/bench-peers.sh
 
 # lockbox next to secret-tool, paired, with D-Bus call counts (docs/PERFORMANCE.md).
 bench-cli:
-	scripts/bench-cli.sh --dbus
+	scripts/bench/bench-cli.sh --dbus
 
 fuzz:
-	scripts/fuzz.sh 60
+	scripts/ci/fuzz.sh 60

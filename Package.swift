@@ -76,7 +76,7 @@ let package = Package(
         // depends on it already, so it adds nothing to resolve or build).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // `swift package generate-documentation --target Lockbox` (the DocC catalog,
-        // Sources/Lockbox/Lockbox.docc; scripts/check-docc.sh). A command plugin: nothing of it is
+        // Sources/Lockbox/Lockbox.docc; scripts/ci/check-docc.sh). A command plugin: nothing of it is
         // linked or built by `swift build`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -163,7 +163,7 @@ let package = Package(
         ),
         // The parsers' fuzzing entry points: `package` access, in no product, so no service links
         // them. The harness executable (LockboxFuzzer) is built with -sanitize=fuzzer by
-        // scripts/fuzz.sh only.
+        // scripts/ci/fuzz.sh only.
         .target(
             name: "LockboxFuzzing",
             dependencies: ["Lockbox", "LockboxWindows", "LockboxSelfTest", "LockboxSecretService",
@@ -186,7 +186,7 @@ let package = Package(
         ),
         // The commands of the `lockbox` tool, as a module that its two executables run: `lockbox`
         // (LockboxMain) and `lockbox-postgres` (LockboxPostgresCLI, which adds the PostgreSQL store).
-        // The module keeps the name `lockbox` so that its symbols, which scripts/lockbox.order lays
+        // The module keeps the name `lockbox` so that its symbols, which scripts/bench/lockbox.order lays
         // out, and the tests' `@testable import lockbox` stay as they were.
         .target(
             name: "lockbox",
@@ -230,10 +230,10 @@ let package = Package(
                 // The CLI's error table (exit codes and advice), read by the tests.
                 "lockbox",
                 // The `lockbox` executable the CLI tests run; a dependency so building the test
-                // product alone (scripts/sanitizers.sh) builds it too.
+                // product alone (scripts/ci/sanitizers.sh) builds it too.
                 "LockboxMain",
                 // Started by a Secret Service test; a dependency so that building the test
-                // product alone (scripts/sanitizers.sh) builds it too.
+                // product alone (scripts/ci/sanitizers.sh) builds it too.
                 "KeyringProbe",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -258,7 +258,7 @@ let package = Package(
             dependencies: ["lockbox", "Lockbox", "LockboxPostgres", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
-        // (inside scripts/postgres-session.sh); they fail instead of skipping when
+        // (inside scripts/dev/postgres-session.sh); they fail instead of skipping when
         // LOCKBOX_REQUIRE_POSTGRES_TESTS=1 and no cluster is given, or the trait is off.
         // Test helper: one "host" of the cross-host tests (PIN guesses, a hash that never ends).
         .executableTarget(
@@ -284,7 +284,7 @@ let package = Package(
             ]
         ),
         // Load for the PostgreSQL store in separate processes: the failover test's writers and
-        // scripts/bench-postgres.sh's benchmark (Sources/LockboxPostgresLoad/main.swift).
+        // scripts/bench/bench-postgres.sh's benchmark (Sources/LockboxPostgresLoad/main.swift).
         .executableTarget(
             name: "LockboxPostgresLoad",
             dependencies: [

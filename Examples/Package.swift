@@ -8,9 +8,9 @@ import PackageDescription
 //
 // The root is depended on with the traits the test command builds it with (`PostgreSQL`,
 // `SwiftConfiguration`, `YAML`; scripts/traits.sh), so that this package, built in the root's
-// scratch folder (`swift build --package-path Examples --scratch-path .build`, scripts/run-examples.sh),
+// scratch folder (`swift build --package-path Examples --scratch-path .build`, scripts/ci/run-examples.sh),
 // reuses the SwiftNIO that the root's build compiled for LockboxPostgres instead of compiling it again.
-// An example is one target here (and one line in scripts/run-examples.sh if it runs headless).
+// An example is one target here (and one line in scripts/ci/run-examples.sh if it runs headless).
 
 /// The root package's identity: the name of its folder (a path dependency is named after it).
 let lockbox = URL(fileURLWithPath: Context.packageDirectory).deletingLastPathComponent().lastPathComponent
@@ -81,7 +81,7 @@ let package = Package(
             path: "DeviceLogin"
         ),
         // A Hummingbird 2 service over the async API (HummingbirdService/README.md), built and
-        // driven by scripts/run-service-example.sh.
+        // driven by scripts/ci/run-service-example.sh.
         .executableTarget(
             name: "HummingbirdService",
             dependencies: [
@@ -95,7 +95,7 @@ let package = Package(
             exclude: ["README.md"]
         ),
         // A Hummingbird 2 service on a vault in PostgreSQL, with the store's connection pool as a
-        // service of its ServiceGroup; driven by scripts/run-postgres-service-example.sh.
+        // service of its ServiceGroup; driven by scripts/ci/run-postgres-service-example.sh.
         .executableTarget(
             name: "HummingbirdPostgres",
             dependencies: [

@@ -12,8 +12,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CORPUS = os.path.join(HERE, "corpus")
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import lockbox_format  # noqa: E402  (scripts/lockbox_format.py)
+sys.path.insert(0, os.path.join(ROOT, "scripts", "format"))
+import lockbox_format  # noqa: E402  (scripts/format/lockbox_format.py)
 
 
 def write(target, name, data):

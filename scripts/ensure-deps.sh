@@ -8,18 +8,18 @@ set -euo pipefail
 # --test also gnome-keyring, secret-tool, dbus-daemon and keyctl, so the tests can run a real
 # Secret Service on a private session bus, faketime (the PIN lockout tests set one process's wall
 # clock ahead), swtpm + tpm2-tools for a software TPM, strace (which counts the vault reads
-# of `lockbox get`), and dbus-monitor + GNU time for scripts/bench-cli.sh's D-Bus counts and peak RSS, and
-# PostgreSQL (the server binaries scripts/postgres-session.sh runs for the LockboxPostgres tests)
+# of `lockbox get`), and dbus-monitor + GNU time for scripts/bench/bench-cli.sh's D-Bus counts and peak RSS, and
+# PostgreSQL (the server binaries scripts/dev/postgres-session.sh runs for the LockboxPostgres tests)
 # and iproute2 (`ip netns`: the cross-host tests' hosts in their own network namespaces), and
-# valgrind (scripts/check-constant-time.sh: the session's PKCS#7 check as compiled).
+# valgrind (scripts/ci/check-constant-time.sh: the session's PKCS#7 check as compiled).
 packages=(libsodium-dev libsecret-1-dev libkeyutils-dev libtss2-dev libsqlite3-dev libssl-dev pkg-config)
 if [ "${1:-}" = "--test" ]; then
     packages+=(gnome-keyring libsecret-tools dbus-daemon keyutils faketime swtpm swtpm-tools tpm2-tools strace dbus-bin time postgresql iproute2 valgrind)
 fi
 # With --test, PyNaCl for python3 too: the suite runs the independent decryptor
-# (scripts/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh); and the
-# cryptography package, with which scripts/check-session-vectors.py recomputes the AES-CBC vectors.
-# --pynacl: only PyNaCl (scripts/check-format.sh, which needs nothing else).
+# (scripts/format/vault-decrypt.py), whichever script starts the suite (test.sh, sanitizers.sh); and the
+# cryptography package, with which scripts/ci/check-session-vectors.py recomputes the AES-CBC vectors.
+# --pynacl: only PyNaCl (scripts/ci/check-format.sh, which needs nothing else).
 pip_install() {
     local module="$1" package="$2"
     python3 -c "import $module" 2>/dev/null && return 0

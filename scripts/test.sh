@@ -16,7 +16,7 @@ scripts/ensure-deps.sh --test
 # The package's traits, all enabled here (Package.swift): the PostgreSQL store and the
 # swift-configuration adapter, with their tests. Every build into .build below uses the same set
 # (scripts/traits.sh), so none rebuilds another's modules; the examples package (Examples/), built
-# into the same .build by scripts/run-examples.sh, depends on the root with these traits, so
+# into the same .build by scripts/ci/run-examples.sh, depends on the root with these traits, so
 # SwiftNIO is compiled once, here, for LockboxPostgres and the Hummingbird example together.
 source scripts/traits.sh
 log=$(mktemp)
@@ -33,55 +33,69 @@ bin="$(swift build "${lockbox_traits[@]}" --show-bin-path)"
 # SwiftNIO and Hummingbird the service example needs come from the build above and this one) must
 # still do what they say, on the file vault and on gnome-keyring.
 step "examples"
-scripts/run-examples.sh
+scripts/ci/run-examples.sh
 # Every Swift sample of README.md and the DocC catalog, built as a consumer package would build it
 # (a path dependency on the root, no traits: it must resolve no SwiftNIO, postgres-nio or Yams)
 # and run against a vault `lockbox init` made, reading what `lockbox set` stored.
 step "README and DocC samples as a consumer package"
-scripts/check-samples.sh "$bin/lockbox"
+scripts/ci/check-samples.sh "$bin/lockbox"
 # Blocking calls a service can reach from async code are refused by the compiler (async overloads
 # win; `noasync` where there is none), as a consumer package sees them.
 step "blocking API from async code"
-scripts/check-noasync.sh
+scripts/ci/check-noasync.sh
 # The example Hummingbird service (built by run-examples.sh above): two processes on one vault
 # driven with concurrent requests, then the starvation benchmark's quick mode (figures, no
 # thresholds).
 step "Hummingbird service example"
-scripts/run-service-example.sh
+scripts/ci/run-service-example.sh
 # The Hummingbird service on PostgreSQL (also built by run-examples.sh): under ServiceGroup with the
 # store's pool as a service, a token stored and read over HTTP, SIGTERM → exit 0 within 10 s, the
-# store's log lines in its output (inside its own scripts/postgres-session.sh).
+# store's log lines in its output (inside its own scripts/dev/postgres-session.sh).
 step "Hummingbird on PostgreSQL example"
-scripts/run-postgres-service-example.sh
+scripts/ci/run-postgres-service-example.sh
+
+# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
+# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
+# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
+# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
+# the checks and suites below, most of which leave a core idle (spin, Python, valgrind, tests
+# waiting on processes, D-Bus and PostgreSQL); the sanitized suites widen their timing slack
+# (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log.
+sanitizer_log=$(mktemp)
+sanitizer_status=$(mktemp -u)
+setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
+sanitizer_pid=$!
+trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
+step "sanitizers started in the background"
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite).
 step "check-docs"
-scripts/check-docs.sh
+scripts/ci/check-docs.sh
 # Every Swift source is formatted as .swift-format says (swift-format, part of the toolchain;
 # `swift format -i -r Sources Tests Examples Benchmarks` applies it).
 step "swift-format"
 swift format lint --strict -r Sources Tests Examples Benchmarks
 # The DocC catalog and every doc comment build without DocC warnings (swift-docc-plugin; about 25 s).
 step "check-docc"
-scripts/check-docc.sh
+scripts/ci/check-docc.sh
 # The PostgreSQL store's cross-host protocols (PIN ledger, refresh lease, conditional PIN change,
 # device ID), model-checked with spin under host crashes and a failover: each model holds and
 # each mutant, a key step removed, fails (docs/ARCHITECTURE.md, "Model-checked cross-host
 # protocols"; ~35 s).
 step "check-models"
-scripts/check-models.sh
+scripts/ci/check-models.sh
 
 # docs/FORMAT.md must describe the real bytes: an independent decryptor (Python + PyNaCl,
 # written from the document alone) must read what lockbox writes.
 step "check-format"
-scripts/check-format.sh "$bin/lockbox"
+scripts/ci/check-format.sh "$bin/lockbox"
 
 # The PKCS#7 check of the Secret Service session (Lockbox's own code; the rest of the session is
 # libcrypto's), as the optimiser compiled it, has no branch or address that depends on the
 # decrypted secret (valgrind; Sources/CLibcrypto/padding.c).
 step "check-constant-time"
-scripts/check-constant-time.sh
+scripts/ci/check-constant-time.sh
 
 # The suite runs inside a private D-Bus session with a real gnome-keyring-daemon (started and
 # stopped by the script), and in a session keyring of its own (`keyctl session`), as a login
@@ -93,35 +107,34 @@ export LOCKBOX_REQUIRE_KEYRING_TESTS=1
 # binary passes every one of them; every
 # fuzzing harness builds and runs for 5 seconds.
 step "vectors, selftest, fuzz smoke"
-python3 scripts/make-vault-vectors.py --check
-python3 scripts/check-session-vectors.py
+python3 scripts/format/make-vault-vectors.py --check
+python3 scripts/ci/check-session-vectors.py
 "$bin/lockbox" selftest | tail -n 1
-scripts/fuzz.sh 5
+scripts/ci/fuzz.sh 5
 
 # Re-authentication windows where the test command itself runs, outside the suite's `keyctl
 # session`: in CI and containers there is no login session keyring, so `unlock` must refuse with
 # 41; in a desktop login it must succeed and the next invocation must see the window. Never a
 # success whose window is gone (SECURITY.md, "No login session keyring, no window").
 step "window outside the session keyring"
-scripts/check-window-here.sh "$bin/lockbox"
+scripts/ci/check-window-here.sh "$bin/lockbox"
 
 # The suite, with a software TPM 2.0 (swtpm on loopback, LOCKBOX_TPM_TCTI) for the TPM key slot
 # tests; TPM tests that need to lock out or restart a TPM start a private swtpm of their own.
 # They fail rather than skip when no swtpm is there.
 export LOCKBOX_REQUIRE_TPM_TESTS=1
 # The PostgreSQL store's tests run below, against their own cluster.
-# Each suite run has a time limit (scripts/watchdog.sh): a hung test fails the step, naming the
+# Each suite run has a time limit (scripts/dev/watchdog.sh): a hung test fails the step, naming the
 # tests still running and the processes they wait on, instead of using up CI's 90 minutes.
 step "suite"
 suite_log=$(mktemp)
-trap 'status=$?; rm -f "$log" "$suite_log"; step "done (exit $status)"' EXIT
 # The swift-configuration adapter's tests are built here (trait SwiftConfiguration) and must run;
 # the sanitizer builds below enable no trait, so the variable is set for this run only.
-LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1 scripts/watchdog.sh 1800 --log "$suite_log" -- \
-    keyctl session - scripts/keyring-session.sh -- scripts/swtpm-session.sh -- \
+LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1 scripts/dev/watchdog.sh 1800 --log "$suite_log" -- \
+    keyctl session - scripts/dev/keyring-session.sh -- scripts/dev/swtpm-session.sh -- \
     swift test --skip-build "${lockbox_traits[@]}" --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
-# (scripts/postgres-session.sh starts and removes them), and a second pair that the failover test
+# (scripts/dev/postgres-session.sh starts and removes them), and a second pair that the failover test
 # (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather
 # than skip without them. About 30-50 s in all (session 14-35 s, tests ~15 s). Built once, by the
 # `swift build --build-tests` above (trait PostgreSQL); the sanitizer builds, which enable no
@@ -136,25 +149,30 @@ if ip netns add "lockbox-probe-$$" 2>/dev/null; then
 else
     echo "test.sh: this machine cannot make network namespaces; the cross-host tests run their hosts as plain processes"
 fi
-LOCKBOX_REQUIRE_NETNS=$require_netns LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/watchdog.sh 900 --log "$suite_log" -- \
-    scripts/postgres-session.sh --hosts 8 -- swift test --skip-build "${lockbox_traits[@]}" --filter LockboxPostgresTests > >(tee "$suite_log") 2>&1
+LOCKBOX_REQUIRE_NETNS=$require_netns LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/dev/watchdog.sh 900 --log "$suite_log" -- \
+    scripts/dev/postgres-session.sh --hosts 8 -- swift test --skip-build "${lockbox_traits[@]}" --filter LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # The PostgreSQL store's benchmark in its quick mode (debug build, ~10 s), so it keeps working;
 # figures, no thresholds (docs/PERFORMANCE.md, "PostgreSQL store").
 step "PostgreSQL benchmark, quick"
-scripts/bench-postgres.sh --quick --binary "$bin/LockboxPostgresLoad"
+scripts/bench/bench-postgres.sh --quick --binary "$bin/LockboxPostgresLoad"
 # git (credential helper, clone over loopback HTTP) and Python keyring (its own BackendBasicTests,
 # pytest) against Lockbox, on a file vault and on this gnome-keyring (~30 s).
 step "integrations (git, Python keyring)"
-scripts/keyring-session.sh -- scripts/test-integrations.sh "$bin/lockbox"
+scripts/dev/keyring-session.sh -- scripts/ci/test-integrations.sh "$bin/lockbox"
 # lockbox next to secret-tool as whole processes, with D-Bus call counts (docs/PERFORMANCE.md):
 # the benchmark script in its quick mode (3 pairs a row, ~10 s, debug build), so it keeps working.
 # It prints figures and asserts no thresholds.
 step "CLI benchmark, quick"
-scripts/bench-cli.sh --quick --dbus --binary "$bin/lockbox"
+scripts/bench/bench-cli.sh --quick --dbus --binary "$bin/lockbox"
 
-# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
-# rebuilt for each; about 3 minutes each from cold): a data race, or a memory error in the C
-# interop (libsodium, libsecret/GLib, the guarded-memory heap), fails CI. Any report fails the
-# run (docs/SECURITY-TESTING.md, section 4).
-step "sanitizers"
-scripts/sanitizers.sh all
+# The sanitizers, started in the background above: wait for them and show what they said.
+step "sanitizers (waiting for the background run)"
+while [[ ! -s $sanitizer_status ]]; do
+    if ! kill -0 "$sanitizer_pid" 2>/dev/null && [[ ! -s $sanitizer_status ]]; then
+        sleep 1
+        [[ -s $sanitizer_status ]] || { cat "$sanitizer_log"; echo "test: the sanitizer run ended without a status" >&2; exit 1; }
+    fi
+    sleep 2
+done
+cat "$sanitizer_log"
+exit "$(cat "$sanitizer_status")"

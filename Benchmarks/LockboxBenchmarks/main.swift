@@ -3,10 +3,10 @@
 //     swift build -c release --scratch-path .build-bench
 //     .build-bench/release/LockboxBenchmarks            # full run, about a minute and a half
 //     .build-bench/release/LockboxBenchmarks --quick    # smoke run, seconds (CI)
-//     scripts/keyring-session.sh -- .build-bench/release/LockboxBenchmarks --only secret-service
+//     scripts/dev/keyring-session.sh -- .build-bench/release/LockboxBenchmarks --only secret-service
 //
 // The `secret-service` group needs an unlocked, throwaway Secret Service: it runs only when
-// LOCKBOX_TEST_KEYRING=unlocked (which scripts/keyring-session.sh sets), and is skipped with a
+// LOCKBOX_TEST_KEYRING=unlocked (which scripts/dev/keyring-session.sh sets), and is skipped with a
 // note otherwise, because it stores 1,000 items in the keyring (100 with --quick). It adds about
 // a minute and a half: gnome-keyring rewrites its whole file on every write, so filling and
 // emptying the keyring alone take about 35 s and 18 s.
@@ -28,7 +28,7 @@ import SystemPackage
 
 /// The benchmark's options, parsed by swift-argument-parser like lockbox's own. The
 /// secret-service group runs only inside a throwaway keyring session
-/// (scripts/keyring-session.sh -- LockboxBenchmarks ...), which sets LOCKBOX_TEST_KEYRING=unlocked;
+/// (scripts/dev/keyring-session.sh -- LockboxBenchmarks ...), which sets LOCKBOX_TEST_KEYRING=unlocked;
 /// elsewhere it is skipped with a note.
 struct Options: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -58,7 +58,7 @@ struct Options: ParsableCommand {
     @Option(
         name: .customLong("only"),
         help: ArgumentHelp(
-            "Run only these groups, comma-separated: get, set, unlock, process, secret-service, concurrency, format2 (handy under a profiler). The secret-service group needs scripts/keyring-session.sh.",
+            "Run only these groups, comma-separated: get, set, unlock, process, secret-service, concurrency, format2 (handy under a profiler). The secret-service group needs scripts/dev/keyring-session.sh.",
             valueName: "list"))
     var onlyList: String?
 
@@ -946,7 +946,7 @@ func libsecretLookup(_ service: OpaquePointer, service name: String, account: St
 }
 
 /// CPU time of the Secret Service provider (LOCKBOX_TEST_KEYRING_PID, which
-/// scripts/keyring-session.sh exports), so each row can say which side of the bus the time is on.
+/// scripts/dev/keyring-session.sh exports), so each row can say which side of the bus the time is on.
 struct ProviderCPU {
     let pid: Int32?
     private let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
@@ -995,7 +995,7 @@ func measureWithCPU(
 }
 
 /// The Secret Service benchmarks, against the running provider (gnome-keyring under
-/// scripts/keyring-session.sh): fill `plan.keyringItems` items through `SecretServiceStore`, then
+/// scripts/dev/keyring-session.sh): fill `plan.keyringItems` items through `SecretServiceStore`, then
 /// in-process `get` and `set` with one reused connection next to a bare-libsecret floor, and
 /// `lockbox get` versus `secret-tool lookup` as whole processes, interleaved, on the same item.
 func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, options: Options) throws {
@@ -1011,8 +1011,8 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
         }
         report.note(
             "The Secret Service rows were skipped: they store \(formatCount(size)) items in the keyring, so they "
-                + "run only against a throwaway one. Run `scripts/keyring-session.sh -- LockboxBenchmarks …` "
-                + "(scripts/bench.sh does), which starts a private, unlocked gnome-keyring and sets LOCKBOX_TEST_KEYRING=unlocked.")
+                + "run only against a throwaway one. Run `scripts/dev/keyring-session.sh -- LockboxBenchmarks …` "
+                + "(scripts/bench/bench.sh does), which starts a private, unlocked gnome-keyring and sets LOCKBOX_TEST_KEYRING=unlocked.")
         return
     }
 
@@ -1134,7 +1134,7 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
     let removed = try removeKeyringItems(store, count: size)
     removedAtEnd = true
     report.note(
-        "Secret Service rows ran against gnome-keyring on a private session bus (scripts/keyring-session.sh), "
+        "Secret Service rows ran against gnome-keyring on a private session bus (scripts/dev/keyring-session.sh), "
             + "with \(formatCount(size)) items stored through `SecretServiceStore` one `set` at a time: filling took "
             + "\(formatDuration(fillTime)); removing the \(formatCount(removed)) items afterwards (`wipe(service:)`) took "
             + "\(formatDuration(Double(monotonicNanoseconds() &- removeStart))). \"CPU/op\" is CPU time per timed run in the "

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""lockbox against secret-tool as whole processes, side by side (what scripts/bench-cli.sh runs).
+"""lockbox against secret-tool as whole processes, side by side (what scripts/bench/bench-cli.sh runs).
 
 Every row times two commands in pairs, A then B then B then A ..., each run a fresh process
 (posix_spawn, then wait4 for its exit status and its own resource use), and quotes the median of
 each command's wall time, the median of the pairwise ratios A/B (so a machine that drifts between
 pairs does not bias the ratio) and the median peak RSS. The Secret Service rows talk to the
 session bus in DBUS_SESSION_BUS_ADDRESS, which must be a private gnome-keyring
-(scripts/keyring-session.sh); the items this creates are removed at the end.
+(scripts/dev/keyring-session.sh); the items this creates are removed at the end.
 
 With --dbus it also counts the D-Bus method calls each command makes (dbus-monitor --profile on
 the same bus, one command at a time): those to the bus daemon (Hello, AddMatch, ...) and those to
@@ -156,7 +156,7 @@ def main():
     if not secret_tool:
         sys.exit("bench-cli: secret-tool is missing (apt-get install libsecret-tools)")
     if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
-        sys.exit("bench-cli: no session bus; run inside scripts/keyring-session.sh")
+        sys.exit("bench-cli: no session bus; run inside scripts/dev/keyring-session.sh")
 
     work = tempfile.mkdtemp(prefix="lockbox-bench-cli.")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKBOX_")}

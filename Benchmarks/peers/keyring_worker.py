@@ -1,4 +1,4 @@
-"""Python keyring in-process worker for scripts/bench-peers.sh.
+"""Python keyring in-process worker for scripts/bench/bench-peers.sh.
 
 Creates one keyring backend object once (untimed), then serves operations read from stdin,
 one per line, timing each backend call alone with time.perf_counter_ns():

@@ -23,7 +23,7 @@ import NIOCore
 /// adapter; the store, executor and Lockbox types are made from it.
 ///
 /// With `--blocking`, the handlers call Lockbox's blocking API directly, as a service did before
-/// the async API: the benchmark (scripts/bench-service.sh) measures what that costs.
+/// the async API: the benchmark (scripts/bench/bench-service.sh) measures what that costs.
 @main
 struct HummingbirdService: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

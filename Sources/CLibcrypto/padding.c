@@ -1,6 +1,6 @@
 // The PKCS#7 check of a decrypted Secret Service secret: the one step of the session that Lockbox
 // does itself rather than libcrypto (see include/CLibcrypto.h). No branch and no memory address
-// depends on the plaintext; scripts/check-constant-time.sh checks the compiled code.
+// depends on the plaintext; scripts/ci/check-constant-time.sh checks the compiled code.
 #include "CLibcrypto.h"
 
 // Hides a value from the optimiser, so a mask made from a secret stays a mask: without it clang

@@ -1,14 +1,14 @@
 import LockboxFuzzing
 
 // The libFuzzer harness for Lockbox's parsers: `LockboxFuzzer TARGET [libFuzzer options] CORPUS...`
-// runs libFuzzer on one of LockboxFuzzing's entry points. Only scripts/fuzz.sh builds it for real
+// runs libFuzzer on one of LockboxFuzzing's entry points. Only scripts/ci/fuzz.sh builds it for real
 // (with -sanitize=fuzzer,address and -D LOCKBOX_FUZZ, so libFuzzer's driver is linked in); an
 // ordinary `swift build` compiles it to a binary that explains that and exits 64.
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// The targets, by the names scripts/fuzz.sh and Fuzz/corpus use.
+/// The targets, by the names scripts/ci/fuzz.sh and Fuzz/corpus use.
 let targets: [String: @Sendable (UnsafeRawBufferPointer) -> Void] = [
     "vault-file": FuzzingEntryPoints.vaultFile,
     "vault-payload": FuzzingEntryPoints.vaultPayload,
@@ -57,5 +57,5 @@ guard arguments.count >= 2, let chosen = targets[arguments[1]] else {
         })
 #else
     _ = chosen
-    fail("this build has no fuzzer; build and run it with scripts/fuzz.sh")
+    fail("this build has no fuzzer; build and run it with scripts/ci/fuzz.sh")
 #endif

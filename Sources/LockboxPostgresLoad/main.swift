@@ -1,6 +1,6 @@
 #if PostgreSQL
     // Load for the PostgreSQL store, as separate processes: the failover test's writers and the
-    // benchmark of scripts/bench-postgres.sh. Not a user tool: its arguments name files (a URL file,
+    // benchmark of scripts/bench/bench-postgres.sh. Not a user tool: its arguments name files (a URL file,
     // a key file), never a password or a key.
     //
     //   LockboxPostgresLoad write --url-file F --key-file K --writer N --log L --stop-file S [--operation-timeout SECONDS]

@@ -3,7 +3,7 @@
 // Secret Service command loads no GIO. Everything read here came from another process,
 // so the reader checks all the specification requires of a valid message (lengths, alignment
 // padding, nesting depth, UTF-8, object paths, signatures, booleans) and fails with
-// ``DBusWireError`` on anything else; it never traps. `scripts/fuzz.sh dbus-message` feeds it
+// ``DBusWireError`` on anything else; it never traps. `scripts/ci/fuzz.sh dbus-message` feeds it
 // arbitrary bytes.
 
 /// Why bytes are not a valid D-Bus message or value.

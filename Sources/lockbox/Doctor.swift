@@ -67,11 +67,12 @@ struct Doctor: ParsableCommand {
         var secretServiceProblem: LockboxError?
         if store == .secretService {
             do {
-                let store = try SecretServiceStore()
+                // Through the provider every command opens the Secret Service with.
+                let store = try SecretServiceStoreProvider().connect()
                 checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
                 checks.append(Check(name: "Secret Service provider", ok: true, detail: "org.freedesktop.secrets answers"))
                 if try store.isLocked() {
-                    secretServiceProblem = .keyringLocked(collection: store.collectionAlias)
+                    secretServiceProblem = .keyringLocked(collection: "default")
                     checks.append(
                         Check(
                             name: "default collection", ok: false, detail: "locked",

@@ -87,7 +87,7 @@ extension VaultOptions {
     /// with the PIN from --tpm-pin-fd or the terminal if every TPM slot needs one.
     func tpmCredential() throws -> VaultCredential? {
         guard FileManager.default.fileExists(atPath: vaultPath.string) else { return nil }
-        let sealed = try EncryptedFileStore.sealedKeySlots(at: vaultPath)
+        let sealed = try FileVault.sealedKeySlots(at: vaultPath)
         guard !sealed.isEmpty else { return nil }
         TPMSupport.quietenLibraryLog()
         let needsPIN = sealed.values.allSatisfy { TPMSealer.requiresPIN($0) == true }
@@ -139,8 +139,8 @@ extension Doctor {
         var checks: [Check] = []
         var problem: (any LockboxCodedError)?
         let tcti = TPMSupport.tcti
-        let kinds = try? EncryptedFileStore.keySlotKinds(at: vaultPath)
-        let sealed = (try? EncryptedFileStore.sealedKeySlots(at: vaultPath)) ?? [:]
+        let kinds = try? FileVault.keySlotKinds(at: vaultPath)
+        let sealed = (try? FileVault.sealedKeySlots(at: vaultPath)) ?? [:]
         let hasTPMSlot = kinds?.contains(.tpm2) ?? false
         let sealer: TPMSealer
         do {

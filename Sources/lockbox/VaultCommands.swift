@@ -53,7 +53,7 @@ struct Init: ParsableCommand {
         if postgres { _ = try PostgresCommands.provider() }
         let path = vaultOptions.vaultPath
         // Before a key file is generated: say what is at the path, not only that something is.
-        if !postgres { try EncryptedFileStore.checkCanCreate(at: path) }
+        if !postgres { try FileVault.checkCanCreate(at: path) }
         // The TPM slot first: no TPM fails before a key file is made or a passphrase asked.
         var credentials: [VaultCredential] = tpm ? [.sealed(try tpmSlot.sealer())] : []
         // The passphrase (when there is to be one) before a key file is made: one the policy
@@ -82,9 +82,9 @@ struct Init: ParsableCommand {
         }
         let slotKinds: [KeySlotInfo]
         if format == 2 {
-            slotKinds = try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
+            slotKinds = try FileVault.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
         } else {
-            slotKinds = try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
+            slotKinds = try FileVault.createFormatOne(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
         }
         try StoreSettings.record(
             .file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
@@ -168,7 +168,7 @@ struct RotateKey: ParsableCommand {
     /// Throws ``TPMSlotNotKept`` for a slot that cannot be kept.
     private func keptTPMCredential(_ path: FilePath) throws -> VaultCredential? {
         guard FileManager.default.fileExists(atPath: path.string) else { return nil }
-        let sealed = try EncryptedFileStore.sealedKeySlots(at: path)
+        let sealed = try FileVault.sealedKeySlots(at: path)
         guard !sealed.isEmpty else { return nil }
         let sealer = try TPMSupport.sealer()
         var failures: [(index: Int, error: any LockboxCodedError)] = []

@@ -16,7 +16,7 @@ struct VaultLocked: AdvisingError {
     /// The error for the vault at `path`, its slots read from its header.
     init(path: FilePath) {
         self.path = path.string
-        slots = try? EncryptedFileStore.keySlotKinds(at: path)
+        slots = try? FileVault.keySlotKinds(at: path)
     }
 
     /// An error for `path` with the given slots (tests).

@@ -110,7 +110,7 @@ struct VaultOptions: ParsableArguments {
         if let fromEnvironment = environment["LOCKBOX_VAULT"], !fromEnvironment.isEmpty {
             return FilePath(fromEnvironment)
         }
-        return EncryptedFileStore.defaultPath(environment: environment)
+        return FileVault.defaultPath(environment: environment)
     }
 
     /// The key file: --key-file, then $LOCKBOX_KEY_FILE (a path, not a secret), then the one

@@ -1,6 +1,6 @@
 // A real process that holds a SecretServiceStore open while its provider goes away (and, with
 // `pin STEP`, the steps of the PIN durability test below).
-// Run inside scripts/keyring-session.sh, which exports LOCKBOX_TEST_KEYRING_PID. The test
+// Run inside scripts/dev/keyring-session.sh, which exports LOCKBOX_TEST_KEYRING_PID. The test
 // "the provider going away mid-session is a clear error" runs it and checks its output.
 // Exit 0 only if every step behaved: the store worked, then failed with a typed error, quickly.
 
@@ -122,7 +122,7 @@ func leanProxyStep() -> Never {
 }
 
 guard let pidText = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING_PID"], let pid = Int32(pidText) else {
-    fail("LOCKBOX_TEST_KEYRING_PID is not set; run me inside scripts/keyring-session.sh")
+    fail("LOCKBOX_TEST_KEYRING_PID is not set; run me inside scripts/dev/keyring-session.sh")
 }
 do {
     let (_, vault) = try storedAndReadBack("before", account: "a", timeout: 3)

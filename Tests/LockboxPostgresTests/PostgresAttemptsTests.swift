@@ -15,7 +15,7 @@
     /// The worker executable beside the test product.
     let worker = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/LockboxPostgresWorker")
 
-    /// The hosts of the cross-host tests, when scripts/postgres-session.sh made them (`--hosts N`):
+    /// The hosts of the cross-host tests, when scripts/dev/postgres-session.sh made them (`--hosts N`):
     /// a network namespace each, whose only way out is a veth link to the primary, and the URL file
     /// of the primary at that link's address. Empty where namespaces could not be made; the tests
     /// then run their workers as plain processes, and fail if LOCKBOX_REQUIRE_NETNS=1 (scripts/test.sh
@@ -41,7 +41,7 @@
             } else {
                 FileHandle.standardError.write(
                     Data(
-                        "NOTE: hosts as plain processes, not in network namespaces (run scripts/postgres-session.sh --hosts \(count) as root)\n"
+                        "NOTE: hosts as plain processes, not in network namespaces (run scripts/dev/postgres-session.sh --hosts \(count) as root)\n"
                             .utf8))
             }
         }

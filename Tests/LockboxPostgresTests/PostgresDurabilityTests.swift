@@ -16,7 +16,7 @@
     // their commits was ever confirmed: no call may return a result, before or after the kill (it
     // fails with a lost connection). Should one return, it must at least be on the promoted standby. The pair is rebuilt (the old primary cloned as the new one's synchronous
     // standby) and the round repeated: LOCKBOX_TEST_POSTGRES_HAZARD_REPETITIONS times (default 2).
-    // Runs inside scripts/postgres-session.sh, on its hazard pair, which no other test uses.
+    // Runs inside scripts/dev/postgres-session.sh, on its hazard pair, which no other test uses.
 
     /// What one call of a round did, and when.
     private enum Outcome: Sendable {

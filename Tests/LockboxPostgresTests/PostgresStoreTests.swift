@@ -9,11 +9,11 @@
     #endif
 
     // Against a real PostgreSQL primary with a synchronous standby, started by
-    // scripts/postgres-session.sh (scripts/test.sh runs this suite inside it). Without that cluster
+    // scripts/dev/postgres-session.sh (scripts/test.sh runs this suite inside it). Without that cluster
     // these tests say so and pass, unless LOCKBOX_REQUIRE_POSTGRES_TESTS=1 (as scripts/test.sh sets)
     // or CI=true: then they fail.
 
-    /// The cluster scripts/postgres-session.sh gives, or `nil` (recorded as a failure when required).
+    /// The cluster scripts/dev/postgres-session.sh gives, or `nil` (recorded as a failure when required).
     struct Cluster {
         let url: PostgresConnectionURL
         let urlFile: FilePath
@@ -30,7 +30,7 @@
         static func given(_ test: String, urlVariable: String) throws -> Cluster? {
             let environment = ProcessInfo.processInfo.environment
             guard let file = environment[urlVariable], let ctl = environment["LOCKBOX_TEST_POSTGRES_CTL"] else {
-                let note = "\(test): no PostgreSQL cluster (run inside scripts/postgres-session.sh)"
+                let note = "\(test): no PostgreSQL cluster (run inside scripts/dev/postgres-session.sh)"
                 if environment["LOCKBOX_REQUIRE_POSTGRES_TESTS"] == "1" || environment["CI"] == "true" {
                     Issue.record("LOCKBOX_REQUIRE_POSTGRES_TESTS=1 or CI=true requires this to run: \(note)")
                 } else {
@@ -41,7 +41,7 @@
             return Cluster(url: try PostgresConnectionURL.read(fromFile: FilePath(file)), urlFile: FilePath(file), ctl: ctl)
         }
 
-        /// The server log of `node` (scripts/postgres-session.sh: the server folder beside the
+        /// The server log of `node` (scripts/dev/postgres-session.sh: the server folder beside the
         /// client folder of the URL files, `NODE.log`).
         func serverLog(node: String = "primary") -> String {
             urlFile.removingLastComponent().removingLastComponent().appending("server").appending("\(node).log").string
@@ -52,7 +52,7 @@
             try control(["psql", node, sql])
         }
 
-        /// Runs the session's control command (scripts/postgres-session.sh: kill, stop, cont,
+        /// Runs the session's control command (scripts/dev/postgres-session.sh: kill, stop, cont,
         /// promote, start, psql); returns its output.
         @discardableResult
         func control(_ arguments: [String]) throws -> String {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import lockbox
 
-/// The CLI reference, man page and shell completions that scripts/gen-cli-docs.sh generates from
+/// The CLI reference, man page and shell completions that scripts/dev/gen-cli-docs.sh generates from
 /// the `lockbox` binary: the committed files must be current, the bash completion must work in a
 /// real bash, and the documents must cover every command the binary's own `--help` lists.
 @Suite("CLI docs and completions")
@@ -117,10 +117,10 @@ struct CLIDocsTests {
 
     // MARK: Tests
 
-    @Test("the committed docs and completions are what scripts/gen-cli-docs.sh makes from this binary")
+    @Test("the committed docs and completions are what scripts/dev/gen-cli-docs.sh makes from this binary")
     func committedFilesAreCurrent() throws {
         let result = try Self.run(
-            "bash", ["scripts/gen-cli-docs.sh", "--check", "--binary", lockboxBinary.path],
+            "bash", ["scripts/dev/gen-cli-docs.sh", "--check", "--binary", lockboxBinary.path],
             environment: ProcessInfo.processInfo.environment)
         #expect(result.status == 0, "\(result.stderr)")
     }
@@ -132,7 +132,7 @@ struct CLIDocsTests {
         let copy = URL(fileURLWithPath: folder.path.string)
         let files = FileManager.default
         for relative in [
-            "scripts/gen-cli-docs.sh", "scripts/gen-cli-docs.py", "Sources", "docs/CLI.md", "docs/man/lockbox.1",
+            "scripts/dev/gen-cli-docs.sh", "scripts/dev/gen-cli-docs.py", "Sources", "docs/CLI.md", "docs/man/lockbox.1",
             "completions/lockbox.bash", "completions/_lockbox", "completions/lockbox.fish",
         ] {
             let target = copy.appendingPathComponent(relative)
@@ -143,7 +143,7 @@ struct CLIDocsTests {
             try Self.run(
                 "bash",
                 [
-                    copy.appendingPathComponent("scripts/gen-cli-docs.sh").path, "--check",
+                    copy.appendingPathComponent("scripts/dev/gen-cli-docs.sh").path, "--check",
                     "--binary", lockboxBinary.path,
                 ],
                 environment: ProcessInfo.processInfo.environment)
@@ -157,8 +157,8 @@ struct CLIDocsTests {
         try files.removeItem(at: copy.appendingPathComponent("completions/_lockbox"))
         result = try check()
         #expect(result.status == 1)
-        #expect(result.stderr.contains("docs/CLI.md is out of date: run scripts/gen-cli-docs.sh"), "\(result.stderr)")
-        #expect(result.stderr.contains("completions/_lockbox is missing: run scripts/gen-cli-docs.sh"), "\(result.stderr)")
+        #expect(result.stderr.contains("docs/CLI.md is out of date: run scripts/dev/gen-cli-docs.sh"), "\(result.stderr)")
+        #expect(result.stderr.contains("completions/_lockbox is missing: run scripts/dev/gen-cli-docs.sh"), "\(result.stderr)")
         #expect(!result.stderr.contains("lockbox.1 is out of date"), "only the changed files are named")
     }
 

@@ -10,7 +10,7 @@ struct DBusWireTests {
     /// A method call with a value of every type, in containers and empty ones. Made anew on each
     /// use, not kept in a static: an indirect enum's boxes are referenced through pointers with
     /// the case in their spare bits, which LeakSanitizer does not recognise, so a static holding
-    /// them is reported as leaked at exit under `scripts/sanitizers.sh`.
+    /// them is reported as leaked at exit under `scripts/ci/sanitizers.sh`.
     static var everything: DBusMessage {
         DBusMessage.methodCall(
             serial: 7, destination: "org.freedesktop.secrets", path: "/org/freedesktop/secrets/aliases/default",

@@ -43,6 +43,25 @@ struct FileVaultTests {
             error.map { "\($0)".contains("FileVault.open") } == true,
             "the format-1 reader points at the one opener: \(String(describing: error))")
     }
+
+    @Test("the async FileVault.create, FileVault.open and openFileVault give the same vault as the blocking ones, off the caller's thread")
+    func asyncOpenersOpenTheSameVault() async throws {
+        let folder = try TemporaryFolder()
+        let key = folder.file("k")
+        try KeyFile.generate(at: key)
+        let path = folder.file("v.lockbox")
+        let created = try await FileVault.create(at: path, credentials: [.keyFile(key)], kdf: testKDF)
+        try await Vault(store: created).set(secret("async"), service: "s", account: "a")
+        #expect(VaultFileFormat.detect(at: path) == .format2)
+        let opened = try await FileVault.open(at: path, credential: .keyFile(key))
+        #expect(try await Vault(store: opened).string(service: "s", account: "a") == "async")
+        let configured = try await LockboxConfiguration(vaultPath: path, keyFile: key).openFileVault()
+        #expect(try await Vault(store: configured).string(service: "s", account: "a") == "async")
+        let error = await caughtError { _ = try await FileVault.open(at: path, credentials: []) }
+        #expect(error.map { "\($0)".contains("needs a credential") } == true, "\(String(describing: error))")
+        let exists = await caughtError { _ = try await FileVault.create(at: path, credentials: [.keyFile(key)], kdf: testKDF) }
+        #expect(exists?.code == .vaultAlreadyExists, "\(String(describing: exists))")
+    }
 }
 
 @Suite("The first run: init remembers how the vault opens")

@@ -7,7 +7,7 @@ import Testing
 
 /// `lockbox git-credential` and `set --allow-empty` through the real binary on a key-file vault:
 /// the protocol's edges. The round trips with the real `git` (approve/fill/reject, clones over
-/// HTTP) and on gnome-keyring are in scripts/test-integrations.sh, which the test command runs.
+/// HTTP) and on gnome-keyring are in scripts/ci/test-integrations.sh, which the test command runs.
 @Suite("git credential helper and empty secrets")
 struct GitCredentialTests {
     let folder: TemporaryFolder
@@ -156,7 +156,7 @@ struct GitCredentialTests {
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: lockboxBinary.path)
         var env = environment
         env["PATH"] = "/usr/bin:/bin"
-        // Under scripts/sanitizers.sh the child keeps its report path and suppressions, as runLockbox does.
+        // Under scripts/ci/sanitizers.sh the child keeps its report path and suppressions, as runLockbox does.
         for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
             if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }
         }

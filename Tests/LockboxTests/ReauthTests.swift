@@ -342,7 +342,7 @@ struct SessionWindowTests {
             "PATH": "/usr/bin:/bin", "HOME": folder.path.string, "XDG_CONFIG_HOME": folder.file("config").string,
             "XDG_RUNTIME_DIR": folder.file("run").string,
         ]
-        // Under scripts/sanitizers.sh, `nobody` cannot write the report folder; leaks at exit
+        // Under scripts/ci/sanitizers.sh, `nobody` cannot write the report folder; leaks at exit
         // are the toolchain's (see its suppressions) and must not change the exit status.
         if SecretBytesTests.sanitized { environment["ASAN_OPTIONS"] = "detect_leaks=0" }
         process.environment = environment

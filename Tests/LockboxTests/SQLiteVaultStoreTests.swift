@@ -236,7 +236,7 @@ struct SQLiteVaultStoreTests {
     }
 
     @Test(
-        "the independent decryptor (scripts/vault-decrypt.py, from docs/FORMAT.md section 18) reads a format-2 vault with each credential")
+        "the independent decryptor (scripts/format/vault-decrypt.py, from docs/FORMAT.md section 18) reads a format-2 vault with each credential")
     func independentDecryptor() throws {
         let vault = try Format2Vault()
         let binary = SecretBytes(copying: (0..<200).map { UInt8(255 - $0) })
@@ -248,12 +248,12 @@ struct SQLiteVaultStoreTests {
         ])
         let passphraseFile = vault.folder.file("passphrase")
         try Data("format two\n".utf8).write(to: URL(fileURLWithPath: passphraseFile.string))
-        let script = repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path
+        let script = repositoryRoot.appendingPathComponent("scripts/format/vault-decrypt.py").path
         for (arguments, slot) in [(["--key-file", vault.keyPath.string], 0), (["--passphrase-fd", "3"], 1)] {
-            // The python3 scripts/check-format.sh uses (with PyNaCl), from PATH; fd 3 is the passphrase file.
+            // The python3 scripts/ci/check-format.sh uses (with PyNaCl), from PATH; fd 3 is the passphrase file.
             let (status, data) = try runTool(
                 "/bin/sh", ["-c", "exec python3 \"$0\" \"$@\" 3<\"\(passphraseFile.string)\"", script, vault.path.string] + arguments)
-            #expect(status == 0, "vault-decrypt.py failed (it needs PyNaCl: scripts/check-format.sh installs it)")
+            #expect(status == 0, "vault-decrypt.py failed (it needs PyNaCl: scripts/ci/check-format.sh installs it)")
             let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
             #expect(json["format_version"] as? Int == 2)
             #expect(json["opened_slot"] as? Int == slot)

@@ -36,8 +36,8 @@ import Testing
         #expect(Int(bytes[42]) | Int(bytes[43]) << 8 == 90 + sealed.count)  // L
         #expect(Int(bytes[60]) | Int(bytes[61]) << 8 == sealed.count)  // s, after the 16-byte salt
         #expect(Array(bytes[62..<62 + sealed.count]) == sealed)
-        #expect(try EncryptedFileStore.keySlotKinds(at: path) == [.tpm2, .keyFile])
-        #expect(try EncryptedFileStore.sealedKeySlots(at: path) == [0: sealed])
+        #expect(try FileVault.keySlotKinds(at: path) == [.tpm2, .keyFile])
+        #expect(try FileVault.sealedKeySlots(at: path) == [0: sealed])
         _ = try EncryptedFileStore.open(at: path, credential: .sealed(sealer))
     }
 

@@ -107,7 +107,7 @@ struct SecretBytesTests {
         // mlock needs CAP_IPC_LOCK or room under RLIMIT_MEMLOCK; the suite runs as root in CI,
         // where not being root fails this test. ThreadSanitizer and AddressSanitizer intercept
         // mlock and do nothing (they cannot lock their shadow memory), so under
-        // scripts/sanitizers.sh there is no `lo` to see: the unsanitized run of the same
+        // scripts/ci/sanitizers.sh there is no `lo` to see: the unsanitized run of the same
         // command (scripts/test.sh runs both) checks it.
         if Self.sanitized {
             notTested("the mlock check (`lo` in VmFlags)", because: "sanitizers intercept mlock", requiredInCI: false)

@@ -6,14 +6,14 @@ import Testing
 
 @testable import Lockbox
 
-/// Set by scripts/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
+/// Set by scripts/dev/keyring-session.sh: `unlocked` when a real gnome-keyring-daemon with an
 /// unlocked default collection is on this process's session bus.
 let keyringMode = ProcessInfo.processInfo.environment["LOCKBOX_TEST_KEYRING"]
 let keyringAvailable = keyringMode == "unlocked"
 
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
-let keyringSessionScript = repositoryRoot.appendingPathComponent("scripts/keyring-session.sh").path
+let keyringSessionScript = repositoryRoot.appendingPathComponent("scripts/dev/keyring-session.sh").path
 
 /// The parts of this process's environment a child needs to reach the same keyring.
 var keyringEnvironment: [String: String] {
@@ -47,7 +47,7 @@ struct KeyringSetupTests {
         guard keyringAvailable else {
             notTested(
                 "the Secret Service tests",
-                because: "no gnome-keyring here; run the suite through scripts/keyring-session.sh (scripts/test.sh does)",
+                because: "no gnome-keyring here; run the suite through scripts/dev/keyring-session.sh (scripts/test.sh does)",
                 requiredInCI: false)
             if required { Issue.record("LOCKBOX_REQUIRE_KEYRING_TESTS=1 or CI=true: the Secret Service tests must run") }
             return
@@ -215,7 +215,7 @@ struct SecretServiceTests {
         let folder = try TemporaryFolder()
         let key = folder.file("k.key")
         try KeyFile.generate(at: key)
-        let vaultPath = EncryptedFileStore.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
+        let vaultPath = FileVault.defaultPath(environment: ["XDG_DATA_HOME": folder.file("data").string])
         _ = try EncryptedFileStore.create(at: vaultPath, credentials: [.keyFile(key)])
         let settingsPath = folder.file("config/lockbox/settings.json")
         let selection = StoreSelection(

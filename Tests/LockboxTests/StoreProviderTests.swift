@@ -70,6 +70,11 @@ struct StoreProviderTests {
         #expect(StoreKind.allCases.filter(\.isRecordable) == [.secretService, .file])
         #expect(StoreKind.allCases.allSatisfy { StoreRequest($0).kind == $0 })
         #expect(StoreRequest.auto.kind == nil)
+        #expect(StoreRequest.allCases.allSatisfy { StoreRequest(rawValue: $0.rawValue) == $0 }, "each request's name reads back")
+        #expect(
+            StoreRequest.allCases.map(\.rawValue) == ["auto"] + StoreKind.allCases.map(\.rawValue), "stores are named by StoreKind alone")
+        #expect(StoreRequest(rawValue: "keychain") == nil && StoreRequest(rawValue: "") == nil)
+        #expect(StoreRequest.file == .store(.file) && StoreRequest(.postgres) == .postgres)
     }
 
     @Test("a configuration opens a file vault made by FileVault.create through the file vault's provider")

@@ -139,7 +139,7 @@ func runProcess(_ executable: URL, _ arguments: [String], stdin: Data = Data(), 
 {
     let process = Process()
     var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
-    // Under scripts/sanitizers.sh the children are sanitized too: they keep its report path and
+    // Under scripts/ci/sanitizers.sh the children are sanitized too: they keep its report path and
     // suppressions (else a suppressed leak at exit would turn a usage error's 64 into 1).
     for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
         if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }

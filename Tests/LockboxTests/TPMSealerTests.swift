@@ -10,14 +10,14 @@ struct TPMSealerTests {
     /// Cheap Argon2id for PINs, so many wrong tries stay fast.
     let pinKDF = testKDF
 
-    /// The TPM scripts/swtpm-session.sh starts for the suite, reached the way users reach
+    /// The TPM scripts/dev/swtpm-session.sh starts for the suite, reached the way users reach
     /// theirs: through the default TCTI ($LOCKBOX_TPM_TCTI). Required under the test command.
     @Test func sessionTPMIsReachableThroughTheDefaultTCTI() throws {
         let environment = ProcessInfo.processInfo.environment
         guard let tcti = environment["LOCKBOX_TPM_TCTI"], !tcti.isEmpty else {
             #expect(
                 environment["LOCKBOX_REQUIRE_TPM_TESTS"] != "1" && environment["CI"] != "true",
-                "LOCKBOX_TPM_TCTI is not set: run the suite inside scripts/swtpm-session.sh")
+                "LOCKBOX_TPM_TCTI is not set: run the suite inside scripts/dev/swtpm-session.sh")
             return
         }
         #expect(TPMConnection.defaultTCTI(environment: environment) == tcti)

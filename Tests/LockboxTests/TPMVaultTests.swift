@@ -16,7 +16,7 @@ struct TPMVaultTests {
         let created = try EncryptedFileStore.create(
             at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti)), .passphrase(secret("recovery words"))], kdf: testKDF)
         try created.set(secret("s3cret"), for: item, options: ItemOptions())
-        #expect(try EncryptedFileStore.keySlotKinds(at: path) == [.tpm2, .passphrase])
+        #expect(try FileVault.keySlotKinds(at: path) == [.tpm2, .passphrase])
 
         let byTPM = try EncryptedFileStore.open(at: path, credential: .sealed(TPMSealer(tcti: tpm.tcti)))
         #expect(try byTPM.get(item) == secret("s3cret"))
@@ -73,7 +73,7 @@ struct TPMVaultTests {
             at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti, pin: pin, pinKDF: testKDF)), .passphrase(secret("recovery"))],
             kdf: testKDF)
         let before = try Data(contentsOf: URL(fileURLWithPath: path.string))
-        #expect(try EncryptedFileStore.sealedKeySlots(at: path).values.map { TPMSealer.requiresPIN($0) } == [true])
+        #expect(try FileVault.sealedKeySlots(at: path).values.map { TPMSealer.requiresPIN($0) } == [true])
         for guess in ["0000", "1234", "9999"] {
             #expect(
                 tpmFailure {
@@ -102,11 +102,11 @@ struct TPMVaultTests {
         try KeyFile.generate(at: key)
         let store = try EncryptedFileStore.create(at: path, credentials: [.sealed(TPMSealer(tcti: tpm.tcti)), .keyFile(key)])
         try store.set(secret("s3cret"), for: item, options: ItemOptions())
-        // The python3 scripts/check-format.sh uses (with PyNaCl), from PATH.
+        // The python3 scripts/ci/check-format.sh uses (with PyNaCl), from PATH.
         let (status, data) = try runTool(
             "/usr/bin/env",
-            ["python3", repositoryRoot.appendingPathComponent("scripts/vault-decrypt.py").path, path.string, "--key-file", key.string])
-        #expect(status == 0, "vault-decrypt.py needs PyNaCl (scripts/check-format.sh installs it)")
+            ["python3", repositoryRoot.appendingPathComponent("scripts/format/vault-decrypt.py").path, path.string, "--key-file", key.string])
+        #expect(status == 0, "vault-decrypt.py needs PyNaCl (scripts/ci/check-format.sh installs it)")
         let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         #expect(json?["opened_slot"] as? Int == 1)
         #expect((json?["items"] as? [Any])?.count == 1)

@@ -18,7 +18,7 @@ struct VaultReadTests {
         let folder = try TemporaryFolder()
         let log = folder.file("openat.log").string
         var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()]
-        // Under scripts/sanitizers.sh the child keeps its report path and suppressions, as in
+        // Under scripts/ci/sanitizers.sh the child keeps its report path and suppressions, as in
         // runLockbox (else a suppressed leak at exit turns exit 0 into 1).
         for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
             if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }

@@ -93,7 +93,7 @@ struct VectorTests {
 
     @Test("the vault vectors need their exact bytes: the Lockbox writer and the FORMAT.md vector agree")
     func formatDocumentVectorIsCurrent() throws {
-        // docs/FORMAT.md section 16 holds the same 575 bytes as vector 1 (scripts/make-vault-vectors.py
+        // docs/FORMAT.md section 16 holds the same 575 bytes as vector 1 (scripts/format/make-vault-vectors.py
         // checks this too, from the document's side).
         let format = try String(contentsOf: Self.repository.appendingPathComponent("docs/FORMAT.md"), encoding: .utf8)
         let marker = try #require(format.range(of: "<!-- test-vector: vault -->\n```hex\n"))

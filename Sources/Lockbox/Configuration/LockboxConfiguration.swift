@@ -96,7 +96,7 @@ public struct LockboxConfiguration: Sendable {
     /// `environment` the program passes — Lockbox reads none itself), the desktop PIN preset.
     public static func forUser(environment: [String: String]) -> LockboxConfiguration {
         LockboxConfiguration(
-            store: .auto, vaultPath: EncryptedFileStore.defaultPath(environment: environment),
+            store: .auto, vaultPath: FileVault.defaultPath(environment: environment),
             settingsPath: StoreSettings.defaultPath(environment: environment))
     }
 
@@ -142,6 +142,13 @@ public struct LockboxConfiguration: Sendable {
             throw LockboxError.invalidArgument("no key file is configured to open the vault at \(vaultPath)")
         }
         return try FileVault.open(at: vaultPath, credential: credential)
+    }
+
+    /// ``openFileVault()``, awaited: reading the key file and opening the vault run on
+    /// ``BlockingExecutor/shared``, so a caller on Swift's cooperative pool suspends instead of
+    /// blocking a thread.
+    public func openFileVault() async throws -> any KeySlotManaging {
+        try await BlockingExecutor.shared.run { try self.openFileVault() }
     }
 
     /// The store selection this configuration describes (``StoreSelection``), which records its

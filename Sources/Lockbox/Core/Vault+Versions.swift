@@ -20,11 +20,21 @@ extension Vault {
 
     /// The secret under (service, account), or `nil` if none is stored; with `allowExpired`, a
     /// secret whose expiry has passed is returned too instead of refused.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func get(service: String, account: String, allowExpired: Bool) throws -> SecretBytes? {
         try access.blocking { try await self.get(service: service, account: account, allowExpired: allowExpired, via: $0) }
     }
 
     /// ``require(service:account:)``; with `allowExpired`, an expired secret is returned too.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func require(service: String, account: String, allowExpired: Bool) throws -> SecretBytes {
         try access.blocking { try await self.require(service: service, account: account, allowExpired: allowExpired, via: $0) }
     }
@@ -36,6 +46,11 @@ extension Vault {
     /// `grace` must be positive. Throws ``LockboxError/invalidArgument(_:)`` for an account too
     /// long to keep a previous version beside it, or when an item of its own already has the
     /// previous version's address.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     @discardableResult
     public func set(
         _ secret: SecretBytes, service: String, account: String, changes: ItemChanges, when condition: WriteCondition = .always,
@@ -51,6 +66,11 @@ extension Vault {
     /// grace period replaced — or `nil` if it holds none (none was kept, the grace period ended,
     /// or a later rotation dropped it). A protected item's previous version needs a fresh
     /// authentication as the item does.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public func previous(service: String, account: String) throws -> SecretBytes? {
         try access.blocking { try await self.previous(service: service, account: account, via: $0) }
     }
@@ -61,6 +81,11 @@ extension Vault {
     /// expire. Throws ``LockboxError/itemNotFound(service:account:)`` without the item and
     /// ``LockboxError/noPreviousVersion(service:account:)`` when it holds none; returns `false`
     /// if another writer changed the item meanwhile (nothing was changed then).
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     @discardableResult
     public func restorePrevious(service: String, account: String, keepingReplacedFor grace: Duration = Vault.defaultGracePeriod) throws
         -> Bool
@@ -72,6 +97,11 @@ extension Vault {
     /// versions whose grace period has ended; returns the addresses of the items removed (previous
     /// versions are not counted). An item rotated meanwhile is kept: each is removed only if it
     /// still holds the expired value.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     @discardableResult
     public func wipeExpired(service: String? = nil) throws -> [ItemKey] {
         try access.blocking { try await self.wipeExpired(service: service, via: $0) }

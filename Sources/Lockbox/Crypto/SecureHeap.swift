@@ -103,7 +103,7 @@ enum SecureHeap {
     }
 }
 
-/// AddressSanitizer's manual poisoning, when the process runs under it (scripts/sanitizers.sh,
+/// AddressSanitizer's manual poisoning, when the process runs under it (scripts/ci/sanitizers.sh,
 /// the fuzzers): free slab chunks are poisoned, so a read or write of a released secret's
 /// memory is reported like any use-after-free. Looked up at run time, so normal builds carry
 /// no dependency on the sanitizer runtime; without it these do nothing.

@@ -1,35 +1,52 @@
 import FoundationEssentials
 import SystemPackage
 
-/// The store asked for: a ``StoreKind`` by name, or `auto`.
-public enum StoreRequest: String, Sendable, CaseIterable, CustomStringConvertible {
+/// The store asked for: a ``StoreKind``, or `auto`. The stores themselves are named only by
+/// ``StoreKind``; this type adds `auto` (let ``StoreSelection`` choose and record the choice).
+public enum StoreRequest: Sendable, Hashable, RawRepresentable, CaseIterable, CustomStringConvertible {
     /// The store recorded for the profile; the first time, the Secret Service when it is
     /// reachable and unlocked, else the file vault — and that choice is recorded.
     case auto
-    /// The Secret Service.
-    case secretService = "secret-service"
-    /// The encrypted file vault.
-    case file
-    /// A vault in PostgreSQL: needs a PostgreSQL provider (``StoreSelection/providers``).
-    case postgres
-    /// A ``MemoryStore``: tests.
-    case memory
+    /// The store named.
+    case store(StoreKind)
 
     /// A request for `kind`.
-    public init(_ kind: StoreKind) {
-        switch kind {
-        case .secretService: self = .secretService
-        case .file: self = .file
-        case .postgres: self = .postgres
-        case .memory: self = .memory
+    public init(_ kind: StoreKind) { self = .store(kind) }
+
+    /// `auto`, or the ``StoreKind`` named `rawValue`; `nil` for any other text.
+    public init?(rawValue: String) {
+        if rawValue == "auto" {
+            self = .auto
+        } else if let kind = StoreKind(rawValue: rawValue) {
+            self = .store(kind)
+        } else {
+            return nil
         }
     }
 
+    /// `auto`, then every ``StoreKind``.
+    public static var allCases: [StoreRequest] { [.auto] + StoreKind.allCases.map(StoreRequest.store) }
+
     /// The store named, or `nil` for `auto`.
-    public var kind: StoreKind? { StoreKind(rawValue: rawValue) }
+    public var kind: StoreKind? {
+        if case .store(let kind) = self { return kind }
+        return nil
+    }
+
+    /// `auto`, `secret-service`, `file`, `postgres` or `memory`.
+    public var rawValue: String { kind?.rawValue ?? "auto" }
 
     /// `auto`, `secret-service`, `file`, `postgres` or `memory`.
     public var description: String { rawValue }
+
+    /// The Secret Service: `.store(.secretService)`.
+    public static let secretService = StoreRequest.store(.secretService)
+    /// The encrypted file vault: `.store(.file)`.
+    public static let file = StoreRequest.store(.file)
+    /// A vault in PostgreSQL: `.store(.postgres)`; needs a PostgreSQL provider (``StoreSelection/providers``).
+    public static let postgres = StoreRequest.store(.postgres)
+    /// A ``MemoryStore`` (tests): `.store(.memory)`.
+    public static let memory = StoreRequest.store(.memory)
 }
 
 /// A store that can say whether it is locked right now (the Secret Service's default
@@ -151,8 +168,7 @@ public struct StoreSelection: Sendable {
                 recordReason: recorded == nil ? record : nil, connection: connection)
         }
         switch request {
-        case .file, .secretService, .postgres, .memory:
-            let kind = StoreKind(rawValue: request.rawValue) ?? .file
+        case .store(let kind):
             return resolution(kind, "asked for explicitly", record: "requested explicitly")
         case .auto:
             if let recorded {

@@ -2,8 +2,8 @@
 (list, wipe), secrets never in arguments, and the backend's place among keyring's backends.
 
 The store is whatever ``lockbox`` picks in the environment the test runs in:
-scripts/test-integrations.sh runs this file once against a key-file vault and once against
-gnome-keyring (inside scripts/keyring-session.sh; LOCKBOX_INTEGRATION_STORE says which).
+scripts/ci/test-integrations.sh runs this file once against a key-file vault and once against
+gnome-keyring (inside scripts/dev/keyring-session.sh; LOCKBOX_INTEGRATION_STORE says which).
 """
 
 import json
@@ -131,14 +131,14 @@ def require_no_terminal():
     pytest under setsid so there is none. Fail clearly rather than wait for typing."""
     try:
         with open("/dev/tty"):
-            pytest.fail("run without a controlling terminal (scripts/test-integrations.sh uses setsid)")
+            pytest.fail("run without a controlling terminal (scripts/ci/test-integrations.sh uses setsid)")
     except OSError:
         pass
 
 
 @pytest.mark.skipif(
     os.environ.get("LOCKBOX_INTEGRATION_STORE") != "secret-service",
-    reason="needs lockbox on the Secret Service (the gnome-keyring run of scripts/test-integrations.sh)",
+    reason="needs lockbox on the Secret Service (the gnome-keyring run of scripts/ci/test-integrations.sh)",
 )
 def test_same_items_as_keyrings_own_secret_service_backend():
     from keyring.backends.SecretService import Keyring as SecretServiceKeyring

@@ -124,6 +124,67 @@ public enum FileVault {
         try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf, busyTimeout: timeout, now: now)
     }
 
+    // MARK: Before opening
+
+    /// `$XDG_DATA_HOME/lockbox/vault.lockbox`, or `~/.local/share/lockbox/vault.lockbox` when
+    /// `XDG_DATA_HOME` is unset or not absolute (as the XDG Base Directory spec requires), from
+    /// the `environment` the program passes (Lockbox reads no environment variable itself).
+    public static func defaultPath(environment: [String: String]) -> FilePath {
+        let dataHome: FilePath
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            dataHome = FilePath(xdg)
+        } else {
+            let home =
+                environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+                ?? FileManager.default.homeDirectoryForCurrentUser.path
+            dataHome = FilePath(home).appending(".local/share")
+        }
+        return dataHome.appending("lockbox/vault.lockbox")
+    }
+
+    /// Throws unless nothing is at `path`, saying what is there:
+    /// ``LockboxError/vaultAlreadyExists(path:)`` for a vault (or a link to one), and
+    /// ``LockboxError/invalidArgument(_:)`` for a directory, a dangling symbolic link, a special
+    /// file or a file that is not a vault. Never blocks on a FIFO.
+    public static func checkCanCreate(at path: FilePath) throws {
+        guard let link = try? path.stat(followTargetSymlink: false) else { return }
+        if link.type == .symbolicLink, (try? path.stat()) == nil {
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path.string)) ?? "?"
+            throw LockboxError.invalidArgument(
+                "\(path.string) is a symbolic link to \(target), which does not exist; Lockbox does not create a vault through a dangling link. Remove the link, or choose another path with --vault."
+            )
+        }
+        guard let status = try? path.stat() else { return }
+        guard status.type == .regular else {
+            throw LockboxError.invalidArgument(
+                "\(path.string) is \(describe(status.type)), not a vault; refusing to create one there. Name the vault file with --vault (e.g. \(path.string)/vault.lockbox for a directory)."
+            )
+        }
+        let format = VaultFileFormat.detect(at: path)
+        if format == .format1 || format == .format2 {
+            throw LockboxError.vaultAlreadyExists(path: path.string)
+        }
+        throw LockboxError.invalidArgument(
+            "a file that is not a Lockbox vault (\(status.size) bytes) is at \(path.string); refusing to overwrite it. Choose another path with --vault, or move the file away deliberately."
+        )
+    }
+
+    /// The kinds of the vault's key slots, in order, read from its header without any credential
+    /// (to know whether a TPM could open it before asking for a passphrase).
+    public static func keySlotKinds(at path: FilePath) throws -> [KeySlotInfo.Kind] {
+        try keySlotsWithoutCredential(at: path).map { KeySlotInfo.Kind($0.kind) }
+    }
+
+    /// The sealed bytes of the vault's TPM2 key slots, by slot index, read without any credential
+    /// (to tell whether a slot needs a PIN before asking for one).
+    public static func sealedKeySlots(at path: FilePath) throws -> [Int: [UInt8]] {
+        var result: [Int: [UInt8]] = [:]
+        for (index, slot) in try keySlotsWithoutCredential(at: path).enumerated() where slot.kind == .tpm2 {
+            result[index] = slot.sealed
+        }
+        return result
+    }
+
     /// The vault ID of the vault at `path`, in whichever format it is, read without a credential
     /// (a session window's scope).
     package static func vaultID(at path: FilePath) throws -> [UInt8] {
@@ -136,5 +197,73 @@ public enum FileVault {
     package static func keySlotsWithoutCredential(at path: FilePath) throws -> [KeySlot] {
         if VaultFileFormat.detect(at: path) == .format2 { return try SQLiteVaultStore.keySlots(at: path) }
         return try VaultFile.snapshot(at: path).header.slots
+    }
+
+    // MARK: Async variants
+
+    /// ``open(at:credentials:readOnly:timeout:now:)``, awaited: it runs on
+    /// ``BlockingExecutor/shared`` (a passphrase slot hashes with Argon2id for about a second), so
+    /// a caller on Swift's cooperative pool suspends instead of blocking a thread.
+    ///
+    /// - Parameters:
+    ///   - path: the vault file.
+    ///   - credentials: key files, passphrases or TPM seals; at least one.
+    ///   - readOnly: open a format-2 vault read-only wherever it is.
+    ///   - timeout: how long a write waits for another process's write to finish.
+    ///   - now: the clock for item timestamps.
+    public static func open(
+        at path: FilePath, credentials: [VaultCredential], readOnly: Bool = false, timeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> any KeySlotManaging {
+        try await BlockingExecutor.shared.run {
+            try open(at: path, credentials: credentials, readOnly: readOnly, timeout: timeout, now: now)
+        }
+    }
+
+    /// ``open(at:credential:readOnly:timeout:now:)``, awaited (see ``open(at:credentials:readOnly:timeout:now:)-(_,_,_,_,_)``).
+    public static func open(
+        at path: FilePath, credential: VaultCredential, readOnly: Bool = false, timeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> any KeySlotManaging {
+        try await BlockingExecutor.shared.run {
+            try open(at: path, credentials: [credential], readOnly: readOnly, timeout: timeout, now: now)
+        }
+    }
+
+    /// ``open(at:window:credentials:readOnly:timeout:now:)``, awaited: runs on ``BlockingExecutor/shared``.
+    ///
+    /// - Parameters:
+    ///   - path: the vault file.
+    ///   - window: where windows are kept, or `nil`.
+    ///   - credentials: asked only when no window opened the vault; must return at least one.
+    ///   - readOnly: open a format-2 vault read-only wherever it is.
+    ///   - timeout: how long a write waits for another process's write to finish.
+    ///   - now: the clock for item timestamps.
+    /// - Returns: the store, and whether a window opened it.
+    public static func open(
+        at path: FilePath, window: (any FileVaultWindow)?, credentials: @escaping @Sendable () throws -> [VaultCredential],
+        readOnly: Bool = false, timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> (store: any KeySlotManaging, throughWindow: Bool) {
+        try await BlockingExecutor.shared.run {
+            try open(at: path, window: window, credentials: credentials, readOnly: readOnly, timeout: timeout, now: now)
+        }
+    }
+
+    /// ``create(at:credentials:kdf:timeout:now:)``, awaited: runs on ``BlockingExecutor/shared``
+    /// (each passphrase slot hashes with Argon2id).
+    ///
+    /// - Parameters:
+    ///   - path: where the vault is made; nothing may exist there.
+    ///   - credentials: one key slot per credential.
+    ///   - kdf: the Argon2id parameters for passphrase slots.
+    ///   - timeout: how long a write waits for another process's write to finish.
+    ///   - now: the clock for item timestamps.
+    public static func create(
+        at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default, timeout: Duration = .seconds(10),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> SQLiteVaultStore {
+        try await BlockingExecutor.shared.run {
+            try create(at: path, credentials: credentials, kdf: kdf, timeout: timeout, now: now)
+        }
     }
 }

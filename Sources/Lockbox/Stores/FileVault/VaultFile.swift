@@ -33,7 +33,7 @@ package enum VaultFile {
         } catch {
             throw LockboxError.io(operation: "creating the vault's folder", path: path.removingLastComponent().string, errno: error.asErrno)
         }
-        try EncryptedFileStore.checkCanCreate(at: path)
+        try FileVault.checkCanCreate(at: path)
         return resolvedPath(path)
     }
 

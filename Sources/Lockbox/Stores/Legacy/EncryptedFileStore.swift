@@ -44,20 +44,12 @@ public final class EncryptedFileStore: SecretStore {
 
     // MARK: Locating, creating and opening
 
-    /// `$XDG_DATA_HOME/lockbox/vault.lockbox`, or `~/.local/share/lockbox/vault.lockbox` when
-    /// `XDG_DATA_HOME` is unset or not absolute (as the XDG Base Directory spec requires), from
-    /// the `environment` the program passes (Lockbox reads no environment variable itself).
+    @available(
+        *, deprecated, renamed: "FileVault.defaultPath(environment:)",
+        message: "applies to both formats: use FileVault.defaultPath(environment:)"
+    )
     public static func defaultPath(environment: [String: String]) -> FilePath {
-        let dataHome: FilePath
-        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
-            dataHome = FilePath(xdg)
-        } else {
-            let home =
-                environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
-                ?? FileManager.default.homeDirectoryForCurrentUser.path
-            dataHome = FilePath(home).appending(".local/share")
-        }
-        return dataHome.appending("lockbox/vault.lockbox")
+        FileVault.defaultPath(environment: environment)
     }
 
     /// Creates a new, empty vault at `path` with one key slot per credential.
@@ -83,7 +75,7 @@ public final class EncryptedFileStore: SecretStore {
         let initial = VaultHeader(vaultID: vaultID, generation: 0, slots: slots, bodyNonce: [], bodyLength: 0)
         let lock = VaultLock(vaultPath: path, timeout: lockTimeout)
         let (header, identity) = try lock.withLock { () throws -> (VaultHeader, FileIdentity) in
-            try checkCanCreate(at: path)
+            try FileVault.checkCanCreate(at: path)
             return try VaultFile.write(header: initial, entries: [:], dataKey: dataKey, to: path)
         }
         return EncryptedFileStore(
@@ -91,31 +83,11 @@ public final class EncryptedFileStore: SecretStore {
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: [:], identity: identity))
     }
 
-    /// Throws unless nothing is at `path`, saying what is there:
-    /// ``LockboxError/vaultAlreadyExists(path:)`` for a vault (or a link to one), and
-    /// ``LockboxError/invalidArgument(_:)`` for a directory, a dangling symbolic link, a special
-    /// file or a file that is not a vault. Never blocks on a FIFO.
+    @available(
+        *, deprecated, renamed: "FileVault.checkCanCreate(at:)", message: "applies to both formats: use FileVault.checkCanCreate(at:)"
+    )
     public static func checkCanCreate(at path: FilePath) throws {
-        guard let link = try? path.stat(followTargetSymlink: false) else { return }
-        if link.type == .symbolicLink, (try? path.stat()) == nil {
-            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path.string)) ?? "?"
-            throw LockboxError.invalidArgument(
-                "\(path.string) is a symbolic link to \(target), which does not exist; Lockbox does not create a vault through a dangling link. Remove the link, or choose another path with --vault."
-            )
-        }
-        guard let status = try? path.stat() else { return }
-        guard status.type == .regular else {
-            throw LockboxError.invalidArgument(
-                "\(path.string) is \(describe(status.type)), not a vault; refusing to create one there. Name the vault file with --vault (e.g. \(path.string)/vault.lockbox for a directory)."
-            )
-        }
-        let format = VaultFileFormat.detect(at: path)
-        if format == .format1 || format == .format2 {
-            throw LockboxError.vaultAlreadyExists(path: path.string)
-        }
-        throw LockboxError.invalidArgument(
-            "a file that is not a Lockbox vault (\(status.size) bytes) is at \(path.string); refusing to overwrite it. Choose another path with --vault, or move the file away deliberately."
-        )
+        try FileVault.checkCanCreate(at: path)
     }
 
     /// Opens the vault at `path` with the first credential that opens one of its key slots.
@@ -149,25 +121,16 @@ public final class EncryptedFileStore: SecretStore {
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: entries, identity: snapshot.identity))
     }
 
-    /// The kinds of the vault's key slots, in order, read from its header without any credential
-    /// (to know whether a TPM could open it before asking for a passphrase).
+    @available(*, deprecated, renamed: "FileVault.keySlotKinds(at:)", message: "applies to both formats: use FileVault.keySlotKinds(at:)")
     public static func keySlotKinds(at path: FilePath) throws -> [Lockbox.KeySlotInfo.Kind] {
-        try slotsWithoutCredential(at: path).map { Lockbox.KeySlotInfo.Kind($0.kind) }
+        try FileVault.keySlotKinds(at: path)
     }
 
-    /// The key slots of the vault at `path`, format 1 or 2, read without a credential.
-    private static func slotsWithoutCredential(at path: FilePath) throws -> [KeySlot] {
-        try FileVault.keySlotsWithoutCredential(at: path)
-    }
-
-    /// The sealed bytes of the vault's TPM2 key slots, by slot index, read without any credential
-    /// (to tell whether a slot needs a PIN before asking for one).
+    @available(
+        *, deprecated, renamed: "FileVault.sealedKeySlots(at:)", message: "applies to both formats: use FileVault.sealedKeySlots(at:)"
+    )
     public static func sealedKeySlots(at path: FilePath) throws -> [Int: [UInt8]] {
-        var result: [Int: [UInt8]] = [:]
-        for (index, slot) in try slotsWithoutCredential(at: path).enumerated() where slot.kind == .tpm2 {
-            result[index] = slot.sealed
-        }
-        return result
+        try FileVault.sealedKeySlots(at: path)
     }
 
     /// Opens the vault at `path` with one credential. See ``open(at:credentials:lockTimeout:now:)``.
@@ -515,5 +478,16 @@ public final class EncryptedFileStore: SecretStore {
         state.header = header
         state.dataKey = dataKey
         state.identity = snapshot.identity
+    }
+}
+
+extension FileVault {
+    /// Creates a new, empty vault in format 1 (one encrypted file, rewritten on every write) at
+    /// `path`: what `lockbox init --format 1` and `lockbox export` (a backup file) make. New vaults
+    /// are format 2 (``create(at:credentials:kdf:timeout:now:)``).
+    package static func createFormatOne(
+        at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default
+    ) throws -> EncryptedFileStore {
+        try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf)
     }
 }

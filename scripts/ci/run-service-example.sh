@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds the example Hummingbird service (Examples/HummingbirdService, a target of the examples
+# package, Examples/Package.swift), starts two
+# processes of it on ONE key-file vault on free loopback ports, drives them with concurrent
+# requests (scripts/ci/drive-service.py check: tokens, 20 concurrent PIN verifies beside /health
+# probes, lockout across processes, device ID), stops them and checks they exit cleanly.
+# Then, unless --no-bench, runs the starvation benchmark's quick mode (scripts/bench/bench-service.sh
+# --quick: figures printed, no thresholds).
+#
+# Usage: scripts/ci/run-service-example.sh [--no-bench]
+#
+# It builds the examples package into the root's .build, as scripts/ci/run-examples.sh does, sharing
+# SwiftNIO with LockboxPostgres: in the test command that script has built it already, so this
+# build takes seconds. Alone from a clean clone on 2 cores: about 4-6 minutes, nearly all of it
+# SwiftNIO and Hummingbird.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bench=1
+for arg in "$@"; do
+    case "$arg" in
+        --no-bench) bench=0 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run-service-example: unknown argument: $arg (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+log=$(mktemp)
+started=$SECONDS
+build=(swift build --package-path Examples --scratch-path "$(pwd)/.build")
+"${build[@]}" --product HummingbirdService 2>&1 | tee "$log"
+if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
+    echo "run-service-example: the build has warnings in our own code (above); fix them" >&2
+    exit 1
+fi
+echo "run-service-example: built in $((SECONDS - started)) s"
+service="$("${build[@]}" --show-bin-path)/HummingbirdService"
+
+work=$(mktemp -d)
+chmod 700 "$work"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    rm -rf "$work" "$log"
+}
+trap cleanup EXIT
+
+# A key file as a service would get it (systemd LoadCredential=, a secrets mount): 32 random bytes.
+head -c 32 /dev/urandom >"$work/vault.key"
+chmod 600 "$work/vault.key"
+
+# The second process reads its configuration from a JSON file, the first from LOCKBOX_* variables.
+cat >"$work/config.json" <<EOF
+{"lockbox": {"vault": "$work/vault.lockbox", "keyFile": "$work/vault.key", "pinPreset": "server"}}
+EOF
+
+# Starts the service (extra options after the name), waits for its port; sets $port and $pid.
+start_service() {
+    local name=$1
+    shift
+    "$service" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 300); do
+        port=$(sed -n 's/^listening on \([0-9][0-9]*\)$/\1/p' "$work/$name.out")
+        [[ -n "$port" ]] && return 0
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$work/$name.err" >&2
+            echo "run-service-example: $name exited before listening" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    echo "run-service-example: $name did not listen within 30 s" >&2
+    exit 1
+}
+
+# Stops a service with SIGTERM (graceful shutdown) and requires exit status 0.
+stop_service() {
+    local name=$1 pid=$2
+    kill -TERM "$pid"
+    if ! wait "$pid"; then
+        cat "$work/$name.err" >&2
+        echo "run-service-example: $name did not exit cleanly on SIGTERM" >&2
+        exit 1
+    fi
+}
+
+LOCKBOX_VAULT="$work/vault.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET=server start_service first --create-vault
+first_port=$port first_pid=$pid
+start_service second --create-vault --config "$work/config.json"
+second_port=$port second_pid=$pid
+echo "run-service-example: two processes on one vault, ports $first_port and $second_port"
+python3 scripts/ci/drive-service.py check "$first_port" "$second_port"
+stop_service first "$first_pid"
+stop_service second "$second_pid"
+pids=()
+echo "run-service-example: passed"
+
+if [[ $bench == 1 ]]; then
+    scripts/bench/bench-service.sh --quick --service "$service"
+fi
