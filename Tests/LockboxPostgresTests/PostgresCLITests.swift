@@ -276,8 +276,8 @@
                 .serverRefused(server: "s", operation: "o", sqlState: "42501"), .schemaTooNew(server: "s", found: 9, supported: 3),
                 .schemaNotCurrent(server: "s", found: 0, required: 5),
             ]
-            // The texts `lockbox` maps to exit 27, and 28 for the schema to migrate (Sources/lockbox/ExitStatus.swift,
-            // LockboxError.Code.postgres).
+            // The texts `lockbox` maps to exit 27, and 28 for the schema to migrate
+            // (Sources/LockboxCLI/ExitStatus.swift, LockboxError.Code.postgres).
             #expect(
                 errors.map(\.code.rawValue) == [
                     "postgres-unavailable", "postgres-connection-lost", "postgres-refused", "postgres-schema-too-new",
