@@ -74,6 +74,9 @@ let package = Package(
         ),
         // Only LockboxPostgres and its tests, tools and CLI use it (trait `PostgreSQL`).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        // LockboxPostgres's `PostgresStoreService` is a `Service` (trait `PostgreSQL`; postgres-nio
+        // depends on it already, so it adds nothing to resolve or build).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // `swift package generate-documentation --target Lockbox` (the DocC catalog,
         // Sources/Lockbox/Lockbox.docc; scripts/ci/check-docc.sh). A command plugin: nothing of it is
         // linked or built by `swift build`.
@@ -317,7 +320,9 @@ let package = Package(
             dependencies: [
                 "Lockbox",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         // HummingbirdService: it shares SwiftNIO with postgres-nio.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // HummingbirdPostgres: ServiceGroup and Logger, both already resolved through Hummingbird.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // A service keeping its tokens in a key-file vault.
@@ -90,6 +93,21 @@ let package = Package(
             ],
             path: "HummingbirdService",
             exclude: ["README.md"]
+        ),
+        // A Hummingbird 2 service on a vault in PostgreSQL, with the store's connection pool as a
+        // service of its ServiceGroup; driven by scripts/ci/run-postgres-service-example.sh.
+        .executableTarget(
+            name: "HummingbirdPostgres",
+            dependencies: [
+                .product(name: "Lockbox", package: lockbox),
+                .product(name: "LockboxPostgres", package: lockbox),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "HummingbirdPostgres"
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -173,13 +173,13 @@ _lockbox() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|set|get|delete|list|wipe|restore|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|export|import|doctor|selftest|exec|git-credential|docker-credential|exit-codes|help)
+    init|set|get|delete|list|wipe|restore|passwd|rotate-key|convert|slot|pin|unlock|lock|status|token|device-id|signout|migrate|migrate-schema|export|import|doctor|selftest|exec|git-credential|docker-credential|exit-codes|help)
         # Offer subcommand argument completions
         "_lockbox_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init set get delete list wipe restore passwd rotate-key convert slot pin unlock lock status token device-id signout migrate export import doctor selftest exec git-credential docker-credential exit-codes help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init set get delete list wipe restore passwd rotate-key convert slot pin unlock lock status token device-id signout migrate migrate-schema export import doctor selftest exec git-credential docker-credential exit-codes help' -- "${cur}"))
         ;;
     esac
 }
@@ -1579,6 +1579,43 @@ _lockbox_migrate() {
         ;;
     '--on-conflict')
         __lockbox_add_completions -W 'skip'$'\n''overwrite'$'\n''keep-both'
+        return
+        ;;
+    esac
+}
+
+_lockbox_migrate-schema() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--store --postgres-url-file --profile --vault --key-file --passphrase-fd --tpm-pin-fd)
+    __lockbox_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--store')
+        __lockbox_add_completions -W 'auto'$'\n''secret-service'$'\n''file'$'\n''postgres'
+        return
+        ;;
+    '--postgres-url-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--profile')
+        return
+        ;;
+    '--vault')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--key-file')
+        __lockbox_add_completions -f
+        return
+        ;;
+    '--passphrase-fd')
+        return
+        ;;
+    '--tpm-pin-fd')
         return
         ;;
     esac

@@ -48,6 +48,11 @@ scripts/ci/check-noasync.sh
 # thresholds).
 step "Hummingbird service example"
 scripts/ci/run-service-example.sh
+# The Hummingbird service on PostgreSQL (also built by run-examples.sh): under ServiceGroup with the
+# store's pool as a service, a token stored and read over HTTP, SIGTERM → exit 0 within 10 s, the
+# store's log lines in its output (inside its own scripts/dev/postgres-session.sh).
+step "Hummingbird on PostgreSQL example"
+scripts/ci/run-postgres-service-example.sh
 
 # The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
 # rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C

@@ -101,9 +101,13 @@ extension LockboxError.Code {
     static let postgresConnectionLost = LockboxError.Code(rawValue: "postgres-connection-lost")
     static let postgresRefused = LockboxError.Code(rawValue: "postgres-refused")
     static let postgresSchemaTooNew = LockboxError.Code(rawValue: "postgres-schema-too-new")
-    /// The PostgreSQL store's codes (exit 27).
+    /// The database's Lockbox schema is missing or older than this Lockbox needs (exit 28): the
+    /// owner role runs `migrate-schema`.
+    static let postgresSchemaNotCurrent = LockboxError.Code(rawValue: "postgres-schema-not-current")
+    /// The PostgreSQL store's codes (exit 27, and 28 for a schema to migrate).
     static let postgres: [LockboxError.Code] = [
         .postgresProgramMissing, .postgresUnavailable, .postgresConnectionLost, .postgresRefused, .postgresSchemaTooNew,
+        .postgresSchemaNotCurrent,
     ]
 
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
@@ -144,6 +148,7 @@ enum ExitStatus: Int32, CaseIterable {
     case undecodableItem = 25
     case recordedStoreUnavailable = 26
     case postgresFailed = 27
+    case postgresSchemaNotCurrent = 28
     case wrongPin = 30
     case pinLockedOut = 31
     case pinDisabled = 32
@@ -205,6 +210,7 @@ extension ExitStatus {
         case .undecodableItem: return "item cannot be decoded"
         case .recordedStoreUnavailable: return "the recorded store is unavailable"
         case .postgresFailed: return "PostgreSQL store unreachable or failing"
+        case .postgresSchemaNotCurrent: return "PostgreSQL schema missing or older: run migrate-schema as its owner"
         case .wrongPin: return "wrong PIN"
         case .pinLockedOut: return "PIN locked out"
         case .pinDisabled: return "PIN disabled"
@@ -305,9 +311,10 @@ enum ErrorTable {
         },
         .postgresConnectionLost: Entry(exit: .postgresFailed) { _ in "Run the command again: it connects anew." },
         .postgresRefused: Entry(exit: .postgresFailed) { _ in
-            "The SQLSTATE says why (28P01: wrong password, 42501: no privilege, 25006: a read-only standby)."
+            "The SQLSTATE says why (28P01: wrong password, 42501: no privilege, 25006: a read-only standby, which serves reads but never writes)."
         },
         .postgresSchemaTooNew: Entry(exit: .postgresFailed),
+        .postgresSchemaNotCurrent: Entry(exit: .postgresSchemaNotCurrent),
         .pinRejected: Entry(exit: .pinRejected),
         .wrongPin: Entry(exit: .wrongPin),
         .pinLockedOut: Entry(exit: .pinLockedOut),

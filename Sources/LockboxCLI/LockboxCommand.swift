@@ -36,7 +36,7 @@ struct LockboxCommand: ParsableCommand {
         subcommands: [
             Init.self, SetItem.self, GetItem.self, DeleteItem.self, ListItems.self, Wipe.self, RestoreItem.self,
             Passwd.self, RotateKey.self, Convert.self, Slot.self, Pin.self, Unlock.self, Lock.self, WindowStatus.self, Token.self,
-            DeviceID.self, SignOutCommand.self, Migrate.self, Export.self, Import.self, Doctor.self, SelfTest.self,
+            DeviceID.self, SignOutCommand.self, Migrate.self, MigrateSchema.self, Export.self, Import.self, Doctor.self, SelfTest.self,
             Exec.self, GitCredential.self, DockerCredential.self, ExitCodes.self,
         ]
     )

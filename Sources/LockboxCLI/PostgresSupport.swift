@@ -16,6 +16,9 @@ package protocol PostgresCommandSupport: Sendable {
     func provider(_ connection: PostgresConnectionSource) throws -> any StoreProvider
     /// Closes the connections of every store opened, once the command is done.
     func closeAll()
+    /// Applies the schema migrations the database `connection` names lacks (as its owner role);
+    /// returns the schema version before and after.
+    func migrateSchema(_ connection: PostgresConnectionSource) throws -> (before: Int, after: Int)
 }
 
 /// Where the connection URL comes from: a file (`--postgres-url-file`, `LOCKBOX_POSTGRES_URL_FILE`)

@@ -462,3 +462,34 @@ struct Convert: ParsableCommand {
         }
     }
 }
+
+struct MigrateSchema: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate-schema",
+        abstract: "Bring the PostgreSQL store's schema to the version this lockbox needs (as the schema's owner role).",
+        discussion: """
+            Only for --store postgres. Run it once per database, and again after each upgrade of \
+            lockbox, with a URL (--postgres-url-file, LOCKBOX_POSTGRES_URL_FILE or LOCKBOX_POSTGRES_URL) \
+            whose role owns the schema `lockbox` (or may create it). The other commands run as the \
+            application role, which needs only SELECT, INSERT, UPDATE, DELETE and EXECUTE: they check the \
+            schema version, run no DDL, and exit 28 while the schema is missing or older. Safe to run \
+            again, and from several hosts at once: each migration applies exactly once.
+            Example: LOCKBOX_POSTGRES_URL_FILE=/etc/app/owner.url lockbox --store postgres migrate-schema
+            """)
+
+    @OptionGroup(title: VaultOptions.title, visibility: VaultOptions.visibility) var vaultOptions: VaultOptions
+
+    func run() throws {
+        guard try vaultOptions.requestedStore() == .postgres else {
+            throw LockboxError.invalidArgument("migrate-schema works on the PostgreSQL store's schema: add --store postgres")
+        }
+        // In `lockbox`, this hands over to `lockbox-postgres`.
+        let support = try PostgresCommands.provider()
+        let (before, after) = try support.migrateSchema(vaultOptions.postgresConnection())
+        if before == after {
+            Console.status("The Lockbox schema is at version \(after) already; nothing was changed.")
+        } else {
+            Console.status("Migrated the Lockbox schema from version \(before) to \(after).")
+        }
+    }
+}

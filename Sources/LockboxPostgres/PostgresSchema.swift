@@ -248,6 +248,20 @@
             ],
         ]
 
+        /// The privileges the application role needs, and no more (docs/POSTGRES.md, "Two roles"):
+        /// the schema's tables for reading and writing rows, the sequence of lease fences, the
+        /// functions and procedures. Run again after each `migrate-schema` (a new migration's
+        /// tables are not covered by an earlier `ON ALL TABLES`).
+        static func applicationRoleGrants(_ role: String) -> [String] {
+            [
+                "GRANT USAGE ON SCHEMA lockbox TO \(role)",
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA lockbox TO \(role)",
+                "GRANT USAGE ON ALL SEQUENCES IN SCHEMA lockbox TO \(role)",
+                "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA lockbox TO \(role)",
+                "GRANT EXECUTE ON ALL PROCEDURES IN SCHEMA lockbox TO \(role)",
+            ]
+        }
+
         /// The schema version the database is at: 0 without a `lockbox.schema_migrations` table.
         /// Reads only (two statements, no lock, no DDL).
         static func version(on connection: PostgresConnection, logger: Logger) async throws -> Int {
@@ -261,6 +275,21 @@
                 "SELECT coalesce(max(version), 0)::int8 FROM lockbox.schema_migrations", logger: logger
             ).decode(Int.self) { newest = found }
             return newest
+        }
+
+        /// Throws ``PostgresStoreError/schemaNotCurrent(server:found:required:)`` unless the
+        /// database is at ``currentVersion`` (``PostgresStoreError/schemaTooNew(server:found:supported:)``
+        /// if newer). Reads only: what open does for a role with only DML and EXECUTE.
+        static func requireCurrent(_ client: PostgresClient, logger: Logger, server: String) async throws {
+            try await client.withConnection { connection in
+                let found = try await version(on: connection, logger: logger)
+                guard found <= currentVersion else {
+                    throw PostgresStoreError.schemaTooNew(server: server, found: found, supported: currentVersion)
+                }
+                guard found == currentVersion else {
+                    throw PostgresStoreError.schemaNotCurrent(server: server, found: found, required: currentVersion)
+                }
+            }
         }
 
         /// Creates the schema and applies every migration the database lacks. Throws

@@ -1,4 +1,5 @@
 #if PostgreSQL
+    import CoreMetrics
     import Foundation
     import Lockbox
     import Logging
@@ -37,7 +38,10 @@
         private let connector: PostgresConnector
         private let keys: Locked<Keys>
         let now: @Sendable () -> Date
-        let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        let logger: Logger
+        /// Whether this store's ``shutdown()`` closes the pool (a store opened from a
+        /// ``PostgresStoreService`` leaves it to the service).
+        private let ownsConnector: Bool
 
         /// The keys of an open vault. `VaultRecords` and `SlotUnlocker` hold only byte arrays and
         /// `SecretBytes` (which is `Sendable`) and are replaced, never changed in place; they are
@@ -48,20 +52,25 @@
         }
 
         private init(
-            connector: PostgresConnector, records: VaultRecords, unlocker: SlotUnlocker?, now: @escaping @Sendable () -> Date
+            connector: PostgresConnector, records: VaultRecords, unlocker: SlotUnlocker?, owned: Bool,
+            now: @escaping @Sendable () -> Date
         ) {
             self.server = connector.server
             self.operationTimeout = connector.operationTimeout
             self.connector = connector
             self.keys = Locked(Keys(records: records, unlocker: unlocker))
             self.now = now
+            self.logger = connector.logger
+            self.ownsConnector = owned
         }
 
-        deinit { connector.close() }
+        deinit { if ownsConnector { connector.close() } }
 
-        /// Closes the connection pool; later calls fail.
+        /// Closes the connection pool and waits until its task has ended; later calls fail. A store
+        /// opened from a ``PostgresStoreService`` leaves the pool to the service: its `run()` ends
+        /// on the service group's graceful shutdown.
         public func shutdown() async {
-            await connector.shutdown()
+            if ownsConnector { await connector.shutdown() }
         }
 
         /// The shortest and longest ``operationTimeout`` a store accepts.
@@ -86,20 +95,37 @@
 
         // MARK: Creating and opening
 
-        /// Creates the schema if needed (``migrate(_:operationTimeout:)``) and a new, empty vault in
-        /// it with one key slot per credential. Throws ``Lockbox/LockboxError/vaultAlreadyExists(path:)``
-        /// if the database holds a vault already (nothing is changed then).
+        /// Creates the schema if needed (``migrateSchema(_:operationTimeout:logger:)``: the role
+        /// needs to own the schema `lockbox`, or to create it, unless it is current already) and a
+        /// new, empty vault in it with one key slot per credential. Throws
+        /// ``Lockbox/LockboxError/vaultAlreadyExists(path:)`` if the database holds a vault already
+        /// (nothing is changed then).
         ///
-        /// Argon2id for passphrase slots runs on `executor`, not on the caller's task.
+        /// Argon2id for passphrase slots runs on `executor`, not on the caller's task. The store
+        /// runs its pool in a task of its own until ``shutdown()``; a service under a
+        /// `ServiceGroup` uses ``PostgresStoreService/createStore(credentials:kdf:executor:now:)``.
         public static func create(
             _ url: PostgresConnectionURL, credentials: [VaultCredential], kdf: KDFParameters = .default,
             operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
             executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
         ) async throws -> PostgresStore {
+            try validate(operationTimeout: operationTimeout)
+            let configuration = try PostgresStoreConfiguration(
+                url: url, operationTimeout: operationTimeout, maximumConnections: max(1, maximumConnections)
+            ).validated()
+            let connector = PostgresConnector(configuration, runner: .ownTasks, logger: .lockboxDefault, metrics: nil)
+            return try await create(connector: connector, credentials: credentials, kdf: kdf, owned: true, executor: executor, now: now)
+        }
+
+        /// ``create(_:credentials:kdf:operationTimeout:maximumConnections:executor:now:)`` on
+        /// `connector`; with `owned`, the pool is closed when creating fails.
+        static func create(
+            connector: PostgresConnector, credentials: [VaultCredential], kdf: KDFParameters, owned: Bool,
+            executor: BlockingExecutor, now: @escaping @Sendable () -> Date
+        ) async throws -> PostgresStore {
             guard !credentials.isEmpty else {
                 throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
             }
-            try validate(operationTimeout: operationTimeout)
             let vaultID = Sodium.randomBytes(VaultHeader.vaultIDBytes)
             let (encodedSlots, keys) = try await executor.run {
                 let dataKey = SecretBytes.random(count: Sodium.aeadKeyBytes)
@@ -107,9 +133,7 @@
                 return (slots.map { $0.encoded() }, Keys(records: VaultRecords(vaultID: vaultID, dataKey: dataKey), unlocker: unlocker))
             }
             let keyCheck = keys.records.keyCheck
-            let store = PostgresStore(
-                connector: PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections),
-                records: keys.records, unlocker: keys.unlocker, now: now)
+            let store = PostgresStore(connector: connector, records: keys.records, unlocker: keys.unlocker, owned: owned, now: now)
             do {
                 try await store.run("creating the vault") { store in
                     try await PostgresSchema.migrate(store.client, logger: store.logger, server: store.server)
@@ -140,24 +164,67 @@
         }
 
         /// Opens the vault in the database at `url` with the first credential that opens one of its
-        /// key slots (key files first, then passphrases), after applying any migration the schema
-        /// lacks. Throws ``Lockbox/LockboxError/vaultNotFound(path:)`` if the database holds no vault,
+        /// key slots (key files first, then passphrases). The schema must be at the version this
+        /// Lockbox needs: open reads it (no lock, no DDL) and throws
+        /// ``PostgresStoreError/schemaNotCurrent(server:found:required:)`` if it is missing or older
+        /// (the owner role migrates it: ``migrateSchema(_:operationTimeout:logger:)``). Throws
+        /// ``Lockbox/LockboxError/vaultNotFound(path:)`` if the database holds no vault,
         /// ``Lockbox/LockboxError/wrongCredential(path:)`` if no credential opens a slot.
+        ///
+        /// The store runs its pool in a task of its own until ``shutdown()``; a service under a
+        /// `ServiceGroup` uses ``PostgresStoreService`` instead, whose `run()` runs the pool.
         public static func open(
             _ url: PostgresConnectionURL, credentials: [VaultCredential],
             operationTimeout: Duration = .seconds(10), maximumConnections: Int = 16,
             executor: BlockingExecutor = .shared, now: @escaping @Sendable () -> Date = { Date() }
         ) async throws -> PostgresStore {
+            try validate(operationTimeout: operationTimeout)
+            return try await open(
+                configuration: PostgresStoreConfiguration(
+                    url: url, operationTimeout: operationTimeout, maximumConnections: max(1, maximumConnections)),
+                credentials: credentials, executor: executor, now: now)
+        }
+
+        /// Opens the vault as ``open(_:credentials:operationTimeout:maximumConnections:executor:now:)``
+        /// does, with every setting of `configuration` (pool sizes, idle timeout, schema policy),
+        /// logging to `logger` and recording metrics with `metricsFactory`. The store runs its pool
+        /// in a task of its own until ``shutdown()``: for a program without a `ServiceGroup`.
+        /// - Parameters:
+        ///   - configuration: the database, pool and schema policy.
+        ///   - credentials: key files, keys or passphrases, tried in that order.
+        ///   - logger: where the store logs (also postgres-nio's background logger).
+        ///   - metricsFactory: where the store records its metrics.
+        ///   - executor: where Argon2id runs for a passphrase slot.
+        ///   - now: the clock of items' creation and modification times.
+        public static func open(
+            configuration: PostgresStoreConfiguration, credentials: [VaultCredential], logger: Logger = .lockboxDefault,
+            metricsFactory: any MetricsFactory = MetricsSystem.factory, executor: BlockingExecutor = .shared,
+            now: @escaping @Sendable () -> Date = { Date() }
+        ) async throws -> PostgresStore {
+            let configuration = try configuration.validated()
+            let connector = PostgresConnector(
+                configuration, runner: .ownTasks, logger: logger, metrics: PostgresMetrics(factory: metricsFactory))
+            return try await open(
+                connector: connector, credentials: credentials, schemaPolicy: configuration.schemaPolicy, owned: true,
+                executor: executor, now: now)
+        }
+
+        /// Opens the vault over `connector`; with `owned`, the pool is closed when opening fails.
+        static func open(
+            connector: PostgresConnector, credentials: [VaultCredential], schemaPolicy: PostgresSchemaPolicy, owned: Bool,
+            executor: BlockingExecutor, now: @escaping @Sendable () -> Date
+        ) async throws -> PostgresStore {
             guard !credentials.isEmpty else {
                 throw LockboxError.invalidArgument("opening a vault needs a credential: its passphrase or its key file")
             }
-            try validate(operationTimeout: operationTimeout)
-            let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: maximumConnections)
             let server = connector.server
+            let logger = connector.logger
             do {
                 let row = try await connector.run("opening the vault") { client in
-                    let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-                    try await PostgresSchema.migrate(client, logger: logger, server: server)
+                    switch schemaPolicy {
+                    case .requireCurrent: try await PostgresSchema.requireCurrent(client, logger: logger, server: server)
+                    case .migrateIfNeeded: try await PostgresSchema.migrate(client, logger: logger, server: server)
+                    }
                     return try await readVaultRow(client, logger: logger, server: server)
                 }
                 let keys = try await executor.run {
@@ -167,33 +234,63 @@
                 guard Sodium.constantTimeEqual(keys.records.keyCheck, row.keyCheck) else {
                     throw LockboxError.corruptVault(path: server, reason: "the key check does not match the data key the key slots hold")
                 }
-                return PostgresStore(connector: connector, records: keys.records, unlocker: keys.unlocker, now: now)
+                return PostgresStore(connector: connector, records: keys.records, unlocker: keys.unlocker, owned: owned, now: now)
             } catch {
-                await connector.shutdown()
+                if owned { await connector.shutdown() }
                 throw error
             }
         }
 
-        /// Applies every schema migration the database at `url` lacks, and nothing else (each
-        /// ``create(_:credentials:kdf:operationTimeout:maximumConnections:executor:now:)`` and
-        /// ``open(_:credentials:operationTimeout:maximumConnections:executor:now:)`` does this too).
-        /// Returns the schema version the database is at.
+        /// Applies every schema migration the database at `url` lacks, and nothing else: the step
+        /// a deployment runs once per Lockbox upgrade as the role that owns the schema `lockbox`
+        /// (`lockbox --store postgres migrate-schema`), before the application role opens the vault.
+        /// Returns the schema version the database is at. Safe to run again, and from several hosts at
+        /// once (an advisory lock; each migration applies exactly once).
+        /// - Parameters:
+        ///   - url: the database, with the owner role's user and password.
+        ///   - operationTimeout: the longest the migration may take, waiting for a connection included.
+        ///   - logger: where the store logs.
         @discardableResult
-        public static func migrate(_ url: PostgresConnectionURL, operationTimeout: Duration = .seconds(30)) async throws -> Int {
+        public static func migrateSchema(
+            _ url: PostgresConnectionURL, operationTimeout: Duration = .seconds(30), logger: Logger = .lockboxDefault
+        ) async throws -> Int {
             try validate(operationTimeout: operationTimeout)
-            let connector = PostgresConnector(url, operationTimeout: operationTimeout, maximumConnections: 1)
-            let server = connector.server
-            do {
-                try await connector.run("migrating the schema") { client in
-                    let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-                    try await PostgresSchema.migrate(client, logger: logger, server: server)
-                }
-            } catch {
-                await connector.shutdown()
-                throw error
-            }
+            let configuration = PostgresStoreConfiguration(url: url, operationTimeout: operationTimeout, maximumConnections: 1)
+            let connector = PostgresConnector(configuration, runner: .ownTasks, logger: logger, metrics: nil)
+            defer { connector.close() }
+            let version = try await migrateSchema(connector: connector)
             await connector.shutdown()
+            return version
+        }
+
+        /// The schema version of the database at `url` (0: no Lockbox schema there), read without a
+        /// lock or DDL.
+        /// - Parameters:
+        ///   - url: the database.
+        ///   - operationTimeout: the longest the read may take, waiting for a connection included.
+        public static func schemaVersion(_ url: PostgresConnectionURL, operationTimeout: Duration = .seconds(10)) async throws -> Int {
+            try validate(operationTimeout: operationTimeout)
+            let configuration = PostgresStoreConfiguration(url: url, operationTimeout: operationTimeout, maximumConnections: 1)
+            let connector = PostgresConnector(configuration, runner: .ownTasks, logger: .lockboxDefault, metrics: nil)
+            defer { connector.close() }
+            let version = try await schemaVersion(connector: connector)
+            await connector.shutdown()
+            return version
+        }
+
+        static func migrateSchema(connector: PostgresConnector) async throws -> Int {
+            let (server, logger) = (connector.server, connector.logger)
+            try await connector.run("migrating the schema") { client in
+                try await PostgresSchema.migrate(client, logger: logger, server: server)
+            }
             return PostgresSchema.currentVersion
+        }
+
+        static func schemaVersion(connector: PostgresConnector) async throws -> Int {
+            let logger = connector.logger
+            return try await connector.run("reading the schema version") { client in
+                try await client.withConnection { connection in try await PostgresSchema.version(on: connection, logger: logger) }
+            }
         }
 
         /// The vault row and its slots (`KeySlot`: parsed bytes, as `Keys` above).
@@ -692,9 +789,21 @@
         /// A pool to one server; `generation` tells a retired one from its successor.
         struct Route: Sendable {
             let client: PostgresClient
-            let runTask: Task<Void, Never>
+            /// Ends the pool's `run()`.
+            let stop: @Sendable () -> Void
+            /// The task running the pool, when the connector runs it itself (``Runner/ownTasks``).
+            let runTask: Task<Void, Never>?
             let host: PostgresConnectionURL.Host
             let generation: Int
+        }
+
+        /// Who runs the pools' `PostgresClient.run()`.
+        enum Runner: Sendable {
+            /// A ``PostgresStoreService``'s `run()`.
+            case service(ClientRunner)
+            /// A task per pool, started here and ended by ``shutdown()`` (a store opened without a
+            /// service).
+            case ownTasks
         }
 
         private struct State {
@@ -713,15 +822,20 @@
         let url: PostgresConnectionURL
         let server: String
         let operationTimeout: Duration
-        private let maximumConnections: Int
+        let logger: Logger
+        private let configuration: PostgresStoreConfiguration
+        private let runner: Runner
+        private let metrics: PostgresMetrics?
         private let state = Locked(State())
-        private let logger = Logger(label: "lockbox.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
-        init(_ url: PostgresConnectionURL, operationTimeout: Duration, maximumConnections: Int) {
-            self.url = url
+        init(_ configuration: PostgresStoreConfiguration, runner: Runner, logger: Logger, metrics: PostgresMetrics?) {
+            self.configuration = configuration
+            url = configuration.url
             server = url.description
-            self.operationTimeout = operationTimeout
-            self.maximumConnections = max(1, maximumConnections)
+            operationTimeout = configuration.operationTimeout
+            self.runner = runner
+            self.logger = logger
+            self.metrics = metrics
         }
 
         /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module): the
@@ -746,8 +860,9 @@
             _ operation: String, retryingOnce: Bool = false, _ body: @escaping @Sendable (PostgresClient) async throws -> T
         ) async throws -> T {
             let routeSeen = Locked<Route?>(nil)
+            let started = ContinuousClock.now
             do {
-                return try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
+                let value = try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
                     var retried = !retryingOnce
                     while true {
                         let route = try await chosenRoute()
@@ -760,7 +875,14 @@
                         }
                     }
                 }
+                metrics?.record(operation: operation, outcome: "ok", duration: ContinuousClock.now - started)
+                return value
             } catch {
+                let code = (error as? any LockboxCodedError)?.code.rawValue ?? "\(type(of: error))"
+                metrics?.record(operation: operation, outcome: code, duration: ContinuousClock.now - started)
+                logger.debug(
+                    "PostgreSQL store: \(operation) failed",
+                    metadata: ["lockbox.server": "\(server)", "lockbox.error-code": "\(code)"])
                 if let route = routeSeen.withLock({ $0 }) {
                     switch error as? PostgresStoreError {
                     case .connectionLost?, .unavailable?: suspect(route)
@@ -871,25 +993,44 @@
         }
 
         private func install(_ host: PostgresConnectionURL.Host) throws -> Route {
-            let client = PostgresClient(configuration: configuration(for: host))
-            return try state.withLock { state in
+            let client = PostgresClient(configuration: configuration(for: host), backgroundLogger: logger)
+            let route = try state.withLock { state in
                 guard !state.closed else { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
                 state.generation += 1
-                let route = Route(client: client, runTask: Task { await client.run() }, host: host, generation: state.generation)
+                let route: Route
+                switch runner {
+                case .service(let runner):
+                    route = Route(client: client, stop: runner.start(client), runTask: nil, host: host, generation: state.generation)
+                case .ownTasks:
+                    let task = Task { await client.run() }
+                    route = Route(client: client, stop: { task.cancel() }, runTask: task, host: host, generation: state.generation)
+                }
                 state.route = route
                 return route
             }
+            logger.info(
+                "PostgreSQL store: using \(host)",
+                metadata: [
+                    "lockbox.server": "\(host)", "lockbox.target-session-attrs": "\(url.targetSessionAttributes.rawValue)",
+                ])
+            return route
         }
 
         /// Stops using `route` (if it is still the current one): its pool closes, the next call chooses.
         private func retire(_ route: Route) {
-            state.withLock { state in
-                guard state.route?.generation == route.generation else { return }
+            let retired = state.withLock { state in
+                guard state.route?.generation == route.generation else { return false }
                 state.route = nil
-                route.runTask.cancel()
+                route.stop()
                 // Kept so that shutdown waits for them; only the last few (older ones, cancelled long
                 // ago, have finished), so a service whose database flaps for months does not grow.
-                state.retired = state.retired.suffix(7) + [route.runTask]
+                if let task = route.runTask { state.retired = state.retired.suffix(7) + [task] }
+                return true
+            }
+            if retired {
+                logger.warning(
+                    "PostgreSQL store: \(route.host) is gone or no longer fits target_session_attrs; choosing again",
+                    metadata: ["lockbox.server": "\(route.host)"])
             }
         }
 
@@ -903,7 +1044,9 @@
             var configuration = PostgresClient.Configuration(
                 host: host.name, port: host.port, username: url.user, password: url.password, database: url.database, tls: tls)
             configuration.options.connectTimeout = url.connectTimeout
-            configuration.options.maximumConnections = maximumConnections
+            configuration.options.maximumConnections = self.configuration.maximumConnections
+            configuration.options.minimumConnections = self.configuration.minimumConnections
+            configuration.options.connectionIdleTimeout = self.configuration.connectionIdleTimeout
             return configuration
         }
 
@@ -914,7 +1057,8 @@
                 state.closed = true
                 state.choosing?.cancel()
                 state.checking?.cancel()
-                let tasks = state.retired + (state.route.map { [$0.runTask] } ?? [])
+                state.route?.stop()
+                let tasks = state.retired + (state.route?.runTask.map { [$0] } ?? [])
                 state.route = nil
                 state.retired = []
                 return tasks

@@ -20,6 +20,11 @@
         case serverRefused(server: String, operation: String, sqlState: String)
         /// The database's Lockbox schema is newer than this version of Lockbox knows.
         case schemaTooNew(server: String, found: Int, supported: Int)
+        /// The database has no Lockbox schema (`found` 0) or an older one than this Lockbox needs,
+        /// and the store was opened without migrating (``PostgresSchemaPolicy/requireCurrent``): the
+        /// schema's owner role runs `lockbox --store postgres migrate-schema`
+        /// (``PostgresStore/migrateSchema(_:operationTimeout:logger:)``) first.
+        case schemaNotCurrent(server: String, found: Int, required: Int)
 
         /// One line saying what happened.
         public var description: String {
@@ -34,28 +39,36 @@
                 return "PostgreSQL at \(server) refused \(operation) (SQLSTATE \(sqlState))"
             case .schemaTooNew(let server, let found, let supported):
                 return "the Lockbox schema at \(server) is version \(found); this Lockbox knows up to \(supported): upgrade Lockbox"
+            case .schemaNotCurrent(let server, let found, let required):
+                let state = found == 0 ? "has no Lockbox schema" : "has Lockbox schema version \(found)"
+                return
+                    "the database at \(server) \(state); this Lockbox needs version \(required): run `lockbox --store postgres migrate-schema` as the schema's owner role"
             }
         }
 
         /// A stable code per case (`lockbox` exits 27 for each): `postgres-unavailable`,
-        /// `postgres-connection-lost`, `postgres-refused`, `postgres-schema-too-new`.
+        /// `postgres-connection-lost`, `postgres-refused`, `postgres-schema-too-new`; and
+        /// `postgres-schema-not-current` (`lockbox` exits 28).
         public var code: LockboxError.Code {
             switch self {
             case .unavailable: LockboxError.Code(rawValue: "postgres-unavailable")
             case .connectionLost: LockboxError.Code(rawValue: "postgres-connection-lost")
             case .serverRefused: LockboxError.Code(rawValue: "postgres-refused")
             case .schemaTooNew: LockboxError.Code(rawValue: "postgres-schema-too-new")
+            case .schemaNotCurrent: LockboxError.Code(rawValue: "postgres-schema-not-current")
             }
         }
 
         /// Unreachable and lost connections are ``Lockbox/LockboxError/Category/noStorageAccess``
         /// (try again later); a refusal is a ``Lockbox/LockboxError/Category/platformFailure``; a schema
-        /// too new is ``Lockbox/LockboxError/Category/badData``, like a vault format too new.
+        /// too new is ``Lockbox/LockboxError/Category/badData``, like a vault format too new; a
+        /// schema missing or older is ``Lockbox/LockboxError/Category/noStorageAccess`` (usable once migrated).
         public var category: LockboxError.Category {
             switch self {
             case .unavailable, .connectionLost: .noStorageAccess
             case .serverRefused: .platformFailure
             case .schemaTooNew: .badData
+            case .schemaNotCurrent: .noStorageAccess
             }
         }
     }

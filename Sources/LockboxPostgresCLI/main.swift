@@ -18,12 +18,24 @@
         private static let maximumConnections = 2
 
         func provider(_ connection: PostgresConnectionSource) throws -> any StoreProvider {
-            let url: PostgresConnectionURL =
-                switch connection {
-                case .file(let path): try PostgresConnectionURL.read(fromFile: path)
-                case .environment(let name): try PostgresConnectionURL.read(fromEnvironment: name)
-                }
+            let url = try Self.url(connection)
             return Remembering(base: PostgresStoreProvider(url: url, maximumConnections: Self.maximumConnections), opened: opened)
+        }
+
+        func migrateSchema(_ connection: PostgresConnectionSource) throws -> (before: Int, after: Int) {
+            let url = try Self.url(connection)
+            return try CallingThread.run {
+                let before = try await PostgresStore.schemaVersion(url)
+                let after = try await PostgresStore.migrateSchema(url)
+                return (before, after)
+            }
+        }
+
+        private static func url(_ connection: PostgresConnectionSource) throws -> PostgresConnectionURL {
+            switch connection {
+            case .file(let path): try PostgresConnectionURL.read(fromFile: path)
+            case .environment(let name): try PostgresConnectionURL.read(fromEnvironment: name)
+            }
         }
 
         func closeAll() {

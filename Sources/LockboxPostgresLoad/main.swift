@@ -101,6 +101,7 @@
                         case .connectionLost: "connectionLost"
                         case .serverRefused(_, _, let state): "serverRefused-\(state)"
                         case .schemaTooNew: "schemaTooNew"
+                        case .schemaNotCurrent: "schemaNotCurrent"
                         }
                     case let error as LockboxError: "lockbox-\(error.code)"
                     default: "other"

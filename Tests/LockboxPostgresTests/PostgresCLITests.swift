@@ -274,13 +274,158 @@
             let errors: [PostgresStoreError] = [
                 .unavailable(server: "s", operation: "o", waitedSeconds: 1), .connectionLost(server: "s", operation: "o"),
                 .serverRefused(server: "s", operation: "o", sqlState: "42501"), .schemaTooNew(server: "s", found: 9, supported: 3),
+                .schemaNotCurrent(server: "s", found: 0, required: 5),
             ]
-            // The texts `lockbox` maps to exit 27 (Sources/LockboxCLI/ExitStatus.swift, LockboxError.Code.postgres).
+            // The texts `lockbox` maps to exit 27, and 28 for the schema to migrate
+            // (Sources/LockboxCLI/ExitStatus.swift, LockboxError.Code.postgres).
             #expect(
                 errors.map(\.code.rawValue) == [
                     "postgres-unavailable", "postgres-connection-lost", "postgres-refused", "postgres-schema-too-new",
+                    "postgres-schema-not-current",
                 ])
-            #expect(errors.map(\.category) == [.noStorageAccess, .noStorageAccess, .platformFailure, .badData])
+            #expect(errors.map(\.category) == [.noStorageAccess, .noStorageAccess, .platformFailure, .badData, .noStorageAccess])
+        }
+
+        /// The two roles of docs/POSTGRES.md: the owner migrates the schema (`migrate-schema`), the
+        /// application role, with only the documented GRANTs (DML and EXECUTE), runs every command
+        /// that applies to the PostgreSQL store; open checks the version and runs no DDL
+        /// (`log_statement = 'all'` for that role, read back from the server's log).
+        @Test func everyCommandRunsAsARoleWithOnlyDMLAndExecuteOnceTheOwnerMigrated() throws {
+            guard let cluster = try Cluster.current("least-privilege role") else { return }
+            let folder = try workFolder()
+            defer { try? FileManager.default.removeItem(atPath: folder.string) }
+            let key = folder.appending("k").string
+            let owner = ["LOCKBOX_POSTGRES_URL_FILE": cluster.urlFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
+
+            // No schema: open says what to run, with its own exit code, and creates nothing.
+            let early = try lockbox(["get", "a", "b"], in: folder, environment: owner)
+            #expect(early.status == 28 && early.stderr.contains("migrate-schema"), "\(early.stderr)")
+            #expect(try cluster.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'lockbox'") == "0\n", "open made no schema")
+
+            // The application role: a password of its own, the documented GRANTs and nothing else.
+            let role = "lockbox_app_\(UInt32.random(in: 0...UInt32.max))"
+            let password = UUID().uuidString.replacingOccurrences(of: "-", with: "")
+            _ = try cluster.psql("CREATE ROLE \(role) LOGIN PASSWORD '\(password)'")
+            defer {
+                _ = try? cluster.psql("DROP OWNED BY \(role)")
+                _ = try? cluster.psql("DROP ROLE IF EXISTS \(role)")
+            }
+            var components = URLComponents(
+                string: try String(contentsOfFile: cluster.urlFile.string, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+            components?.user = role
+            components?.password = password
+            guard let appURL = components?.string else {
+                Issue.record("cannot rewrite the URL for the application role")
+                return
+            }
+            let appURLFile = folder.appending("app.url")
+            #expect(
+                FileManager.default.createFile(
+                    atPath: appURLFile.string, contents: Data((appURL + "\n").utf8), attributes: [.posixPermissions: 0o600]))
+            let app = ["LOCKBOX_POSTGRES_URL_FILE": appURLFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
+
+            // The application role cannot make the schema: creating a vault is refused, nothing made.
+            let refused = try lockbox(["init"], in: folder, environment: app)
+            #expect(refused.status == 27 && refused.stderr.contains("42501"), "\(refused.stderr)")
+
+            // The owner migrates, once; again changes nothing.
+            let migrated = try lockbox(["migrate-schema"], in: folder, environment: owner)
+            #expect(
+                migrated.status == 0 && migrated.stderr.contains("from version 0 to \(PostgresSchema.currentVersion)"), "\(migrated.stderr)"
+            )
+            let again = try lockbox(["migrate-schema"], in: folder, environment: owner)
+            #expect(again.status == 0 && again.stderr.contains("nothing was changed"), "\(again.stderr)")
+            for grant in PostgresSchema.applicationRoleGrants(role) { _ = try cluster.psql(grant) }
+
+            // Every command of the PostgreSQL store, as the application role.
+            func run(_ arguments: [String], input: String = "", expect status: Int32 = 0, sourceLocation: SourceLocation = #_sourceLocation)
+                throws
+            {
+                let result = try lockbox(arguments, in: folder, input: Data(input.utf8), environment: app)
+                #expect(
+                    result.status == status, "\(arguments.joined(separator: " ")): exit \(result.status): \(result.stderr)",
+                    sourceLocation: sourceLocation)
+            }
+            let pin = ["--hash-cost", "interactive"]
+            let tokens = #"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-1"}"#
+            try run(["init"])
+            try run(["set", "db", "app"], input: "v1")
+            try run(["set", "db", "app", "--keep-previous"], input: "v2")
+            try run(["get", "db", "app"])
+            try run(["list", "--json"])
+            try run(["restore", "db", "app"])
+            try run(["set", "ci", "gone"], input: "x")
+            try run(["delete", "ci", "gone"])
+            try run(["get", "ci", "gone"], expect: 2)
+            try run(["set", "tmp", "one"], input: "x")
+            try run(["wipe", "--service", "tmp", "--yes"])
+            try run(["pin", "set", "kids", "max"] + pin, input: "5073\n5073\n")
+            try run(["pin", "verify", "kids", "max"] + pin, input: "1111\n", expect: 30)
+            try run(["pin", "status", "kids", "max"])
+            try run(["pin", "verify", "kids", "max"] + pin, input: "5073\n")
+            try run(["pin", "change", "kids", "max"] + pin, input: "5073\n7391\n7391\n")
+            try run(["pin", "remove", "kids", "max"])
+            try run(["token", "set", "api.example", "alice"], input: tokens)
+            try run(["token", "get", "api.example", "alice"])
+            try run(["token", "status", "api.example", "alice"])
+            try run(["token", "clear", "api.example", "alice"])
+            try run(["device-id", "fleet.example"])
+            try run(["signout", "fleet.example", "--keep-device-id", "--yes"])
+            try run(
+                ["export", "--to", folder.appending("backup.lockbox").string, "--backup-passphrase-fd", "0", "--kdf", "interactive"],
+                input: "correct horse battery staple\n")
+            try run(["--store", "file", "init", "--vault", folder.appending("copy.lockbox").string, "--key-file", key])
+            try run(["migrate", "--from", "postgres", "--to", "file", "--all", "--vault", folder.appending("copy.lockbox").string])
+            try run(["migrate", "--from", "file", "--to", "postgres", "--all", "--vault", folder.appending("copy.lockbox").string])
+            try run(["wipe", "--all", "--yes"])
+
+            // Open runs no DDL: with log_statement = 'all' for the application role, a `get` logs
+            // its statements, and none of them changes the schema or takes the migration lock.
+            _ = try cluster.psql("ALTER ROLE \(role) SET log_statement = 'all'")
+            try run(["set", "db", "app"], input: "v3")
+            let log = cluster.serverLog()
+            let before = (try? Data(contentsOf: URL(fileURLWithPath: log)))?.count ?? 0
+            try run(["get", "db", "app"])
+            Thread.sleep(forTimeInterval: 0.5)
+            let logged = String(decoding: (try Data(contentsOf: URL(fileURLWithPath: log))).dropFirst(before), as: UTF8.self)
+            let statements = logged.split(separator: "\n").filter { $0.contains("LOG:  statement:") || $0.contains("LOG:  execute") }
+            #expect(statements.contains { $0.contains("lockbox.items") }, "the get's statements are in the log: \(statements)")
+            let ddl = statements.filter { line in
+                ["CREATE ", "ALTER ", "DROP ", "GRANT ", "pg_advisory"].contains { line.uppercased().contains($0.uppercased()) }
+            }
+            #expect(ddl.isEmpty, "no DDL on open: \(ddl)")
+            #expect(statements.count <= 12, "a get is a handful of statements: \(statements.count): \(statements)")
+        }
+
+        /// Reads work against a hot standby alone (no DDL on open); a write there is refused as
+        /// read-only with its SQLSTATE, never half-done.
+        @Test func getAndListWorkOnAStandbyAndAWriteThereIsAClearError() throws {
+            guard let cluster = try Cluster.current("reads on a standby"),
+                let standby = try Cluster.given("reads on a standby", urlVariable: "LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE")
+            else { return }
+            let folder = try workFolder()
+            defer { try? FileManager.default.removeItem(atPath: folder.string) }
+            let key = folder.appending("k").string
+            let primary = ["LOCKBOX_POSTGRES_URL_FILE": cluster.urlFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
+            #expect(try lockbox(["migrate-schema"], in: folder, environment: primary).status == 0)
+            #expect(try lockbox(["init"], in: folder, environment: primary).status == 0)
+            #expect(try lockbox(["set", "db", "app"], in: folder, input: Data("on-primary".utf8), environment: primary).status == 0)
+
+            // Synchronous standby: the commit above is there once acknowledged (remote_apply is not
+            // set, so wait until replay has caught up).
+            let onlyStandby = ["LOCKBOX_POSTGRES_URL_FILE": standby.urlFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
+            var read = try lockbox(["get", "db", "app"], in: folder, environment: onlyStandby)
+            for _ in 0..<50 where read.status != 0 {
+                Thread.sleep(forTimeInterval: 0.1)
+                read = try lockbox(["get", "db", "app"], in: folder, environment: onlyStandby)
+            }
+            #expect(read.status == 0 && read.text == "on-primary", "get on the standby: \(read.status) \(read.stderr)")
+            let listed = try lockbox(["list", "--json"], in: folder, environment: onlyStandby)
+            #expect(listed.status == 0 && listed.text.contains("\"account\" : \"app\""), "\(listed.stderr)")
+
+            let write = try lockbox(["set", "db", "app"], in: folder, input: Data("on-standby".utf8), environment: onlyStandby)
+            #expect(write.status == 27 && write.stderr.contains("25006") && write.stderr.contains("read-only standby"), "\(write.stderr)")
+            #expect(try lockbox(["get", "db", "app"], in: folder, environment: primary).text == "on-primary")
         }
     }
 #endif

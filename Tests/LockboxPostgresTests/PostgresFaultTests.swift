@@ -141,7 +141,7 @@
                 #expect(
                     lockbox(await caught { _ = try await PostgresStore.create(url, credentials: [.key(Self.key)], operationTimeout: bad) })
                         == .invalidArgument)
-                #expect(lockbox(await caught { _ = try await PostgresStore.migrate(url, operationTimeout: bad) }) == .invalidArgument)
+                #expect(lockbox(await caught { _ = try await PostgresStore.migrateSchema(url, operationTimeout: bad) }) == .invalidArgument)
             }
         }
 
@@ -188,7 +188,7 @@
             // them, not for a first migration's DDL through a Python relay on a busy machine).
             var direct = cluster.url
             direct.database = "lockbox_unreachable"
-            try await PostgresStore.migrate(direct)
+            try await PostgresStore.migrateSchema(direct)
 
             func expectUnavailable(_ what: String, _ body: () async throws -> Void) async {
                 let start = ContinuousClock.now

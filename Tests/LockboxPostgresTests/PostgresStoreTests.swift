@@ -41,6 +41,12 @@
             return Cluster(url: try PostgresConnectionURL.read(fromFile: FilePath(file)), urlFile: FilePath(file), ctl: ctl)
         }
 
+        /// The server log of `node` (scripts/dev/postgres-session.sh: the server folder beside the
+        /// client folder of the URL files, `NODE.log`).
+        func serverLog(node: String = "primary") -> String {
+            urlFile.removingLastComponent().removingLastComponent().appending("server").appending("\(node).log").string
+        }
+
         /// Runs `sql` as the superuser in the vault's database on `node` (psql, unaligned, no headers).
         func psql(_ sql: String, on node: String = "primary") throws -> String {
             try control(["psql", node, sql])
@@ -171,6 +177,12 @@
 
         @Test func createRefusesAnExistingVaultAndOpenRefusesWrongCredentials() async throws {
             guard let cluster = try Cluster.current("create and open refusals") else { return }
+            // No schema: open reads the version, changes nothing, and says to migrate.
+            #expect(
+                await thrown { try await PostgresStore.open(cluster.url, credentials: [.key(Self.key)]) } as? PostgresStoreError
+                    == .schemaNotCurrent(server: cluster.url.description, found: 0, required: PostgresSchema.currentVersion))
+            #expect(try await PostgresStore.schemaVersion(cluster.url) == 0)
+            try await PostgresStore.migrateSchema(cluster.url)
             #expect(
                 lockboxCode(await thrown { try await PostgresStore.open(cluster.url, credentials: [.key(Self.key)]) }) == .vaultNotFound)
             let store = try await makeStore(cluster)
@@ -187,11 +199,11 @@
 
         @Test func migrationsAreVersionedAndRerunnable() async throws {
             guard let cluster = try Cluster.current("migrations") else { return }
-            #expect(try await PostgresStore.migrate(cluster.url) == PostgresSchema.currentVersion)
-            #expect(try await PostgresStore.migrate(cluster.url) == PostgresSchema.currentVersion)
+            #expect(try await PostgresStore.migrateSchema(cluster.url) == PostgresSchema.currentVersion)
+            #expect(try await PostgresStore.migrateSchema(cluster.url) == PostgresSchema.currentVersion)
             // Eight hosts starting at once: each migration applied exactly once.
             try await withThrowingTaskGroup(of: Int.self) { group in
-                for _ in 0..<8 { group.addTask { try await PostgresStore.migrate(cluster.url) } }
+                for _ in 0..<8 { group.addTask { try await PostgresStore.migrateSchema(cluster.url) } }
                 for try await version in group { #expect(version == PostgresSchema.currentVersion) }
             }
             let versions = try cluster.psql("SELECT version FROM lockbox.schema_migrations ORDER BY version")

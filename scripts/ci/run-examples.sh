@@ -7,7 +7,8 @@
 # The examples package is built into the root's .build (--scratch-path), and depends on the root
 # with the traits the test command builds it with (scripts/traits.sh): the root's modules and
 # SwiftNIO, which `swift build --build-tests` compiled for LockboxPostgres, are reused, not compiled
-# again; the Hummingbird example (scripts/ci/run-service-example.sh runs it) is built here too.
+# again; the Hummingbird examples (scripts/ci/run-service-example.sh and
+# scripts/ci/run-postgres-service-example.sh run them) are built here too.
 # Alone from a clean clone on 2 cores: several minutes, most of them SwiftNIO and Hummingbird.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
