@@ -16,6 +16,8 @@ let package = Package(
         // its encrypted session through libcrypto (libsecret only as the fallback session).
         .library(name: "LockboxSecretService", targets: ["LockboxSecretService"]),
         // Re-authentication windows in the Linux kernel keyring (libkeyutils).
+        .library(name: "LockboxSessionWindows", targets: ["LockboxSessionWindows"]),
+        // The former name of LockboxSessionWindows (deprecated): the same module, re-exported.
         .library(name: "LockboxWindows", targets: ["LockboxWindows"]),
         // Known-answer tests and their vectors (what `lockbox selftest` runs).
         .library(name: "LockboxSelfTest", targets: ["LockboxSelfTest"]),
@@ -30,7 +32,7 @@ let package = Package(
         // For users' tests: a fault-injecting store (plus MemoryStore), cheap PIN presets. Like
         // swift-log's InMemoryLogging, apart from the library so no service ships it.
         .library(name: "LockboxTesting", targets: ["LockboxTesting"]),
-        // The command-line tool: Sources/LockboxMain runs the commands of the `lockbox` module.
+        // The command-line tool: Sources/LockboxMain runs the commands of the LockboxCLI module.
         .executable(name: "lockbox", targets: ["LockboxMain"]),
         // `lockbox` for the PostgreSQL store: the same commands with `--store postgres` (which
         // `lockbox` hands to it, so `lockbox` itself links no SwiftNIO). Built without the
@@ -135,8 +137,14 @@ let package = Package(
             dependencies: ["Lockbox", "CLibsecretFallback", "CLibcrypto", "CSodium"]
         ),
         .target(
-            name: "LockboxWindows",
+            name: "LockboxSessionWindows",
             dependencies: ["Lockbox", "CKeyutils", .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        // The former name of LockboxSessionWindows, kept so that a package depending on the
+        // product "LockboxWindows" and importing LockboxWindows still builds; deprecated.
+        .target(
+            name: "LockboxWindows",
+            dependencies: ["LockboxSessionWindows"]
         ),
         .target(
             name: "LockboxSelfTest",
@@ -163,7 +171,7 @@ let package = Package(
         // scripts/ci/fuzz.sh only.
         .target(
             name: "LockboxFuzzing",
-            dependencies: ["Lockbox", "LockboxWindows", "LockboxSelfTest", "LockboxSecretService",
+            dependencies: ["Lockbox", "LockboxSessionWindows", "LockboxSelfTest", "LockboxSecretService",
                            .product(name: "SystemPackage", package: "swift-system")]
         ),
         .executableTarget(
@@ -183,21 +191,19 @@ let package = Package(
         ),
         // The commands of the `lockbox` tool, as a module that its two executables run: `lockbox`
         // (LockboxMain) and `lockbox-postgres` (LockboxPostgresCLI, which adds the PostgreSQL store).
-        // The module keeps the name `lockbox` so that its symbols, which scripts/bench/lockbox.order lays
-        // out, and the tests' `@testable import lockbox` stay as they were.
         .target(
-            name: "lockbox",
+            name: "LockboxCLI",
             dependencies: [
                 "Lockbox",
                 "LockboxSecretService",
-                "LockboxWindows",
+                "LockboxSessionWindows",
                 "LockboxSelfTest",
                 "LockboxTPM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        .executableTarget(name: "LockboxMain", dependencies: ["lockbox"]),
+        .executableTarget(name: "LockboxMain", dependencies: ["LockboxCLI"]),
         .executableTarget(
             name: "LockboxBenchmarks",
             dependencies: [
@@ -212,26 +218,93 @@ let package = Package(
             dependencies: ["Lockbox", "LockboxSecretService"],
             path: "Tests/KeyringProbe"
         ),
+        // What the test targets share: temporary folders, running the `lockbox` binary and other
+        // processes, the CLI fixture, PIN clocks and fixtures, the store contracts, the keyring
+        // environment, a software TPM. A plain target in no product, so no service links it.
+        .target(
+            name: "LockboxTestSupport",
+            dependencies: [
+                "Lockbox",
+                "LockboxTesting",
+                "LockboxTPM",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Tests/LockboxTestSupport"
+        ),
+        // One test target per module. Those whose tests run the `lockbox` binary depend on
+        // LockboxMain, so that building the test product alone (scripts/ci/sanitizers.sh) builds it.
         .testTarget(
             name: "LockboxTests",
             dependencies: [
                 "Lockbox",
-                "LockboxSecretService",
-                "LockboxWindows",
-                "LockboxSelfTest",
-                "LockboxFuzzing",
-                "LockboxTPM",
                 "LockboxTesting",
+                "LockboxTestSupport",
+                // The parsers' fuzzing entry points and the vector builder, for the fuzzers' findings.
+                "LockboxFuzzing",
+                "LockboxSelfTest",
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
-                // The CLI's error table (exit codes and advice), read by the tests.
-                "lockbox",
-                // The `lockbox` executable the CLI tests run; a dependency so building the test
-                // product alone (scripts/ci/sanitizers.sh) builds it too.
+                .product(name: "SystemPackage", package: "swift-system"),
                 "LockboxMain",
-                // Started by a Secret Service test; a dependency so that building the test
-                // product alone (scripts/ci/sanitizers.sh) builds it too.
+            ]
+        ),
+        .testTarget(
+            name: "LockboxSecretServiceTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxSecretService",
+                "LockboxSessionWindows",
+                "CLibcrypto",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+                "LockboxMain",
+                // Started by a Secret Service test.
                 "KeyringProbe",
+            ]
+        ),
+        .testTarget(
+            name: "LockboxSessionWindowsTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxSessionWindows",
+                "LockboxSecretService",
+                "LockboxTesting",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+                "LockboxMain",
+            ]
+        ),
+        .testTarget(
+            name: "LockboxTPMTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxTPM",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .testTarget(
+            name: "LockboxSelfTestTests",
+            dependencies: [
+                "Lockbox",
+                "LockboxSelfTest",
+                "LockboxTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+                "LockboxMain",
+            ]
+        ),
+        // The `lockbox` tool: tests that run the binary, its help and generated docs, its error
+        // table and exit codes, its integrations (git, exec).
+        .testTarget(
+            name: "LockboxCLITests",
+            dependencies: [
+                "LockboxCLI",
+                "LockboxMain",
+                "Lockbox",
+                "LockboxTPM",
+                "LockboxTesting",
+                "LockboxTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -250,7 +323,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "LockboxPostgresCLI",
-            dependencies: ["lockbox", "Lockbox", "LockboxPostgres", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["LockboxCLI", "Lockbox", "LockboxPostgres", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Run against a real PostgreSQL primary and synchronous standby by scripts/test.sh
         // (inside scripts/dev/postgres-session.sh); they fail instead of skipping when

@@ -620,13 +620,13 @@ _lockbox_slot() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    list|add-passphrase|add-key-file|add-tpm|remove)
+    list|add-passphrase|add-key-file|add-tpm|remove|fingerprint)
         # Offer subcommand argument completions
         "_lockbox_slot_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'list add-passphrase add-key-file add-tpm remove' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'list add-passphrase add-key-file add-tpm remove fingerprint' -- "${cur}"))
         ;;
     esac
 }
@@ -832,6 +832,22 @@ _lockbox_slot_remove() {
         return
         ;;
     '--tpm-pin-fd')
+        return
+        ;;
+    esac
+}
+
+_lockbox_slot_fingerprint() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __lockbox_offer_flags_options 1
+
+    # Offer positional completions
+    case "${positional_number}" in
+    1)
+        __lockbox_add_completions -f
         return
         ;;
     esac

@@ -55,6 +55,8 @@ function __lockbox_parse_tokens -S
                 __lockbox_parse_subcommand 0 'store=' 'postgres-url-file=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'tpm-pcrs=' 'tpm-pin' 'tpm-new-pin-fd=' 'version' 'h/help'
             case 'remove'
                 __lockbox_parse_subcommand 1 'store=' 'postgres-url-file=' 'profile=' 'vault=' 'key-file=' 'passphrase-fd=' 'tpm-pin-fd=' 'force' 'yes' 'version' 'h/help'
+            case 'fingerprint'
+                __lockbox_parse_subcommand 1 'json' 'version' 'h/help'
             end
         case 'pin'
             __lockbox_parse_subcommand 0 'version' 'h/help'
@@ -181,7 +183,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "loc
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'passwd' -d 'Change the vault\'s passphrase.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'rotate-key' -d 'Replace the vault\'s data key and re-encrypt everything under the new one.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'convert' -d 'Convert a format-1 vault to format 2 (sealed rows in SQLite), in place.'
-complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'slot' -d 'List, add and remove key slots.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'slot' -d 'List, add and remove key slots; print a key file\'s fingerprint.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'pin' -d 'PINs for PIN profiles (a person of an app, e.g. kids max): Argon2id hashes in the store, with lockout after wrong tries.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'unlock' -d 'Prove who you are once (PIN or passphrase); protected items then open without asking until the window ends.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox" -eq 1' -fa 'lock' -d 'Close the re-authentication window now.'
@@ -333,6 +335,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "loc
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-key-file' -d 'Add a key-file slot (unlock with an existing credential first).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'add-tpm' -d 'Add a TPM2 slot: the vault then opens on this machine without a passphrase (unlock with an existing credential first).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'remove' -d 'Remove a key slot (asked to confirm on a terminal; --yes without one); the last one cannot be removed, nor the last recovery slot of a vault with a TPM2 slot without --force.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot" -eq 1' -fa 'fingerprint' -d 'Print a key file\'s fingerprint, to find its slot in `lockbox slot list`.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" store' -l 'store' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.' -rfka 'auto secret-service file postgres'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" postgres-url-file' -l 'postgres-url-file' -d 'With --store postgres: the file (mode 0600) whose first line is the database URL, postgresql://USER:PASSWORD@HOST:PORT/DATABASE. Default: $LOCKBOX_POSTGRES_URL_FILE, else the URL in $LOCKBOX_POSTGRES_URL. Never the URL itself: it holds a password.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" profile' -l 'profile' -d 'The profile whose store choice is recorded in the settings file. Default: $LOCKBOX_PROFILE, else default.' -rfka ''
@@ -340,7 +343,7 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" key-file' -l 'key-file' -d 'Unlock with this key file (32 bytes, or 64 hex digits; mode 0600). Default: $LOCKBOX_KEY_FILE, else the one `lockbox init` made or was given for this vault.' -rF
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this open file descriptor (up to the first newline), e.g. 3 with `3< file`.' -rfka ''
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" tpm-pin-fd' -l 'tpm-pin-fd' -d 'Read the PIN of the vault\'s TPM2 slot from this open file descriptor (else it is asked on the terminal).' -rfka ''
-complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" json' -l 'json' -d 'Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle) instead of lines.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" json' -l 'json' -d 'Print a JSON array (index, kind, kdf: {algorithm, opsLimit, memoryLimitBytes} or null, openedThisHandle, keyFileFingerprint: 32 hex digits or null, keyFileFingerprintMatches: true, false or null) instead of lines.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot list" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot add-passphrase" store' -l 'store' -d 'Where credentials live: auto (the store recorded for this profile; else the Secret Service when it is reachable and unlocked; else the file vault), secret-service, file, or postgres (a vault in PostgreSQL: see --postgres-url-file). Default: $LOCKBOX_STORE, else auto. Giving --vault, --key-file or --passphrase-fd (or their variables) means file unless postgres is named.' -rfka 'auto secret-service file postgres'
@@ -389,6 +392,10 @@ complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_option
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" yes' -l 'yes' -d 'Do not ask for confirmation (required without a terminal).'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot remove" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox slot fingerprint" -eq 1' -F
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot fingerprint" json' -l 'json' -d 'Print a JSON object (path, fingerprint) instead of the fingerprint alone.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot fingerprint" version' -l 'version' -d 'Show the version.'
+complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox slot fingerprint" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin" version' -l 'version' -d 'Show the version.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_flags_or_options "lockbox pin" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'lockbox' -n '__lockbox_should_offer_completions_for_positional "lockbox pin" -eq 1' -fa 'set' -d 'Set the PIN of a PIN profile that has none (asked twice).'

@@ -1,5 +1,5 @@
 /*
- * The fenced refresh lease across hosts (TokenStore.refreshLeased over PostgresStore's
+ * The fenced refresh lease across hosts (TokenRefresher.refreshLeased over PostgresStore's
  * lockbox.refresh_leases): take, expire, take over, fenced store, release, with host crashes
  * and a failover to the synchronous standby as model actions. docs/ARCHITECTURE.md
  * ("Model-checked cross-host protocols") maps every step below to the SQL and Swift.

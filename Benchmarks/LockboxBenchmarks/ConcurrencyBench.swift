@@ -29,7 +29,7 @@ struct ConcurrencyRound: Sendable {
 }
 
 /// 100 (or `count`) concurrent loads or saves, blocking or async, with the probe running.
-func concurrentTokenRound(_ tokens: TokenStore, count: Int, write: Bool, async useAsync: Bool) throws -> ConcurrencyRound {
+func concurrentTokenRound(_ tokens: TokenRefresher, count: Int, write: Bool, async useAsync: Bool) throws -> ConcurrencyRound {
     try waitForTask {
         let stop = Locked(false)
         let probe = Task {
@@ -76,11 +76,11 @@ func concurrentTokenRound(_ tokens: TokenStore, count: Int, write: Bool, async u
 
 // The blocking API, called from a task exactly as a service's handler could (a synchronous
 // function, so the compiler picks the blocking overload).
-func blockingSave(_ tokens: TokenStore, _ set: TokenSet, account: String) throws {
+func blockingSave(_ tokens: TokenRefresher, _ set: TokenSet, account: String) throws {
     try tokens.save(set, service: "bench", account: account)
 }
 
-func blockingLoad(_ tokens: TokenStore, account: String) throws -> TokenSet? {
+func blockingLoad(_ tokens: TokenRefresher, account: String) throws -> TokenSet? {
     try tokens.load(service: "bench", account: account)
 }
 
@@ -89,7 +89,7 @@ func benchConcurrency(_ fixtures: Fixtures, plan: Plan) throws -> String {
     let rounds = plan.concurrencyRounds
     let path = fixtures.newVaultPath("concurrency")
     let store = try EncryptedFileStore.create(at: path, credentials: [.keyFile(fixtures.keyFile)])
-    let tokens = TokenStore(store: store, lockDirectory: FilePath(path.string + ".locks"))
+    let tokens = TokenRefresher(store: store, lockDirectory: FilePath(path.string + ".locks"))
     for index in 0..<count {
         try tokens.save(
             TokenSet(
@@ -99,7 +99,7 @@ func benchConcurrency(_ fixtures: Fixtures, plan: Plan) throws -> String {
     var lines = [
         "### 100 concurrent token reads and writes: blocking API vs async API",
         "",
-        "\(count) `TokenStore.load` (reads) or `TokenStore.save` (writes) started together from tasks on the cooperative pool, "
+        "\(count) `TokenRefresher.load` (reads) or `TokenRefresher.save` (writes) started together from tasks on the cooperative pool, "
             + "over a file vault of \(count) token sets (key file); \(rounds) round(s) each. Latency: from the common start to "
             + "each call's return. Probe: a task sleeping 1 ms in a loop meanwhile; its lateness is how long the cooperative "
             + "pool kept it waiting (what every other request of a service would see). Executor: `BlockingExecutor.shared`, "

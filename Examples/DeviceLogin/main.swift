@@ -83,7 +83,7 @@ let base = "http://127.0.0.1:\(port)"
 
 struct GameClient: Sendable {
     let base: String
-    let tokens: TokenStore
+    let tokens: TokenRefresher
 
     func request(_ path: String) throws -> URLRequest {
         guard let url = URL(string: base + path) else { throw LockboxError.invalidArgument("bad URL \(path)") }
@@ -126,7 +126,7 @@ struct GameClient: Sendable {
     }
 }
 
-let tokens = TokenStore(store: run.store)
+let tokens = TokenRefresher(store: run.store)
 let client = GameClient(base: base, tokens: tokens)
 
 /// The async overloads, called from async functions as a service calls them (top-level code would
@@ -134,7 +134,7 @@ let client = GameClient(base: base, tokens: tokens)
 func deviceID(_ identity: DeviceIdentity, service: String) async throws -> UUID {
     try await identity.deviceID(service: service)
 }
-func save(_ tokens: TokenStore, _ response: Data, service: String) async throws -> TokenSet? {
+func save(_ tokens: TokenRefresher, _ response: Data, service: String) async throws -> TokenSet? {
     try await tokens.save(oauthResponse: response, service: service, account: "player")
     return try await tokens.load(service: service, account: "player")
 }

@@ -12,7 +12,7 @@ let app = "com.example.driver"
 let run = ExampleRun("Driver unlock")
 let pins = PinGuard(store: run.pinStore)
 let driver = PinProfile(service: app, name: "driver")
-let tokens = TokenStore(store: run.store)
+let tokens = TokenRefresher(store: run.store)
 
 /// The server side of the one-time code: the code "emailed" to the driver.
 let emailedCode = String(format: "%06d", Int.random(in: 0..<1_000_000))

@@ -12,7 +12,7 @@ import Lockbox
 let app = "com.example.puzzles"
 let run = ExampleRun("Family profiles")
 let identity = DeviceIdentity(store: run.store)
-let tokens = TokenStore(store: run.store)
+let tokens = TokenRefresher(store: run.store)
 let pins = PinGuard(store: run.pinStore)
 
 run.step("A guest plays without an account: the guest gets a persistent ID")

@@ -10,7 +10,7 @@ struct LockboxAPI: Sendable {
     /// The largest body a route reads: an OAuth response or a PIN.
     static let maxBody = 64 << 10
 
-    let tokens: TokenStore
+    let tokens: TokenRefresher
     let pins: PinGuard
     let identity: DeviceIdentity
     /// Call the blocking API from the handlers (the cooperative pool's threads), for comparison.
@@ -18,7 +18,7 @@ struct LockboxAPI: Sendable {
 
     init(store: any SecretStore, configuration: LockboxConfiguration, blocking: Bool) {
         let executor = configuration.makeExecutor()
-        tokens = configuration.tokenStore(store: store, executor: executor)
+        tokens = configuration.tokenRefresher(store: store, executor: executor)
         pins = configuration.pinGuard(store: store, executor: executor)
         identity = configuration.deviceIdentity(store: store, executor: executor)
         self.blocking = blocking

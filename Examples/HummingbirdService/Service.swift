@@ -11,7 +11,7 @@ import NIOCore
 /// Routes:
 /// - `GET /health`: `ok`, answered at once however busy the PIN routes are.
 /// - `PUT /users/{user}/token` (an OAuth token response as the body) and `GET /users/{user}/token`
-///   (`{"refresh_token": …}`): `TokenStore`.
+///   (`{"refresh_token": …}`): `TokenRefresher`.
 /// - `PUT /users/{user}/pin` (the PIN as the body) and `POST /users/{user}/pin/verify`: `PinGuard`
 ///   with the server preset. 204 when right; 401 wrong, 429 locked out (with `Retry-After`), 423
 ///   disabled, 404 no PIN, 422 refused by the PIN policy; the body is `{"code": …}` (the error's

@@ -11,7 +11,7 @@ let app = "com.example.tradinggame"
 let run = ExampleRun("Session restore")
 
 /// The app's view of the session, fed by the token store's events.
-func follow(_ tokens: TokenStore, into log: EventLog) -> Task<Void, Never> {
+func follow(_ tokens: TokenRefresher, into log: EventLog) -> Task<Void, Never> {
     let events = tokens.events()
     return Task {
         for await event in events { await log.append(event) }
@@ -29,10 +29,10 @@ actor EventLog {
 
 /// The token store's async overloads, called from async functions as a service calls them
 /// (top-level code would pick the blocking overloads, which are unavailable from async code).
-func save(_ tokens: TokenStore, _ response: String, service: String) async throws {
+func save(_ tokens: TokenRefresher, _ response: String, service: String) async throws {
     try await tokens.save(oauthResponse: Data(response.utf8), service: service, account: "player", subject: "trader-17")
 }
-func load(_ tokens: TokenStore, service: String) async throws -> TokenSet? {
+func load(_ tokens: TokenRefresher, service: String) async throws -> TokenSet? {
     try await tokens.load(service: service, account: "player")
 }
 
@@ -40,7 +40,7 @@ let key = ItemKey(service: app, account: "player")
 let log = EventLog()
 
 run.step("Launch 1: the player signs in; the session is stored")
-var tokens = TokenStore(store: run.store)
+var tokens = TokenRefresher(store: run.store)
 var watcher = follow(tokens, into: log)
 try await save(tokens, #"{"access_token":"a1","token_type":"Bearer","expires_in":3600,"refresh_token":"r1"}"#, service: app)
 let firstEvents = await log.waitFor(count: 1)
@@ -61,7 +61,7 @@ run.say("event: refreshed")
 watcher.cancel()
 
 run.step("Launch 2: the app restarts and restores the session from the store")
-tokens = TokenStore(store: try run.reopen())
+tokens = TokenRefresher(store: try run.reopen())
 let restored = try await load(tokens, service: app)
 run.expect(restored?.subject == "trader-17", "the session survives a restart")
 run.expect(restored?.accessToken == SecretBytes(utf8: "a2"), "with the refreshed token")
@@ -74,6 +74,6 @@ run.expect(try tokens.clear(service: app, account: "player"), "there was a sessi
 let lastEvents = await log.waitFor(count: 4)
 run.expect(lastEvents.last == .signedOut(key), "a signed-out event")
 run.say("event: signed out")
-run.expect(try TokenStore(store: try run.reopen()).load(service: app, account: "player") == nil, "nothing to restore after sign-out")
+run.expect(try TokenRefresher(store: try run.reopen()).load(service: app, account: "player") == nil, "nothing to restore after sign-out")
 watcher.cancel()
 run.finish(services: [app])

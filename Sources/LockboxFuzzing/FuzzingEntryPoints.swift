@@ -1,7 +1,7 @@
 import Foundation
 import Lockbox
 import LockboxSelfTest
-import LockboxWindows
+import LockboxSessionWindows
 import SystemPackage
 
 /// What the libFuzzer harnesses in `Fuzz/` call: each entry point feeds arbitrary bytes to one of
@@ -292,7 +292,7 @@ package enum FuzzingEntryPoints {
         scope: "read", subject: "alice")
 
     /// An OAuth 2.0 token response as a server sends it (`TokenSet(oauthResponse:)`, what
-    /// `TokenStore` parses after every sign-in and refresh). Whatever parses must store and load
+    /// `TokenRefresher` parses after every sign-in and refresh). Whatever parses must store and load
     /// back as the same session (see `checkStoredRoundTrip`); whatever is refused must not
     /// repeat the response's tokens in the error.
     package static func tokenResponse(_ input: UnsafeRawBufferPointer) {
@@ -334,7 +334,7 @@ package enum FuzzingEntryPoints {
         return try? JSONSerialization.data(withJSONObject: object)
     }
 
-    /// A stored token record (the JSON `TokenStore` keeps inside the store's encryption):
+    /// A stored token record (the JSON `TokenRefresher` keeps inside the store's encryption):
     /// whatever loads must store and load back the same.
     package static func tokenRecord(_ input: UnsafeRawBufferPointer) {
         let key = ItemKey(service: "fuzz", account: "session")

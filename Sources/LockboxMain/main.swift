@@ -1,3 +1,3 @@
-import lockbox
+import LockboxCLI
 
 LockboxTool.main()

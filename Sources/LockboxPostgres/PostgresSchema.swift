@@ -203,6 +203,49 @@
                 $body$
                 """,
             ],
+            // 6: a plain write in one round trip (PostgresStore.set): the key check (the vault row
+            // FOR SHARE, so that a data-key rotation waits), the compare-and-set of the item's row
+            // against the sealed metadata the host last saw there (which holds the creation time the
+            // new row keeps), and the COMMIT, before the outcome is sent. Outcome 0: written and
+            // committed; 1: the row is not what the host expected (nothing written; its current
+            // metadata, or NULL when there is none, comes back so the host can seal again and
+            // retry); 2: the vault's key check is another one (rotated); 3: no vault row.
+            [
+                """
+                CREATE PROCEDURE lockbox.put_item(
+                    item_address bytea, writer_key_check bytea, expected_metadata bytea, new_metadata bytea, new_secret bytea,
+                    OUT outcome integer, OUT found_metadata bytea
+                ) LANGUAGE plpgsql AS $body$
+                DECLARE
+                    vault_check bytea;
+                BEGIN
+                    SELECT v.key_check INTO vault_check FROM lockbox.vault v FOR SHARE;
+                    IF NOT FOUND THEN
+                        outcome := 3;
+                        RETURN;
+                    END IF;
+                    IF vault_check <> writer_key_check THEN
+                        outcome := 2;
+                        RETURN;
+                    END IF;
+                    IF expected_metadata IS NULL THEN
+                        INSERT INTO lockbox.items (address, metadata, secret) VALUES (item_address, new_metadata, new_secret)
+                            ON CONFLICT (address) DO NOTHING;
+                    ELSE
+                        UPDATE lockbox.items i SET metadata = new_metadata, secret = new_secret
+                            WHERE i.address = item_address AND i.metadata = expected_metadata;
+                    END IF;
+                    IF NOT FOUND THEN
+                        SELECT i.metadata INTO found_metadata FROM lockbox.items i WHERE i.address = item_address;
+                        outcome := 1;
+                        RETURN;
+                    END IF;
+                    outcome := 0;
+                    COMMIT;
+                END
+                $body$
+                """
+            ],
         ]
 
         /// The schema version the database is at: 0 without a `lockbox.schema_migrations` table.

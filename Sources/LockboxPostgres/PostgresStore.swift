@@ -233,9 +233,12 @@
 
         /// Runs `body` within ``operationTimeout`` on the server the connector chose (``client``),
         /// with postgres-nio's errors made typed; after a lost connection, a timeout or a read-only
-        /// refusal the connector checks its server and chooses again if it is gone.
-        func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
-            try await connector.run(operation) { [self] _ in try await body(self) }
+        /// refusal the connector checks its server and chooses again if it is gone. `retryingOnce`
+        /// for calls that may run twice with the same effect (``PostgresConnector/run(_:retryingOnce:_:)``).
+        func run<T: Sendable>(
+            _ operation: String, retryingOnce: Bool = false, _ body: @escaping @Sendable (PostgresStore) async throws -> T
+        ) async throws -> T {
+            try await connector.run(operation, retryingOnce: retryingOnce) { [self] _ in try await body(self) }
         }
 
         /// The pool of the server chosen for the running call.
@@ -452,38 +455,119 @@
         /// The secret under `key`, or `nil`. Throws ``Lockbox/LockboxError/corruptVault(path:reason:)``
         /// if its row fails authentication.
         public func get(_ key: ItemKey) async throws -> SecretBytes? {
-            try await run("reading an item") { store in try await store.read(key, withSecret: true)?.secret }
+            try await run("reading an item", retryingOnce: true) { store in try await store.read(key, withSecret: true)?.secret }
         }
 
         /// The metadata of the item under `key`, or `nil`; no secret is decrypted.
         public func metadata(_ key: ItemKey) async throws -> ItemMetadata? {
-            try await run("reading an item's metadata") { store in try await store.read(key, withSecret: false)?.metadata }
+            try await run("reading an item's metadata", retryingOnce: true) { store in
+                try await store.read(key, withSecret: false)?.metadata
+            }
         }
 
         /// The item under `key` with its secret.
         public func item(_ key: ItemKey) async throws -> StoredItem? {
-            try await run("reading an item") { store in try await store.read(key, withSecret: true) }
+            try await run("reading an item", retryingOnce: true) { store in try await store.read(key, withSecret: true) }
         }
 
-        /// Stores `secret` under `key` (one transaction, committed before this returns).
+        /// Stores `secret` under `key`, committed (with a synchronous standby: on the standby) before
+        /// this returns.
         ///
-        /// Not two autocommit statements (a read, then a conditional write): tried, and the
-        /// failover test caught an acknowledged write missing from the promoted standby — the rows a
-        /// `RETURNING` sends can arrive before the implicit commit has reached the synchronous standby.
-        /// A transaction's write is acknowledged by its `COMMIT`.
+        /// One round trip when this handle knows the item's current row (it wrote or found it last):
+        /// `CALL lockbox.put_item`, which checks the key, replaces the row only if it still holds the
+        /// sealed metadata this handle saw (so the creation time sealed in it is kept), and COMMITs
+        /// before it answers. Otherwise, or when another host changed the row since, the answer
+        /// carries the row's current metadata and the call is repeated with it: two round trips.
+        /// Never an autocommit statement whose result is taken as the acknowledgement: its rows
+        /// reach the client before the implicit commit has reached the synchronous standby
+        /// (docs/ARCHITECTURE.md, "Acknowledged only when durable").
         public func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) async throws {
             try await set([ItemWrite(secret, for: key, options: options)])
         }
 
         /// Stores every write in one transaction: all or none. Later writes to the same key win.
+        /// One write is one call of `lockbox.put_item` (``set(_:for:options:)``).
         public func set(_ writes: [ItemWrite]) async throws {
             for write in writes { try ItemLimits.validate(write.key, options: write.options, secretCount: write.secret.count) }
             guard !writes.isEmpty else { return }
             let time = VaultPayload.date(milliseconds: VaultPayload.milliseconds(now()))
+            if writes.count == 1, let write = writes.first {
+                try await run("writing an item", retryingOnce: true) { store in try await store.put(write, at: time) }
+                return
+            }
             try await run("writing items") { store in
                 try await store.writing { connection, records in
                     try await store.upsert(writes, at: time, on: connection, records)
                 }
+            }
+        }
+
+        /// The sealed metadata of an item's row as this handle last wrote or read it, and the
+        /// creation time sealed in it: what ``put(_:at:)`` expects to find there.
+        private struct KnownRow: Sendable {
+            var metadata: [UInt8]
+            var created: Date
+        }
+
+        /// How many rows ``knownRows`` remembers before it starts over (a few hundred bytes each).
+        static let knownRowLimit = 4096
+
+        private let knownRows = Locked([[UInt8]: KnownRow]())
+
+        private func remember(_ address: [UInt8], _ row: KnownRow?) {
+            knownRows.withLock { rows in
+                guard let row else {
+                    rows[address] = nil
+                    return
+                }
+                if rows.count >= Self.knownRowLimit && rows[address] == nil { rows.removeAll(keepingCapacity: true) }
+                rows[address] = row
+            }
+        }
+
+        /// One write by compare-and-set (`CALL lockbox.put_item`): sealed with the creation time of
+        /// the row this handle expects, sent with that row's sealed metadata; if the row holds
+        /// something else, sealed again with what it holds and sent again. After a few lost races
+        /// (other hosts writing the same item all the time) the write takes the row lock instead
+        /// (``writing(_:)``, ``upsert(_:at:on:_:)``).
+        private func put(_ write: ItemWrite, at time: Date) async throws {
+            try await withKeys { records in
+                let address = records.address(write.key)
+                let addressBytes = ByteBuffer(bytes: address)
+                let keyCheck = ByteBuffer(bytes: records.keyCheck)
+                var expected = knownRows.withLock { $0[address] }
+                for _ in 0..<4 {
+                    let columns = sealed(
+                        write.secret, for: write.key, options: write.options, created: expected?.created ?? time, modified: time,
+                        address: address, records)
+                    let rows = try await client.query(
+                        """
+                        CALL lockbox.put_item(\(addressBytes), \(keyCheck), \(expected.map { ByteBuffer(bytes: $0.metadata) }),                         \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)), NULL, NULL)
+                        """, logger: logger)
+                    var answer: (Int32?, ByteBuffer?)?
+                    for try await row in rows.decode((Int32?, ByteBuffer?).self) { answer = row }
+                    switch answer?.0 {
+                    case 0?:
+                        remember(address, KnownRow(metadata: columns.metadata, created: expected?.created ?? time))
+                        return
+                    case 1?:
+                        expected = try answer?.1.map { found in
+                            KnownRow(
+                                metadata: Array(found.readableBytesView),
+                                created: try opened(records, address: address, metadata: found, secret: nil).metadata.created)
+                        }
+                        remember(address, expected)
+                    case 2?:
+                        remember(address, nil)
+                        throw StaleKeys()
+                    case 3?:
+                        throw LockboxError.corruptVault(path: server, reason: "the vault row is missing")
+                    default:
+                        throw LockboxError.corruptVault(path: server, reason: "the item writer returned no outcome")
+                    }
+                }
+                remember(address, nil)
+                try await writing { connection, current in try await upsert([write], at: time, on: connection, current) }
             }
         }
 
@@ -507,6 +591,8 @@
                     VALUES (\(addressBytes), \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)))
                     ON CONFLICT (address) DO UPDATE SET metadata = EXCLUDED.metadata, secret = EXCLUDED.secret
                     """, logger: logger)
+                // Before the commit: should it not come, the next put finds another row and asks again.
+                remember(address, KnownRow(metadata: columns.metadata, created: created ?? time))
             }
         }
 
@@ -539,7 +625,7 @@
         /// Every item's metadata (or one service's), sorted by service then account; no secret is
         /// decrypted. One statement: one snapshot.
         public func list(service: String?) async throws -> [ItemMetadata] {
-            try await run("listing items") { store in
+            try await run("listing items", retryingOnce: true) { store in
                 try await store.withKeys { records in
                     var result: [ItemMetadata] = []
                     let rows = try await store.client.query(
@@ -600,7 +686,7 @@
     /// verdict): a server that is gone or no longer fits has its pool retired, so the next call
     /// chooses again — after a failover, the promoted standby. A call refused as read-only (SQLSTATE
     /// 25006: a demoted primary) retires the pool at once. No host fits: the choice is tried again
-    /// every 100-500 ms until the call's time runs out
+    /// every 100-250 ms until the call's time runs out
     /// (``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``).
     final class PostgresConnector: Sendable {
         /// A pool to one server; `generation` tells a retired one from its successor.
@@ -649,13 +735,30 @@
 
         /// `body` with the chosen server's pool, within ``operationTimeout``, errors typed
         /// (``PostgresStore/translate(_:server:operation:)``).
-        func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        ///
+        /// `retryingOnce`: `body` may run twice with the same effect (a read; a write of a given
+        /// value). Then a lost connection does not end the call: the server is checked (as after any
+        /// lost connection; a failover retires its pool) and `body` runs once more, on the server
+        /// chosen then, within what is left of the same ``operationTimeout``. So a call that was
+        /// in flight when its primary died completes on the promoted standby, rather than failing
+        /// and leaving its caller to wait and try again.
+        func run<T: Sendable>(
+            _ operation: String, retryingOnce: Bool = false, _ body: @escaping @Sendable (PostgresClient) async throws -> T
+        ) async throws -> T {
             let routeSeen = Locked<Route?>(nil)
             do {
                 return try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
-                    let route = try await chosenRoute()
-                    routeSeen.withLock { $0 = route }
-                    return try await Self.$callRoute.withValue(route) { try await body(route.client) }
+                    var retried = !retryingOnce
+                    while true {
+                        let route = try await chosenRoute()
+                        routeSeen.withLock { $0 = route }
+                        do {
+                            return try await Self.$callRoute.withValue(route) { try await body(route.client) }
+                        } catch let error where !retried && PostgresStore.isConnectionLoss(error) {
+                            retried = true
+                            suspect(route)
+                        }
+                    }
                 }
             } catch {
                 if let route = routeSeen.withLock({ $0 }) {
@@ -720,7 +823,7 @@
                         server: server, operation: "choosing a server", waitedSeconds: Self.seconds(operationTimeout))
                 }
                 try await Task.sleep(for: pause)
-                pause = min(pause * 2, .milliseconds(500))
+                pause = min(pause * 2, .milliseconds(250))
             }
         }
 

@@ -3,7 +3,7 @@
     import Lockbox
     import LockboxPostgres
     import SystemPackage
-    import lockbox
+    import LockboxCLI
 
     /// `lockbox-postgres`: the `lockbox` commands with the PostgreSQL store (`--store postgres`,
     /// `migrate --from/--to postgres`). `lockbox` hands such command lines over to this program, so

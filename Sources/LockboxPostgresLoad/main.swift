@@ -8,13 +8,23 @@
     //       "wN-I", a random 16-2047-byte secret) one after another until S exists; after each
     //       acknowledged write (the call returned), appends "ACCOUNT HEX\n" to L in one write(2).
     //       A failed write is retried with the same secret. Prints one summary line and exits 0.
-    //   LockboxPostgresLoad bench --url-file F [--clients 1,16,64] [--seconds S] [--items N]
+    //   LockboxPostgresLoad bench --url-file F [--clients 1,16,64] [--seconds S] [--rounds R] [--items N]
     //       Creates a vault (the database must hold none) and a plain table (service, account,
     //       secret in clear), fills both with N items, then for each client count runs get and set
-    //       for S seconds three ways: through PostgresStore; on the plain table with the store's
-    //       statements (get: one SELECT joined with the vault row; set: a transaction that locks the
-    //       vault row, then the item's row, then upserts); on the plain table with one statement
-    //       each. Throughput and p50/p99 latency, as a Markdown table with the overhead ratios.
+    //       three ways: through PostgresStore; on the plain table with the five-round-trip write
+    //       transaction the store used before (get: one SELECT joined with the vault row; set:
+    //       BEGIN, lock the vault row, lock the item's row, upsert, COMMIT); on the plain table with
+    //       one statement each (a bare SELECT by key, an autocommit upsert). Paired: R rounds, each
+    //       running the three for S seconds one after another (the order rotating from round to
+    //       round), so a change of the machine's load meets all three; a ratio is taken per round
+    //       and the median is printed with the smallest and largest. Throughput and p50/p99 latency,
+    //       as a Markdown table.
+    //   LockboxPostgresLoad capacity --url-file F [--clients 1,8,64] [--seconds S] [--items N] [--profiles P]
+    //       Creates a vault, fills it with N items and P PIN profiles (the server preset's hash),
+    //       prints the tables' sizes per row, then for each client count measures for S seconds:
+    //       get, set, a right PIN verified (PinGuard, server preset), a guess counted alone
+    //       (beginPinAttempt, the database's part of a wrong PIN), a refresh lease taken and
+    //       released. Throughput and p50/p99 latency, as a Markdown table.
     import Foundation
     import Lockbox
     import LockboxPostgres
@@ -150,9 +160,10 @@
     func bench(_ options: [String: String]) async throws {
         let url = try PostgresConnectionURL.read(fromFile: FilePath(required(options, "url-file")))
         let clientCounts = (options["clients"] ?? "1,16,64").split(separator: ",").compactMap { Int($0) }
-        let seconds = Double(options["seconds"] ?? "5") ?? 5
+        let seconds = Double(options["seconds"] ?? "1") ?? 1
         let items = Int(options["items"] ?? "1000") ?? 1000
-        guard seconds.isFinite, seconds > 0, items > 0, !clientCounts.isEmpty, clientCounts.allSatisfy({ $0 > 0 }) else {
+        let rounds = Int(options["rounds"] ?? "5") ?? 5
+        guard seconds.isFinite, seconds > 0, items > 0, rounds > 0, !clientCounts.isEmpty, clientCounts.allSatisfy({ $0 > 0 }) else {
             fail("bad numbers")
         }
         let connections = 16
@@ -180,73 +191,175 @@
         }
 
         print(
-            "| clients | operation | Lockbox ops/s | plain, same statements ops/s | plain, one statement ops/s | ratio to same statements | ratio to one statement | Lockbox p50 / p99 ms | same statements p50 / p99 ms | one statement p50 / p99 ms |"
+            "| clients | operation | Lockbox ops/s | plain, 5-round-trip transaction ops/s | plain, one statement ops/s | ratio to the transaction, median (min-max) | ratio to one statement, median (min-max) | Lockbox p50 / p99 ms | transaction p50 / p99 ms | one statement p50 / p99 ms |"
         )
         print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for clients in clientCounts {
             for operation in ["get", "set"] {
-                let encrypted: Run
-                let shaped: Run
-                let unencrypted: Run
+                let variants: [@Sendable (Int) async throws -> Void]
                 if operation == "get" {
-                    encrypted = try await measure(clients: clients, seconds: seconds) { index in
-                        guard try await store.get(keys[index % items]) != nil else { fail("an item is missing") }
-                    }
-                    shaped = try await measure(clients: clients, seconds: seconds) { index in
-                        let key = keys[index % items]
-                        var found = false
-                        for try await (_, secret) in try await plain.query(
-                            """
-                            SELECT v.key_check, p.secret FROM lockbox.vault v
-                            LEFT JOIN bench_plain p ON p.service = \(key.service) AND p.account = \(key.account)
-                            """, logger: logger
-                        ).decode((ByteBuffer, ByteBuffer?).self) { found = secret != nil }
-                        guard found else { fail("a plain row is missing") }
-                    }
-                    unencrypted = try await measure(clients: clients, seconds: seconds) { index in
-                        let key = keys[index % items]
-                        var found = false
-                        for try await _ in try await plain.query(
-                            "SELECT secret FROM bench_plain WHERE service = \(key.service) AND account = \(key.account)", logger: logger
-                        ).decode(ByteBuffer.self) { found = true }
-                        guard found else { fail("a plain row is missing") }
-                    }
+                    variants = [
+                        { index in
+                            guard try await store.get(keys[index % items]) != nil else { fail("an item is missing") }
+                        },
+                        { index in
+                            let key = keys[index % items]
+                            var found = false
+                            for try await (_, secret) in try await plain.query(
+                                """
+                                SELECT v.key_check, p.secret FROM lockbox.vault v
+                                LEFT JOIN bench_plain p ON p.service = \(key.service) AND p.account = \(key.account)
+                                """, logger: logger
+                            ).decode((ByteBuffer, ByteBuffer?).self) { found = secret != nil }
+                            guard found else { fail("a plain row is missing") }
+                        },
+                        { index in
+                            let key = keys[index % items]
+                            var found = false
+                            for try await _ in try await plain.query(
+                                "SELECT secret FROM bench_plain WHERE service = \(key.service) AND account = \(key.account)", logger: logger
+                            ).decode(ByteBuffer.self) { found = true }
+                            guard found else { fail("a plain row is missing") }
+                        },
+                    ]
                 } else {
-                    encrypted = try await measure(clients: clients, seconds: seconds) { index in
-                        try await store.set(SecretBytes(copying: secret), for: keys[index % items], options: ItemOptions())
-                    }
-                    shaped = try await measure(clients: clients, seconds: seconds) { index in
-                        let key = keys[index % items]
-                        try await plain.withTransaction(logger: logger) { connection in
-                            for try await _ in try await connection.query("SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger)
-                                .decode(ByteBuffer.self)
-                            {}
-                            for try await _ in try await connection.query(
-                                "SELECT secret FROM bench_plain WHERE service = \(key.service) AND account = \(key.account) FOR UPDATE",
-                                logger: logger
-                            ).decode(ByteBuffer.self) {}
-                            try await connection.query(
+                    variants = [
+                        { index in
+                            try await store.set(SecretBytes(copying: secret), for: keys[index % items], options: ItemOptions())
+                        },
+                        { index in
+                            let key = keys[index % items]
+                            try await plain.withTransaction(logger: logger) { connection in
+                                for try await _ in try await connection.query(
+                                    "SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger
+                                )
+                                .decode(ByteBuffer.self) {}
+                                for try await _ in try await connection.query(
+                                    "SELECT secret FROM bench_plain WHERE service = \(key.service) AND account = \(key.account) FOR UPDATE",
+                                    logger: logger
+                                ).decode(ByteBuffer.self) {}
+                                try await connection.query(
+                                    """
+                                    INSERT INTO bench_plain VALUES (\(key.service), \(key.account), \(ByteBuffer(bytes: secret)))
+                                    ON CONFLICT (service, account) DO UPDATE SET secret = EXCLUDED.secret
+                                    """, logger: logger)
+                            }
+                        },
+                        { index in
+                            let key = keys[index % items]
+                            try await plain.query(
                                 """
                                 INSERT INTO bench_plain VALUES (\(key.service), \(key.account), \(ByteBuffer(bytes: secret)))
                                 ON CONFLICT (service, account) DO UPDATE SET secret = EXCLUDED.secret
                                 """, logger: logger)
-                        }
+                        },
+                    ]
+                }
+                var totals = [Run](repeating: Run(), count: 3)
+                var ratios: [[Double]] = [[], []]
+                for round in 0..<rounds {
+                    var runs = [Run](repeating: Run(), count: 3)
+                    for step in 0..<3 {
+                        let which = (round + step) % 3
+                        runs[which] = try await measure(clients: clients, seconds: seconds, variants[which])
                     }
-                    unencrypted = try await measure(clients: clients, seconds: seconds) { index in
-                        let key = keys[index % items]
-                        try await plain.query(
-                            """
-                            INSERT INTO bench_plain VALUES (\(key.service), \(key.account), \(ByteBuffer(bytes: secret)))
-                            ON CONFLICT (service, account) DO UPDATE SET secret = EXCLUDED.secret
-                            """, logger: logger)
+                    for which in 0..<3 {
+                        totals[which].count += runs[which].count
+                        totals[which].seconds += runs[which].seconds
+                        totals[which].latencies += runs[which].latencies
                     }
+                    ratios[0].append(runs[1].throughput / runs[0].throughput)
+                    ratios[1].append(runs[2].throughput / runs[0].throughput)
                 }
                 func format(_ value: Double) -> String { String(format: "%.2f", value) }
                 func latency(_ run: Run) -> String { "\(format(run.percentile(0.5))) / \(format(run.percentile(0.99)))" }
+                func ratio(_ values: [Double]) -> String {
+                    let sorted = values.sorted()
+                    return "\(format(sorted[sorted.count / 2]))× (\(format(sorted[0]))-\(format(sorted[sorted.count - 1])))"
+                }
                 print(
-                    "| \(clients) | \(operation) | \(Int(encrypted.throughput)) | \(Int(shaped.throughput)) | \(Int(unencrypted.throughput)) | "
-                        + "\(format(shaped.throughput / encrypted.throughput))× | \(format(unencrypted.throughput / encrypted.throughput))× | "
-                        + "\(latency(encrypted)) | \(latency(shaped)) | \(latency(unencrypted)) |")
+                    "| \(clients) | \(operation) | \(Int(totals[0].throughput)) | \(Int(totals[1].throughput)) | \(Int(totals[2].throughput)) | "
+                        + "\(ratio(ratios[0])) | \(ratio(ratios[1])) | \(latency(totals[0])) | \(latency(totals[1])) | \(latency(totals[2])) |"
+                )
+            }
+        }
+        await store.shutdown()
+    }
+
+    func capacity(_ options: [String: String]) async throws {
+        let url = try PostgresConnectionURL.read(fromFile: FilePath(required(options, "url-file")))
+        let clientCounts = (options["clients"] ?? "1,8,64").split(separator: ",").compactMap { Int($0) }
+        let seconds = Double(options["seconds"] ?? "5") ?? 5
+        let items = Int(options["items"] ?? "10000") ?? 10000
+        let profileCount = Int(options["profiles"] ?? "64") ?? 64
+        guard seconds.isFinite, seconds > 0, items > 0, profileCount > 0, !clientCounts.isEmpty, clientCounts.allSatisfy({ $0 > 0 }) else {
+            fail("bad numbers")
+        }
+        let connections = 16
+        let key = SecretBytes(copying: Array(repeating: UInt8(0x5A), count: 32))
+        let kdf = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024)
+        let store = try await PostgresStore.create(url, credentials: [.key(key)], kdf: kdf, maximumConnections: connections)
+        let secret = Array(repeating: UInt8(0x42), count: 64)
+        let keys = (0..<items).map { ItemKey(service: "capacity", account: "user-\($0)") }
+        for start in stride(from: 0, to: items, by: 1000) {
+            try await store.set(keys[start..<min(items, start + 1000)].map { ItemWrite(SecretBytes(copying: secret), for: $0) })
+        }
+        let guard_ = PinGuard(store: store, preset: .server)
+        let profiles = (0..<profileCount).map { PinProfile(service: "capacity", name: "profile-\($0)") }
+        let pin = SecretBytes(copying: Array("5073".utf8))
+        for profile in profiles { try await guard_.set(profile, pin: pin) }
+        let lockout = try LockoutPolicy(delays: [0], disableAfter: 100)
+
+        var plain = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database, tls: .disable)
+        plain.options.maximumConnections = 1
+        let sizes = PostgresClient(configuration: plain)
+        let runTask = Task { await sizes.run() }
+        defer { runTask.cancel() }
+        let logger = Logger(label: "capacity", factory: { _ in SwiftLogNoOpLogHandler() })
+        print("| table | rows | bytes (heap + index + TOAST) | bytes per row |")
+        print("|---|---:|---:|---:|")
+        for table in ["items", "key_slots", "vault", "pin_attempts", "refresh_leases"] {
+            for try await (rows, bytes) in try await sizes.query(
+                "SELECT (SELECT count(*) FROM lockbox.\(unescaped: table))::int8, pg_total_relation_size('lockbox.\(unescaped: table)')::int8",
+                logger: logger
+            ).decode((Int, Int).self) {
+                print("| \(table) | \(rows) | \(bytes) | \(rows > 0 ? String(bytes / rows) : "–") |")
+            }
+        }
+        print("")
+
+        let operations: [(String, @Sendable (Int) async throws -> Void)] = [
+            ("get", { index in guard try await store.get(keys[index % items]) != nil else { fail("an item is missing") } }),
+            ("set", { index in try await store.set(SecretBytes(copying: secret), for: keys[index % items], options: ItemOptions()) }),
+            ("PIN verify, right PIN, server preset", { index in try await guard_.verify(profiles[index % profileCount], pin: pin) }),
+            (
+                "PIN guess counted (beginPinAttempt alone)",
+                { index in
+                    _ = try await store.beginPinAttempt(ItemKey(service: "capacity-guess", account: "g\(index % items)"), lockout: lockout)
+                    if index % 50 == 49 {
+                        try await store.recordPinSuccess(ItemKey(service: "capacity-guess", account: "g\(index % items)"))
+                    }
+                }
+            ),
+            (
+                "refresh lease taken and released",
+                { index in
+                    let key = ItemKey(service: "capacity-lease", account: "l\(index)")
+                    guard let lease = try await store.acquireRefreshLease(key, for: .seconds(60)) else { fail("a lease was held") }
+                    try await store.releaseRefreshLease(lease)
+                }
+            ),
+        ]
+        print("| clients | operation | ops/s | p50 / p99 ms |")
+        print("|---:|---|---:|---:|")
+        for clients in clientCounts {
+            for (name, operation) in operations {
+                let run = try await measure(clients: clients, seconds: seconds, operation)
+                func format(_ value: Double) -> String { String(format: "%.2f", value) }
+                print(
+                    "| \(clients) | \(name) | \(format(run.throughput)) | \(format(run.percentile(0.5))) / \(format(run.percentile(0.99))) |"
+                )
             }
         }
         await store.shutdown()
@@ -257,7 +370,9 @@
     case "write": await write(options(arguments.dropFirst()))
     case "bench":
         do { try await bench(options(arguments.dropFirst())) } catch { fail("\(error)") }
-    default: fail("usage: LockboxPostgresLoad write|bench --OPTION VALUE…")
+    case "capacity":
+        do { try await capacity(options(arguments.dropFirst())) } catch { fail("\(error)") }
+    default: fail("usage: LockboxPostgresLoad write|bench|capacity --OPTION VALUE…")
     }
 #else
     #if canImport(Glibc)

@@ -460,7 +460,10 @@ public enum KnownAnswerTests {
             default:
                 throw VectorError("slot \(index): unknown kind \(kind)")
             }
-            slots.append(.init(source: source, salt: try slot.hex("salt_hex"), nonce: try slot.hex("nonce_hex")))
+            let record = slot.has("record_fingerprint") ? try slot.bool("record_fingerprint") : false
+            if record && kind != "key-file" { throw VectorError("slot \(index): only a key-file slot records a fingerprint") }
+            slots.append(
+                .init(source: source, salt: try slot.hex("salt_hex"), nonce: try slot.hex("nonce_hex"), recordFingerprint: record))
             try slot.finish()
         }
         return (slots, credentials)
@@ -739,13 +742,27 @@ public enum KnownAnswerTests {
         for (index, kek) in try hexList(&expected, "slot_keks_hex", count: built.slotKEKs.count).enumerated() {
             try same("the KEK of slot \(index)", built.slotKEKs[index].withUnsafeBytes { Array($0) }, kek)
         }
+        let fingerprints = try expected.array("key_file_fingerprints_hex")
+        guard fingerprints.count == inputs.slots.count else {
+            throw VectorError("key_file_fingerprints_hex has \(fingerprints.count) entries for \(inputs.slots.count) slots")
+        }
+        for (index, (input, listed)) in zip(inputs.slots, fingerprints).enumerated() {
+            switch (input.source, listed) {
+            case (.key(let key), .string(let text)):
+                guard let wanted = VectorFields.decodeHex(text) else { throw VectorError("key_file_fingerprints_hex[\(index)] is not hex") }
+                try same("the key-file fingerprint of slot \(index)", KeyFile.fingerprint(of: key), wanted)
+            case (.key, _): throw VectorError("key_file_fingerprints_hex[\(index)] must be the key file's fingerprint")
+            case (_, .null): break
+            default: throw VectorError("key_file_fingerprints_hex[\(index)] must be null: slot \(index) is not a key-file slot")
+            }
+        }
         var slots: [KeySlot] = []
         for (index, row) in try hexList(&expected, "slot_rows_hex", count: built.slots.count).enumerated() {
             try same("slot row \(index)", built.slots[index].encoded(), row)
             slots.append(
                 try row.withUnsafeBytes { buffer throws in
                     var reader = ByteReader(buffer)
-                    return try KeySlot.parse(&reader, index: index)
+                    return try KeySlot.parse(&reader, index: index, fingerprints: true)
                 })
         }
         let items = try expected.array("items")
@@ -861,6 +878,17 @@ public enum KnownAnswerTests {
             }
             try change.finish()
         }
+        var resize: (slot: Int, by: Int)?
+        if mutation.has("resize_slot") {
+            var change = try mutation.object("resize_slot")
+            let slot = try change.integer("slot")
+            let by = try change.integer("by")
+            guard slot >= 0, slot < Int64(damaged.slots.count), (-16...16).contains(by), by != 0 else {
+                throw VectorError("resize_slot: slot or size out of range")
+            }
+            resize = (Int(slot), Int(by))
+            try change.finish()
+        }
         if mutation.has("pragma") {
             var change = try mutation.object("pragma")
             let name = try change.string("name")
@@ -880,6 +908,18 @@ public enum KnownAnswerTests {
         try damaged.write(to: path)
         if let pragma {
             try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(1)).execute("PRAGMA \(pragma.name)=\(pragma.value)")
+        }
+        if let resize {
+            // The slot row's body shortened (or lengthened with zero bytes), its length field changed to match.
+            let row = damaged.slots[resize.slot].encoded()
+            let body = resize.by < 0 ? Array(row[3..<(row.count + resize.by)]) : Array(row[3...]) + [UInt8](repeating: 0, count: resize.by)
+            let resized = [row[0], UInt8(body.count & 0xFF), UInt8(body.count >> 8)] + body
+            let connection = try SQLiteConnection(path: path, create: false, busyTimeout: .seconds(1))
+            try connection.withStatement("UPDATE key_slots SET slot = ? WHERE slot_id = ?") { update in
+                try update.bind(1, resized)
+                try update.bind(2, Int64(resize.slot))
+                _ = try update.step()
+            }
         }
         let keyFiles = vector.credentials.filter { if case .key = $0 { true } else { false } }
         let verb: String

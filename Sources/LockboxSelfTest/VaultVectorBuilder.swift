@@ -13,6 +13,8 @@ package enum VaultVectorBuilder {
         var source: KEKSource
         var salt: [UInt8]
         var nonce: [UInt8]
+        /// Whether a key-file slot records its key file's fingerprint (format 2 only).
+        var recordFingerprint = false
     }
 
     package struct Inputs {
@@ -75,8 +77,10 @@ package enum VaultVectorBuilder {
             switch input.source {
             case .passphrase(_, let kdf):
                 slot = KeySlot(kind: .passphrase, kdf: kdf, salt: input.salt, nonce: input.nonce, wrappedKey: [])
-            case .key:
-                slot = KeySlot(kind: .keyFile, kdf: nil, salt: input.salt, nonce: input.nonce, wrappedKey: [])
+            case .key(let key):
+                slot = KeySlot(
+                    kind: .keyFile, kdf: nil, salt: input.salt, nonce: input.nonce, wrappedKey: [],
+                    keyFileFingerprint: input.recordFingerprint ? KeyFile.fingerprint(of: key) : nil)
             case .sealer:
                 throw VectorError("the vectors have no TPM2 slots: their secret cannot be reproduced")
             }

@@ -275,7 +275,7 @@
                 .unavailable(server: "s", operation: "o", waitedSeconds: 1), .connectionLost(server: "s", operation: "o"),
                 .serverRefused(server: "s", operation: "o", sqlState: "42501"), .schemaTooNew(server: "s", found: 9, supported: 3),
             ]
-            // The texts `lockbox` maps to exit 27 (Sources/lockbox/ExitStatus.swift, LockboxError.Code.postgres).
+            // The texts `lockbox` maps to exit 27 (Sources/LockboxCLI/ExitStatus.swift, LockboxError.Code.postgres).
             #expect(
                 errors.map(\.code.rawValue) == [
                     "postgres-unavailable", "postgres-connection-lost", "postgres-refused", "postgres-schema-too-new",

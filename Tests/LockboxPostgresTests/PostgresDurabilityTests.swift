@@ -14,8 +14,11 @@
     // the statement done. The primary is SIGKILLed at exactly that point and the standby promoted.
     // The standby was stopped from before the calls until after the primary died, so none of
     // their commits was ever confirmed: no call may return a result, before or after the kill (it
-    // fails with a lost connection). Should one return, it must at least be on the promoted standby. The pair is rebuilt (the old primary cloned as the new one's synchronous
-    // standby) and the round repeated: LOCKBOX_TEST_POSTGRES_HAZARD_REPETITIONS times (default 2).
+    // fails with a lost connection), but for the plain write, which a lost connection retries once
+    // on the server chosen anew: it may return after the kill, from the promoted standby. Whatever
+    // returned must be on the promoted standby. The pair is rebuilt (the old primary cloned as the
+    // new one's synchronous standby) and the round repeated: LOCKBOX_TEST_POSTGRES_HAZARD_REPETITIONS
+    // times (default 2).
     // Runs inside scripts/dev/postgres-session.sh, on its hazard pair, which no other test uses.
 
     /// What one call of a round did, and when.
@@ -157,11 +160,15 @@
                         #expect(error.contains("connection") || error.contains("did not complete"), "round \(round): \(name): \(error)")
                     case .returned(let result, let before):
                         // The standby was stopped from before the call until after the primary died:
-                        // no commit of this round was ever confirmed, so no call may have returned.
+                        // no commit of this round was ever confirmed, so no call may have returned —
+                        // except a plain write after the kill: it is written again on the promoted
+                        // standby (a lost connection retries it once), and must be there.
                         results.acknowledged += 1
-                        violations.append(
-                            "round \(round): \(name) returned \(result) (\(before ? "before" : "after") the kill) "
-                                + "although its commit never reached the standby before the primary died")
+                        if before || name != "plain" {
+                            violations.append(
+                                "round \(round): \(name) returned \(result) (\(before ? "before" : "after") the kill) "
+                                    + "although its commit never reached the standby before the primary died")
+                        }
                         switch name {
                         case "pin":
                             let state = try await store.pinAttempts(pin)

@@ -297,9 +297,9 @@
             let store = try await PostgresStore.create(pair.url, credentials: [.keyFile(keyFile)], kdf: cheapKDF)
             await store.shutdown()
 
-            // 8 writer processes, each writing its own items one after another.
+            // 4 writer processes, each writing its own items one after another.
             let stopFile = folder.appending("stop").string
-            let writers = 8
+            let writers = 4
             var processes: [(Process, Pipe)] = []
             for writer in 0..<writers {
                 let process = Process()
@@ -349,6 +349,10 @@
                 Data(
                     "failover: first acknowledged write after promotion, per writer (s): \(resumedSeconds.map { String(format: "%.2f", $0) })\n"
                         .utf8))
+            // Bounded by the failover, not by the calls' timeout: a write in flight when the primary
+            // died is retried on the promoted standby (or fails at once and the writer's next one
+            // goes there), and the store chooses the promoted standby within a probe interval.
+            #expect(resumedSeconds.allSatisfy { $0 <= 5 }, "first write after promotion per writer (s): \(resumedSeconds)")
             _ = FileManager.default.createFile(atPath: stopFile, contents: nil)
             var summaries: [String] = []
             for (process, output) in processes {
@@ -356,8 +360,9 @@
                 process.waitUntilExit()
                 #expect(process.terminationStatus == 0)
             }
-            // Some writes failed while there was no primary: the writers saw it (typed errors).
-            #expect(summaries.contains { $0.contains("connectionLost") || $0.contains("unavailable") }, "\(summaries)")
+            // A write that failed while there was no primary failed with a typed error (writes in
+            // flight are retried once, so a run may see none).
+            #expect(!summaries.contains { $0.contains("other") }, "\(summaries)")
 
             // Every acknowledged write is on the new primary, byte for byte; every row there opens.
             let survivor = try await PostgresStore.open(pair.url, credentials: [.keyFile(keyFile)])

@@ -26,7 +26,7 @@
     extension PostgresStoreTests {
         /// Stores tokens that expired a minute ago.
         private func storeExpiredTokens(_ store: PostgresStore) async throws {
-            try await TokenStore(store: store).save(
+            try await TokenRefresher(store: store).save(
                 TokenSet(accessToken: secret("stale"), refreshToken: secret("refresh-1"), expiresAt: Date().addingTimeInterval(-60)),
                 service: service, account: account)
         }
@@ -58,7 +58,7 @@
             #expect(endpoint.calls.count == 1, "one call to the token endpoint for 8 hosts")
             let caller = try #require(endpoint.calls.first)
             #expect(Set(got.map(\.token)) == ["fresh-\(caller)"], "every host got the one refreshed token")
-            #expect(text(try await TokenStore(store: store).load(service: service, account: account)?.accessToken) == "fresh-\(caller)")
+            #expect(text(try await TokenRefresher(store: store).load(service: service, account: account)?.accessToken) == "fresh-\(caller)")
             #expect(try cluster.psql("SELECT count(*) FROM lockbox.refresh_leases") == "0\n", "the lease ended with the write")
             let waits = got.map(\.waited).sorted()
             let isolation = NetworkHosts.current.namespaces.count >= 8 ? "each in its own network namespace" : "plain processes"
@@ -104,7 +104,7 @@
             let key = ItemKey(service: service, account: account)
             let other = try #require(try await store.acquireRefreshLease(key, for: .seconds(30)))
             let calls = Locked(0)
-            let patient = TokenStore(store: store, lockTimeout: .milliseconds(300))
+            let patient = TokenRefresher(store: store, lockTimeout: .milliseconds(300))
             do {
                 _ = try await patient.validAccessToken(service: service, account: account) { current in
                     calls.withLock { $0 += 1 }
@@ -118,7 +118,7 @@
             try await store.releaseRefreshLease(other)
             // The endpoint rejects the refresh token: the tokens are cleared and the lease ended.
             do {
-                _ = try await TokenStore(store: store).validAccessToken(service: service, account: account) { _ in
+                _ = try await TokenRefresher(store: store).validAccessToken(service: service, account: account) { _ in
                     throw TokenRefreshError.rejected("invalid_grant")
                 }
                 Issue.record("expected sessionExpired")

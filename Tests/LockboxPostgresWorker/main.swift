@@ -18,7 +18,7 @@
     //       waits until START_AT (seconds since 1970, so that all workers ask at once), then prints the
     //       device ID of (SERVICE, ACCOUNT), created on first use (the PIN line is unused).
     //   LockboxPostgresWorker refresh URL_FILE SERVICE ACCOUNT START_AT CALLS_FILE HANG LEASE_MS
-    //       waits until START_AT, then asks its TokenStore for a valid access token of (SERVICE,
+    //       waits until START_AT, then asks its TokenRefresher for a valid access token of (SERVICE,
     //       ACCOUNT). Its token endpoint appends this process's PID to CALLS_FILE (one line per call:
     //       the endpoint's log), takes 300 ms, and answers "fresh-PID" valid for an hour; with HANG 1
     //       it never answers (the test kills it). The refresh lease lasts LEASE_MS. Prints
@@ -148,7 +148,7 @@
             }
             let calls = arguments[6]
             let hang = arguments[7] == "1"
-            let tokens = TokenStore(store: store, lockDirectory: lockDirectory, refreshLease: .milliseconds(leaseMilliseconds))
+            let tokens = TokenRefresher(store: store, lockDirectory: lockDirectory, refreshLease: .milliseconds(leaseMilliseconds))
             let wait = startAt - Date().timeIntervalSince1970
             if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
             let started = ContinuousClock.now

@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A door tests hold shut: threads that `pass()` it block until `open()`. It also counts who is
 /// inside now and the most that were inside at once.
@@ -461,7 +462,7 @@ struct AsyncAPITests {
         big.release()
     }
 
-    @Test("the async variants of Vault, TokenStore, DeviceIdentity, SignOut and Transfer give the blocking results")
+    @Test("the async variants of Vault, TokenRefresher, DeviceIdentity, SignOut and Transfer give the blocking results")
     func asyncVariants() async throws {
         let store = MemoryStore()
         let vault = Vault(store: store)
@@ -471,7 +472,7 @@ struct AsyncAPITests {
         #expect(try await vault.metadata(service: "svc", account: "a")?.key.account == "a")
         #expect(try await vault.list(service: "svc").count == 1)
 
-        let tokens = TokenStore(store: store, lockDirectory: folder.file("token-locks"))
+        let tokens = TokenRefresher(store: store, lockDirectory: folder.file("token-locks"))
         let set = TokenSet(
             accessToken: SecretBytes(utf8: "at"), refreshToken: SecretBytes(utf8: "rt"), expiresAt: Date().addingTimeInterval(3600))
         try await tokens.save(set, service: "svc", account: "t")

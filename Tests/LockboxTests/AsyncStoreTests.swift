@@ -3,6 +3,7 @@ import LockboxTesting
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// Runs `body` on a thread of its own (not the cooperative pool) and returns its result: how the
 /// tests call the blocking API, as the CLI does.
@@ -12,7 +13,7 @@ func onPlainThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) asyn
     }
 }
 
-@Suite("Async stores: Vault, PinGuard, TokenStore, DeviceIdentity, Transfer and SignOut over an AsyncSecretStore")
+@Suite("Async stores: Vault, PinGuard, TokenRefresher, DeviceIdentity, Transfer and SignOut over an AsyncSecretStore")
 struct AsyncStoreTests {
     let folder: TemporaryFolder
     init() throws { folder = try TemporaryFolder() }
@@ -104,7 +105,7 @@ struct AsyncStoreTests {
     func tokenRefreshOverAsyncStore() async throws {
         let store = SuspendingStore()
         store.setLatency(.milliseconds(2))
-        let tokens = TokenStore(store: store, lockDirectory: folder.file("token-locks"), executor: BlockingExecutor(threadCount: 2))
+        let tokens = TokenRefresher(store: store, lockDirectory: folder.file("token-locks"), executor: BlockingExecutor(threadCount: 2))
         let expired = TokenSet(
             accessToken: SecretBytes(utf8: "old"), refreshToken: SecretBytes(utf8: "rt"), expiresAt: Date().addingTimeInterval(-10))
         try await tokens.save(expired, service: "api", account: "alice")

@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 @Suite("Batch writes")
 struct BatchWriteTests {

@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// LockboxConfiguration: the one value a program configures Lockbox with, and the key-file
 /// exception for Kubernetes secret mounts (KeyFileAccess.readOnlyMount).
@@ -35,7 +36,7 @@ import Testing
         #expect(pins.hashParameters == PinPreset.server.hashParameters)
         #expect(pins.failureRecording == .afterComparing)
         #expect(pins.executor === executor)
-        #expect(configuration.tokenStore(store: MemoryStore(), executor: executor).executor === executor)
+        #expect(configuration.tokenRefresher(store: MemoryStore(), executor: executor).executor === executor)
     }
 
     @Test func mistakesAreRefusedNamingTheSetting() {

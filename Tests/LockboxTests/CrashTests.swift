@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// Writers killed with SIGKILL at random moments: the vault must always open, every write a
 /// writer acknowledged (exit 0) before the kill must be there, and an item whose writer was

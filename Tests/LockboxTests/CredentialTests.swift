@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A clock tests set by hand.
 final class FixedDate: Sendable {
@@ -19,12 +20,6 @@ final class Counter: Sendable {
     var count: Int { value.withLock { $0 } }
 }
 
-func oauth(_ access: String, expiresIn: Int = 3600, refresh: String? = "rt") -> Data {
-    var object: [String: Any] = ["access_token": access, "token_type": "Bearer", "expires_in": expiresIn, "scope": "read write"]
-    if let refresh { object["refresh_token"] = refresh }
-    return (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
-}
-
 @Suite("Tokens, device identity and sign-out")
 struct CredentialTests {
     let folder: TemporaryFolder
@@ -38,8 +33,8 @@ struct CredentialTests {
         store = try EncryptedFileStore.create(at: folder.file("v.lockbox"), credentials: [.keyFile(key)])
     }
 
-    func tokens(leeway: Duration = .seconds(60)) -> TokenStore {
-        TokenStore(store: store, leeway: leeway, now: clock.read, lockDirectory: folder.file("locks"))
+    func tokens(leeway: Duration = .seconds(60)) -> TokenRefresher {
+        TokenRefresher(store: store, leeway: leeway, now: clock.read, lockDirectory: folder.file("locks"))
     }
 
     @Test("an OAuth response becomes one item with an absolute expiry; nothing prints a token")

@@ -4,6 +4,7 @@ import Testing
 
 @testable import Lockbox
 @testable import LockboxSelfTest
+@testable import LockboxTestSupport
 
 /// Issues the fuzzers found in library code (docs/SECURITY-TESTING.md, "Findings"), fixed and
 /// kept as regression tests.
@@ -159,13 +160,13 @@ struct FuzzFindingsTests {
         }
         let store = MemoryStore()
         try store.set(SecretBytes(utf8: record), for: key, options: ItemOptions(kind: .token))
-        #expect(throws: LockboxError.self) { _ = try TokenStore(store: store).load(service: "api", account: "alice") }
+        #expect(throws: LockboxError.self) { _ = try TokenRefresher(store: store).load(service: "api", account: "alice") }
     }
 
     @Test("a token that is not UTF-8 text is refused when saved, never stored as something else")
     func nonTextTokensAreRefused() throws {
         let store = MemoryStore()
-        let tokens = TokenStore(store: store)
+        let tokens = TokenRefresher(store: store)
         let binary = TokenSet(accessToken: SecretBytes(copying: [0xFF, 0xFE, 0x00]), tokenType: "Bearer")
         #expect(throws: LockboxError.self) { try tokens.save(binary, service: "api", account: "alice") }
         let binaryRefresh = TokenSet(accessToken: SecretBytes(utf8: "ok"), refreshToken: SecretBytes(copying: [0xC3]))

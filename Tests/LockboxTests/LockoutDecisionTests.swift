@@ -2,6 +2,8 @@ import Lockbox
 import LockboxTesting
 import Testing
 
+@testable import LockboxTestSupport
+
 @Suite("The one lockout decision")
 struct LockoutDecisionTests {
     @Test("LockoutPolicy.decide gives every case of the shared table its decision", arguments: LockoutDecisionCases.all)

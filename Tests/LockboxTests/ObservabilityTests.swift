@@ -5,6 +5,7 @@ import MetricsTestKit
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// An error whose description quotes a token, as a refresh callback's might when it passes a
 /// server response on.
@@ -43,7 +44,7 @@ struct ObservabilityTests {
         clock.advance(60)
         try await pins.verify(profile, pin: pin("4739"))
 
-        let tokens = TokenStore(store: store, logger: logger, metricsFactory: metrics)
+        let tokens = TokenRefresher(store: store, logger: logger, metricsFactory: metrics)
         let expired = TokenSet(
             accessToken: SecretBytes(utf8: "at-OLD-77ab3e"), refreshToken: SecretBytes(utf8: "rt-OLD-5c3e1d"),
             expiresAt: Date(timeIntervalSinceNow: -10))

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import LockboxTestSupport
+
 @Suite("The tests' process runner")
 struct ProcessRunnerTests {
     @Test("a child that fills standard error before reading a large standard input does not deadlock the runner")

@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// The TPM2 slot's bytes (docs/FORMAT.md 5.1–5.3) with a stand-in sealer, so they are checked
 /// on every machine, TPM or not.

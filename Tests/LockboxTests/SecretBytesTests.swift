@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 @Suite("SecretBytes")
 struct SecretBytesTests {
@@ -75,12 +76,6 @@ struct SecretBytesTests {
         #expect(checked > 0, "the chunk of a throwing initialiser was never free again: it was not released")
     }
 
-    /// Whether this process runs under ThreadSanitizer or AddressSanitizer (their runtimes
-    /// export these symbols).
-    static let sanitized: Bool = [String](["__tsan_init", "__asan_init"]).contains { name in
-        dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) != nil
-    }
-
     /// This process's mappings; the suite cannot run without /proc.
     static func mappings() throws -> [ProcessHardening.Mapping] {
         let all = ProcessHardening.mappings()
@@ -109,7 +104,7 @@ struct SecretBytesTests {
         // mlock and do nothing (they cannot lock their shadow memory), so under
         // scripts/ci/sanitizers.sh there is no `lo` to see: the unsanitized run of the same
         // command (scripts/test.sh runs both) checks it.
-        if Self.sanitized {
+        if runningUnderSanitizer {
             notTested("the mlock check (`lo` in VmFlags)", because: "sanitizers intercept mlock", requiredInCI: false)
         } else if prerequisiteMet(geteuid() == 0, "the mlock check (`lo` in VmFlags) needs root (CAP_IPC_LOCK)") {
             #expect(mapping.flags.contains("lo"), "mlock: never swapped (VmFlags \(mapping.flags.sorted()))")

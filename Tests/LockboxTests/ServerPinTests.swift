@@ -4,6 +4,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 @Suite("Server PIN preset, refusals without waiting, the test kit's fault-injecting store")
 struct ServerPinTests {
@@ -118,7 +119,7 @@ struct ServerPinTests {
         // Its own executor, so the hash parked at the gate holds none of the shared executor's slots.
         let pins = PinGuard(store: store, hashParameters: .testing, hasher: gate.hasher, executor: BlockingExecutor())
         #expect(pins.profileLock.directory == nil)
-        #expect(TokenStore(store: store).lock.directory == nil)
+        #expect(TokenRefresher(store: store).lock.directory == nil)
         #expect(DeviceIdentity(store: store).lock.directory == nil)
         #expect(DeviceIdentity(store: FaultInjectingStore()).lock.directory == nil, "the fault-injecting store forwards the answer")
         #expect(DeviceIdentity(store: FaultInjectingStore(wrapping: try KeyFileVault().store)).lock.directory != nil)
@@ -160,7 +161,7 @@ struct ServerPinTests {
         store.setLatency(.zero)
 
         // A token refresh whose write fails passes the error on and keeps the old tokens.
-        let tokens = TokenStore(store: store)
+        let tokens = TokenRefresher(store: store)
         let expired = TokenSet(
             accessToken: SecretBytes(utf8: "old"), refreshToken: SecretBytes(utf8: "r"), expiresAt: Date(timeIntervalSinceNow: -10))
         try await tokens.save(expired, service: "api", account: "alice")

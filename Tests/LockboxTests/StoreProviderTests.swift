@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A window that holds one vault's key, counting how often it was confirmed and revoked.
 final class FakeWindow: FileVaultWindow, @unchecked Sendable {

@@ -3,6 +3,7 @@ import SystemPackage
 import Testing
 
 @testable import Lockbox
+@testable import LockboxTestSupport
 
 /// A format-2 vault with a key file in a fresh folder, and the `lockbox` command on it.
 private struct GuardedVault {
@@ -575,10 +576,10 @@ struct LeftoverTests {
 struct TokenFenceTests {
     /// Two token stores on one vault whose lock folders differ, as two processes in two mount
     /// namespaces have: their refreshes are not serialised by the lock.
-    private func twoHosts() throws -> (GuardedVault, TokenStore, TokenStore) {
+    private func twoHosts() throws -> (GuardedVault, TokenRefresher, TokenRefresher) {
         let vault = try GuardedVault()
-        let first = TokenStore(store: try vault.open(), lockDirectory: vault.folder.file("locks-a"))
-        let second = TokenStore(store: try vault.open(), lockDirectory: vault.folder.file("locks-b"))
+        let first = TokenRefresher(store: try vault.open(), lockDirectory: vault.folder.file("locks-a"))
+        let second = TokenRefresher(store: try vault.open(), lockDirectory: vault.folder.file("locks-b"))
         return (vault, first, second)
     }
 

@@ -61,7 +61,7 @@ callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk '
     / [^ ]*:(main|lockbox_main|LockboxMain_main) \[/ && !main { main = count($1) }
     / [^ ]*:[^ ]*parseAsRoot[^ ]* \[/ && !parse { parse = count($1) }
     / [^ ]*:[^ ]*LockboxCommandV13parseDirectly[^ ]* \[/ && !direct { direct = count($1) }
-    / [^ ]*:\$s7lockbox[^ ]*V3runyyKF \[/ && !run { run = count($1) }
+    / [^ ]*:\$s10LockboxCLI[^ ]*V3runyyKF \[/ && !run { run = count($1) }
     / [^ ]*:[^ ]*VaultOptionsV17openResolvedStore[^ ]* \[/ && !open { open = count($1) }
     / [^ ]*:exit \[/ && !ex { ex = count($1) }
     END {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks that every public (and open) symbol of the Lockbox library modules (Lockbox,
-# LockboxSecretService, LockboxWindows, LockboxSelfTest, LockboxTPM, LockboxTesting, and the
+# LockboxSecretService, LockboxSessionWindows, LockboxSelfTest, LockboxTPM, LockboxTesting, and the
 # products with heavy dependencies, LockboxPostgres and LockboxSwiftConfiguration) carries a DocC
 # documentation comment (`///` or `/** */`) of its own.
 #
@@ -52,7 +52,7 @@ done
 
 # The library products' modules: each is checked on its own. The first group is built in
 # .build-docs; the second, whose dependencies are heavy, in the package's .build.
-modules=(Lockbox LockboxSecretService LockboxWindows LockboxSelfTest LockboxTPM LockboxTesting)
+modules=(Lockbox LockboxSecretService LockboxSessionWindows LockboxSelfTest LockboxTPM LockboxTesting)
 heavy_modules=(LockboxPostgres LockboxSwiftConfiguration)
 docs_scratch=$repo/.build-docs
 main_scratch=$repo/.build

@@ -3,7 +3,7 @@
 # consumer file (a package depending on `Lockbox` alone, as an app would) calls the blocking API
 # from an async function, and the compiler must answer each call as listed below —
 #   - an error, "expression is 'async' but is not marked with 'await'", where an async overload
-#     of the same name exists (Vault, PinGuard, TokenStore, DeviceIdentity, Transfer, SignOut)
+#     of the same name exists (Vault, PinGuard, TokenRefresher, DeviceIdentity, Transfer, SignOut)
 #     and the call is in an async function: the async overload wins;
 #   - the `@available(*, noasync)` diagnostic where the blocking overload is the one chosen: in
 #     an async closure (a Hummingbird or Vapor route), in top-level code that awaits (a
@@ -38,7 +38,7 @@ import Lockbox
 let key = SecretBytes(utf8: "1")
 let profile = PinProfile(service: "s", name: "n")
 
-func handler(vault: Vault, pins: PinGuard, tokens: TokenStore, ids: DeviceIdentity, gate: ReauthGate, store: any SecretStore) async throws {
+func handler(vault: Vault, pins: PinGuard, tokens: TokenRefresher, ids: DeviceIdentity, gate: ReauthGate, store: any SecretStore) async throws {
     _ = try vault.get(service: "s", account: "a")  // ERROR-AWAIT
     try vault.set(key, service: "s", account: "a")  // ERROR-AWAIT
     _ = try vault.list()  // ERROR-AWAIT
@@ -68,7 +68,7 @@ func route(vault: Vault, pins: PinGuard) -> @Sendable () async throws -> Void {
     }
 }
 
-func tool(vault: Vault, pins: PinGuard, tokens: TokenStore, ids: DeviceIdentity, gate: ReauthGate) throws {
+func tool(vault: Vault, pins: PinGuard, tokens: TokenRefresher, ids: DeviceIdentity, gate: ReauthGate) throws {
     _ = try vault.get(service: "s", account: "a")  // NONE
     try pins.verify(profile, pin: key)  // NONE
     _ = try tokens.load(service: "s", account: "a")  // NONE
@@ -85,7 +85,7 @@ let vault = Vault(store: MemoryStore())
 try await Task.sleep(for: .milliseconds(1))
 _ = try vault.get(service: "s", account: "a")  // ERROR-NOASYNC
 try PinGuard(store: MemoryStore()).verify(profile, pin: key)  // ERROR-NOASYNC
-_ = try TokenStore(store: MemoryStore()).load(service: "s", account: "a")  // ERROR-NOASYNC
+_ = try TokenRefresher(store: MemoryStore()).load(service: "s", account: "a")  // ERROR-NOASYNC
 _ = try DeviceIdentity(store: MemoryStore()).deviceID(service: "s")  // ERROR-NOASYNC
 // Opening the vault at start-up, in a main.swift that awaits later, compiles: top-level code picks
 // the blocking opener (an async twin exists for async functions), which is what start-up wants.

@@ -16,9 +16,9 @@
 # it reads `lockbox --experimental-dump-help` (argument-parser's JSON description of every
 # command), `lockbox --version` and `lockbox --generate-completion-script bash|zsh|fish`; the exit
 # codes come from the root command's discussion and must match enum ExitStatus in
-# Sources/lockbox/ExitStatus.swift. The output has no dates or paths, so it is the same on every
+# Sources/LockboxCLI/ExitStatus.swift. The output has no dates or paths, so it is the same on every
 # machine. When groff is installed, the man page must also pass `groff -man -ww -z` silently.
-# To change the documentation, change the help texts in Sources/lockbox and rerun this script.
+# To change the documentation, change the help texts in Sources/LockboxCLI and rerun this script.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -43,6 +43,8 @@ WRAPPED_KEY_BYTES = KEY_BYTES + TAG_BYTES
 OPSLIMIT_RANGE = (1, 64)
 MEMLIMIT_RANGE = (8 * 1024, 4 * 1024 * 1024 * 1024)
 KEY_FILE_CONTEXT = b"lockbox.v1.keyfile-slot"
+KEY_FILE_FINGERPRINT_CONTEXT = b"lockbox.v2.keyfile-fingerprint"  # docs/FORMAT.md section 18.1.1
+FINGERPRINT_BYTES = 16
 PAD_BLOCK = 256
 MAX_FILE_BYTES = 1 << 30
 ACCESS_ATTRIBUTE = "lockbox.access"
@@ -150,8 +152,14 @@ def slot_parameter_bytes(slot):
     return out
 
 
+def key_file_fingerprint(key):
+    """docs/FORMAT.md section 18.1.1: 16 bytes of BLAKE2b keyed with the 32-byte key file key."""
+    return blake2b(KEY_FILE_FINGERPRINT_CONTEXT, FINGERPRINT_BYTES, key=key)
+
+
 def encode_slot(slot):
-    """type || u16 length || body, as the header stores a slot."""
+    """type || u16 length || body, as the header stores a slot (a format-2 key-file slot with a
+    "fingerprint" also records it, section 18.1.1)."""
     body = b""
     if slot["kind"] == SLOT_PASSPHRASE:
         body += struct.pack("<QQ", slot["opslimit"], slot["memlimit"])
@@ -159,10 +167,14 @@ def encode_slot(slot):
     if slot["kind"] == SLOT_TPM2:
         body += struct.pack("<H", len(slot["sealed"])) + slot["sealed"]
     body += slot["nonce"] + slot["wrapped_key"]
+    if slot["kind"] == SLOT_KEY_FILE and slot.get("fingerprint"):
+        body += slot["fingerprint"]
     return bytes([slot["kind"]]) + struct.pack("<H", len(body)) + body
 
 
-def parse_slot(reader, index):
+def parse_slot(reader, index, fingerprints=False):
+    """One slot; with `fingerprints` (a format-2 slot row), a key-file slot may end with its key
+    file's fingerprint (section 18.1.1), kept as "fingerprint" (None when not recorded)."""
     kind = reader.u8(f"key slot {index} type")
     length = reader.u16(f"key slot {index} length")
     body = Reader(reader.bytes(length, f"key slot {index}"))
@@ -186,6 +198,11 @@ def parse_slot(reader, index):
         slot["sealed"] = body.bytes(sealed_length, f"key slot {index} sealed data")
     slot["nonce"] = body.bytes(NONCE_BYTES, f"key slot {index} nonce")
     slot["wrapped_key"] = body.bytes(WRAPPED_KEY_BYTES, f"key slot {index} wrapped key")
+    slot["fingerprint"] = None
+    if fingerprints and kind == SLOT_KEY_FILE and body.remaining > 0:
+        if body.remaining != FINGERPRINT_BYTES:
+            raise corrupt(f"key slot {index} has a key-file fingerprint of {body.remaining} bytes, not {FINGERPRINT_BYTES}")
+        slot["fingerprint"] = body.bytes(FINGERPRINT_BYTES, f"key slot {index} key-file fingerprint")
     if body.remaining != 0:
         raise corrupt(f"key slot {index} has {body.remaining} unexpected bytes")
     return slot
@@ -559,7 +576,7 @@ def v2_read(path):
         slots = []
         for (blob,) in db.execute("SELECT slot FROM key_slots ORDER BY slot_id"):
             reader = Reader(bytes(blob))
-            slot = parse_slot(reader, len(slots))
+            slot = parse_slot(reader, len(slots), fingerprints=True)
             if reader.remaining != 0:
                 raise corrupt(f"key slot {len(slots)} has unexpected bytes after it")
             slots.append(slot)

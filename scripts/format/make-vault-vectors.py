@@ -58,8 +58,13 @@ def payload(items):
 
 def build(v):
     slots, keks, ads = [], [], []
+    fingerprints = []
     for slot in v["slots"]:
         encoded = format_slot(slot)
+        fingerprint = fmt.key_file_fingerprint(slot["key_file_key"]) if slot["kind"] == "key-file" else None
+        fingerprints.append(fingerprint)
+        if slot.get("record_fingerprint"):
+            encoded["fingerprint"] = fingerprint
         k = fmt.derive_kek(encoded, slot_secret(slot))
         encoded["wrapped_key"] = fmt.wrap(v["vault_id"], encoded, k, v["data_key"])
         slots.append(encoded)
@@ -196,6 +201,8 @@ def render_slots(slot_inputs):
             out["passphrase_utf8"] = s["passphrase"]
             out["opslimit"] = s["opslimit"]
             out["memlimit"] = s["memlimit"]
+        if "record_fingerprint" in s:  # format 2 only (docs/FORMAT.md section 18.1.1)
+            out["record_fingerprint"] = s["record_fingerprint"]
         out["salt_hex"] = s["salt"].hex()
         out["nonce_hex"] = s["nonce"].hex()
         slots.append(out)
@@ -244,11 +251,12 @@ def with_nonces(items, first):
 
 W1 = {
     "id": "one-item",
-    "description": "Format 2: a key-file slot and a passphrase slot (Argon2id t=1, 8 KiB), one item (the token of the format-1 vector format-md-section-16)",
+    "description": "Format 2: a key-file slot recording its key file's fingerprint and a passphrase slot (Argon2id t=1, 8 KiB), one item (the token of the format-1 vector format-md-section-16)",
     "vault_id": seq(0x40, 16),
     "data_key": seq(0x60, 32),
     "slots": [
-        {"kind": "key-file", "key_file_key": seq(0, 32), "salt": seq(0x10, 16), "nonce": seq(0x20, 24)},
+        {"kind": "key-file", "key_file_key": seq(0, 32), "salt": seq(0x10, 16), "nonce": seq(0x20, 24),
+         "record_fingerprint": True},
         {"kind": "passphrase", "passphrase": "correct horse battery staple", "opslimit": 1, "memlimit": 8192,
          "salt": seq(0x30, 16), "nonce": seq(0x48, 24)},
     ],
@@ -257,10 +265,11 @@ W1 = {
 
 W2 = {
     "id": "edge-cases",
-    "description": "Format 2: the slots and items of the format-1 vector edge-cases (empty label and secret, non-ASCII names and attributes, a protected item, extreme timestamps, a 300-byte binary secret) plus an item whose account is in NFD (its address is computed from NFC, its metadata keeps the name as written), and an item that expires and holds a previous version kept in its companion (lockbox.expires, lockbox.previous, lockbox.companion, lockbox.companion-id)",
+    "description": "Format 2: the slots and items of the format-1 vector edge-cases (empty label and secret, non-ASCII names and attributes, a protected item, extreme timestamps, a 300-byte binary secret; the first key-file slot records its key file's fingerprint, the second, as a slot made before fingerprints were recorded, does not) plus an item whose account is in NFD (its address is computed from NFC, its metadata keeps the name as written), and an item that expires and holds a previous version kept in its companion (lockbox.expires, lockbox.previous, lockbox.companion, lockbox.companion-id)",
     "vault_id": V2["vault_id"],
     "data_key": V2["data_key"],
-    "slots": V2["slots"],
+    "slots": [dict(slot, record_fingerprint=index == 0) if slot["kind"] == "key-file" else slot
+              for index, slot in enumerate(V2["slots"])],
     "items": with_nonces(V2["items"] + [
         {"service": "nfd", "account": "e\u0301t\u0065\u0301", "kind": "generic", "label": "decomposed",
          "created_ms": 5, "modified_ms": 6, "attributes": {}, "access": "always", "secret": b"\x00"},
@@ -278,8 +287,13 @@ W2 = {
 def build_v2(v):
     keys = fmt.v2_keys(v["data_key"])
     slot_rows, keks = [], []
+    fingerprints = []
     for slot in v["slots"]:
         encoded = format_slot(slot)
+        fingerprint = fmt.key_file_fingerprint(slot["key_file_key"]) if slot["kind"] == "key-file" else None
+        fingerprints.append(fingerprint)
+        if slot.get("record_fingerprint"):
+            encoded["fingerprint"] = fingerprint
         k = fmt.derive_kek(encoded, slot_secret(slot))
         encoded["wrapped_key"] = fmt.wrap(v["vault_id"], encoded, k, v["data_key"])
         slot_rows.append(fmt.encode_slot(encoded))
@@ -291,6 +305,7 @@ def build_v2(v):
         "row_key_hex": keys[1].hex(),
         "key_check_hex": keys[2].hex(),
         "slot_keks_hex": [k.hex() for k in keks],
+        "key_file_fingerprints_hex": [f.hex() if f is not None else None for f in fingerprints],
         "slot_rows_hex": [r.hex() for r in slot_rows],
         "items": [{name + "_hex": row[name].hex() for name in
                    ("address", "metadata_plaintext", "metadata_additional_data", "metadata", "secret_additional_data", "secret")}
@@ -298,7 +313,7 @@ def build_v2(v):
     }
 
 
-def must_fail_v2(item_count):
+def must_fail_v2(item_count, slot_rows):
     """Damaged copies of a format-2 vector's database, what is done to them, and the error the reader
     must give (docs/FORMAT.md sections 18.1-18.3). `operation`: open (with a key-file slot), list
     (open, then list every item's metadata) or get (open, then read item `item` with its secret).
@@ -328,6 +343,11 @@ def must_fail_v2(item_count):
          {"error": "corrupt", "reason": "the key check does not match the data key the key slots hold"})
     case("vault-id-bit-flip", "one bit of the vault ID changed: no slot unwraps (the ID is in every slot's associated data)",
          {"xor_vault": {"column": "vault_id", "offset": 15, "mask": 1}}, {"open": {}}, {"error": "wrong-credential"})
+    first = bytes.fromhex(slot_rows[0])
+    if first[0] == fmt.SLOT_KEY_FILE and len(first) == 3 + 88 + fmt.FINGERPRINT_BYTES:
+        case("fingerprint-one-byte-short", "key slot 0's recorded fingerprint cut to 15 bytes (its length field changed to match)",
+             {"resize_slot": {"slot": 0, "by": -1}}, {"open": {}},
+             {"error": "corrupt", "reason": "key slot 0 has a key-file fingerprint of 15 bytes, not 16"})
     case("user-version-3", "PRAGMA user_version = 3", {"pragma": {"name": "user_version", "value": 3}}, {"open": {}},
          {"error": "unsupported-version", "found": 3})
     case("application-id-changed", "PRAGMA application_id of another application",
@@ -356,6 +376,7 @@ def render_items(items, nonces):
 
 
 def render_v2(v):
+    expected = build_v2(v)
     return {
         "id": v["id"],
         "description": v["description"],
@@ -365,8 +386,8 @@ def render_v2(v):
             "slots": render_slots(v["slots"]),
             "items": render_items(v["items"], nonces=True),
         },
-        "expected": build_v2(v),
-        "must_fail": must_fail_v2(len(v["items"])),
+        "expected": expected,
+        "must_fail": must_fail_v2(len(v["items"]), expected["slot_rows_hex"]),
     }
 
 
@@ -407,14 +428,21 @@ def write_v2_database(path, rendered, mutation=None):
             key_check = bytes(value)
     if "pragma" in mutation:
         pragmas[mutation["pragma"]["name"]] = mutation["pragma"]["value"]
+    slot_rows = [bytes.fromhex(slot) for slot in expected["slot_rows_hex"]]
+    if "resize_slot" in mutation:
+        # The slot's body shortened (or lengthened with zero bytes) and its length field changed to match.
+        m = mutation["resize_slot"]
+        row = slot_rows[m["slot"]]
+        body = row[3:-(-m["by"])] if m["by"] < 0 else row[3:] + bytes(m["by"])
+        slot_rows[m["slot"]] = row[:1] + struct.pack("<H", len(body)) + body
     db = sqlite3.connect(path)
     try:
         db.executescript(documented_schema())
         for name, value in pragmas.items():
             db.execute(f"PRAGMA {name}={int(value)}")
         db.execute("INSERT INTO vault VALUES (1, ?, ?, ?)", (fmt.V2_FORMAT_VERSION, vault_id, key_check))
-        for index, slot in enumerate(expected["slot_rows_hex"]):
-            db.execute("INSERT INTO key_slots VALUES (?, ?)", (index, bytes.fromhex(slot)))
+        for index, slot in enumerate(slot_rows):
+            db.execute("INSERT INTO key_slots VALUES (?, ?)", (index, slot))
         for item in items:
             db.execute("INSERT INTO items VALUES (?, ?, ?)", (item["address"], item["metadata"], item["secret"]))
         db.commit()

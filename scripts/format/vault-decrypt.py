@@ -181,7 +181,11 @@ def slot_summary(slot):
     if slot["kind"] == fmt.SLOT_PASSPHRASE:
         return {"index": slot["index"], "kind": "passphrase",
                 "opslimit": slot["opslimit"], "memlimit": slot["memlimit"]}
-    return {"index": slot["index"], "kind": fmt.SLOT_KIND_NAMES[slot["kind"]]}
+    summary = {"index": slot["index"], "kind": fmt.SLOT_KIND_NAMES[slot["kind"]]}
+    if slot["kind"] == fmt.SLOT_KEY_FILE:
+        # Format 2 may record the key file's fingerprint (docs/FORMAT.md 18.1.1): a label, not authenticated.
+        summary["key_file_fingerprint"] = slot["fingerprint"].hex() if slot.get("fingerprint") else None
+    return summary
 
 
 def read_credentials(arguments):

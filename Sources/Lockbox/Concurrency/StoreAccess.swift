@@ -1,7 +1,7 @@
 /// The store a Lockbox type was given — a blocking ``SecretStore`` or an ``AsyncSecretStore`` —
 /// and the route each of the type's two APIs takes to it.
 ///
-/// Every operation of ``Vault``, ``PinGuard``, ``TokenStore``, ``DeviceIdentity``, ``Transfer``
+/// Every operation of ``Vault``, ``PinGuard``, ``TokenRefresher``, ``DeviceIdentity``, ``Transfer``
 /// and ``SignOut`` has one implementation, async, over a ``StoreRoute``:
 /// - the async API takes ``awaiting``: an async store is awaited as it is, a blocking one is
 ///   offloaded to the executor (each call on its threads), and the operation's own blocking work

@@ -38,7 +38,7 @@ public struct LockboxConfiguration: Sendable {
     public var keyFile: FilePath?
     /// Which key files ``keyFile`` may be (``KeyFileAccess``): owner-only by default.
     public var keyFileAccess: KeyFileAccess
-    /// The folder the item locks of ``PinGuard``, ``TokenStore`` and ``DeviceIdentity`` go in
+    /// The folder the item locks of ``PinGuard``, ``TokenRefresher`` and ``DeviceIdentity`` go in
     /// (each in a subfolder of its own); `nil`: their defaults (beside the file vault). Every
     /// process that shares the store must use the same one.
     public var lockDirectory: FilePath?
@@ -210,15 +210,24 @@ public struct LockboxConfiguration: Sendable {
             logger: logger, metricsFactory: metricsFactory)
     }
 
-    /// A ``TokenStore`` over `store` with the configured lock folder, logging to `logger` and
+    /// A ``TokenRefresher`` over `store` with the configured lock folder, logging to `logger` and
     /// recording metrics into `metricsFactory`.
+    public func tokenRefresher(
+        store: any SecretStore, executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) -> TokenRefresher {
+        TokenRefresher(
+            store: store, lockDirectory: lockDirectory?.appending("token-locks"), executor: executor,
+            logger: logger, metricsFactory: metricsFactory)
+    }
+
+    /// The former name of ``tokenRefresher(store:executor:logger:metricsFactory:)``.
+    @available(*, deprecated, renamed: "tokenRefresher(store:executor:logger:metricsFactory:)")
     public func tokenStore(
         store: any SecretStore, executor: BlockingExecutor = .shared, logger: Logger = .lockboxDefault,
         metricsFactory: any MetricsFactory = MetricsSystem.factory
-    ) -> TokenStore {
-        TokenStore(
-            store: store, lockDirectory: lockDirectory?.appending("token-locks"), executor: executor,
-            logger: logger, metricsFactory: metricsFactory)
+    ) -> TokenRefresher {
+        tokenRefresher(store: store, executor: executor, logger: logger, metricsFactory: metricsFactory)
     }
 
     /// A ``DeviceIdentity`` over `store` with the configured lock folder.

@@ -14,7 +14,7 @@ public protocol SecretStore: Sendable {
     var isOpenToOtherProcessesOfUser: Bool { get }
     /// Whether any other process can reach this store at all: `false` for ``MemoryStore`` (one
     /// process's memory), `true` (the default) for every store with a file, a daemon or a server
-    /// behind it. Where it is `false`, ``PinGuard``, ``TokenStore`` and ``DeviceIdentity`` lock
+    /// behind it. Where it is `false`, ``PinGuard``, ``TokenRefresher`` and ``DeviceIdentity`` lock
     /// items within this process only and write no lock files.
     var isReachableFromOtherProcesses: Bool { get }
     /// The secret stored under `key`, or `nil` if there is none.

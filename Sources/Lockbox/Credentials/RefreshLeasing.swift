@@ -1,7 +1,7 @@
 import FoundationEssentials
 
 /// A store that hands out a refresh lease per item, so that of all the hosts sharing it that find
-/// the same expired tokens, one calls the token endpoint: ``TokenStore`` uses it, when its store
+/// the same expired tokens, one calls the token endpoint: ``TokenRefresher`` uses it, when its store
 /// adopts this protocol, besides its per-host lock (which holds on one host only).
 ///
 /// The contract, for each item (addressed by the ``ItemKey`` the token store passes):

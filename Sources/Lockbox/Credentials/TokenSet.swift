@@ -45,7 +45,7 @@ public struct TokenSet: Sendable, Equatable, CustomStringConvertible {
     /// Copies: the tokens pass through `JSONDecoder` as `String`s in ordinary memory that
     /// Lockbox cannot wipe (as does `data`, the caller's); only the resulting ``accessToken`` and
     /// ``refreshToken`` are guarded. The same holds whenever a token set is saved or loaded
-    /// (``TokenStore/save(_:service:account:)``, ``TokenStore/load(service:account:)``), whose JSON
+    /// (``TokenRefresher/save(_:service:account:)``, ``TokenRefresher/load(service:account:)``), whose JSON
     /// record is built and parsed with Foundation. SECURITY.md lists these copies.
     public init(oauthResponse data: Data, now: Date = Date(), subject: String? = nil, previous: TokenSet? = nil) throws {
         guard let object = try? JSONDecoder().decode(OAuthResponse.self, from: data) else {
@@ -182,7 +182,7 @@ public enum TokenRefreshError: Error, Sendable {
     case rejected(String)
 }
 
-/// Session state changes a ``TokenStore`` reports.
+/// Session state changes a ``TokenRefresher`` reports.
 public enum SessionEvent: Sendable, Equatable {
     /// A token set was saved for (service, account).
     case signedIn(ItemKey)

@@ -7,7 +7,8 @@ package enum KeySlotCrypto {
     package static let keyFileContext = Array("lockbox.v1.keyfile-slot".utf8)
     package static let tpm2Context = Array("lockbox.v1.tpm2-slot".utf8)
 
-    /// A slot wrapping `dataKey` under a key derived from `credentialKey` with fresh salt and nonce.
+    /// A slot wrapping `dataKey` under a key derived from `source` with fresh salt and nonce; a
+    /// key-file slot records its key file's fingerprint (which a format-1 header drops).
     package static func makeSlot(
         wrapping dataKey: SecretBytes, vaultID: [UInt8], using source: KEKSource
     ) throws -> (KeySlot, kek: SecretBytes) {
@@ -16,8 +17,9 @@ package enum KeySlotCrypto {
         switch source {
         case .passphrase(_, let kdf):
             slot = KeySlot(kind: .passphrase, kdf: kdf, salt: salt, nonce: [], wrappedKey: [])
-        case .key:
-            slot = KeySlot(kind: .keyFile, kdf: nil, salt: salt, nonce: [], wrappedKey: [])
+        case .key(let key):
+            slot = KeySlot(
+                kind: .keyFile, kdf: nil, salt: salt, nonce: [], wrappedKey: [], keyFileFingerprint: KeyFile.fingerprint(of: key))
         case .sealer:
             slot = KeySlot(kind: .tpm2, kdf: nil, salt: salt, nonce: [], wrappedKey: [])
         }

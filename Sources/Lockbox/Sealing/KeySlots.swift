@@ -7,6 +7,9 @@ package struct SlotUnlocker {
     package var kind: KeySlot.Kind
     package var salt: [UInt8]
     package var kek: SecretBytes
+    /// The fingerprint of the key file that opened the slot (``KeyFile/fingerprint(of:)``), when a
+    /// key file did: what the slot's recorded fingerprint is checked against, and recorded from.
+    package var keyFileFingerprint: [UInt8]? = nil
 
     /// Whether `slot` is the slot this unlocker opened (kind and salt identify a slot).
     package func opened(_ slot: KeySlot) -> Bool { slot.kind == kind && slot.salt == salt }
@@ -20,12 +23,13 @@ package struct SlotUnlocker {
 /// format-1 header, rewritten with the body).
 package enum KeySlots {
     /// One key slot stored on its own (a format-2 slot row, in SQLite or PostgreSQL): exactly one
-    /// slot's bytes, nothing after them; anything else is a corrupt vault at `vault`.
+    /// slot's bytes (a key-file slot's may end with its key file's fingerprint), nothing after
+    /// them; anything else is a corrupt vault at `vault`.
     package static func parseRow(_ bytes: [UInt8], index: Int, vault: String) throws -> KeySlot {
         try bytes.withUnsafeBytes { buffer throws in
             do {
                 var reader = ByteReader(buffer)
-                let slot = try KeySlot.parse(&reader, index: index)
+                let slot = try KeySlot.parse(&reader, index: index, fingerprints: true)
                 guard reader.remaining == 0 else { throw FormatError("key slot \(index) has unexpected bytes after it") }
                 return slot
             } catch let error as FormatError {
@@ -39,6 +43,8 @@ package enum KeySlots {
         package var index: Int
         package var kek: SecretBytes
         package var dataKey: SecretBytes
+        /// The fingerprint of the key that opened it, when it is a key-file slot.
+        package var keyFileFingerprint: [UInt8]?
     }
 
     /// The secret material `credential` stands for, loaded (a key file is read here).
@@ -69,7 +75,9 @@ package enum KeySlots {
         for credential in credentials {
             let (slot, kek) = try KeySlotCrypto.makeSlot(wrapping: dataKey, vaultID: vaultID, using: source(for: credential, kdf: kdf))
             slots.append(slot)
-            if unlocker == nil { unlocker = SlotUnlocker(kind: slot.kind, salt: slot.salt, kek: kek) }
+            if unlocker == nil {
+                unlocker = SlotUnlocker(kind: slot.kind, salt: slot.salt, kek: kek, keyFileFingerprint: slot.keyFileFingerprint)
+            }
         }
         guard let unlocker else {
             throw LockboxError.invalidArgument("a new vault needs at least one credential: a passphrase or a key file")
@@ -101,7 +109,9 @@ package enum KeySlots {
                     continue
                 }
                 if let dataKey = KeySlotCrypto.unwrap(slot, vaultID: vaultID, kek: kek) {
-                    return Opened(index: index, kek: kek, dataKey: dataKey)
+                    var fingerprint: [UInt8]?
+                    if case .key(let key) = source { fingerprint = KeyFile.fingerprint(of: key) }
+                    return Opened(index: index, kek: kek, dataKey: dataKey, keyFileFingerprint: fingerprint)
                 }
             }
         }
@@ -123,7 +133,10 @@ package enum KeySlots {
             throw LockboxError.wrongCredential(path: path.string)
         }
         let slot = slots[opened.index]
-        return (opened.dataKey, SlotUnlocker(kind: slot.kind, salt: slot.salt, kek: opened.kek))
+        return (
+            opened.dataKey,
+            SlotUnlocker(kind: slot.kind, salt: slot.salt, kek: opened.kek, keyFileFingerprint: opened.keyFileFingerprint)
+        )
     }
 
     /// Throws ``LockboxError/wrongCredential(path:)`` unless `source` opens a slot of its kind.
@@ -186,19 +199,24 @@ package enum KeySlots {
 
     /// Every slot rewrapped around a fresh data key, with the new key. Each slot needs its KEK:
     /// `unlocker`'s slot is known; the others must open with one of `sources`. Slots nothing
-    /// opens make this throw, unless `dropUnmatched`, in which case they are left out.
+    /// opens make this throw, unless `dropUnmatched`, in which case they are left out. A key-file
+    /// slot whose key is known (given, or the one that opened `unlocker`) records that key's
+    /// fingerprint, whatever it recorded before.
     package static func rotated(
         _ slots: [KeySlot], vaultID: [UInt8], unlocker: SlotUnlocker?, sources: [KEKSource], dropUnmatched: Bool
     ) throws -> (slots: [KeySlot], dataKey: SecretBytes) {
         var keys: [(KeySlot, SecretBytes)] = []
         var unmatched: [Int] = []
         for (index, slot) in slots.enumerated() {
+            var slot = slot
             if let unlocker, unlocker.opened(slot) {
+                if slot.kind == .keyFile, let fingerprint = unlocker.keyFileFingerprint { slot.keyFileFingerprint = fingerprint }
                 keys.append((slot, unlocker.kek))
             } else if let opened = try firstOpened(
                 slots, vaultID: vaultID, sources: sources.map { source in { source } },
                 candidates: [index])
             {
+                if slot.kind == .keyFile, let fingerprint = opened.keyFileFingerprint { slot.keyFileFingerprint = fingerprint }
                 keys.append((slot, opened.kek))
             } else {
                 unmatched.append(index)

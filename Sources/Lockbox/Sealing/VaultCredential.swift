@@ -50,6 +50,29 @@ public enum KeyFile {
         return key
     }
 
+    /// What a key file's fingerprint is derived under (docs/FORMAT.md section 18.1.1).
+    package static let fingerprintContext = Array("lockbox.v2.keyfile-fingerprint".utf8)
+
+    /// The fingerprint of the key file at `path`, as ``KeySlotInfo/keyFileFingerprint`` shows the
+    /// one a key-file slot records: 32 lowercase hexadecimal digits, so a person can tell which key
+    /// file a slot is for without the vault. The file is read as ``read(at:access:)`` reads it.
+    ///
+    /// The fingerprint is 16 bytes of keyed BLAKE2b of the 32-byte key under a context of its own
+    /// (docs/FORMAT.md section 18.1.1): it says nothing that helps find a key of 256 random bits,
+    /// and the same key in either encoding (raw or hexadecimal) has the same fingerprint.
+    ///
+    /// - Parameters:
+    ///   - path: The key file.
+    ///   - access: Which permissions of the file are accepted (see ``read(at:access:)``).
+    public static func fingerprint(at path: FilePath, access: KeyFileAccess = .ownerOnly) throws -> String {
+        fingerprint(of: try read(at: path, access: access)).hexString
+    }
+
+    /// The fingerprint of a 32-byte key: `crypto_generichash(outlen: 16, in: "lockbox.v2.keyfile-fingerprint", key: key)`.
+    package static func fingerprint(of key: SecretBytes) -> [UInt8] {
+        Sodium.keyedBlake2b(fingerprintContext, key: key, length: KeySlot.fingerprintBytes).withUnsafeBytes { Array($0) }
+    }
+
     /// Reads a key file: exactly 32 raw bytes, or 64 hexadecimal digits with an optional
     /// trailing newline. Refuses what is not a regular file before reading it (opened without
     /// blocking, so a FIFO cannot hang it), and a file that group or others can read or write

@@ -22,15 +22,34 @@ package struct KeySlot: Equatable {
     package var wrappedKey: [UInt8]
     /// What the sealer returned, stored as it is; empty for other kinds.
     package var sealed: [UInt8] = []
+    /// A key-file slot's record of which key file opens it (``KeyFile/fingerprint(of:)``,
+    /// ``fingerprintBytes`` bytes; docs/FORMAT.md section 18.1.1), or `nil`: none recorded (always so
+    /// in format 1, whose header has no place for it). Not authenticated by the wrap: read from the
+    /// file, it is a label to show, never a reason to trust or choose the slot.
+    package var keyFileFingerprint: [UInt8]?
 
     /// Memberwise, for the package's other targets (the vault-vector builder, the fuzzing harness).
-    package init(kind: Kind, kdf: KDFParameters?, salt: [UInt8], nonce: [UInt8], wrappedKey: [UInt8], sealed: [UInt8] = []) {
+    package init(
+        kind: Kind, kdf: KDFParameters?, salt: [UInt8], nonce: [UInt8], wrappedKey: [UInt8], sealed: [UInt8] = [],
+        keyFileFingerprint: [UInt8]? = nil
+    ) {
         self.kind = kind
         self.kdf = kdf
         self.salt = salt
         self.nonce = nonce
         self.wrappedKey = wrappedKey
         self.sealed = sealed
+        self.keyFileFingerprint = keyFileFingerprint
+    }
+
+    /// The size of a recorded key-file fingerprint.
+    package static let fingerprintBytes = 16
+
+    /// This slot without a recorded key-file fingerprint: what a format-1 header holds.
+    package var withoutFingerprint: KeySlot {
+        var slot = self
+        slot.keyFileFingerprint = nil
+        return slot
     }
 
     package static let saltBytes = 16
@@ -67,6 +86,7 @@ package struct KeySlot: Equatable {
         }
         body.append(nonce)
         body.append(wrappedKey)
+        if kind == .keyFile, let keyFileFingerprint, keyFileFingerprint.count == Self.fingerprintBytes { body.append(keyFileFingerprint) }
         var writer = ByteWriter()
         writer.append(kind.rawValue)
         writer.append(UInt16(body.bytes.count))
@@ -74,7 +94,9 @@ package struct KeySlot: Equatable {
         return writer.bytes
     }
 
-    package static func parse(_ reader: inout ByteReader, index: Int) throws -> KeySlot {
+    /// Parses one slot. `fingerprints`: whether a key-file slot may end with its key file's
+    /// fingerprint (format 2's slot rows, docs/FORMAT.md section 18.1.1); a format-1 header's may not.
+    package static func parse(_ reader: inout ByteReader, index: Int, fingerprints: Bool = false) throws -> KeySlot {
         let rawKind = try reader.read(UInt8.self, "key slot \(index) type")
         let length = Int(try reader.read(UInt16.self, "key slot \(index) length"))
         var body = ByteReader(try reader.readSlice(length, "key slot \(index)"))
@@ -99,11 +121,18 @@ package struct KeySlot: Equatable {
             }
             sealed = try body.readBytes(count, "key slot \(index) sealed data")
         }
-        let slot = KeySlot(
+        var slot = KeySlot(
             kind: kind, kdf: kdf, salt: salt,
             nonce: try body.readBytes(Sodium.aeadNonceBytes, "key slot \(index) nonce"),
             wrappedKey: try body.readBytes(wrappedKeyBytes, "key slot \(index) wrapped key"),
             sealed: sealed)
+        if fingerprints && kind == .keyFile && body.remaining > 0 {
+            // Exactly the fingerprint's 16 bytes or nothing: any other length is a damaged slot.
+            guard body.remaining == fingerprintBytes else {
+                throw FormatError("key slot \(index) has a key-file fingerprint of \(body.remaining) bytes, not \(fingerprintBytes)")
+            }
+            slot.keyFileFingerprint = try body.readBytes(fingerprintBytes, "key slot \(index) key-file fingerprint")
+        }
         guard body.remaining == 0 else { throw FormatError("key slot \(index) has \(body.remaining) unexpected bytes") }
         return slot
     }
@@ -123,7 +152,11 @@ package struct VaultHeader: Equatable {
 
     package var vaultID: [UInt8]
     package var generation: UInt64
-    package var slots: [KeySlot]
+    /// The key slots. Format 1 has no place for a key file's fingerprint (docs/FORMAT.md section
+    /// 18.1.1): a slot put here loses it, so what a handle lists is what the file holds.
+    package var slots: [KeySlot] {
+        didSet { if slots.contains(where: { $0.keyFileFingerprint != nil }) { slots = slots.map(\.withoutFingerprint) } }
+    }
     package var bodyNonce: [UInt8]
     package var bodyLength: UInt64
 
@@ -131,7 +164,7 @@ package struct VaultHeader: Equatable {
     package init(vaultID: [UInt8], generation: UInt64, slots: [KeySlot], bodyNonce: [UInt8], bodyLength: UInt64) {
         self.vaultID = vaultID
         self.generation = generation
-        self.slots = slots
+        self.slots = slots.map(\.withoutFingerprint)
         self.bodyNonce = bodyNonce
         self.bodyLength = bodyLength
     }

@@ -220,7 +220,7 @@ public enum FileVault {
         }
     }
 
-    /// ``open(at:credential:readOnly:timeout:now:)``, awaited (see ``open(at:credentials:readOnly:timeout:now:)-(_,_,_,_,_)``).
+    /// ``open(at:credential:readOnly:timeout:now:)``, awaited: runs on ``BlockingExecutor/shared``.
     public static func open(
         at path: FilePath, credential: VaultCredential, readOnly: Bool = false, timeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }

@@ -30,7 +30,7 @@ public struct FileVaultWindowKey: Sendable {
 }
 
 /// Where a file vault's re-authentication windows are kept (`SessionWindow.fileVaultWindows` of
-/// `LockboxWindows`: the kernel keyring): ``FileVault/open(at:window:credentials:readOnly:timeout:now:)``
+/// `LockboxSessionWindows`: the kernel keyring): ``FileVault/open(at:window:credentials:readOnly:timeout:now:)``
 /// tries the window before it asks for any credential. The core keeps no window itself.
 public protocol FileVaultWindow: Sendable {
     /// The key a window holds for the vault whose ID is `vaultID`, or `nil` when none is open.

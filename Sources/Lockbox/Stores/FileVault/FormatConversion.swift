@@ -10,6 +10,14 @@ extension SQLiteVaultStore {
         case alreadyFormat2
     }
 
+    /// The two passes of a conversion over the items, as its progress reports them.
+    public enum ConversionStep: Sendable, Equatable {
+        /// Sealing each item into a row of the new database.
+        case writing
+        /// Reading each row of the finished database back and comparing it with the old vault's item.
+        case checking
+    }
+
     /// Converts the format-1 vault at `path` to format 2 in place, keeping its vault ID, data
     /// key, key slots (so every passphrase, key file and TPM slot still opens it) and every item
     /// byte for byte, times and attributes included.
@@ -23,6 +31,22 @@ extension SQLiteVaultStore {
     public static func convert(
         formatOneAt path: FilePath, credentials: [VaultCredential], lockTimeout: Duration = .seconds(10)
     ) throws -> Conversion {
+        try convert(formatOneAt: path, credentials: credentials, lockTimeout: lockTimeout, progress: nil)
+    }
+
+    /// ``convert(formatOneAt:credentials:lockTimeout:)``, calling `progress` on this thread with the
+    /// pass it is in, the items that pass has done and the items in all, after each item of each
+    /// pass (writing the new database, then checking it).
+    ///
+    /// - Parameters:
+    ///   - path: The format-1 vault.
+    ///   - credentials: What opens it (a passphrase, a key file, a TPM).
+    ///   - lockTimeout: How long to wait for the vault's lock.
+    ///   - progress: Called with (pass, items done in it, items in all), or `nil`.
+    public static func convert(
+        formatOneAt path: FilePath, credentials: [VaultCredential], lockTimeout: Duration,
+        progress: ((_ step: ConversionStep, _ done: Int, _ total: Int) -> Void)?
+    ) throws -> Conversion {
         let path = VaultFile.resolvedPath(path)
         if VaultFileFormat.detect(at: path).isDatabase {
             _ = try open(at: path, credentials: credentials, busyTimeout: lockTimeout)
@@ -35,11 +59,12 @@ extension SQLiteVaultStore {
             // built now (this lock), and the copy would still open with credentials retired later.
             removeUnfinishedCopies(of: path)
             let contents = try old.contentsForConversion()
+            let total = contents.entries.count
             try build(
                 at: path, replacing: true, vaultID: contents.vaultID, slots: contents.slots, dataKey: contents.dataKey,
-                entries: contents.entries, busyTimeout: lockTimeout
+                entries: contents.entries, busyTimeout: lockTimeout, sealed: progress.map { report in { report(.writing, $0, total) } }
             ) { temporary in
-                try verifyConversion(temporary, against: contents)
+                try verifyConversion(temporary, against: contents, checked: progress.map { report in { report(.checking, $0, total) } })
             }
             return .converted(items: contents.entries.count)
         }
@@ -60,9 +85,11 @@ extension SQLiteVaultStore {
     }
 
     /// Reads the finished database at `temporary` back and compares it with what it must hold.
+    /// `checked` is called with the rows checked so far after each one.
     private static func verifyConversion(
         _ temporary: FilePath,
-        against contents: (vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes, entries: [ItemKey: VaultEntry])
+        against contents: (vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes, entries: [ItemKey: VaultEntry]),
+        checked: ((Int) -> Void)?
     ) throws {
         func mismatch(_ what: String) -> LockboxError {
             LockboxError.corruptVault(
@@ -90,6 +117,7 @@ extension SQLiteVaultStore {
                 original.secret == secret, original.unknownReservedAttributes == reserved
             else { throw mismatch("an item differs from the format-1 vault's") }
             seen += 1
+            checked?(seen)
         }
         guard seen == contents.entries.count else { throw mismatch("\(seen) items instead of \(contents.entries.count)") }
     }

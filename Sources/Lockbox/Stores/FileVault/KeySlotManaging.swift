@@ -21,9 +21,29 @@ public protocol KeySlotManaging: SecretStore {
     /// Replaces the data key with a fresh one, rewrapping every slot (each needs its credential
     /// in `credentials`, or `dropUnmatchedSlots`) and re-encrypting every item.
     func rotateDataKey(credentials: [VaultCredential], dropUnmatchedSlots: Bool) throws
+
+    /// ``rotateDataKey(credentials:dropUnmatchedSlots:)``, calling `progress` with (items done,
+    /// items in all) as the items are re-encrypted, where the store can tell: a format-2 vault after
+    /// each item; a format-1 vault, whose items are encrypted together, not at all.
+    func rotateDataKey(
+        credentials: [VaultCredential], dropUnmatchedSlots: Bool, progress: ((_ done: Int, _ total: Int) -> Void)?
+    ) throws
 }
 
 extension KeySlotManaging {
+    /// Rotates without reporting progress (a store whose items are encrypted together, such as a
+    /// format-1 vault, cannot report it item by item).
+    ///
+    /// - Parameters:
+    ///   - credentials: The credentials of the slots to keep besides the one that opened this handle.
+    ///   - dropUnmatchedSlots: Whether to remove the slots none of them opens instead of failing.
+    ///   - progress: Not called.
+    public func rotateDataKey(
+        credentials: [VaultCredential], dropUnmatchedSlots: Bool, progress: ((_ done: Int, _ total: Int) -> Void)?
+    ) throws {
+        try rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots)
+    }
+
     /// Adds a key slot that `credential` opens, a passphrase slot at the default Argon2id cost.
     @discardableResult
     public func addKeySlot(_ credential: VaultCredential) throws -> Int {

@@ -86,13 +86,18 @@ public final class SQLiteVaultStore: SecretStore {
     /// times and reserved attributes kept) under a temporary name in `path`'s folder, fsyncs
     /// it, then puts it at `path`: with `link(2)` when not `replacing` (never overwrites:
     /// ``LockboxError/vaultAlreadyExists(path:)``), else with `rename(2)` after `verify` has
-    /// passed on the finished temporary file. The folder is fsynced after.
+    /// passed on the finished temporary file. The folder is fsynced after. `sealed` is called with
+    /// the rows sealed so far after each one.
     static func build(
         at path: FilePath, replacing: Bool, vaultID: [UInt8], slots: [KeySlot], dataKey: SecretBytes,
-        entries: [ItemKey: VaultEntry], busyTimeout: Duration, verify: (FilePath) throws -> Void = { _ in }
+        entries: [ItemKey: VaultEntry], busyTimeout: Duration, sealed: ((Int) -> Void)? = nil,
+        verify: (FilePath) throws -> Void = { _ in }
     ) throws {
         let records = VaultRecords(vaultID: vaultID, dataKey: dataKey)
+        var count = 0
         let rows = entries.values.lazy.map { entry in
+            count += 1
+            sealed?(count)
             let address = records.address(entry.metadata.key)
             let metadata = records.sealMetadata(entry, address: address)
             return SealedRow(
@@ -118,7 +123,7 @@ public final class SQLiteVaultStore: SecretStore {
         }
     }
 
-    /// ``build(at:replacing:vaultID:slots:dataKey:entries:busyTimeout:verify:)`` with the rows
+    /// ``build(at:replacing:vaultID:slots:dataKey:entries:busyTimeout:sealed:verify:)`` with the rows
     /// already sealed: the known-answer self-test writes a vector's rows with it as they are.
     package static func build(
         at path: FilePath, replacing: Bool, vaultID: [UInt8], keyCheck: [UInt8], slots: [KeySlot],
@@ -244,8 +249,38 @@ public final class SQLiteVaultStore: SecretStore {
         guard Sodium.constantTimeEqual(records.keyCheck, keyCheck) else {
             throw LockboxError.corruptVault(path: path.string, reason: "the key check does not match the data key the key slots hold")
         }
+        if readOnlyCause == nil, unlocker.kind == .keyFile, let fingerprint = unlocker.keyFileFingerprint,
+            let row = slots.first(where: { unlocker.opened($0.slot) }), row.slot.keyFileFingerprint == nil
+        {
+            recordFingerprint(fingerprint, in: row, connection: connection, busyTimeout: busyTimeout)
+        }
         let state = State(connection: connection, records: records, dataKey: dataKey, unlocker: unlocker)
         return (SQLiteVaultStore(path: path, now: now, state: state, readOnlyCause: readOnlyCause), false)
+    }
+
+    /// Records the fingerprint of the key file that opened the slot of `row`, which records none
+    /// (a slot made before fingerprints were, or brought over from format 1 by `convert`):
+    /// docs/FORMAT.md section 18.1.1. One write transaction rewrites that row only if it still holds
+    /// the bytes read at open, so a slot another process changed or removed meanwhile is left
+    /// alone. Nothing waits for it: when another process holds the write lock, or anything else
+    /// fails, the slot stays unrecorded and the next open through it tries again.
+    private static func recordFingerprint(_ fingerprint: [UInt8], in row: SlotRow, connection: SQLiteConnection, busyTimeout: Duration) {
+        var recorded = row.slot
+        recorded.keyFileFingerprint = fingerprint
+        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        do {
+            try connection.execute("PRAGMA busy_timeout=0")
+            defer { try? connection.execute("PRAGMA busy_timeout=\(max(0, milliseconds))") }
+            try connection.transaction(writing: true) {
+                let update = try connection.prepare("UPDATE key_slots SET slot = ? WHERE slot_id = ? AND slot = ?")
+                try update.bind(1, recorded.encoded())
+                try update.bind(2, row.id)
+                try update.bind(3, row.slot.encoded())
+                _ = try update.step()
+            }
+        } catch {
+            // Not recorded this time: the slot opens as before, and the next open tries again.
+        }
     }
 
     typealias VaultRow = (vaultID: [UInt8], keyCheck: [UInt8], slots: [SlotRow])
@@ -838,8 +873,9 @@ public final class SQLiteVaultStore: SecretStore {
         try withTransaction(writing: false) { state in
             try Self.readVaultRow(state.connection, path: path).2.enumerated().map { index, row in
                 KeySlotInfo(
-                    index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf, openedThisHandle: state.unlocker?.opened(row.slot) ?? false
-                )
+                    index: index, kind: .init(row.slot.kind), kdf: row.slot.kdf,
+                    openedThisHandle: state.unlocker?.opened(row.slot) ?? false,
+                    keyFileFingerprint: row.slot.keyFileFingerprint, openedWith: state.unlocker?.keyFileFingerprint)
             }
         }
     }
@@ -892,6 +928,21 @@ public final class SQLiteVaultStore: SecretStore {
     /// ``EncryptedFileStore/rotateDataKey(credentials:dropUnmatchedSlots:)``. Other processes'
     /// handles follow through the slot that opened them.
     public func rotateDataKey(credentials: [VaultCredential] = [], dropUnmatchedSlots: Bool = false) throws {
+        try rotateDataKey(credentials: credentials, dropUnmatchedSlots: dropUnmatchedSlots, progress: nil)
+    }
+
+    /// ``rotateDataKey(credentials:dropUnmatchedSlots:)``, reporting how far it has got: every row
+    /// is read as stored, then each is re-sealed under the new key and written back, and
+    /// `progress` is called on this thread with the rows done so far and the rows in all after
+    /// each one. Nothing is committed before the last row is written.
+    ///
+    /// - Parameters:
+    ///   - credentials: The credentials of the slots to keep besides the one that opened this handle.
+    ///   - dropUnmatchedSlots: Whether to remove the slots none of them opens instead of failing.
+    ///   - progress: Called with (rows done, rows in all) after each row, or `nil`.
+    public func rotateDataKey(
+        credentials: [VaultCredential], dropUnmatchedSlots: Bool, progress: ((_ done: Int, _ total: Int) -> Void)?
+    ) throws {
         let sources = try credentials.map { credential throws in try KeySlots.source(for: credential, kdf: .default) }
         try withTransaction(writing: true) { state in
             let rows = try Self.readVaultRow(state.connection, path: path).2
@@ -899,30 +950,31 @@ public final class SQLiteVaultStore: SecretStore {
                 rows.map(\.slot), vaultID: state.records.vaultID, unlocker: state.unlocker, sources: sources,
                 dropUnmatched: dropUnmatchedSlots)
             let newRecords = VaultRecords(vaultID: state.records.vaultID, dataKey: newKey)
-            var resealed: [([UInt8], [UInt8], [UInt8])] = []
+            // Every row as stored first (the new rows have other addresses, so they cannot be
+            // written while the old ones are still being read), then one pass that re-seals and
+            // writes each: the pass the progress counts.
+            var stored: [(address: [UInt8], metadata: [UInt8], secret: [UInt8])] = []
             let query = try state.connection.prepare("SELECT address, metadata, secret FROM items")
-            while try query.step() {
-                let (address, metadataColumn, secretColumn) = (query.blob(0), query.blob(1), query.blob(2))
+            while try query.step() { stored.append((query.blob(0), query.blob(1), query.blob(2))) }
+            try state.connection.execute("DELETE FROM items")
+            let insert = try state.connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
+            for (done, row) in stored.enumerated() {
                 let entry: VaultEntry
                 do {
-                    let (metadata, reserved) = try state.records.openMetadata(metadataColumn, address: address)
-                    let secret = try state.records.openSecret(secretColumn, address: address, metadata: metadataColumn)
+                    let (metadata, reserved) = try state.records.openMetadata(row.metadata, address: row.address)
+                    let secret = try state.records.openSecret(row.secret, address: row.address, metadata: row.metadata)
                     entry = VaultEntry(metadata: metadata, secret: secret, unknownReservedAttributes: reserved)
                 } catch let error as FormatError {
                     throw corrupt(error)
                 }
                 let newAddress = newRecords.address(entry.metadata.key)
                 let metadata = newRecords.sealMetadata(entry, address: newAddress)
-                resealed.append((newAddress, metadata, newRecords.sealSecret(entry.secret, address: newAddress, metadata: metadata)))
-            }
-            try state.connection.execute("DELETE FROM items")
-            let insert = try state.connection.prepare("INSERT INTO items (address, metadata, secret) VALUES (?, ?, ?)")
-            for (address, metadata, secret) in resealed {
                 insert.reset()
-                try insert.bind(1, address)
+                try insert.bind(1, newAddress)
                 try insert.bind(2, metadata)
-                try insert.bind(3, secret)
+                try insert.bind(3, newRecords.sealSecret(entry.secret, address: newAddress, metadata: metadata))
                 try insert.step()
+                progress?(done + 1, stored.count)
             }
             try Self.writeSlots(slots, state.connection)
             let check = try state.connection.prepare("UPDATE vault SET key_check = ? WHERE singleton = 1")

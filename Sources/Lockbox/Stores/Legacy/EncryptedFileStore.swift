@@ -44,6 +44,7 @@ public final class EncryptedFileStore: SecretStore {
 
     // MARK: Locating, creating and opening
 
+    /// The default vault path: ``FileVault/defaultPath(environment:)``, which applies to both formats.
     @available(
         *, deprecated, renamed: "FileVault.defaultPath(environment:)",
         message: "applies to both formats: use FileVault.defaultPath(environment:)"
@@ -83,6 +84,7 @@ public final class EncryptedFileStore: SecretStore {
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: [:], identity: identity))
     }
 
+    /// Throws unless a vault can be created at `path`: ``FileVault/checkCanCreate(at:)``, which applies to both formats.
     @available(
         *, deprecated, renamed: "FileVault.checkCanCreate(at:)", message: "applies to both formats: use FileVault.checkCanCreate(at:)"
     )
@@ -121,11 +123,13 @@ public final class EncryptedFileStore: SecretStore {
             state: State(dataKey: dataKey, unlocker: unlocker, header: header, entries: entries, identity: snapshot.identity))
     }
 
+    /// The kinds of the vault's key slots: ``FileVault/keySlotKinds(at:)``, which applies to both formats.
     @available(*, deprecated, renamed: "FileVault.keySlotKinds(at:)", message: "applies to both formats: use FileVault.keySlotKinds(at:)")
     public static func keySlotKinds(at path: FilePath) throws -> [Lockbox.KeySlotInfo.Kind] {
         try FileVault.keySlotKinds(at: path)
     }
 
+    /// The sealed bytes of the vault's TPM2 key slots: ``FileVault/sealedKeySlots(at:)``, which applies to both formats.
     @available(
         *, deprecated, renamed: "FileVault.sealedKeySlots(at:)", message: "applies to both formats: use FileVault.sealedKeySlots(at:)"
     )
