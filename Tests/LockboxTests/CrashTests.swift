@@ -7,8 +7,8 @@ import Testing
 
 /// Writers killed with SIGKILL at random moments: the vault must always open, every write a
 /// writer acknowledged (exit 0) before the kill must be there, and an item whose writer was
-/// killed holds its old value or the new one, nothing else. This is the one crash-injection test
-/// (it replaced scripts/crash-injection.sh): the test command runs it with 60 rounds at least;
+/// killed holds its old value or the new one, nothing else. This is the one crash-injection test:
+/// the test command runs it with 60 rounds at least;
 /// LOCKBOX_CRASH_ROUNDS=N runs N rounds (a soak run, docs/SECURITY-TESTING.md §3).
 @Suite("Crash safety")
 struct CrashTests {
