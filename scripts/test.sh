@@ -129,7 +129,7 @@ export LOCKBOX_REQUIRE_TPM_TESTS=1
 step "suite"
 suite_log=$(mktemp)
 # The swift-configuration adapter's tests are built here (trait SwiftConfiguration) and must run;
-# the sanitizer builds below enable no trait, so the variable is set for this run only.
+# the sanitizer builds (started above) enable no trait, so the variable is set for this run only.
 LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1 scripts/dev/watchdog.sh 1800 --log "$suite_log" -- \
     keyctl session - scripts/dev/keyring-session.sh -- scripts/dev/swtpm-session.sh -- \
     swift test --skip-build "${lockbox_traits[@]}" --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
