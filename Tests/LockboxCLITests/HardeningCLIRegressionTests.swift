@@ -7,7 +7,7 @@ import Testing
 @testable import LockboxTestSupport
 
 /// The attacks with real processes: the release CLI in namespaces an unprivileged user can make.
-@Suite("Issue 13: PIN lockout attacks through the CLI", .serialized)
+@Suite("Hardening: PIN lockout attacks through the CLI", .serialized)
 struct LockoutCLIAttackTests {
     let folder: TemporaryFolder
     let environment: [String: String]
@@ -116,7 +116,7 @@ struct LockoutCLIAttackTests {
 }
 
 /// Output and documentation: what the CLI prints and what the documents promise.
-@Suite("Issue 13: output and documentation")
+@Suite("Hardening: output and documentation")
 struct OutputAndDocumentationRegressionTests {
     let folder: TemporaryFolder
     let environment: [String: String]

@@ -5,7 +5,7 @@ import Testing
 @testable import LockboxTestSupport
 
 /// `LockboxCommand.parseCommand` parses `get`, `set`, `delete`, `list` and `git-credential` by
-/// their own definitions (issue 18: a third of a file-vault `get`'s instructions were the root's
+/// their own definitions (a third of a file-vault `get`'s instructions were the root's
 /// parse). These tests hold it to the root parser's behaviour: over a table of command lines
 /// (successes, unknown options, missing and extra arguments, failed validation, help, `--version`,
 /// completion-script and dump-help requests, global options before the subcommand), the command

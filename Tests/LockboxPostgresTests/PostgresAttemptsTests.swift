@@ -8,7 +8,7 @@
         import Glibc
     #endif
 
-    // PIN lockouts across hosts (issue 17, item 2): each "host" is a separate process
+    // PIN lockouts across hosts: each "host" is a separate process
     // (LockboxPostgresWorker) that shares nothing with the others but the database. In an extension of
     // PostgresStoreTests so they run serialised with the suite's other tests (each empties the database).
 

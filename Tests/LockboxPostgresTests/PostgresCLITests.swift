@@ -8,7 +8,7 @@
         import Glibc
     #endif
 
-    // Issue 17, item 5: `lockbox --store postgres` and `migrate` both ways, run as users run them:
+    // `lockbox --store postgres` and `migrate` both ways, run as users run them:
     // the `lockbox` binary, which hands these command lines over to `lockbox-postgres` beside it.
 
     /// `lockbox` as built beside the test product.

@@ -8,7 +8,7 @@
         import Glibc
     #endif
 
-    // Issue 17, item 7: the database unreachable (refused, and a server that accepts and never
+    // The database unreachable (refused, and a server that accepts and never
     // answers) and the primary killed under 8 writer processes. Run inside scripts/dev/postgres-session.sh
     // like PostgresStoreTests; these use their own database (the unreachable tests) or their own
     // primary and standby (the failover test), so they run beside that suite.

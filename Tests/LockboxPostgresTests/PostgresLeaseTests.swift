@@ -7,7 +7,7 @@
         import Glibc
     #endif
 
-    // Token refreshes across hosts (issue 17, item 3): each "host" is a separate process
+    // Token refreshes across hosts: each "host" is a separate process
     // (LockboxPostgresWorker refresh) sharing nothing with the others but the database; the token
     // endpoint is a file each call appends its PID to. In an extension of PostgresStoreTests so they
     // run serialised with the suite's other tests (each empties the database).

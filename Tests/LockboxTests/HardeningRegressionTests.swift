@@ -6,7 +6,7 @@ import Testing
 @testable import Lockbox
 @testable import LockboxTestSupport
 
-// Regression tests for the holes an adversarial pass found (issue 13). Each test feeds the bad
+// Regression tests for the holes an adversarial review found. Each test feeds the bad
 // input and asserts the outcome: exit code and state after.
 
 /// A clock whose wall time, boot ID and boot clock an attacker moves independently.
@@ -18,7 +18,7 @@ final class AttackerClock: PinClock {
     func move(_ change: (inout PinInstant) -> Void) { instant.withLock { change(&$0) } }
 }
 
-@Suite("Issue 13: the lockout clock under attack")
+@Suite("Hardening: the lockout clock under attack")
 struct LockoutClockAttackTests {
     let clock = AttackerClock()
     let guardian: PinGuard
@@ -76,7 +76,7 @@ struct LockoutClockAttackTests {
     }
 }
 
-@Suite("Issue 13: names and windows")
+@Suite("Hardening: names and windows")
 struct NameAndWindowRegressionTests {
     @Test("a service or account name that is not UTF-8 is refused with exit 64, naming the argument; nothing is stored")
     func nonUTF8Names() throws {
@@ -132,7 +132,7 @@ struct NameAndWindowRegressionTests {
 }
 
 /// Bad numbers and bad files: each a clear error with its exit code, never a signal or a hang.
-@Suite("Issue 13: crashes and hangs become clear errors")
+@Suite("Hardening: crashes and hangs become clear errors")
 struct CrashAndHangRegressionTests {
     let folder: TemporaryFolder
     let environment: [String: String]
