@@ -158,6 +158,14 @@
             count: runs.count, latencies: runs, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
+    /// A new vault for the bench and capacity modes: a fixed test key and the cheapest KDF (no
+    /// passphrase slot is measured), a pool of `connections`.
+    func benchVault(_ url: PostgresConnectionURL, connections: Int) async throws -> PostgresStore {
+        let key = SecretBytes(copying: Array(repeating: UInt8(0x5A), count: 32))
+        let kdf = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024)
+        return try await PostgresStore.create(url, credentials: [.key(key)], kdf: kdf, maximumConnections: connections)
+    }
+
     func bench(_ options: [String: String]) async throws {
         let url = try PostgresConnectionURL.read(fromFile: FilePath(required(options, "url-file")))
         let clientCounts = (options["clients"] ?? "1,16,64").split(separator: ",").compactMap { Int($0) }
@@ -168,9 +176,7 @@
             fail("bad numbers")
         }
         let connections = 16
-        let key = SecretBytes(copying: Array(repeating: UInt8(0x5A), count: 32))
-        let kdf = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024)
-        let store = try await PostgresStore.create(url, credentials: [.key(key)], kdf: kdf, maximumConnections: connections)
+        let store = try await benchVault(url, connections: connections)
         let secret = Array(repeating: UInt8(0x42), count: 64)
 
         var configuration = PostgresClient.Configuration(
@@ -297,9 +303,7 @@
             fail("bad numbers")
         }
         let connections = 16
-        let key = SecretBytes(copying: Array(repeating: UInt8(0x5A), count: 32))
-        let kdf = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024)
-        let store = try await PostgresStore.create(url, credentials: [.key(key)], kdf: kdf, maximumConnections: connections)
+        let store = try await benchVault(url, connections: connections)
         let secret = Array(repeating: UInt8(0x42), count: 64)
         let keys = (0..<items).map { ItemKey(service: "capacity", account: "user-\($0)") }
         for start in stride(from: 0, to: items, by: 1000) {
