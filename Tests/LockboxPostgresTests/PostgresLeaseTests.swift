@@ -135,9 +135,9 @@
             defer { Task { await store.shutdown() } }
             let key = ItemKey(service: service, account: account)
             try await store.set(secret("old"), for: key, options: ItemOptions(kind: .token))
-            let first = try #require(try await store.acquireRefreshLease(key, for: .milliseconds(200)))
+            let first = try #require(try await store.acquireRefreshLease(key, for: .seconds(2)))
             #expect(try await store.acquireRefreshLease(key, for: .seconds(30)) == nil, "live: nobody else gets it")
-            try await Task.sleep(for: .milliseconds(400))
+            try await Task.sleep(for: .milliseconds(2200))
             let second = try #require(try await store.acquireRefreshLease(key, for: .seconds(30)), "expired: taken over")
             #expect(second.fence > first.fence)
             #expect(try await store.completeRefresh(first, storing: secret("late"), for: key, options: ItemOptions(kind: .token)) == false)

@@ -153,9 +153,9 @@ enum ExpiryContract {
         #expect(try store.list(service: "rot").count == 1, "\(name): the dropped value is gone from the store")
 
         // The grace period ends: only the new value is readable, and wipeExpired removes the old.
-        try vault.set(secret("v5"), service: "rot", account: "db", changes: ItemChanges(), keepingPreviousFor: .milliseconds(300))
+        try vault.set(secret("v5"), service: "rot", account: "db", changes: ItemChanges(), keepingPreviousFor: .seconds(2))
         #expect(try vault.previous(service: "rot", account: "db")?.stringValue() == "v4", "\(name)")
-        Thread.sleep(forTimeInterval: 0.5)
+        Thread.sleep(forTimeInterval: 2.2)
         #expect(try vault.previous(service: "rot", account: "db") == nil, "\(name): the grace period ended")
         #expect(try vault.get(service: "rot", account: "db")?.stringValue() == "v5", "\(name)")
         #expect(try vault.list(service: "rot").first?.previousUntil == nil, "\(name)")

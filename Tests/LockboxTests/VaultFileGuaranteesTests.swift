@@ -583,18 +583,27 @@ struct TokenFenceTests {
         return (vault, first, second)
     }
 
+    /// Waits, at most a minute, until the vault holds `refreshToken`: the other host's refresh
+    /// then answers after the first one stored, whatever the machine's load.
+    private func waitUntilStored(refreshToken: String, by refresher: TokenRefresher) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try await refresher.load(service: "api", account: "alice")?.refreshToken != SecretBytes(utf8: refreshToken) {
+            guard ContinuousClock.now < deadline else { throw CancellationError() }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     @Test("two refreshes at once: the first stored wins, the other returns its tokens instead of overwriting them")
     func refreshesDoNotOverwriteEachOther() async throws {
         let (_, first, second) = try twoHosts()
         try await first.save(oauthResponse: oauth("old", expiresIn: 30), service: "api", account: "alice")
         let refreshA: @Sendable (TokenSet) async throws -> TokenSet = { _ in
-            try await Task.sleep(for: .milliseconds(50))
             return TokenSet(
                 accessToken: SecretBytes(utf8: "from-a"), refreshToken: SecretBytes(utf8: "rt-from-a"),
                 expiresAt: Date().addingTimeInterval(3600))
         }
         let refreshB: @Sendable (TokenSet) async throws -> TokenSet = { _ in
-            try await Task.sleep(for: .milliseconds(400))
+            try await waitUntilStored(refreshToken: "rt-from-a", by: first)
             return TokenSet(
                 accessToken: SecretBytes(utf8: "from-b"), refreshToken: SecretBytes(utf8: "rt-from-b"),
                 expiresAt: Date().addingTimeInterval(3600))
@@ -618,7 +627,7 @@ struct TokenFenceTests {
             )
         }
         async let b = second.validAccessToken(service: "api", account: "alice") { _ in
-            try await Task.sleep(for: .milliseconds(400))
+            try await waitUntilStored(refreshToken: "rt-new", by: first)
             throw TokenRefreshError.rejected("invalid_grant: the old refresh token was rotated away")
         }
         let (tokenA, tokenB) = try await (a, b)
