@@ -21,7 +21,8 @@
 set -euo pipefail
 
 readonly PASSWORD='lockbox-test-password'
-readonly WAIT_TICKS=200 # 10 s in steps of 0.05 s: a daemon's start-up, or its exit after SIGTERM
+readonly START_TICKS=200 # 10 s in steps of 0.05 s for a daemon to start
+readonly STOP_TICKS=100  # 5 s for a process to exit after SIGTERM
 
 die() {
     echo "keyring-session: $*" >&2
@@ -74,7 +75,7 @@ descendants() { # PIDs below $1, from one ps snapshot
 }
 
 # SIGTERM our child $1 (with --tree also all it spawned, e.g. `swift test`'s runner), SIGKILL
-# what is left after 10 s, then reap $1.
+# what is left after 5 s, then reap $1.
 stop_child() {
     local pid=$1 tree=${2:-} i p
     [[ -n $pid ]] || return 0
@@ -82,7 +83,7 @@ stop_child() {
     # shellcheck disable=SC2207 # PIDs contain no spaces or globs
     [[ $tree != --tree ]] || pids+=($(descendants "$pid"))
     kill -TERM "${pids[@]}" 2>/dev/null || true
-    for ((i = 0; i < WAIT_TICKS; i++)); do
+    for ((i = 0; i < STOP_TICKS; i++)); do
         alive=()
         for p in "${pids[@]}"; do
             if is_running "$p"; then alive+=("$p"); fi
@@ -167,7 +168,7 @@ dbus-daemon --config-file="$tmp/bus.conf" --nofork --print-address=3 \
     3>"$tmp/bus.address" </dev/null >/dev/null 2>"$tmp/log/dbus-daemon.log" &
 bus_pid=$!
 address=''
-for ((i = 0; i < WAIT_TICKS; i++)); do
+for ((i = 0; i < START_TICKS; i++)); do
     address=$(head -n1 "$tmp/bus.address" 2>/dev/null || true)
     [[ -z $address ]] && is_running "$bus_pid" || break
     sleep 0.05
@@ -204,7 +205,7 @@ start_keyring() { # $1 = --unlock or empty
     gnome-keyring-daemon --foreground --components=secrets ${1:+"$1"} \
         <"$stdin" >>"$tmp/log/gnome-keyring.log" 2>&1 &
     keyring_pid=$!
-    for ((i = 0; i < WAIT_TICKS; i++)); do
+    for ((i = 0; i < START_TICKS; i++)); do
         name_has_owner && return 0
         is_running "$keyring_pid" || { print_logs; die "gnome-keyring-daemon exited before it owned org.freedesktop.secrets"; }
         sleep 0.05
