@@ -97,8 +97,17 @@ docs-check:
 selftest: build
 	"$$(swift build $(TRAITS) --show-bin-path)/lockbox" selftest
 
+# The LockboxBenchmarks report (docs/PERFORMANCE.md): release build with the static Swift runtime
+# in its own scratch folder, run inside a private unlocked gnome-keyring so that the Secret Service
+# rows are measured too. `make bench BENCH_ARGS=--quick` is a smoke run; BENCH_ARGS takes any of
+# the benchmark's options (`--only format2`, `--dir PATH`; `--help` lists them).
+BENCH_BUILD = swift build -c release --static-swift-stdlib --scratch-path .build-bench
 bench:
-	scripts/bench/bench.sh
+	$(BENCH_BUILD) --product lockbox
+	$(BENCH_BUILD) --product LockboxBenchmarks
+	@echo "make bench: $$(date -u '+%Y-%m-%d %H:%M UTC'), commit $$(git rev-parse --short HEAD), $$(nproc) cores, load average $$(cut -d' ' -f1-3 /proc/loadavg)"
+	scripts/dev/keyring-session.sh -- "$$($(BENCH_BUILD) --show-bin-path)/LockboxBenchmarks" $(BENCH_ARGS)
+	@echo "make bench: load average after the run $$(cut -d' ' -f1-3 /proc/loadavg)"
 
 bench-peers:
 	scripts/bench/bench-peers.sh

@@ -1012,7 +1012,7 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
         report.note(
             "The Secret Service rows were skipped: they store \(formatCount(size)) items in the keyring, so they "
                 + "run only against a throwaway one. Run `scripts/dev/keyring-session.sh -- LockboxBenchmarks …` "
-                + "(scripts/bench/bench.sh does), which starts a private, unlocked gnome-keyring and sets LOCKBOX_TEST_KEYRING=unlocked.")
+                + "(`make bench` does), which starts a private, unlocked gnome-keyring and sets LOCKBOX_TEST_KEYRING=unlocked.")
         return
     }
 

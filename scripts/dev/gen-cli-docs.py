@@ -159,6 +159,13 @@ JSON_OUTPUT = [
     "status. The message never holds a secret or a value typed on the command line.",
 ]
 
+# Said in both documents, after the vault options' heading and the environment's table.
+VAULT_OPTIONS_INTRO = ("to choose the store and unlock the file vault. They may also be written before the subcommand "
+                       "(`lockbox --store file get SERVICE ACCOUNT`). A command's `--help` names them in one closing "
+                       "line; `--help-all` describes them.")
+ENVIRONMENT_AFTER = ("An option always wins over its variable. No variable carries a secret of the vault; "
+                     "only `LOCKBOX_POSTGRES_URL` may carry the database's password, when you put it there.")
+
 SEE_ALSO = ["secret-tool(1)", "gnome-keyring-daemon(1)", "keyctl(1)", "keyrings(7)"]
 
 
@@ -526,10 +533,7 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     add("## Vault options")
     add("")
     takers = [c for c in commands if not c.subcommands and any(signature(a) in shared_keys for a in c.own_arguments())]
-    add(f"Every command that opens a store ({len(takers)} of them) takes these options, to choose the store and "
-        "unlock the file vault. They may also be written before the subcommand "
-        "(`lockbox --store file get SERVICE ACCOUNT`). A command's `--help` names them in one closing line; "
-        "`--help-all` describes them.")
+    add(f"Every command that opens a store ({len(takers)} of them) takes these options, " + VAULT_OPTIONS_INTRO)
     add("")
     add_option_table(add, shared)
 
@@ -607,8 +611,7 @@ def render_markdown(root: Command, version: str, cases: dict[int, str]) -> str:
     for name, meaning in ENVIRONMENT:
         add(f"| `{name}` | {meaning} |")
     add("")
-    add("An option always wins over its variable. No variable carries a secret of the vault; "
-        "only `LOCKBOX_POSTGRES_URL` may carry the database's password, when you put it there.")
+    add(ENVIRONMENT_AFTER)
     add("")
 
     add("## Files")
@@ -756,19 +759,30 @@ def roff_option_body(arg: dict) -> str:
     return roff_inline(text)
 
 
+def add_example_roff(add, label: str, code: str) -> None:
+    """An example: its label, then the command indented and unfilled."""
+    add(".PP")
+    add(roff_inline(label))
+    add(".RS 4")
+    add(".nf")
+    add(roff_single(roff_escape(code)))
+    add(".fi")
+    add(".RE")
+
+
+def add_option_roff(add, arg: dict) -> None:
+    add(".TP")
+    add(roff_option_tag(arg))
+    add(roff_option_body(arg))
+
+
 def add_discussion_roff(add, discussion: str) -> None:
-    """A discussion's paragraphs, its examples indented and unfilled."""
+    """A discussion's paragraphs and examples."""
     for kind, text in discussion_blocks(discussion):
-        add(".PP")
         if kind == "example":
-            label, code = text.split("\n", 1)
-            add(roff_inline(label))
-            add(".RS 4")
-            add(".nf")
-            add(roff_single(roff_escape(code)))
-            add(".fi")
-            add(".RE")
+            add_example_roff(add, *text.split("\n", 1))
         else:
+            add(".PP")
             add(roff_inline(text))
 
 
@@ -820,19 +834,12 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
 
     add(".SH OPTIONS")
     add(".SS Vault options")
-    add(roff_inline("Every command that opens a store takes these options, to choose the store and unlock the "
-                    "file vault. They may also be written before the subcommand "
-                    "(`lockbox --store file get SERVICE ACCOUNT`). A command's `--help` names them in one "
-                    "closing line; `--help-all` describes them."))
+    add(roff_inline("Every command that opens a store takes these options, " + VAULT_OPTIONS_INTRO))
     for arg in shared:
-        add(".TP")
-        add(roff_option_tag(arg))
-        add(roff_option_body(arg))
+        add_option_roff(add, arg)
     add(".SS Every command")
     for arg in [a for a in root.arguments if a["kind"] != "positional"]:
-        add(".TP")
-        add(roff_option_tag(arg))
-        add(roff_option_body(arg))
+        add_option_roff(add, arg)
 
     add(".SH COMMANDS")
     for command in commands:
@@ -846,11 +853,9 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
             add(".PP")
             add(roff_line("Subcommands: " + ", ".join(f"\\fB{roff_escape(s.path[-1])}\\fR" for s in command.subcommands) + "."))
             continue
-        own = [a for a in command.own_arguments() if signature(a) not in shared_keys]
-        for arg in own:
-            add(".TP")
-            add(roff_option_tag(arg))
-            add(roff_option_body(arg))
+        for arg in command.own_arguments():
+            if signature(arg) not in shared_keys:
+                add_option_roff(add, arg)
         if any(signature(a) in shared_keys for a in command.own_arguments()):
             add(".PP")
             add("Also takes the vault options (see \\fBOPTIONS\\fR).")
@@ -869,8 +874,7 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
         add(f"\\fB{roff_escape(name)}\\fR")
         add(roff_inline(meaning))
     add(".PP")
-    add(roff_inline("An option always wins over its variable. No variable carries a secret of the vault; "
-        "only `LOCKBOX_POSTGRES_URL` may carry the database's password, when you put it there."))
+    add(roff_inline(ENVIRONMENT_AFTER))
 
     add(".SH FILES")
     for path, what in FILES:
@@ -885,13 +889,7 @@ def render_man(root: Command, version: str, cases: dict[int, str]) -> str:
             if kind != "example":
                 continue
             label, code = text.split("\n", 1)
-            add(".PP")
-            add(roff_inline(label if command is root else f"{command.name}: {label}"))
-            add(".RS 4")
-            add(".nf")
-            add(roff_single(roff_escape(code)))
-            add(".fi")
-            add(".RE")
+            add_example_roff(add, label if command is root else f"{command.name}: {label}", code)
 
     add(".SH SEE ALSO")
     refs = []

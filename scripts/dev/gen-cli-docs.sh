@@ -12,12 +12,9 @@
 #   scripts/dev/gen-cli-docs.sh --binary PATH   use this lockbox instead of building one (e.g. the
 #                                           one `swift build` made: "$(swift build --show-bin-path)/lockbox")
 #
-# The two options combine. The rendering is scripts/dev/gen-cli-docs.py (python3, standard library):
-# it reads `lockbox --experimental-dump-help` (argument-parser's JSON description of every
-# command), `lockbox --version` and `lockbox --generate-completion-script bash|zsh|fish`; the exit
-# codes come from the root command's discussion and must match enum ExitStatus in
-# Sources/LockboxCLI/ExitStatus.swift. The output has no dates or paths, so it is the same on every
-# machine. When groff is installed, the man page must also pass `groff -man -ww -z` silently.
+# The two options combine. The rendering, and what it reads from the binary and Sources/, is
+# scripts/dev/gen-cli-docs.py; its output has no dates or paths, so it is the same on every machine.
+# When groff is installed, the man page must also pass `groff -man -ww -z` silently.
 # To change the documentation, change the help texts in Sources/LockboxCLI and rerun this script.
 set -euo pipefail
 
@@ -33,7 +30,7 @@ while (($#)); do
             [[ $# -ge 2 ]] || { echo "gen-cli-docs: --binary needs a path" >&2; exit 64; }
             binary="$2"; shift ;;
         --binary=*) binary="${1#--binary=}" ;;
-        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "gen-cli-docs: unknown argument '$1' (see --help)" >&2; exit 64 ;;
     esac
     shift

@@ -11,39 +11,30 @@
 #
 # COMMAND sees LOCKBOX_TEST_KEYRING=unlocked|locked|none, the keyring daemon's
 # PID in LOCKBOX_TEST_KEYRING_PID (empty with --no-provider), a session bus in
-# DBUS_SESSION_BUS_ADDRESS, and HOME/XDG_* directories inside a temp folder.
-# Everything (daemons, temp folder) is torn down on every exit path, and the
-# script exits with COMMAND's status. Set LOCKBOX_KEYRING_DEBUG=1 to print the
-# daemons' logs at teardown.
-#
-# Note: HOME is a fresh empty directory, so tools that keep caches under HOME
-# (SwiftPM: ~/.swiftpm, ~/.cache/org.swift.swiftpm) start cold; build first,
-# then run e.g. `scripts/dev/keyring-session.sh -- swift test --skip-build`.
+# DBUS_SESSION_BUS_ADDRESS, and HOME/XDG_* directories inside a temp folder
+# (so SwiftPM's caches start cold: build first, then `swift test --skip-build`).
+# Everything is torn down on every exit path, and the script exits with
+# COMMAND's status. LOCKBOX_KEYRING_DEBUG=1 prints the daemons' logs at teardown.
 #
 # Requires: bash >= 5, dbus-daemon + dbus-send (dbus), gdbus (libglib2.0-bin),
 # gnome-keyring, ps (procps).
 set -euo pipefail
 
 readonly PASSWORD='lockbox-test-password'
-readonly NAME_WAIT_SECONDS=10   # upper bound for a daemon to claim its bus name
-readonly STOP_WAIT_SECONDS=5    # upper bound for a daemon to exit after SIGTERM
-
-usage() { # the header comment above, without the leading "# "
-    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
-}
+readonly START_TICKS=200 # 10 s in steps of 0.05 s for a daemon to start
+readonly STOP_TICKS=100  # 5 s for a process to exit after SIGTERM
 
 die() {
     echo "keyring-session: $*" >&2
     exit 1
 }
 
-# ---------------------------------------------------------------- arguments --
 mode=unlocked
 while (($#)); do
     case "$1" in
         --locked) [[ $mode == none ]] && die "--locked and --no-provider conflict"; mode=locked; shift ;;
         --no-provider) [[ $mode == locked ]] && die "--locked and --no-provider conflict"; mode=none; shift ;;
-        -h | --help) usage; exit 0 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         --) shift; break ;;
         -*) die "unknown option: $1 (see --help)" ;;
         *) break ;;
@@ -59,30 +50,17 @@ if [[ $mode != none ]]; then
 fi
 
 # ---------------------------------------------------------------- teardown --
-# Installed before anything is created, so every exit path (success, failure
-# under set -e, Ctrl-C, SIGTERM) stops our own children and removes the folder.
-# Only PIDs we started ourselves are ever signalled.
-tmp=''
-bus_pid=''
-keyring_pid=''
-command_pid=''
-cleaned=0
+# Installed before anything is created; only PIDs started here are ever signalled.
+tmp='' bus_pid='' keyring_pid='' command_pid='' cleaned=0
 
-# Milliseconds since the epoch, without forking (bash >= 5).
-now_ms() {
-    local t=${EPOCHREALTIME/[.,]/}
-    echo $((t / 1000))
-}
-
-# True while PID is alive and not yet a zombie (kill -0 succeeds on zombies).
+# Alive and not a zombie (kill -0 succeeds on zombies).
 is_running() {
     local state
     state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
     [[ $state != Z* ]]
 }
 
-# PIDs of every descendant of $1, from a single ps snapshot.
-descendants() {
+descendants() { # PIDs below $1, from one ps snapshot
     ps -e -o pid=,ppid= | awk -v root="$1" '
         { parent[$1] = $2 }
         END {
@@ -96,38 +74,31 @@ descendants() {
         }'
 }
 
-# Stop our child $1: SIGTERM it (with --tree, also everything it spawned, so
-# e.g. `swift test` does not leave its test runner behind), allow
-# STOP_WAIT_SECONDS, SIGKILL whatever is left, then reap $1.
+# SIGTERM our child $1 (with --tree also all it spawned, e.g. `swift test`'s runner), SIGKILL
+# what is left after 5 s, then reap $1.
 stop_child() {
     local pid=$1 tree=${2:-} i p
     [[ -n $pid ]] || return 0
-    local -a pids=("$pid") alive
-    if [[ $tree == --tree ]]; then
-        # shellcheck disable=SC2207 # PIDs contain no spaces or globs
-        pids+=($(descendants "$pid"))
-    fi
+    local -a pids=("$pid") alive=()
+    # shellcheck disable=SC2207 # PIDs contain no spaces or globs
+    [[ $tree != --tree ]] || pids+=($(descendants "$pid"))
     kill -TERM "${pids[@]}" 2>/dev/null || true
-    for ((i = 0; i <= STOP_WAIT_SECONDS * 10; i++)); do
+    for ((i = 0; i < STOP_TICKS; i++)); do
         alive=()
         for p in "${pids[@]}"; do
             if is_running "$p"; then alive+=("$p"); fi
         done
         ((${#alive[@]})) || break
-        sleep 0.1
+        sleep 0.05
     done
     if ((${#alive[@]})); then
         echo "keyring-session: ${alive[*]} ignored SIGTERM, sending SIGKILL" >&2
         kill -KILL "${alive[@]}" 2>/dev/null || true
         sleep 0.1
     fi
-    # Reap it, but only if it still exists (as a zombie). If bash has reaped it
-    # already, `wait PID` can block forever: bash 5.2 keeps reporting a child as
-    # "Running" when a trapped signal interrupted the main `wait` just as the
-    # child died of the same signal (e.g. SIGHUP sent to the process group).
-    if ps -p "$pid" >/dev/null 2>&1; then
-        wait "$pid" 2>/dev/null || true
-    fi
+    # Only `wait` for a child that still exists: bash 5.2 can report one it has reaped already
+    # as running, and `wait` then blocks forever.
+    if ps -p "$pid" >/dev/null 2>&1; then wait "$pid" 2>/dev/null || true; fi
 }
 
 print_logs() {
@@ -139,62 +110,45 @@ print_logs() {
     done
 }
 
-# shellcheck disable=SC2317 # only reached through the EXIT trap
-cleanup() {
-    ((cleaned)) && return 0
-    cleaned=1
-    set +e # best effort: every step must run even if an earlier one fails
-    # COMMAND is only still running if we were interrupted by a signal.
-    stop_child "$command_pid" --tree
-    # Keyring next: it is a client of the bus and exits more cleanly while
-    # the bus is still up.
-    stop_child "$keyring_pid"
-    stop_child "$bus_pid"
-    if [[ -n $tmp && -d $tmp ]]; then
-        [[ ${LOCKBOX_KEYRING_DEBUG:-0} == 1 ]] && print_logs
-        rm -rf -- "$tmp"
-    fi
-}
-
-# shellcheck disable=SC2317 # only reached through the EXIT trap
+# shellcheck disable=SC2317 # reached through the EXIT trap
 on_exit() {
-    local rc=$? # the status the script was exiting with
-    cleanup
+    local rc=$?
+    if ((!cleaned)); then
+        cleaned=1
+        set +e
+        stop_child "$command_pid" --tree # still running only if a signal interrupted us
+        stop_child "$keyring_pid"        # a client of the bus: it exits cleanly while the bus is up
+        stop_child "$bus_pid"
+        if [[ -n $tmp && -d $tmp ]]; then
+            [[ ${LOCKBOX_KEYRING_DEBUG:-0} == 1 ]] && print_logs
+            rm -rf -- "$tmp"
+        fi
+    fi
     exit "$rc"
 }
 trap on_exit EXIT
-# Convert signals into an ordinary exit so the EXIT trap runs (128 + signo).
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 131' QUIT
 trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- sandbox --
-# Under /tmp (not $TMPDIR) on purpose: the bus socket lives inside, and unix
-# socket paths are limited to ~108 bytes.
+# Under /tmp, not $TMPDIR: the bus socket lives inside, and socket paths are limited to ~108 bytes.
 tmp=$(mktemp -d /tmp/lockbox-keyring.XXXXXX)
 mkdir -p "$tmp"/{home,run,data,config,cache,services,log}
-chmod 0700 "$tmp/run" # XDG_RUNTIME_DIR must be private, per the XDG spec
-
-export HOME="$tmp/home"
-export XDG_RUNTIME_DIR="$tmp/run"
-export XDG_DATA_HOME="$tmp/data"     # gnome-keyring stores keyrings/ here
-export XDG_CONFIG_HOME="$tmp/config"
-export XDG_CACHE_HOME="$tmp/cache"
-# No display means nothing can pop up an unlock prompt that would wait forever
-# for a human; prompts fail instead.
-unset DISPLAY WAYLAND_DISPLAY
-# Never let anything inherited point at the real user's keyring or bus.
-unset DBUS_SESSION_BUS_ADDRESS GNOME_KEYRING_CONTROL
+chmod 0700 "$tmp/run"
+export HOME="$tmp/home" XDG_RUNTIME_DIR="$tmp/run" XDG_DATA_HOME="$tmp/data" \
+    XDG_CONFIG_HOME="$tmp/config" XDG_CACHE_HOME="$tmp/cache"
+# Without a display no unlock prompt can wait for a human; nothing inherited points at the
+# user's own bus or keyring.
+unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS GNOME_KEYRING_CONTROL
 
 # ---------------------------------------------------------------- bus --
-# A minimal config instead of the stock session.conf: the stock file includes
-# <standard_session_servicedirs/>, i.e. /usr/share/dbus-1/services, which holds
-# org.freedesktop.secrets.service (would auto-activate a SECOND gnome-keyring,
-# racing ours, and would make --no-provider meaningless) and
-# org.gnome.keyring.SystemPrompter.service (gcr-prompter, a GUI prompt). With
-# an empty service dir, nothing is ever activated: a missing name is an
-# immediate ServiceUnknown error, and an unlock prompt fails at once.
+# Not the stock session.conf: its service folders would activate a second gnome-keyring (racing
+# ours, and defeating --no-provider) and gcr-prompter. With an empty one, a missing name is an
+# immediate ServiceUnknown and an unlock prompt fails at once. The daemon is our direct child (so
+# teardown can stop it after the keyring, whatever signal ends us: dbus-run-session leaves its bus
+# and command running when it gets SIGTERM) and logs to a file, not to COMMAND's stderr.
 cat >"$tmp/bus.conf" <<EOF
 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -210,99 +164,40 @@ cat >"$tmp/bus.conf" <<EOF
   </policy>
 </busconfig>
 EOF
-
-# --nofork + & makes the daemon our direct child, so $! is its PID and we can
-# reap it. It prints its address once it is listening: that is our readiness
-# signal. (Like every background child here, it ignores SIGINT, so Ctrl-C
-# cannot take the bus or keyring away while COMMAND is still shutting down.)
 dbus-daemon --config-file="$tmp/bus.conf" --nofork --print-address=3 \
     3>"$tmp/bus.address" </dev/null >/dev/null 2>"$tmp/log/dbus-daemon.log" &
 bus_pid=$!
-
 address=''
-deadline=$(($(now_ms) + NAME_WAIT_SECONDS * 1000))
-while [[ -z $address ]] && (($(now_ms) < deadline)) && is_running "$bus_pid"; do
-    sleep 0.05
+for ((i = 0; i < START_TICKS; i++)); do
     address=$(head -n1 "$tmp/bus.address" 2>/dev/null || true)
+    [[ -z $address ]] && is_running "$bus_pid" || break
+    sleep 0.05
 done
-if [[ -z $address ]]; then
-    print_logs
-    die "dbus-daemon did not start"
-fi
-# Same value as unix:path=$XDG_RUNTIME_DIR/bus, which GLib also falls back to
-# when DBUS_SESSION_BUS_ADDRESS is unset.
+[[ -n $address ]] || { print_logs; die "dbus-daemon did not start"; }
 export DBUS_SESSION_BUS_ADDRESS="$address"
 
-# ---------------------------------------------------------------- helpers --
+# ---------------------------------------------------------------- provider --
 # NameHasOwner is answered by the bus itself and never activates anything.
 name_has_owner() {
     dbus-send --session --print-reply=literal --reply-timeout=2000 \
         --dest=org.freedesktop.DBus /org/freedesktop/DBus \
-        org.freedesktop.DBus.NameHasOwner string:org.freedesktop.secrets 2>/dev/null |
-        grep -q 'boolean true'
+        org.freedesktop.DBus.NameHasOwner string:org.freedesktop.secrets 2>/dev/null | grep -q 'boolean true'
 }
 
-# Block (bounded) until the keyring daemon owns org.freedesktop.secrets.
-wait_for_provider() {
-    local deadline=$(($(now_ms) + NAME_WAIT_SECONDS * 1000))
-    while (($(now_ms) < deadline)); do
-        name_has_owner && return 0
-        if ! is_running "$keyring_pid"; then
-            print_logs
-            die "gnome-keyring-daemon exited before it owned org.freedesktop.secrets"
-        fi
-        sleep 0.05
-    done
-    print_logs
-    die "org.freedesktop.secrets did not appear on the bus within ${NAME_WAIT_SECONDS}s"
-}
-
-# Print "true"/"false": the Locked property of the collection behind the
-# "default" alias. Returns 1 (with a message) if there is no default
-# collection. Runs inside $(...), so it reports with `return`, not `die`.
-default_collection_locked() {
-    local path reply
-    path=$(gdbus call --session --timeout 5 --dest org.freedesktop.secrets \
-        --object-path /org/freedesktop/secrets \
-        --method org.freedesktop.Secret.Service.ReadAlias default) || {
-        echo "keyring-session: ReadAlias(\"default\") failed" >&2
-        return 1
-    }
-    # Reply looks like: (objectpath '/org/freedesktop/secrets/collection/login',)
-    path=${path#*\'}
-    path=${path%%\'*}
-    if [[ $path != /org/freedesktop/secrets/collection/* ]]; then
-        echo "keyring-session: no default collection (ReadAlias(\"default\") returned '$path')" >&2
-        return 1
-    fi
-    reply=$(gdbus call --session --timeout 5 --dest org.freedesktop.secrets \
-        --object-path "$path" --method org.freedesktop.DBus.Properties.Get \
-        org.freedesktop.Secret.Collection Locked) || {
-        echo "keyring-session: reading Locked of $path failed" >&2
-        return 1
-    }
-    case "$reply" in
-        *'<true>'*) echo true ;;
-        *'<false>'*) echo false ;;
-        *) echo "keyring-session: unexpected Locked reply for $path: $reply" >&2; return 1 ;;
-    esac
-}
-
-# Die unless the default collection's Locked property equals $1.
+# Dies unless the default collection exists and its Locked property is $1 (true or false).
 expect_locked() { # $1 = true|false, $2 = what went wrong otherwise
-    local locked
-    locked=$(default_collection_locked) || { print_logs; die "$2"; }
-    [[ $locked == "$1" ]] || { print_logs; die "$2 (Locked=$locked)"; }
+    local reply
+    reply=$(gdbus call --session --timeout 5 --dest org.freedesktop.secrets \
+        --object-path /org/freedesktop/secrets/aliases/default --method org.freedesktop.DBus.Properties.Get \
+        org.freedesktop.Secret.Collection Locked 2>&1) || { print_logs; die "$2 (no default collection: $reply)"; }
+    [[ $reply == *"<$1>"* ]] || { print_logs; die "$2 (Locked: $reply)"; }
 }
 
-# --foreground (not --daemonize, which returns before the name is owned) keeps
-# the daemon as our direct child. With --unlock it reads the password from
-# stdin up to EOF, so the password file has no trailing newline (a newline
-# would become part of the password). If no login keyring exists yet, that
-# password creates it, and gnome-keyring then treats "login" as the default
-# collection.
+# --foreground keeps the daemon our direct child (--daemonize returns before the name is owned).
+# --unlock reads the password from stdin up to EOF (so no trailing newline); with no login
+# keyring yet, it creates one with that password, the default collection.
 start_keyring() { # $1 = --unlock or empty
-    local stdin=/dev/null
+    local stdin=/dev/null i
     if [[ ${1:-} == --unlock ]]; then
         stdin="$tmp/password"
         (umask 077 && printf '%s' "$PASSWORD" >"$stdin")
@@ -310,20 +205,24 @@ start_keyring() { # $1 = --unlock or empty
     gnome-keyring-daemon --foreground --components=secrets ${1:+"$1"} \
         <"$stdin" >>"$tmp/log/gnome-keyring.log" 2>&1 &
     keyring_pid=$!
-    wait_for_provider
+    for ((i = 0; i < START_TICKS; i++)); do
+        name_has_owner && return 0
+        is_running "$keyring_pid" || { print_logs; die "gnome-keyring-daemon exited before it owned org.freedesktop.secrets"; }
+        sleep 0.05
+    done
+    print_logs
+    die "org.freedesktop.secrets did not appear on the bus within 10 s"
 }
 
-# ---------------------------------------------------------------- provider --
 case "$mode" in
     unlocked)
         start_keyring --unlock
-        # --unlock exits 0 even when the password is wrong, so check for real.
+        # --unlock exits 0 even when the password is wrong, so check.
         expect_locked false "default collection is not unlocked after --unlock"
         ;;
     locked)
-        # Create the login keyring with the password, then restart the daemon
-        # WITHOUT --unlock: the keyring exists on disk but nobody has unlocked
-        # it, which is exactly a fresh login without PAM integration.
+        # The login keyring made with the password, then the daemon restarted without --unlock:
+        # a fresh login without PAM integration.
         start_keyring --unlock
         expect_locked false "could not create an unlocked login keyring"
         stop_child "$keyring_pid"
@@ -339,18 +238,14 @@ rm -f -- "$tmp/password"
 
 # ---------------------------------------------------------------- command --
 export LOCKBOX_TEST_KEYRING="$mode"
-# The daemon's PID, for tests that stop the provider in the middle of a session.
-export LOCKBOX_TEST_KEYRING_PID="$keyring_pid"
-# COMMAND runs as a background child that we `wait` for, rather than in the
-# foreground: bash defers traps until a foreground child exits, so a SIGTERM
-# (e.g. from `timeout`) would otherwise wait for a hung test forever, and a
-# later SIGKILL would leak the daemons. `wait` returns as soon as a trapped
-# signal arrives; the EXIT trap then stops COMMAND first (stop_child).
-# Without job control, bash starts background children with SIGINT/SIGQUIT
-# ignored and stdin on /dev/null; `trap -` restores the signals (unless they
-# were already ignored when this script started) and `<&0` keeps our stdin,
-# so COMMAND behaves as if run directly: Ctrl-C reaches it, it can read input.
-( trap - INT QUIT; exec "$@" ) <&0 &
+export LOCKBOX_TEST_KEYRING_PID="$keyring_pid" # for tests that stop the provider mid-session
+# In the background and waited for: bash runs traps only after a foreground child exits, so a
+# SIGTERM (from `timeout`) would wait for a hung test forever. `trap -` gives COMMAND back the
+# SIGINT and SIGQUIT a background child starts without, and `<&0` our stdin.
+(
+    trap - INT QUIT
+    exec "$@"
+) <&0 &
 command_pid=$!
 status=0
 wait "$command_pid" || status=$?
