@@ -338,6 +338,14 @@
             try await connector.run(operation, retryingOnce: retryingOnce) { [self] _ in try await body(self) }
         }
 
+        /// ``run(_:retryingOnce:_:)`` for a read that may run twice: on the server the running
+        /// task's ``Lockbox/ReadFreshness`` allows — a standby for
+        /// ``Lockbox/ReadFreshness/replicaAllowed`` when the URL says `target_session_attrs=prefer-standby`,
+        /// else the server of every other call.
+        func runRead<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
+            try await connector.reads(ReadFreshness.current).run(operation, retryingOnce: true) { [self] _ in try await body(self) }
+        }
+
         /// The pool of the server chosen for the running call.
         var client: PostgresClient { connector.client }
 
@@ -388,6 +396,8 @@
                     if state.hasPrefix("57P") || state.hasPrefix("08") {
                         return PostgresStoreError.connectionLost(server: server, operation: operation)
                     }
+                    // read_only_sql_transaction: a hot standby (or default_transaction_read_only).
+                    if state == "25006" { return PostgresStoreError.readOnlyServer(server: server, operation: operation) }
                     return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: state)
                 case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
                     return PostgresStoreError.connectionLost(server: server, operation: operation)
@@ -552,19 +562,19 @@
         /// The secret under `key`, or `nil`. Throws ``Lockbox/LockboxError/corruptVault(path:reason:)``
         /// if its row fails authentication.
         public func get(_ key: ItemKey) async throws -> SecretBytes? {
-            try await run("reading an item", retryingOnce: true) { store in try await store.read(key, withSecret: true)?.secret }
+            try await runRead("reading an item") { store in try await store.read(key, withSecret: true)?.secret }
         }
 
         /// The metadata of the item under `key`, or `nil`; no secret is decrypted.
         public func metadata(_ key: ItemKey) async throws -> ItemMetadata? {
-            try await run("reading an item's metadata", retryingOnce: true) { store in
+            try await runRead("reading an item's metadata") { store in
                 try await store.read(key, withSecret: false)?.metadata
             }
         }
 
         /// The item under `key` with its secret.
         public func item(_ key: ItemKey) async throws -> StoredItem? {
-            try await run("reading an item", retryingOnce: true) { store in try await store.read(key, withSecret: true) }
+            try await runRead("reading an item") { store in try await store.read(key, withSecret: true) }
         }
 
         /// Stores `secret` under `key`, committed (with a synchronous standby: on the standby) before
@@ -722,7 +732,7 @@
         /// Every item's metadata (or one service's), sorted by service then account; no secret is
         /// decrypted. One statement: one snapshot.
         public func list(service: String?) async throws -> [ItemMetadata] {
-            try await run("listing items", retryingOnce: true) { store in
+            try await runRead("listing items") { store in
                 try await store.withKeys { records in
                     var result: [ItemMetadata] = []
                     let rows = try await store.client.query(
@@ -827,8 +837,32 @@
         private let runner: Runner
         private let metrics: PostgresMetrics?
         private let state = Locked(State())
+        /// With `target_session_attrs=prefer-standby`, the connector of reads that may be stale
+        /// (on a standby while one is up); this one then takes everything else, as `read-write`.
+        private let replicaReads: PostgresConnector?
+        /// What this connector's calls are, for its log lines (with `prefer-standby`).
+        private let purpose: String?
 
-        init(_ configuration: PostgresStoreConfiguration, runner: Runner, logger: Logger, metrics: PostgresMetrics?) {
+        /// A connector for `configuration`'s database; with `target_session_attrs=prefer-standby`,
+        /// one for writes and the latest state (`read-write`) with one for stale-tolerant reads
+        /// (``reads(_:)``).
+        convenience init(_ configuration: PostgresStoreConfiguration, runner: Runner, logger: Logger, metrics: PostgresMetrics?) {
+            guard configuration.url.targetSessionAttributes == .preferStandby else {
+                self.init(configuration, runner: runner, logger: logger, metrics: metrics, purpose: nil, replicaReads: nil)
+                return
+            }
+            var writes = configuration
+            writes.url.targetSessionAttributes = .readWrite
+            let reads = PostgresConnector(
+                configuration, runner: runner, logger: logger, metrics: metrics, purpose: "for reads that may be stale", replicaReads: nil)
+            self.init(
+                writes, runner: runner, logger: logger, metrics: metrics, purpose: "for writes and the latest state", replicaReads: reads)
+        }
+
+        private init(
+            _ configuration: PostgresStoreConfiguration, runner: Runner, logger: Logger, metrics: PostgresMetrics?, purpose: String?,
+            replicaReads: PostgresConnector?
+        ) {
             self.configuration = configuration
             url = configuration.url
             server = url.description
@@ -836,6 +870,14 @@
             self.runner = runner
             self.logger = logger
             self.metrics = metrics
+            self.purpose = purpose
+            self.replicaReads = replicaReads
+        }
+
+        /// The connector for a read of `freshness`: the stale-tolerant one (``replicaReads``) for
+        /// ``Lockbox/ReadFreshness/replicaAllowed`` when the URL asks for `prefer-standby`, else this one.
+        func reads(_ freshness: ReadFreshness) -> PostgresConnector {
+            freshness == .replicaAllowed ? (replicaReads ?? self) : self
         }
 
         /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module): the
@@ -886,7 +928,7 @@
                 if let route = routeSeen.withLock({ $0 }) {
                     switch error as? PostgresStoreError {
                     case .connectionLost?, .unavailable?: suspect(route)
-                    case .serverRefused(_, _, let sqlState)? where sqlState == "25006": retire(route)
+                    case .readOnlyServer?: retire(route)
                     default: break
                     }
                 }
@@ -933,13 +975,22 @@
             let deadline = ContinuousClock.now + operationTimeout
             var pause = Duration.milliseconds(100)
             while true {
+                // prefer-standby: the first standby; failing that, the first server that answered.
+                var answered: PostgresConnectionURL.Host?
                 for host in url.hosts {
                     guard ContinuousClock.now < deadline else { break }
                     if url.hosts.count == 1 && url.targetSessionAttributes == .any {
                         return try install(host)
                     }
-                    if await fits(host, until: deadline) { return try install(host) }
+                    guard let found = await probe(host, until: deadline) else { continue }
+                    if url.targetSessionAttributes == .preferStandby {
+                        if found.inRecovery { return try install(host) }
+                        if answered == nil { answered = host }
+                    } else if fits(found) {
+                        return try install(host)
+                    }
                 }
+                if let answered { return try install(answered) }
                 guard ContinuousClock.now + pause < deadline else {
                     throw PostgresStoreError.unavailable(
                         server: server, operation: "choosing a server", waitedSeconds: Self.seconds(operationTimeout))
@@ -949,11 +1000,34 @@
             }
         }
 
+        /// What a probe found on a server: whether it is a standby, whether it refuses writes.
+        private struct ServerState: Sendable {
+            var inRecovery: Bool
+            var readOnly: Bool
+        }
+
+        /// Whether a server in `state` matches `target_session_attrs` (`prefer-standby`: any that
+        /// answers; the standby is preferred when choosing).
+        private func fits(_ state: ServerState) -> Bool {
+            switch url.targetSessionAttributes {
+            case .any, .preferStandby: true
+            case .primary: !state.inRecovery
+            case .readWrite: !state.inRecovery && !state.readOnly
+            }
+        }
+
         /// Whether `host` accepts a connection and matches `target_session_attrs` (one probe
         /// connection, closed after).
         private func fits(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> Bool {
+            guard let state = await probe(host, until: deadline) else { return false }
+            return fits(state)
+        }
+
+        /// What `host` is, if it accepts a connection (one probe connection, closed after); for
+        /// `target_session_attrs=any`, only whether it answers.
+        private func probe(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> ServerState? {
             let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else { return false }
+            guard remaining > .zero else { return nil }
             // After a failure, a single `any` host is probed too: can it be reached at all?
             let wanted = url.targetSessionAttributes
             let logger = logger
@@ -972,23 +1046,23 @@
                 return try await PostgresStore.withDeadline(limit, server: host.description, operation: "probing the server") {
                     let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
                     do {
-                        var fits = wanted == .any
-                        if !fits {
+                        var state: ServerState? = wanted == .any ? ServerState(inRecovery: false, readOnly: false) : nil
+                        if state == nil {
                             let rows = try await connection.query(
                                 "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
                             for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
-                                fits = !inRecovery && (wanted == .primary || !readOnly)
+                                state = ServerState(inRecovery: inRecovery, readOnly: readOnly)
                             }
                         }
                         try? await connection.close()
-                        return fits
+                        return state
                     } catch {
                         try? await connection.close()
                         throw error
                     }
                 }
             } catch {
-                return false
+                return nil
             }
         }
 
@@ -1009,7 +1083,7 @@
                 return route
             }
             logger.info(
-                "PostgreSQL store: using \(host)",
+                "PostgreSQL store: using \(host)\(purpose.map { " " + $0 } ?? "")",
                 metadata: [
                     "lockbox.server": "\(host)", "lockbox.target-session-attrs": "\(url.targetSessionAttributes.rawValue)",
                 ])
@@ -1053,6 +1127,7 @@
         /// Closes every pool without waiting (for `deinit`); returns their tasks.
         @discardableResult
         func close() -> [Task<Void, Never>] {
+            let readTasks = replicaReads?.close() ?? []
             let tasks = state.withLock { state in
                 state.closed = true
                 state.choosing?.cancel()
@@ -1064,7 +1139,7 @@
                 return tasks
             }
             for task in tasks { task.cancel() }
-            return tasks
+            return tasks + readTasks
         }
 
         /// Closes every pool and waits until they are closed.

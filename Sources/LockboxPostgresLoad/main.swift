@@ -100,6 +100,7 @@
                         case .unavailable: "unavailable"
                         case .connectionLost: "connectionLost"
                         case .serverRefused(_, _, let state): "serverRefused-\(state)"
+                        case .readOnlyServer: "readOnlyServer"
                         case .schemaTooNew: "schemaTooNew"
                         case .schemaNotCurrent: "schemaNotCurrent"
                         }

@@ -274,16 +274,19 @@
             let errors: [PostgresStoreError] = [
                 .unavailable(server: "s", operation: "o", waitedSeconds: 1), .connectionLost(server: "s", operation: "o"),
                 .serverRefused(server: "s", operation: "o", sqlState: "42501"), .schemaTooNew(server: "s", found: 9, supported: 3),
-                .schemaNotCurrent(server: "s", found: 0, required: 5),
+                .schemaNotCurrent(server: "s", found: 0, required: 5), .readOnlyServer(server: "s", operation: "o"),
             ]
-            // The texts `lockbox` maps to exit 27, and 28 for the schema to migrate
+            // The texts `lockbox` maps to exit 27, 28 for the schema to migrate and 29 for a write on a standby
             // (Sources/LockboxCLI/ExitStatus.swift, LockboxError.Code.postgres).
             #expect(
                 errors.map(\.code.rawValue) == [
                     "postgres-unavailable", "postgres-connection-lost", "postgres-refused", "postgres-schema-too-new",
-                    "postgres-schema-not-current",
+                    "postgres-schema-not-current", "postgres-read-only",
                 ])
-            #expect(errors.map(\.category) == [.noStorageAccess, .noStorageAccess, .platformFailure, .badData, .noStorageAccess])
+            #expect(
+                errors.map(\.category) == [
+                    .noStorageAccess, .noStorageAccess, .platformFailure, .badData, .noStorageAccess, .noStorageAccess,
+                ])
         }
 
         /// The two roles of docs/POSTGRES.md: the owner migrates the schema (`migrate-schema`), the
@@ -398,7 +401,7 @@
         }
 
         /// Reads work against a hot standby alone (no DDL on open); a write there is refused as
-        /// read-only with its SQLSTATE, never half-done.
+        /// read-only with its own exit code (29) and says to send writes to the primary, never half-done.
         @Test func getAndListWorkOnAStandbyAndAWriteThereIsAClearError() throws {
             guard let cluster = try Cluster.current("reads on a standby"),
                 let standby = try Cluster.given("reads on a standby", urlVariable: "LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE")
@@ -409,6 +412,11 @@
             let primary = ["LOCKBOX_POSTGRES_URL_FILE": cluster.urlFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
             #expect(try lockbox(["migrate-schema"], in: folder, environment: primary).status == 0)
             #expect(try lockbox(["init"], in: folder, environment: primary).status == 0)
+            #expect(
+                try lockbox(
+                    ["pin", "set", "kids", "max", "--hash-cost", "interactive"], in: folder, input: Data("5073\n5073\n".utf8),
+                    environment: primary
+                ).status == 0)
             #expect(try lockbox(["set", "db", "app"], in: folder, input: Data("on-primary".utf8), environment: primary).status == 0)
 
             // Synchronous standby: the commit above is there once acknowledged (remote_apply is not
@@ -424,8 +432,44 @@
             #expect(listed.status == 0 && listed.text.contains("\"account\" : \"app\""), "\(listed.stderr)")
 
             let write = try lockbox(["set", "db", "app"], in: folder, input: Data("on-standby".utf8), environment: onlyStandby)
-            #expect(write.status == 27 && write.stderr.contains("25006") && write.stderr.contains("read-only standby"), "\(write.stderr)")
-            #expect(try lockbox(["get", "db", "app"], in: folder, environment: primary).text == "on-primary")
+            #expect(write.status == 29, "a write on a standby has its own exit code: \(write.status) \(write.stderr)")
+            #expect(
+                write.stderr.contains("error[postgres-read-only]") && write.stderr.contains("25006")
+                    && write.stderr.contains("writes need the primary") && write.stderr.contains("target_session_attrs=read-write"),
+                "the message says what happened and what to do: \(write.stderr)")
+            // A PIN guess is a write too (its count): refused there as read-only before it is evaluated.
+            let guess = try lockbox(
+                ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], in: folder, input: Data("1111\n".utf8),
+                environment: onlyStandby)
+            #expect(guess.status == 29 && guess.stderr.contains("error[postgres-read-only]"), "\(guess.status) \(guess.stderr)")
+            #expect(try cluster.psql("SELECT count(*) FROM lockbox.pin_attempts") == "0\n", "nothing counted, nothing evaluated")
+
+            // Both hosts with target_session_attrs=prefer-standby: reads from the standby, and the
+            // write and the PIN guess go to the primary, in one command each.
+            let primaryURL = try String(contentsOfFile: cluster.urlFile.string, encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
+            let standbyHost = standby.url.hosts[0].description
+            guard let at = primaryURL.lastIndex(of: "@"), let slash = primaryURL[at...].firstIndex(of: "/") else {
+                Issue.record("unexpected URL shape")
+                return
+            }
+            var routedURL = String(primaryURL[..<slash]) + "," + standbyHost + String(primaryURL[slash...])
+            routedURL += (routedURL.contains("?") ? "&" : "?") + "target_session_attrs=prefer-standby"
+            let routedFile = folder.appending("routed.url")
+            #expect(
+                FileManager.default.createFile(
+                    atPath: routedFile.string, contents: Data((routedURL + "\n").utf8), attributes: [.posixPermissions: 0o600]))
+            let routed = ["LOCKBOX_POSTGRES_URL_FILE": routedFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
+            let routedRead = try lockbox(["get", "db", "app"], in: folder, environment: routed)
+            #expect(routedRead.status == 0 && routedRead.text == "on-primary", "\(routedRead.status) \(routedRead.stderr)")
+            let routedWrite = try lockbox(["set", "db", "app"], in: folder, input: Data("routed".utf8), environment: routed)
+            #expect(routedWrite.status == 0, "the write went to the primary: \(routedWrite.stderr)")
+            let routedGuess = try lockbox(
+                ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], in: folder, input: Data("1111\n".utf8),
+                environment: routed)
+            #expect(routedGuess.status == 30, "the guess counted on the primary: \(routedGuess.stderr)")
+            #expect(try cluster.psql("SELECT failures FROM lockbox.pin_attempts") == "1\n")
+            #expect(try lockbox(["get", "db", "app"], in: folder, environment: primary).text == "routed")
         }
     }
 #endif
