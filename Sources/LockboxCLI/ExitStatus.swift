@@ -101,6 +101,8 @@ extension LockboxError.Code {
     static let postgresConnectionLost = LockboxError.Code(rawValue: "postgres-connection-lost")
     static let postgresRefused = LockboxError.Code(rawValue: "postgres-refused")
     static let postgresSchemaTooNew = LockboxError.Code(rawValue: "postgres-schema-too-new")
+    /// The store's pool no longer runs (a library service's; `lockbox` never sees it).
+    static let postgresNotRunning = LockboxError.Code(rawValue: "postgres-not-running")
     /// The database's Lockbox schema is missing or older than this Lockbox needs (exit 28): the
     /// owner role runs `migrate-schema`.
     static let postgresSchemaNotCurrent = LockboxError.Code(rawValue: "postgres-schema-not-current")
@@ -110,7 +112,7 @@ extension LockboxError.Code {
     /// The PostgreSQL store's codes (exit 27, 28 for a schema to migrate, 29 for a write sent to a standby).
     static let postgres: [LockboxError.Code] = [
         .postgresProgramMissing, .postgresUnavailable, .postgresConnectionLost, .postgresRefused, .postgresSchemaTooNew,
-        .postgresSchemaNotCurrent, .postgresReadOnly,
+        .postgresSchemaNotCurrent, .postgresReadOnly, .postgresNotRunning,
     ]
 
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
@@ -319,6 +321,7 @@ enum ErrorTable {
             "The SQLSTATE says why (28P01: wrong password, 42501: no privilege)."
         },
         .postgresSchemaTooNew: Entry(exit: .postgresFailed),
+        .postgresNotRunning: Entry(exit: .postgresFailed),
         .postgresSchemaNotCurrent: Entry(exit: .postgresSchemaNotCurrent),
         .postgresReadOnly: Entry(exit: .postgresReadOnly) { _ in
             "Put the primary's address in the URL (LOCKBOX_POSTGRES_URL, or the file of --postgres-url-file or LOCKBOX_POSTGRES_URL_FILE), "

@@ -805,6 +805,8 @@
             let runTask: Task<Void, Never>?
             let host: PostgresConnectionURL.Host
             let generation: Int
+            /// Opens when the pool's `run()` is about to start; fails when the pool closes first.
+            let started: StartGate
         }
 
         /// Who runs the pools' `PostgresClient.run()`.
@@ -907,8 +909,15 @@
                 let value = try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
                     var retried = !retryingOnce
                     while true {
-                        let route = try await chosenRoute()
+                        let route = try await chosenRoute(operation)
                         routeSeen.withLock { $0 = route }
+                        // No lease from a pool whose run() has not started (postgres-nio warns, and
+                        // nothing answers until it runs): wait for it, within the deadline.
+                        if !route.started.isOpen {
+                            do { try await route.started.wait() } catch is StartGate.Closed {
+                                throw PostgresStoreError.notRunning(server: server, operation: operation)
+                            }
+                        }
                         do {
                             return try await Self.$callRoute.withValue(route) { try await body(route.client) }
                         } catch let error where !retried && PostgresStore.isConnectionLoss(error) {
@@ -919,7 +928,11 @@
                 }
                 metrics?.record(operation: operation, outcome: "ok", duration: ContinuousClock.now - started)
                 return value
-            } catch {
+            } catch var error {
+                // Out of time while the pool never started: say that, not "unreachable".
+                if case .unavailable? = error as? PostgresStoreError, let route = routeSeen.withLock({ $0 }), !route.started.isOpen {
+                    error = PostgresStoreError.notRunning(server: server, operation: operation)
+                }
                 let code = (error as? any LockboxCodedError)?.code.rawValue ?? "\(type(of: error))"
                 metrics?.record(operation: operation, outcome: code, duration: ContinuousClock.now - started)
                 logger.debug(
@@ -953,10 +966,10 @@
         }
 
         /// The current route, or a new one chosen (one choice at a time, shared).
-        private func chosenRoute() async throws -> Route {
+        private func chosenRoute(_ operation: String) async throws -> Route {
             if let checking = state.withLock({ $0.checking }) { await checking.value }
             let (route, choosing): (Route?, Task<Route, any Error>?) = try state.withLock { state in
-                if state.closed { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+                if state.closed { throw PostgresStoreError.notRunning(server: server, operation: operation) }
                 if let route = state.route { return (route, nil) }
                 if let choosing = state.choosing { return (nil, choosing) }
                 let task = Task { [self] in try await choose() }
@@ -964,7 +977,7 @@
                 return (nil, task)
             }
             if let route { return route }
-            guard let choosing else { throw PostgresStoreError.connectionLost(server: server, operation: "choosing a server") }
+            guard let choosing else { throw PostgresStoreError.notRunning(server: server, operation: operation) }
             // The choice goes on if this call times out: the next call finds it made or under way.
             return try await choosing.value
         }
@@ -1069,15 +1082,23 @@
         private func install(_ host: PostgresConnectionURL.Host) throws -> Route {
             let client = PostgresClient(configuration: configuration(for: host), backgroundLogger: logger)
             let route = try state.withLock { state in
-                guard !state.closed else { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+                guard !state.closed else { throw PostgresStoreError.notRunning(server: server, operation: "choosing a server") }
                 state.generation += 1
                 let route: Route
+                let started = StartGate()
                 switch runner {
                 case .service(let runner):
-                    route = Route(client: client, stop: runner.start(client), runTask: nil, host: host, generation: state.generation)
+                    route = Route(
+                        client: client, stop: runner.start(client, started: started), runTask: nil, host: host,
+                        generation: state.generation,
+                        started: started)
                 case .ownTasks:
-                    let task = Task { await client.run() }
-                    route = Route(client: client, stop: { task.cancel() }, runTask: task, host: host, generation: state.generation)
+                    let task = Task {
+                        started.open()
+                        await client.run()
+                    }
+                    route = Route(
+                        client: client, stop: { task.cancel() }, runTask: task, host: host, generation: state.generation, started: started)
                 }
                 state.route = route
                 return route
@@ -1133,6 +1154,8 @@
                 state.choosing?.cancel()
                 state.checking?.cancel()
                 state.route?.stop()
+                // Calls waiting for a pool that never started: it never will.
+                state.route?.started.close()
                 let tasks = state.retired + (state.route?.runTask.map { [$0] } ?? [])
                 state.route = nil
                 state.retired = []
@@ -1194,6 +1217,70 @@
             }
             for task in tasks { task.cancel() }
             continuation?.resume(with: result)
+        }
+    }
+
+    /// Opens once, when a pool's `run()` is about to start, or closes, when the pool closes before
+    /// that: calls wait for it rather than lease a connection from a pool that is not running.
+    final class StartGate: Sendable {
+        /// The pool closed before its `run()` started.
+        struct Closed: Error {}
+
+        private struct State {
+            var settled: Bool?
+            var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+            var next: UInt64 = 0
+        }
+
+        private let state = Locked(State())
+
+        /// Whether the pool's `run()` has started.
+        var isOpen: Bool { state.withLock { $0.settled == true } }
+
+        /// The pool's `run()` starts: every waiting call goes on.
+        func open() { settle(true) }
+
+        /// The pool closed first: every waiting call throws ``Closed``.
+        func close() { settle(false) }
+
+        private func settle(_ open: Bool) {
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+                guard state.settled == nil else { return [] }
+                state.settled = open
+                defer { state.waiters = [:] }
+                return Array(state.waiters.values)
+            }
+            for waiter in waiters {
+                if open { waiter.resume() } else { waiter.resume(throwing: Closed()) }
+            }
+        }
+
+        /// Returns once the gate has opened; throws ``Closed`` if it closed, `CancellationError`
+        /// if the calling task is cancelled first.
+        func wait() async throws {
+            let id = state.withLock { state -> UInt64 in
+                state.next += 1
+                return state.next
+            }
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    let settled: Bool?? = state.withLock { state in
+                        if let settled = state.settled { return .some(settled) }
+                        if Task.isCancelled { return .some(nil) }
+                        state.waiters[id] = continuation
+                        return .none
+                    }
+                    switch settled {
+                    case .none: break
+                    case .some(true): continuation.resume()
+                    case .some(false): continuation.resume(throwing: Closed())
+                    case .some(nil): continuation.resume(throwing: CancellationError())
+                    }
+                }
+            } onCancel: {
+                let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.resume(throwing: CancellationError())
+            }
         }
     }
 #endif

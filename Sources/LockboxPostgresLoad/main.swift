@@ -101,6 +101,7 @@
                         case .connectionLost: "connectionLost"
                         case .serverRefused(_, _, let state): "serverRefused-\(state)"
                         case .readOnlyServer: "readOnlyServer"
+                        case .notRunning: "notRunning"
                         case .schemaTooNew: "schemaTooNew"
                         case .schemaNotCurrent: "schemaNotCurrent"
                         }

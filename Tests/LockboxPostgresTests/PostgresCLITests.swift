@@ -275,17 +275,19 @@
                 .unavailable(server: "s", operation: "o", waitedSeconds: 1), .connectionLost(server: "s", operation: "o"),
                 .serverRefused(server: "s", operation: "o", sqlState: "42501"), .schemaTooNew(server: "s", found: 9, supported: 3),
                 .schemaNotCurrent(server: "s", found: 0, required: 5), .readOnlyServer(server: "s", operation: "o"),
+                .notRunning(server: "s", operation: "o"),
             ]
             // The texts `lockbox` maps to exit 27, 28 for the schema to migrate and 29 for a write on a standby
             // (Sources/LockboxCLI/ExitStatus.swift, LockboxError.Code.postgres).
             #expect(
                 errors.map(\.code.rawValue) == [
                     "postgres-unavailable", "postgres-connection-lost", "postgres-refused", "postgres-schema-too-new",
-                    "postgres-schema-not-current", "postgres-read-only",
+                    "postgres-schema-not-current", "postgres-read-only", "postgres-not-running",
                 ])
             #expect(
                 errors.map(\.category) == [
                     .noStorageAccess, .noStorageAccess, .platformFailure, .badData, .noStorageAccess, .noStorageAccess,
+                    .noStorageAccess,
                 ])
         }
 
