@@ -343,13 +343,19 @@
             for grant in PostgresSchema.applicationRoleGrants(role) { _ = try cluster.psql(grant) }
 
             // Every command of the PostgreSQL store, as the application role.
-            func run(_ arguments: [String], input: String = "", expect status: Int32 = 0, sourceLocation: SourceLocation = #_sourceLocation)
-                throws
-            {
+            func run(
+                _ arguments: [String], input: String = "", expect status: Int32 = 0, saying: String? = nil,
+                sourceLocation: SourceLocation = #_sourceLocation
+            ) throws {
                 let result = try lockbox(arguments, in: folder, input: Data(input.utf8), environment: app)
                 #expect(
                     result.status == status, "\(arguments.joined(separator: " ")): exit \(result.status): \(result.stderr)",
                     sourceLocation: sourceLocation)
+                if let saying {
+                    #expect(
+                        result.stderr.contains(saying), "\(arguments.joined(separator: " ")): \(result.stderr)",
+                        sourceLocation: sourceLocation)
+                }
             }
             let pin = ["--hash-cost", "interactive"]
             let tokens = #"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-1"}"#
@@ -379,6 +385,32 @@
             try run(
                 ["export", "--to", folder.appending("backup.lockbox").string, "--backup-passphrase-fd", "0", "--kdf", "interactive"],
                 input: "correct horse battery staple\n")
+            // import: a backup (export's), and JSON lines in one batch.
+            try run(["wipe", "--all", "--yes"])
+            try run(
+                ["import", folder.appending("backup.lockbox").string, "--backup-passphrase-fd", "0", "--json"],
+                input: "correct horse battery staple\n")
+            try run(["get", "db", "app"])
+            try run(
+                ["import", "--json-lines", "-"],
+                input: #"{"service":"bulk","account":"one","secret_b64":"MQ=="}"# + "\n"
+                    + #"{"service":"bulk","account":"two","secret_b64":"Mg=="}"#
+                    + "\n")
+            try run(["get", "bulk", "two"])
+            // Key slots and the data key: the file vault's commands, refused for PostgreSQL (exit 64)
+            // before anything is opened, rather than run on a file vault at the default path.
+            let keySlotCommands: [[String]] = [
+                ["slot", "list"], ["slot", "add-passphrase", "--new-passphrase-fd", "0"], ["slot", "add-key-file", key],
+                ["slot", "remove", "1", "--yes"], ["passwd", "--new-passphrase-fd", "0"], ["rotate-key"],
+            ]
+            for command in keySlotCommands {
+                try run(
+                    command, input: "a new passphrase of some length\n", expect: 64, saying: "a vault in PostgreSQL keeps the key slots")
+            }
+            #expect(
+                !FileManager.default.fileExists(atPath: folder.appending("data").appending("lockbox").string),
+                "no file vault was made or opened at the default path")
+            #expect(try cluster.psql("SELECT count(*) FROM lockbox.key_slots") == "1\n", "the vault's one slot, unchanged")
             try run(["--store", "file", "init", "--vault", folder.appending("copy.lockbox").string, "--key-file", key])
             try run(["migrate", "--from", "postgres", "--to", "file", "--all", "--vault", folder.appending("copy.lockbox").string])
             try run(["migrate", "--from", "file", "--to", "postgres", "--all", "--vault", folder.appending("copy.lockbox").string])
