@@ -60,6 +60,21 @@
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
+    /// Copies the program at `source` to `destination`, to be run from there: by `cp`, a process of
+    /// its own, so that no write descriptor of the copy is ever open in this process. A copy written
+    /// here would be: a `Process` another test starts meanwhile forks with that descriptor, and
+    /// running the copy while the child holds it fails with ETXTBSY ("Text file busy").
+    private func copyExecutable(_ source: String, to destination: String) throws {
+        let copy = Process()
+        copy.executableURL = URL(fileURLWithPath: "/bin/cp")
+        copy.arguments = ["--", source, destination]
+        try copy.run()
+        copy.waitUntilExit()
+        guard copy.terminationStatus == 0 else {
+            throw LockboxError.invalidArgument("cp \(source) \(destination) exited \(copy.terminationStatus)")
+        }
+    }
+
     /// A temporary folder with a key file `k` (mode 0600) in it.
     private func workFolder() throws -> FilePath {
         var template = Array((NSTemporaryDirectory() + "lockbox-pgcli-XXXXXX").utf8CString)
@@ -237,7 +252,7 @@
             // `lockbox` alone in a folder: it cannot hand over, and says so.
             let alone = folder.appending("bin")
             try FileManager.default.createDirectory(atPath: alone.string, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: lockboxBinary.path, toPath: alone.appending("lockbox").string)
+            try copyExecutable(lockboxBinary.path, to: alone.appending("lockbox").string)
             let missing = try lockbox(
                 ["--store", "postgres", "list"], in: folder, environment: environment,
                 binary: URL(fileURLWithPath: alone.appending("lockbox").string))
