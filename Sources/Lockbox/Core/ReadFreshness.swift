@@ -16,7 +16,7 @@ public enum ReadFreshness: Sendable, Equatable {
     case replicaAllowed
 
     /// The freshness the running task's reads need (``latest`` unless inside
-    /// ``allowingReplica(_:)``).
+    /// ``allowingReplica(isolation:_:)``).
     @TaskLocal public static var current: ReadFreshness = .latest
 
     /// Runs `body` with ``current`` set to ``replicaAllowed``: its reads may be served by a replica.
