@@ -348,6 +348,10 @@ let package = Package(
             dependencies: [
                 "Lockbox", "LockboxPostgres", "LockboxTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+                // The service test: PostgresStoreService in a ServiceGroup, its logs and metrics captured.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 // The failover test's writer processes; a dependency so `swift build --build-tests` builds it.
                 "LockboxPostgresLoad",
                 // Started by the cross-host tests; a dependency so building the tests builds it.

@@ -101,13 +101,18 @@ extension LockboxError.Code {
     static let postgresConnectionLost = LockboxError.Code(rawValue: "postgres-connection-lost")
     static let postgresRefused = LockboxError.Code(rawValue: "postgres-refused")
     static let postgresSchemaTooNew = LockboxError.Code(rawValue: "postgres-schema-too-new")
+    /// The store's pool no longer runs (a library service's; `lockbox` never sees it).
+    static let postgresNotRunning = LockboxError.Code(rawValue: "postgres-not-running")
     /// The database's Lockbox schema is missing or older than this Lockbox needs (exit 28): the
     /// owner role runs `migrate-schema`.
     static let postgresSchemaNotCurrent = LockboxError.Code(rawValue: "postgres-schema-not-current")
-    /// The PostgreSQL store's codes (exit 27, and 28 for a schema to migrate).
+    /// A write reached a read-only server, a hot standby (SQLSTATE 25006; exit 29): writes need
+    /// the primary.
+    static let postgresReadOnly = LockboxError.Code(rawValue: "postgres-read-only")
+    /// The PostgreSQL store's codes (exit 27, 28 for a schema to migrate, 29 for a write sent to a standby).
     static let postgres: [LockboxError.Code] = [
         .postgresProgramMissing, .postgresUnavailable, .postgresConnectionLost, .postgresRefused, .postgresSchemaTooNew,
-        .postgresSchemaNotCurrent,
+        .postgresSchemaNotCurrent, .postgresReadOnly, .postgresNotRunning,
     ]
 
     /// The codes of the CLI's own errors (``CLIError``, ``RefreshFailed``).
@@ -149,6 +154,7 @@ enum ExitStatus: Int32, CaseIterable {
     case recordedStoreUnavailable = 26
     case postgresFailed = 27
     case postgresSchemaNotCurrent = 28
+    case postgresReadOnly = 29
     case wrongPin = 30
     case pinLockedOut = 31
     case pinDisabled = 32
@@ -211,6 +217,7 @@ extension ExitStatus {
         case .recordedStoreUnavailable: return "the recorded store is unavailable"
         case .postgresFailed: return "PostgreSQL store unreachable or failing"
         case .postgresSchemaNotCurrent: return "PostgreSQL schema missing or older: run migrate-schema as its owner"
+        case .postgresReadOnly: return "PostgreSQL server read-only (a hot standby): writes need the primary"
         case .wrongPin: return "wrong PIN"
         case .pinLockedOut: return "PIN locked out"
         case .pinDisabled: return "PIN disabled"
@@ -311,10 +318,16 @@ enum ErrorTable {
         },
         .postgresConnectionLost: Entry(exit: .postgresFailed) { _ in "Run the command again: it connects anew." },
         .postgresRefused: Entry(exit: .postgresFailed) { _ in
-            "The SQLSTATE says why (28P01: wrong password, 42501: no privilege, 25006: a read-only standby, which serves reads but never writes)."
+            "The SQLSTATE says why (28P01: wrong password, 42501: no privilege)."
         },
         .postgresSchemaTooNew: Entry(exit: .postgresFailed),
+        .postgresNotRunning: Entry(exit: .postgresFailed),
         .postgresSchemaNotCurrent: Entry(exit: .postgresSchemaNotCurrent),
+        .postgresReadOnly: Entry(exit: .postgresReadOnly) { _ in
+            "Put the primary's address in the URL (LOCKBOX_POSTGRES_URL, or the file of --postgres-url-file or LOCKBOX_POSTGRES_URL_FILE), "
+                + "or list the primary and the standby with target_session_attrs=read-write "
+                + "(or prefer-standby: reads on the standby, writes on the primary)."
+        },
         .pinRejected: Entry(exit: .pinRejected),
         .wrongPin: Entry(exit: .wrongPin),
         .pinLockedOut: Entry(exit: .pinLockedOut),

@@ -131,6 +131,25 @@ struct StoreOpener {
         return opened.store
     }
 
+    /// ``openFileStore()`` for a command that lists or changes the vault's key slots or data key
+    /// (`passwd`, `rotate-key`, `slot`): refused, before anything is opened, when the store asked
+    /// for is PostgreSQL (``refuseKeySlotsInPostgres(_:)``).
+    func openFileStoreForKeySlots(_ command: String) throws -> any KeySlotManaging {
+        try refuseKeySlotsInPostgres(command)
+        return try openFileStore()
+    }
+
+    /// Throws ``LockboxError/invalidArgument(_:)`` (exit 64) when the store asked for is PostgreSQL:
+    /// `command` works on the file vault's key slots, and lockbox does not change a vault in
+    /// PostgreSQL's key slots or data key (`init` sets them). Without this the command would
+    /// quietly work on a file vault at the default path instead.
+    func refuseKeySlotsInPostgres(_ command: String) throws {
+        guard configuration.store == .postgres else { return }
+        throw LockboxError.invalidArgument(
+            "`lockbox \(command)` works on the file vault's key slots; a vault in PostgreSQL keeps the key slots and data key "
+                + "`lockbox --store postgres init` gave it, and lockbox does not change them (docs/POSTGRES.md, \"Key slots\")")
+    }
+
     /// Opens `kind` by name (`migrate --from/--to`): the file vault, the Secret Service, or
     /// PostgreSQL, each through its provider.
     func open(_ kind: StoreKind) throws -> any SecretStore {

@@ -122,7 +122,7 @@ extension Slot {
         @OptionGroup var tpmSlot: TPMSlotOptions
 
         func run() throws {
-            let store = try vaultOptions.storeOpener().openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStoreForKeySlots("slot add-tpm")
             let index = try store.addKeySlot(.sealed(try tpmSlot.sealer()))
             Console.status("Added TPM2 slot \(index).")
         }

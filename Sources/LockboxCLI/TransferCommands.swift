@@ -185,6 +185,9 @@ struct Import: ParsableCommand {
     }
 
     func run() throws {
+        // In `lockbox`, hand PostgreSQL over to `lockbox-postgres` before the backup passphrase is
+        // read from its descriptor: the program taking over reads it again.
+        if try vaultOptions.requestedStore() == .postgres { _ = try PostgresCommands.provider() }
         if jsonLines { return try importJSONLines() }
         let passphrase: SecretBytes
         if let fd = backupPassphraseFd {

@@ -117,7 +117,8 @@ struct Passwd: ParsableCommand {
         abstract: "Change the vault's passphrase.",
         discussion: """
             Unlock with the current passphrase or a key file; the new passphrase comes from \
-            --new-passphrase-fd or is asked twice on the terminal. The data key stays the same.
+            --new-passphrase-fd or is asked twice on the terminal. The data key stays the same. \
+            The file vault only: with --store postgres it exits 64.
             Example: lockbox passwd --passphrase-fd 3 --new-passphrase-fd 4 3<old.txt 4<new.txt
             """)
 
@@ -130,7 +131,7 @@ struct Passwd: ParsableCommand {
     @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func run() throws {
-        let store = try vaultOptions.storeOpener().openFileStore()
+        let store = try vaultOptions.storeOpener().openFileStoreForKeySlots("passwd")
         let newPassphrase =
             try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
             ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
@@ -155,7 +156,8 @@ struct RotateKey: ParsableCommand {
             try of the TPM's limit) stops the rotation with that reason and its exit code, unless \
             --drop-unmatched-slots removes it: add it again afterwards with `lockbox slot add-tpm`.
             Each key-file slot records the fingerprint of the key file given for it. On a terminal, a \
-            progress line counts the items re-encrypted (format 2).
+            progress line counts the items re-encrypted (format 2). The file vault only: with \
+            --store postgres it exits 64.
             Example: lockbox rotate-key --key-file vault.key --passphrase-fd 3 3<passphrase.txt
             """)
 
@@ -165,6 +167,7 @@ struct RotateKey: ParsableCommand {
 
     func run() throws {
         let opener = try vaultOptions.storeOpener()
+        try opener.refuseKeySlotsInPostgres("rotate-key")
         let path = opener.configuration.vaultPath
         var credentials = try opener.credentials()
         if !credentials.contains(where: { if case .sealed = $0 { true } else { false } }),
@@ -238,7 +241,11 @@ struct Slot: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "slot",
         abstract: "List, add and remove key slots; print a key file's fingerprint.",
-        discussion: "Example: lockbox slot list",
+        discussion: """
+            The file vault's key slots; with --store postgres, list, add and remove exit 64 (a vault in \
+            PostgreSQL keeps the slots `init` gave it).
+            Example: lockbox slot list
+            """,
         subcommands: [ListSlots.self, AddPassphrase.self, AddKeyFile.self, AddTPM.self, RemoveSlot.self, Fingerprint.self])
 
     /// Without a subcommand: a usage error (exit 64), not help with exit 0.
@@ -293,7 +300,7 @@ struct Slot: ParsableCommand {
         }
 
         func run() throws {
-            let slots = try vaultOptions.storeOpener().openFileStore().keySlots()
+            let slots = try vaultOptions.storeOpener().openFileStoreForKeySlots("slot list").keySlots()
             if json {
                 try Console.printJSON(
                     slots.map {
@@ -327,7 +334,7 @@ struct Slot: ParsableCommand {
         @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
         func run() throws {
-            let store = try vaultOptions.storeOpener().openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStoreForKeySlots("slot add-passphrase")
             let passphrase =
                 try newPassphraseFd.map { try SecretInput.passphrase(fromDescriptor: $0, what: "new passphrase") }
                 ?? SecretInput.promptTwice("New passphrase: ", what: "new passphrase")
@@ -346,7 +353,7 @@ struct Slot: ParsableCommand {
         @Flag(help: "Create the key file (32 random bytes, mode 0600) instead of using an existing one.") var generate = false
 
         func run() throws {
-            let store = try vaultOptions.storeOpener().openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStoreForKeySlots("slot add-key-file")
             let keyPath = FilePath(path)
             if generate { try KeyFile.generate(at: keyPath) }
             let index = try store.addKeySlot(.keyFile(keyPath))
@@ -401,7 +408,7 @@ struct Slot: ParsableCommand {
         @Flag(help: ArgumentHelp(Confirmation.yesHelp)) var yes = false
 
         func run() throws {
-            let store = try vaultOptions.storeOpener().openFileStore()
+            let store = try vaultOptions.storeOpener().openFileStoreForKeySlots("slot remove")
             let slots = try store.keySlots()
             let recovery = slots.filter { $0.kind != .tpm2 }
             let lastRecovery = recovery.count == 1 && recovery[0].index == index && slots.contains(where: { $0.kind == .tpm2 })

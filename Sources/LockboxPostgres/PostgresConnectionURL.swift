@@ -17,7 +17,8 @@
     /// Understood parameters: `sslmode` (`disable`, `prefer` — the default, as libpq's — or
     /// `require`), `connect_timeout` (whole seconds, 1-3600; default 10: how long one connection
     /// attempt to one host may take) and `target_session_attrs` (`any` — the default — `read-write`
-    /// or `primary`, as libpq's: which server of the list the store uses). Others are refused, so a
+    /// or `primary`, as libpq's: which server of the list the store uses; or `prefer-standby`: reads
+    /// that may be stale on a standby, everything else on the primary). Others are refused, so a
     /// setting the store would not honour is never silently dropped.
     ///
     /// Hosts are tried in the order given (up to ``maximumHosts``); the store uses the first that
@@ -52,6 +53,14 @@
             case readWrite = "read-write"
             /// The first server that is not in recovery (not a standby).
             case primary
+            /// Reads on a hot standby, writes on the primary, within one store handle. Reads that may
+            /// be stale (``Lockbox/ReadFreshness/replicaAllowed``: a ``Lockbox/Vault``'s `get`,
+            /// `metadata` and `list`) go to the first server in recovery, or to the first that
+            /// accepts the connection while none is; everything else — writes, PIN attempt counts,
+            /// refresh leases, conditional writes and the reads they decide on, opening the vault —
+            /// goes to the first server that accepts writes, as with ``readWrite``. Unlike libpq,
+            /// whose `prefer-standby` sends a whole session to the standby, writes never go there.
+            case preferStandby = "prefer-standby"
         }
 
         /// The most hosts one URL may list.
@@ -171,7 +180,7 @@
                     connectTimeout = .seconds(seconds)
                 case "target_session_attrs":
                     guard let attributes = TargetSessionAttributes(rawValue: value) else {
-                        throw refuse("has target_session_attrs=\(value); use any, read-write or primary")
+                        throw refuse("has target_session_attrs=\(value); use any, read-write, primary or prefer-standby")
                     }
                     targetSessionAttributes = attributes
                 default:

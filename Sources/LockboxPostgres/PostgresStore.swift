@@ -338,6 +338,14 @@
             try await connector.run(operation, retryingOnce: retryingOnce) { [self] _ in try await body(self) }
         }
 
+        /// ``run(_:retryingOnce:_:)`` for a read that may run twice: on the server the running
+        /// task's ``Lockbox/ReadFreshness`` allows — a standby for
+        /// ``Lockbox/ReadFreshness/replicaAllowed`` when the URL says `target_session_attrs=prefer-standby`,
+        /// else the server of every other call.
+        func runRead<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresStore) async throws -> T) async throws -> T {
+            try await connector.reads(ReadFreshness.current).run(operation, retryingOnce: true) { [self] _ in try await body(self) }
+        }
+
         /// The pool of the server chosen for the running call.
         var client: PostgresClient { connector.client }
 
@@ -388,6 +396,8 @@
                     if state.hasPrefix("57P") || state.hasPrefix("08") {
                         return PostgresStoreError.connectionLost(server: server, operation: operation)
                     }
+                    // read_only_sql_transaction: a hot standby (or default_transaction_read_only).
+                    if state == "25006" { return PostgresStoreError.readOnlyServer(server: server, operation: operation) }
                     return PostgresStoreError.serverRefused(server: server, operation: operation, sqlState: state)
                 case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
                     return PostgresStoreError.connectionLost(server: server, operation: operation)
@@ -552,19 +562,19 @@
         /// The secret under `key`, or `nil`. Throws ``Lockbox/LockboxError/corruptVault(path:reason:)``
         /// if its row fails authentication.
         public func get(_ key: ItemKey) async throws -> SecretBytes? {
-            try await run("reading an item", retryingOnce: true) { store in try await store.read(key, withSecret: true)?.secret }
+            try await runRead("reading an item") { store in try await store.read(key, withSecret: true)?.secret }
         }
 
         /// The metadata of the item under `key`, or `nil`; no secret is decrypted.
         public func metadata(_ key: ItemKey) async throws -> ItemMetadata? {
-            try await run("reading an item's metadata", retryingOnce: true) { store in
+            try await runRead("reading an item's metadata") { store in
                 try await store.read(key, withSecret: false)?.metadata
             }
         }
 
         /// The item under `key` with its secret.
         public func item(_ key: ItemKey) async throws -> StoredItem? {
-            try await run("reading an item", retryingOnce: true) { store in try await store.read(key, withSecret: true) }
+            try await runRead("reading an item") { store in try await store.read(key, withSecret: true) }
         }
 
         /// Stores `secret` under `key`, committed (with a synchronous standby: on the standby) before
@@ -722,7 +732,7 @@
         /// Every item's metadata (or one service's), sorted by service then account; no secret is
         /// decrypted. One statement: one snapshot.
         public func list(service: String?) async throws -> [ItemMetadata] {
-            try await run("listing items", retryingOnce: true) { store in
+            try await runRead("listing items") { store in
                 try await store.withKeys { records in
                     var result: [ItemMetadata] = []
                     let rows = try await store.client.query(
@@ -795,6 +805,8 @@
             let runTask: Task<Void, Never>?
             let host: PostgresConnectionURL.Host
             let generation: Int
+            /// Opens when the pool's `run()` is about to start; fails when the pool closes first.
+            let started: StartGate
         }
 
         /// Who runs the pools' `PostgresClient.run()`.
@@ -827,8 +839,32 @@
         private let runner: Runner
         private let metrics: PostgresMetrics?
         private let state = Locked(State())
+        /// With `target_session_attrs=prefer-standby`, the connector of reads that may be stale
+        /// (on a standby while one is up); this one then takes everything else, as `read-write`.
+        private let replicaReads: PostgresConnector?
+        /// What this connector's calls are, for its log lines (with `prefer-standby`).
+        private let purpose: String?
 
-        init(_ configuration: PostgresStoreConfiguration, runner: Runner, logger: Logger, metrics: PostgresMetrics?) {
+        /// A connector for `configuration`'s database; with `target_session_attrs=prefer-standby`,
+        /// one for writes and the latest state (`read-write`) with one for stale-tolerant reads
+        /// (``reads(_:)``).
+        convenience init(_ configuration: PostgresStoreConfiguration, runner: Runner, logger: Logger, metrics: PostgresMetrics?) {
+            guard configuration.url.targetSessionAttributes == .preferStandby else {
+                self.init(configuration, runner: runner, logger: logger, metrics: metrics, purpose: nil, replicaReads: nil)
+                return
+            }
+            var writes = configuration
+            writes.url.targetSessionAttributes = .readWrite
+            let reads = PostgresConnector(
+                configuration, runner: runner, logger: logger, metrics: metrics, purpose: "for reads that may be stale", replicaReads: nil)
+            self.init(
+                writes, runner: runner, logger: logger, metrics: metrics, purpose: "for writes and the latest state", replicaReads: reads)
+        }
+
+        private init(
+            _ configuration: PostgresStoreConfiguration, runner: Runner, logger: Logger, metrics: PostgresMetrics?, purpose: String?,
+            replicaReads: PostgresConnector?
+        ) {
             self.configuration = configuration
             url = configuration.url
             server = url.description
@@ -836,6 +872,14 @@
             self.runner = runner
             self.logger = logger
             self.metrics = metrics
+            self.purpose = purpose
+            self.replicaReads = replicaReads
+        }
+
+        /// The connector for a read of `freshness`: the stale-tolerant one (``replicaReads``) for
+        /// ``Lockbox/ReadFreshness/replicaAllowed`` when the URL asks for `prefer-standby`, else this one.
+        func reads(_ freshness: ReadFreshness) -> PostgresConnector {
+            freshness == .replicaAllowed ? (replicaReads ?? self) : self
         }
 
         /// The pool of the running call's server. Outside ``run(_:_:)`` (never in this module): the
@@ -865,8 +909,15 @@
                 let value = try await PostgresStore.withDeadline(operationTimeout, server: server, operation: operation) { [self] in
                     var retried = !retryingOnce
                     while true {
-                        let route = try await chosenRoute()
+                        let route = try await chosenRoute(operation)
                         routeSeen.withLock { $0 = route }
+                        // No lease from a pool whose run() has not started (postgres-nio warns, and
+                        // nothing answers until it runs): wait for it, within the deadline.
+                        if !route.started.isOpen {
+                            do { try await route.started.wait() } catch is StartGate.Closed {
+                                throw PostgresStoreError.notRunning(server: server, operation: operation)
+                            }
+                        }
                         do {
                             return try await Self.$callRoute.withValue(route) { try await body(route.client) }
                         } catch let error where !retried && PostgresStore.isConnectionLoss(error) {
@@ -877,7 +928,11 @@
                 }
                 metrics?.record(operation: operation, outcome: "ok", duration: ContinuousClock.now - started)
                 return value
-            } catch {
+            } catch var error {
+                // Out of time while the pool never started: say that, not "unreachable".
+                if case .unavailable? = error as? PostgresStoreError, let route = routeSeen.withLock({ $0 }), !route.started.isOpen {
+                    error = PostgresStoreError.notRunning(server: server, operation: operation)
+                }
                 let code = (error as? any LockboxCodedError)?.code.rawValue ?? "\(type(of: error))"
                 metrics?.record(operation: operation, outcome: code, duration: ContinuousClock.now - started)
                 logger.debug(
@@ -886,7 +941,7 @@
                 if let route = routeSeen.withLock({ $0 }) {
                     switch error as? PostgresStoreError {
                     case .connectionLost?, .unavailable?: suspect(route)
-                    case .serverRefused(_, _, let sqlState)? where sqlState == "25006": retire(route)
+                    case .readOnlyServer?: retire(route)
                     default: break
                     }
                 }
@@ -911,10 +966,10 @@
         }
 
         /// The current route, or a new one chosen (one choice at a time, shared).
-        private func chosenRoute() async throws -> Route {
+        private func chosenRoute(_ operation: String) async throws -> Route {
             if let checking = state.withLock({ $0.checking }) { await checking.value }
             let (route, choosing): (Route?, Task<Route, any Error>?) = try state.withLock { state in
-                if state.closed { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+                if state.closed { throw PostgresStoreError.notRunning(server: server, operation: operation) }
                 if let route = state.route { return (route, nil) }
                 if let choosing = state.choosing { return (nil, choosing) }
                 let task = Task { [self] in try await choose() }
@@ -922,7 +977,7 @@
                 return (nil, task)
             }
             if let route { return route }
-            guard let choosing else { throw PostgresStoreError.connectionLost(server: server, operation: "choosing a server") }
+            guard let choosing else { throw PostgresStoreError.notRunning(server: server, operation: operation) }
             // The choice goes on if this call times out: the next call finds it made or under way.
             return try await choosing.value
         }
@@ -933,13 +988,22 @@
             let deadline = ContinuousClock.now + operationTimeout
             var pause = Duration.milliseconds(100)
             while true {
+                // prefer-standby: the first standby; failing that, the first server that answered.
+                var answered: PostgresConnectionURL.Host?
                 for host in url.hosts {
                     guard ContinuousClock.now < deadline else { break }
                     if url.hosts.count == 1 && url.targetSessionAttributes == .any {
                         return try install(host)
                     }
-                    if await fits(host, until: deadline) { return try install(host) }
+                    guard let found = await probe(host, until: deadline) else { continue }
+                    if url.targetSessionAttributes == .preferStandby {
+                        if found.inRecovery { return try install(host) }
+                        if answered == nil { answered = host }
+                    } else if fits(found) {
+                        return try install(host)
+                    }
                 }
+                if let answered { return try install(answered) }
                 guard ContinuousClock.now + pause < deadline else {
                     throw PostgresStoreError.unavailable(
                         server: server, operation: "choosing a server", waitedSeconds: Self.seconds(operationTimeout))
@@ -949,11 +1013,34 @@
             }
         }
 
+        /// What a probe found on a server: whether it is a standby, whether it refuses writes.
+        private struct ServerState: Sendable {
+            var inRecovery: Bool
+            var readOnly: Bool
+        }
+
+        /// Whether a server in `state` matches `target_session_attrs` (`prefer-standby`: any that
+        /// answers; the standby is preferred when choosing).
+        private func fits(_ state: ServerState) -> Bool {
+            switch url.targetSessionAttributes {
+            case .any, .preferStandby: true
+            case .primary: !state.inRecovery
+            case .readWrite: !state.inRecovery && !state.readOnly
+            }
+        }
+
         /// Whether `host` accepts a connection and matches `target_session_attrs` (one probe
         /// connection, closed after).
         private func fits(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> Bool {
+            guard let state = await probe(host, until: deadline) else { return false }
+            return fits(state)
+        }
+
+        /// What `host` is, if it accepts a connection (one probe connection, closed after); for
+        /// `target_session_attrs=any`, only whether it answers.
+        private func probe(_ host: PostgresConnectionURL.Host, until deadline: ContinuousClock.Instant) async -> ServerState? {
             let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else { return false }
+            guard remaining > .zero else { return nil }
             // After a failure, a single `any` host is probed too: can it be reached at all?
             let wanted = url.targetSessionAttributes
             let logger = logger
@@ -972,44 +1059,52 @@
                 return try await PostgresStore.withDeadline(limit, server: host.description, operation: "probing the server") {
                     let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
                     do {
-                        var fits = wanted == .any
-                        if !fits {
+                        var state: ServerState? = wanted == .any ? ServerState(inRecovery: false, readOnly: false) : nil
+                        if state == nil {
                             let rows = try await connection.query(
                                 "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
                             for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
-                                fits = !inRecovery && (wanted == .primary || !readOnly)
+                                state = ServerState(inRecovery: inRecovery, readOnly: readOnly)
                             }
                         }
                         try? await connection.close()
-                        return fits
+                        return state
                     } catch {
                         try? await connection.close()
                         throw error
                     }
                 }
             } catch {
-                return false
+                return nil
             }
         }
 
         private func install(_ host: PostgresConnectionURL.Host) throws -> Route {
             let client = PostgresClient(configuration: configuration(for: host), backgroundLogger: logger)
             let route = try state.withLock { state in
-                guard !state.closed else { throw PostgresStoreError.connectionLost(server: server, operation: "using a closed store") }
+                guard !state.closed else { throw PostgresStoreError.notRunning(server: server, operation: "choosing a server") }
                 state.generation += 1
                 let route: Route
+                let started = StartGate()
                 switch runner {
                 case .service(let runner):
-                    route = Route(client: client, stop: runner.start(client), runTask: nil, host: host, generation: state.generation)
+                    route = Route(
+                        client: client, stop: runner.start(client, started: started), runTask: nil, host: host,
+                        generation: state.generation,
+                        started: started)
                 case .ownTasks:
-                    let task = Task { await client.run() }
-                    route = Route(client: client, stop: { task.cancel() }, runTask: task, host: host, generation: state.generation)
+                    let task = Task {
+                        started.open()
+                        await client.run()
+                    }
+                    route = Route(
+                        client: client, stop: { task.cancel() }, runTask: task, host: host, generation: state.generation, started: started)
                 }
                 state.route = route
                 return route
             }
             logger.info(
-                "PostgreSQL store: using \(host)",
+                "PostgreSQL store: using \(host)\(purpose.map { " " + $0 } ?? "")",
                 metadata: [
                     "lockbox.server": "\(host)", "lockbox.target-session-attrs": "\(url.targetSessionAttributes.rawValue)",
                 ])
@@ -1053,18 +1148,21 @@
         /// Closes every pool without waiting (for `deinit`); returns their tasks.
         @discardableResult
         func close() -> [Task<Void, Never>] {
+            let readTasks = replicaReads?.close() ?? []
             let tasks = state.withLock { state in
                 state.closed = true
                 state.choosing?.cancel()
                 state.checking?.cancel()
                 state.route?.stop()
+                // Calls waiting for a pool that never started: it never will.
+                state.route?.started.close()
                 let tasks = state.retired + (state.route?.runTask.map { [$0] } ?? [])
                 state.route = nil
                 state.retired = []
                 return tasks
             }
             for task in tasks { task.cancel() }
-            return tasks
+            return tasks + readTasks
         }
 
         /// Closes every pool and waits until they are closed.
@@ -1119,6 +1217,70 @@
             }
             for task in tasks { task.cancel() }
             continuation?.resume(with: result)
+        }
+    }
+
+    /// Opens once, when a pool's `run()` is about to start, or closes, when the pool closes before
+    /// that: calls wait for it rather than lease a connection from a pool that is not running.
+    final class StartGate: Sendable {
+        /// The pool closed before its `run()` started.
+        struct Closed: Error {}
+
+        private struct State {
+            var settled: Bool?
+            var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+            var next: UInt64 = 0
+        }
+
+        private let state = Locked(State())
+
+        /// Whether the pool's `run()` has started.
+        var isOpen: Bool { state.withLock { $0.settled == true } }
+
+        /// The pool's `run()` starts: every waiting call goes on.
+        func open() { settle(true) }
+
+        /// The pool closed first: every waiting call throws ``Closed``.
+        func close() { settle(false) }
+
+        private func settle(_ open: Bool) {
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+                guard state.settled == nil else { return [] }
+                state.settled = open
+                defer { state.waiters = [:] }
+                return Array(state.waiters.values)
+            }
+            for waiter in waiters {
+                if open { waiter.resume() } else { waiter.resume(throwing: Closed()) }
+            }
+        }
+
+        /// Returns once the gate has opened; throws ``Closed`` if it closed, `CancellationError`
+        /// if the calling task is cancelled first.
+        func wait() async throws {
+            let id = state.withLock { state -> UInt64 in
+                state.next += 1
+                return state.next
+            }
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    let settled: Bool?? = state.withLock { state in
+                        if let settled = state.settled { return .some(settled) }
+                        if Task.isCancelled { return .some(nil) }
+                        state.waiters[id] = continuation
+                        return .none
+                    }
+                    switch settled {
+                    case .none: break
+                    case .some(true): continuation.resume()
+                    case .some(false): continuation.resume(throwing: Closed())
+                    case .some(nil): continuation.resume(throwing: CancellationError())
+                    }
+                }
+            } onCancel: {
+                let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.resume(throwing: CancellationError())
+            }
         }
     }
 #endif

@@ -86,8 +86,9 @@
     /// in reverse order: the HTTP server stops taking requests, then the pool closes), and open the
     /// vault through it (``openStore(credentials:executor:now:)``): the calls of every store opened
     /// from it share its pool, and wait for ``run()`` to have started (within the
-    /// operation timeout). After ``run()`` has returned, calls fail with
-    /// ``PostgresStoreError/connectionLost(server:operation:)``.
+    /// operation timeout; if it has not started by then they fail with
+    /// ``PostgresStoreError/notRunning(server:operation:)``). After ``run()`` has returned, calls fail
+    /// with ``PostgresStoreError/notRunning(server:operation:)``.
     ///
     /// A program without a `ServiceGroup` (the `lockbox` command) uses
     /// ``PostgresStore/open(_:credentials:operationTimeout:maximumConnections:executor:now:)``
@@ -192,10 +193,15 @@
         struct Run: Sendable {
             let client: PostgresClient
             let stopped: AsyncStream<Void>
+            let started: StartGate
 
             func runUntilStopped() async {
                 await withDiscardingTaskGroup { group in
-                    group.addTask { await client.run() }
+                    group.addTask {
+                        // Calls made before now waited for this (PostgresConnector.run).
+                        started.open()
+                        await client.run()
+                    }
                     // Ends when the route is retired, or when the service's task is cancelled.
                     for await _ in stopped {}
                     group.cancelAll()
@@ -208,10 +214,11 @@
 
         init() { (clients, continuation) = AsyncStream<Run>.makeStream() }
 
-        /// Queues `client` for ``PostgresStoreService/run()``; the closure returned stops it.
-        func start(_ client: PostgresClient) -> @Sendable () -> Void {
+        /// Queues `client` for ``PostgresStoreService/run()``, which opens `started` as it runs it;
+        /// the closure returned stops it.
+        func start(_ client: PostgresClient, started: StartGate) -> @Sendable () -> Void {
             let (stopped, stop) = AsyncStream<Void>.makeStream()
-            continuation.yield(Run(client: client, stopped: stopped))
+            continuation.yield(Run(client: client, stopped: stopped, started: started))
             return { stop.finish() }
         }
 

@@ -100,6 +100,8 @@
                         case .unavailable: "unavailable"
                         case .connectionLost: "connectionLost"
                         case .serverRefused(_, _, let state): "serverRefused-\(state)"
+                        case .readOnlyServer: "readOnlyServer"
+                        case .notRunning: "notRunning"
                         case .schemaTooNew: "schemaTooNew"
                         case .schemaNotCurrent: "schemaNotCurrent"
                         }

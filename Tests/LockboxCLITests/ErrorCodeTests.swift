@@ -124,7 +124,7 @@ struct ErrorCodeTests {
             .keySlotRefused: 12, .noSessionBus: 20, .secretServiceUnavailable: 21, .keyringLocked: 22,
             .secretServiceTimeout: 23, .secretServiceFailed: 24, .undecodableItem: 25, .recordedStoreUnavailable: 26,
             .postgresProgramMissing: 27, .postgresUnavailable: 27, .postgresConnectionLost: 27, .postgresRefused: 27,
-            .postgresSchemaTooNew: 27,
+            .postgresSchemaTooNew: 27, .postgresNotRunning: 27, .postgresSchemaNotCurrent: 28, .postgresReadOnly: 29,
             .wrongPin: 30, .pinLockedOut: 31, .pinDisabled: 32, .pinNotSet: 33, .pinRejected: 34, .pinWiped: 35, .pinStoreUnprotected: 36,
             .reauthenticationRequired: 40, .kernelKeyringUnavailable: 41, .sessionExpired: 50, .noTokens: 52,
             .itemExpired: 16, .noPreviousVersion: 17,

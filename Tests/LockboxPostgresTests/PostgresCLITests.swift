@@ -60,6 +60,21 @@
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
+    /// Copies the program at `source` to `destination`, to be run from there: by `cp`, a process of
+    /// its own, so that no write descriptor of the copy is ever open in this process. A copy written
+    /// here would be: a `Process` another test starts meanwhile forks with that descriptor, and
+    /// running the copy while the child holds it fails with ETXTBSY ("Text file busy").
+    private func copyExecutable(_ source: String, to destination: String) throws {
+        let copy = Process()
+        copy.executableURL = URL(fileURLWithPath: "/bin/cp")
+        copy.arguments = ["--", source, destination]
+        try copy.run()
+        copy.waitUntilExit()
+        guard copy.terminationStatus == 0 else {
+            throw LockboxError.invalidArgument("cp \(source) \(destination) exited \(copy.terminationStatus)")
+        }
+    }
+
     /// A temporary folder with a key file `k` (mode 0600) in it.
     private func workFolder() throws -> FilePath {
         var template = Array((NSTemporaryDirectory() + "lockbox-pgcli-XXXXXX").utf8CString)
@@ -237,7 +252,7 @@
             // `lockbox` alone in a folder: it cannot hand over, and says so.
             let alone = folder.appending("bin")
             try FileManager.default.createDirectory(atPath: alone.string, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: lockboxBinary.path, toPath: alone.appending("lockbox").string)
+            try copyExecutable(lockboxBinary.path, to: alone.appending("lockbox").string)
             let missing = try lockbox(
                 ["--store", "postgres", "list"], in: folder, environment: environment,
                 binary: URL(fileURLWithPath: alone.appending("lockbox").string))
@@ -274,16 +289,21 @@
             let errors: [PostgresStoreError] = [
                 .unavailable(server: "s", operation: "o", waitedSeconds: 1), .connectionLost(server: "s", operation: "o"),
                 .serverRefused(server: "s", operation: "o", sqlState: "42501"), .schemaTooNew(server: "s", found: 9, supported: 3),
-                .schemaNotCurrent(server: "s", found: 0, required: 5),
+                .schemaNotCurrent(server: "s", found: 0, required: 5), .readOnlyServer(server: "s", operation: "o"),
+                .notRunning(server: "s", operation: "o"),
             ]
-            // The texts `lockbox` maps to exit 27, and 28 for the schema to migrate
+            // The texts `lockbox` maps to exit 27, 28 for the schema to migrate and 29 for a write on a standby
             // (Sources/LockboxCLI/ExitStatus.swift, LockboxError.Code.postgres).
             #expect(
                 errors.map(\.code.rawValue) == [
                     "postgres-unavailable", "postgres-connection-lost", "postgres-refused", "postgres-schema-too-new",
-                    "postgres-schema-not-current",
+                    "postgres-schema-not-current", "postgres-read-only", "postgres-not-running",
                 ])
-            #expect(errors.map(\.category) == [.noStorageAccess, .noStorageAccess, .platformFailure, .badData, .noStorageAccess])
+            #expect(
+                errors.map(\.category) == [
+                    .noStorageAccess, .noStorageAccess, .platformFailure, .badData, .noStorageAccess, .noStorageAccess,
+                    .noStorageAccess,
+                ])
         }
 
         /// The two roles of docs/POSTGRES.md: the owner migrates the schema (`migrate-schema`), the
@@ -338,13 +358,19 @@
             for grant in PostgresSchema.applicationRoleGrants(role) { _ = try cluster.psql(grant) }
 
             // Every command of the PostgreSQL store, as the application role.
-            func run(_ arguments: [String], input: String = "", expect status: Int32 = 0, sourceLocation: SourceLocation = #_sourceLocation)
-                throws
-            {
+            func run(
+                _ arguments: [String], input: String = "", expect status: Int32 = 0, saying: String? = nil,
+                sourceLocation: SourceLocation = #_sourceLocation
+            ) throws {
                 let result = try lockbox(arguments, in: folder, input: Data(input.utf8), environment: app)
                 #expect(
                     result.status == status, "\(arguments.joined(separator: " ")): exit \(result.status): \(result.stderr)",
                     sourceLocation: sourceLocation)
+                if let saying {
+                    #expect(
+                        result.stderr.contains(saying), "\(arguments.joined(separator: " ")): \(result.stderr)",
+                        sourceLocation: sourceLocation)
+                }
             }
             let pin = ["--hash-cost", "interactive"]
             let tokens = #"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-1"}"#
@@ -374,6 +400,32 @@
             try run(
                 ["export", "--to", folder.appending("backup.lockbox").string, "--backup-passphrase-fd", "0", "--kdf", "interactive"],
                 input: "correct horse battery staple\n")
+            // import: a backup (export's), and JSON lines in one batch.
+            try run(["wipe", "--all", "--yes"])
+            try run(
+                ["import", folder.appending("backup.lockbox").string, "--backup-passphrase-fd", "0", "--json"],
+                input: "correct horse battery staple\n")
+            try run(["get", "db", "app"])
+            try run(
+                ["import", "--json-lines", "-"],
+                input: #"{"service":"bulk","account":"one","secret_b64":"MQ=="}"# + "\n"
+                    + #"{"service":"bulk","account":"two","secret_b64":"Mg=="}"#
+                    + "\n")
+            try run(["get", "bulk", "two"])
+            // Key slots and the data key: the file vault's commands, refused for PostgreSQL (exit 64)
+            // before anything is opened, rather than run on a file vault at the default path.
+            let keySlotCommands: [[String]] = [
+                ["slot", "list"], ["slot", "add-passphrase", "--new-passphrase-fd", "0"], ["slot", "add-key-file", key],
+                ["slot", "remove", "1", "--yes"], ["passwd", "--new-passphrase-fd", "0"], ["rotate-key"],
+            ]
+            for command in keySlotCommands {
+                try run(
+                    command, input: "a new passphrase of some length\n", expect: 64, saying: "a vault in PostgreSQL keeps the key slots")
+            }
+            #expect(
+                !FileManager.default.fileExists(atPath: folder.appending("data").appending("lockbox").string),
+                "no file vault was made or opened at the default path")
+            #expect(try cluster.psql("SELECT count(*) FROM lockbox.key_slots") == "1\n", "the vault's one slot, unchanged")
             try run(["--store", "file", "init", "--vault", folder.appending("copy.lockbox").string, "--key-file", key])
             try run(["migrate", "--from", "postgres", "--to", "file", "--all", "--vault", folder.appending("copy.lockbox").string])
             try run(["migrate", "--from", "file", "--to", "postgres", "--all", "--vault", folder.appending("copy.lockbox").string])
@@ -398,7 +450,7 @@
         }
 
         /// Reads work against a hot standby alone (no DDL on open); a write there is refused as
-        /// read-only with its SQLSTATE, never half-done.
+        /// read-only with its own exit code (29) and says to send writes to the primary, never half-done.
         @Test func getAndListWorkOnAStandbyAndAWriteThereIsAClearError() throws {
             guard let cluster = try Cluster.current("reads on a standby"),
                 let standby = try Cluster.given("reads on a standby", urlVariable: "LOCKBOX_TEST_POSTGRES_STANDBY_URL_FILE")
@@ -409,6 +461,11 @@
             let primary = ["LOCKBOX_POSTGRES_URL_FILE": cluster.urlFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
             #expect(try lockbox(["migrate-schema"], in: folder, environment: primary).status == 0)
             #expect(try lockbox(["init"], in: folder, environment: primary).status == 0)
+            #expect(
+                try lockbox(
+                    ["pin", "set", "kids", "max", "--hash-cost", "interactive"], in: folder, input: Data("5073\n5073\n".utf8),
+                    environment: primary
+                ).status == 0)
             #expect(try lockbox(["set", "db", "app"], in: folder, input: Data("on-primary".utf8), environment: primary).status == 0)
 
             // Synchronous standby: the commit above is there once acknowledged (remote_apply is not
@@ -424,8 +481,44 @@
             #expect(listed.status == 0 && listed.text.contains("\"account\" : \"app\""), "\(listed.stderr)")
 
             let write = try lockbox(["set", "db", "app"], in: folder, input: Data("on-standby".utf8), environment: onlyStandby)
-            #expect(write.status == 27 && write.stderr.contains("25006") && write.stderr.contains("read-only standby"), "\(write.stderr)")
-            #expect(try lockbox(["get", "db", "app"], in: folder, environment: primary).text == "on-primary")
+            #expect(write.status == 29, "a write on a standby has its own exit code: \(write.status) \(write.stderr)")
+            #expect(
+                write.stderr.contains("error[postgres-read-only]") && write.stderr.contains("25006")
+                    && write.stderr.contains("writes need the primary") && write.stderr.contains("target_session_attrs=read-write"),
+                "the message says what happened and what to do: \(write.stderr)")
+            // A PIN guess is a write too (its count): refused there as read-only before it is evaluated.
+            let guess = try lockbox(
+                ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], in: folder, input: Data("1111\n".utf8),
+                environment: onlyStandby)
+            #expect(guess.status == 29 && guess.stderr.contains("error[postgres-read-only]"), "\(guess.status) \(guess.stderr)")
+            #expect(try cluster.psql("SELECT count(*) FROM lockbox.pin_attempts") == "0\n", "nothing counted, nothing evaluated")
+
+            // Both hosts with target_session_attrs=prefer-standby: reads from the standby, and the
+            // write and the PIN guess go to the primary, in one command each.
+            let primaryURL = try String(contentsOfFile: cluster.urlFile.string, encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
+            let standbyHost = standby.url.hosts[0].description
+            guard let at = primaryURL.lastIndex(of: "@"), let slash = primaryURL[at...].firstIndex(of: "/") else {
+                Issue.record("unexpected URL shape")
+                return
+            }
+            var routedURL = String(primaryURL[..<slash]) + "," + standbyHost + String(primaryURL[slash...])
+            routedURL += (routedURL.contains("?") ? "&" : "?") + "target_session_attrs=prefer-standby"
+            let routedFile = folder.appending("routed.url")
+            #expect(
+                FileManager.default.createFile(
+                    atPath: routedFile.string, contents: Data((routedURL + "\n").utf8), attributes: [.posixPermissions: 0o600]))
+            let routed = ["LOCKBOX_POSTGRES_URL_FILE": routedFile.string, "LOCKBOX_STORE": "postgres", "LOCKBOX_KEY_FILE": key]
+            let routedRead = try lockbox(["get", "db", "app"], in: folder, environment: routed)
+            #expect(routedRead.status == 0 && routedRead.text == "on-primary", "\(routedRead.status) \(routedRead.stderr)")
+            let routedWrite = try lockbox(["set", "db", "app"], in: folder, input: Data("routed".utf8), environment: routed)
+            #expect(routedWrite.status == 0, "the write went to the primary: \(routedWrite.stderr)")
+            let routedGuess = try lockbox(
+                ["pin", "verify", "kids", "max", "--hash-cost", "interactive"], in: folder, input: Data("1111\n".utf8),
+                environment: routed)
+            #expect(routedGuess.status == 30, "the guess counted on the primary: \(routedGuess.stderr)")
+            #expect(try cluster.psql("SELECT failures FROM lockbox.pin_attempts") == "1\n")
+            #expect(try lockbox(["get", "db", "app"], in: folder, environment: primary).text == "routed")
         }
     }
 #endif

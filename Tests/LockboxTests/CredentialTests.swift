@@ -183,11 +183,14 @@ struct CredentialTests {
         sleep 0.5
         printf '{"access_token":"at-new","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-new"}'
         """.write(toFile: refresher, atomically: true, encoding: .utf8)
-        chmod(refresher, 0o700)
+        // Run by `sh`, which opens it for reading, rather than executed itself: a process another
+        // test forks while this file's write descriptor is open inherits it, and executing the
+        // file while that child holds it fails with ETXTBSY ("Text file busy").
+        let refreshCommand = "/bin/sh '\(refresher)'"
         let outputs = await withTaskGroup(of: String.self) { group in
             for _ in 0..<4 {
                 group.addTask {
-                    (try? runLockbox(["token", "get", "api", "alice", "--refresh-with", refresher], environment: env))?.stdoutString
+                    (try? runLockbox(["token", "get", "api", "alice", "--refresh-with", refreshCommand], environment: env))?.stdoutString
                         ?? "failed"
                 }
             }

@@ -215,7 +215,11 @@ private func unprivilegedRunImpossible(_ unprivileged: Bool) -> Bool {
 private func handToNobody(_ folders: [TemporaryFolder], unprivileged: Bool) throws -> String {
     guard unprivileged && getuid() == 0, let first = folders.first else { return lockboxBinary.path }
     let copy = first.file("lockbox-copy").string
-    try FileManager.default.copyItem(atPath: lockboxBinary.path, toPath: copy)
+    // Copied by `cp`, a process of its own: a write descriptor of the copy open in this process
+    // would be inherited by any process another test forks meanwhile, and running the copy while
+    // that child holds it fails with ETXTBSY ("Text file busy").
+    let copied = try runProcess(URL(fileURLWithPath: "/bin/cp"), ["--", lockboxBinary.path, copy])
+    #expect(copied.status == 0, "\(copied.stderr)")
     for folder in folders {
         let chown = try runProcess(URL(fileURLWithPath: "/bin/chown"), ["-R", "65534:65534", folder.path.string])
         #expect(chown.status == 0, "\(chown.stderr)")

@@ -246,7 +246,11 @@ public struct Vault: Sendable {
     func get(service: String, account: String, allowExpired: Bool = false, via route: StoreRoute) async throws -> SecretBytes? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        guard let item = try await observed("get", service: service, account: account, { try await route.store.item(key) }) else {
+        // A plain read: a replica may serve it (ReadFreshness).
+        guard
+            let item = try await observed(
+                "get", service: service, account: account, { try await ReadFreshness.allowingReplica { try await route.store.item(key) } })
+        else {
             return nil
         }
         if !allowExpired, let expires = item.metadata.expires, expires <= Date() {
@@ -309,12 +313,17 @@ public struct Vault: Sendable {
     func metadata(service: String, account: String, via route: StoreRoute) async throws -> ItemMetadata? {
         let key = ItemKey(service: service, account: account)
         try ItemLimits.validate(key)
-        guard var metadata = try await observed("metadata", service: service, account: account, { try await route.store.metadata(key) })
+        guard
+            var metadata = try await observed(
+                "metadata", service: service, account: account,
+                { try await ReadFreshness.allowingReplica { try await route.store.metadata(key) } })
         else {
             return nil
         }
         if metadata.reserved.previousID != nil {
-            let companion = try await route.store.metadata(ItemCompanion.previous.key(for: key))
+            let companion = try await ReadFreshness.allowingReplica {
+                try await route.store.metadata(ItemCompanion.previous.key(for: key))
+            }
             metadata.previousUntil = companion.flatMap { Self.previousUntil(of: metadata, companion: $0) }
         }
         return metadata
@@ -341,7 +350,9 @@ public struct Vault: Sendable {
 
     func list(service: String?, via route: StoreRoute) async throws -> [ItemMetadata] {
         if let service { try ItemLimits.validateService(service) }
-        let all = try await observed("list", service: service) { try await route.store.list(service: service) }
+        let all = try await observed("list", service: service) {
+            try await ReadFreshness.allowingReplica { try await route.store.list(service: service) }
+        }
         return Self.visible(all)
     }
 
