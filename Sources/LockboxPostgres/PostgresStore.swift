@@ -516,13 +516,14 @@
         private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
             try await withKeys { records in
                 let address = records.address(key)
-                let query: PostgresQuery =
-                    withSecret
-                    ? "SELECT v.key_check, i.metadata, i.secret FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
-                    : "SELECT v.key_check, i.metadata, NULL::bytea FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
-                var found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
-                for try await row in try await client.query(query, logger: logger).decode((ByteBuffer?, ByteBuffer?, ByteBuffer?).self) {
-                    found = row
+                let found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
+                if withSecret {
+                    found = try await PostgresStatements.row(
+                        PostgresStatements.ReadItem(address: ByteBuffer(bytes: address)), on: client, logger: logger)
+                } else {
+                    found = try await PostgresStatements.row(
+                        PostgresStatements.ReadItemMetadata(address: ByteBuffer(bytes: address)), on: client, logger: logger
+                    ).map { ($0.0, $0.1, nil) }
                 }
                 try checkKey(found?.0, records)
                 guard let metadata = found?.1 else { return nil }
@@ -637,12 +638,11 @@
                     let columns = sealed(
                         write.secret, for: write.key, options: write.options, created: expected?.created ?? time, modified: time,
                         address: address, records)
-                    let rows = try await client.query(
-                        """
-                        CALL lockbox.put_item(\(addressBytes), \(keyCheck), \(expected.map { ByteBuffer(bytes: $0.metadata) }),                         \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)), NULL, NULL)
-                        """, logger: logger)
-                    var answer: (Int32?, ByteBuffer?)?
-                    for try await row in rows.decode((Int32?, ByteBuffer?).self) { answer = row }
+                    let answer = try await PostgresStatements.row(
+                        PostgresStatements.PutItem(
+                            address: addressBytes, keyCheck: keyCheck, expectedMetadata: expected.map { ByteBuffer(bytes: $0.metadata) },
+                            metadata: ByteBuffer(bytes: columns.metadata), secret: ByteBuffer(bytes: columns.secret)),
+                        on: client, logger: logger)
                     switch answer?.0 {
                     case 0?:
                         remember(address, KnownRow(metadata: columns.metadata, created: expected?.created ?? time))
