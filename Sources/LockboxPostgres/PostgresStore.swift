@@ -587,6 +587,8 @@
         /// sealed metadata this handle saw (so the creation time sealed in it is kept), and COMMITs
         /// before it answers. Otherwise, or when another host changed the row since, the answer
         /// carries the row's current metadata and the call is repeated with it: two round trips.
+        /// (The statement is prepared on each pooled connection's first use: one more round trip
+        /// then.)
         /// Never an autocommit statement whose result is taken as the acknowledgement: its rows
         /// reach the client before the implicit commit has reached the synchronous standby
         /// (docs/ARCHITECTURE.md, "Acknowledged only when durable").
