@@ -246,6 +246,52 @@
                 $body$
                 """
             ],
+            // 7: put_item again, with one change: the key check no longer locks the vault row. A
+            // share lock on a row is written into the row (and with several writers at once into a
+            // multixact), so every write dirtied the one vault row that every other write locks too.
+            // Now the procedure first takes lockbox.items' ROW EXCLUSIVE lock (the lock its write
+            // takes anyway, held in memory), then reads the key check, in a snapshot taken after
+            // that lock: a data-key rotation (docs/ARCHITECTURE.md, "PostgreSQL store") takes the
+            // vault row FOR UPDATE and then lockbox.items IN SHARE MODE before it changes the key
+            // check, so either it waits for this write's commit or this write sees its key check.
+            // The outcomes are those of migration 6.
+            [
+                """
+                CREATE OR REPLACE PROCEDURE lockbox.put_item(
+                    item_address bytea, writer_key_check bytea, expected_metadata bytea, new_metadata bytea, new_secret bytea,
+                    OUT outcome integer, OUT found_metadata bytea
+                ) LANGUAGE plpgsql AS $body$
+                DECLARE
+                    vault_check bytea;
+                BEGIN
+                    LOCK TABLE lockbox.items IN ROW EXCLUSIVE MODE;
+                    SELECT v.key_check INTO vault_check FROM lockbox.vault v;
+                    IF NOT FOUND THEN
+                        outcome := 3;
+                        RETURN;
+                    END IF;
+                    IF vault_check <> writer_key_check THEN
+                        outcome := 2;
+                        RETURN;
+                    END IF;
+                    IF expected_metadata IS NULL THEN
+                        INSERT INTO lockbox.items (address, metadata, secret) VALUES (item_address, new_metadata, new_secret)
+                            ON CONFLICT (address) DO NOTHING;
+                    ELSE
+                        UPDATE lockbox.items i SET metadata = new_metadata, secret = new_secret
+                            WHERE i.address = item_address AND i.metadata = expected_metadata;
+                    END IF;
+                    IF NOT FOUND THEN
+                        SELECT i.metadata INTO found_metadata FROM lockbox.items i WHERE i.address = item_address;
+                        outcome := 1;
+                        RETURN;
+                    END IF;
+                    outcome := 0;
+                    COMMIT;
+                END
+                $body$
+                """
+            ],
         ]
 
         /// The privileges the application role needs, and no more (docs/POSTGRES.md, "Two roles"):

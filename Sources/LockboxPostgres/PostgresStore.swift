@@ -352,29 +352,40 @@
         /// `body`'s result, or ``PostgresStoreError/unavailable(server:operation:waitedSeconds:)``
         /// once `limit` has passed (the work is then cancelled and its result, if any, dropped).
         /// Cancelling the caller cancels the work.
+        ///
+        /// The work is a task of its own (a call stuck on a server that answers nothing must not
+        /// hold its caller), started with `Task.immediate`: it runs on the caller's thread up to
+        /// its first suspension (sending the query) instead of being queued first. The time limit
+        /// is an entry in ``DeadlineKeeper/shared`` (one sleeping task for every call of the
+        /// process), not a timer task per call: a per-call timer cost two more task switches per
+        /// call (its start, and its wake-up when cancelled), and a dispatch timer that lived
+        /// for the whole `limit`.
         static func withDeadline<T: Sendable>(
             _ limit: Duration, server: String, operation: String, _ body: @escaping @Sendable () async throws -> T
         ) async throws -> T {
             let race = DeadlineRace<T>()
             return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                    race.start(
-                        continuation,
-                        work: Task {
-                            do { race.finish(.success(try await body())) } catch {
-                                race.finish(.failure(translate(error, server: server, operation: operation)))
-                            }
-                        },
-                        timer: Task {
-                            guard (try? await Task.sleep(for: limit)) != nil else { return }
-                            let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
-                            race.finish(
-                                .failure(PostgresStoreError.unavailable(server: server, operation: operation, waitedSeconds: seconds)))
-                        })
+                race.attach(
+                    DeadlineKeeper.shared.add(ContinuousClock.now + limit) {
+                        race.finish(
+                            .failure(PostgresStoreError.unavailable(server: server, operation: operation, waitedSeconds: seconds(limit))))
+                    })
+                race.attach(
+                    Task.immediate {
+                        do { race.finish(.success(try await body())) } catch {
+                            race.finish(.failure(translate(error, server: server, operation: operation)))
+                        }
+                    })
+                return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                    race.wait(continuation)
                 }
             } onCancel: {
                 race.finish(.failure(CancellationError()))
             }
+        }
+
+        static func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
         }
 
         /// postgres-nio's errors as ``PostgresStoreError``s (never their text: a server message can
@@ -526,13 +537,14 @@
         private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
             try await withKeys { records in
                 let address = records.address(key)
-                let query: PostgresQuery =
-                    withSecret
-                    ? "SELECT v.key_check, i.metadata, i.secret FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
-                    : "SELECT v.key_check, i.metadata, NULL::bytea FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = \(ByteBuffer(bytes: address))"
-                var found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
-                for try await row in try await client.query(query, logger: logger).decode((ByteBuffer?, ByteBuffer?, ByteBuffer?).self) {
-                    found = row
+                let found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
+                if withSecret {
+                    found = try await PostgresStatements.row(
+                        PostgresStatements.ReadItem(address: ByteBuffer(bytes: address)), on: client, logger: logger)
+                } else {
+                    found = try await PostgresStatements.row(
+                        PostgresStatements.ReadItemMetadata(address: ByteBuffer(bytes: address)), on: client, logger: logger
+                    ).map { ($0.0, $0.1, nil) }
                 }
                 try checkKey(found?.0, records)
                 guard let metadata = found?.1 else { return nil }
@@ -585,6 +597,8 @@
         /// sealed metadata this handle saw (so the creation time sealed in it is kept), and COMMITs
         /// before it answers. Otherwise, or when another host changed the row since, the answer
         /// carries the row's current metadata and the call is repeated with it: two round trips.
+        /// (The statement is prepared on each pooled connection's first use: one more round trip
+        /// then.)
         /// Never an autocommit statement whose result is taken as the acknowledgement: its rows
         /// reach the client before the implicit commit has reached the synchronous standby
         /// (docs/ARCHITECTURE.md, "Acknowledged only when durable").
@@ -647,12 +661,11 @@
                     let columns = sealed(
                         write.secret, for: write.key, options: write.options, created: expected?.created ?? time, modified: time,
                         address: address, records)
-                    let rows = try await client.query(
-                        """
-                        CALL lockbox.put_item(\(addressBytes), \(keyCheck), \(expected.map { ByteBuffer(bytes: $0.metadata) }),                         \(ByteBuffer(bytes: columns.metadata)), \(ByteBuffer(bytes: columns.secret)), NULL, NULL)
-                        """, logger: logger)
-                    var answer: (Int32?, ByteBuffer?)?
-                    for try await row in rows.decode((Int32?, ByteBuffer?).self) { answer = row }
+                    let answer = try await PostgresStatements.row(
+                        PostgresStatements.PutItem(
+                            address: addressBytes, keyCheck: keyCheck, expectedMetadata: expected.map { ByteBuffer(bytes: $0.metadata) },
+                            metadata: ByteBuffer(bytes: columns.metadata), secret: ByteBuffer(bytes: columns.secret)),
+                        on: client, logger: logger)
                     switch answer?.0 {
                     case 0?:
                         remember(address, KnownRow(metadata: columns.metadata, created: expected?.created ?? time))
@@ -1175,20 +1188,40 @@
         }
     }
 
-    /// The first of a call's work and its timer to finish resumes the caller; the other is cancelled.
+    /// The first of a call's work, its deadline and its caller's cancellation to finish resumes the
+    /// caller; the work is cancelled and the deadline removed.
     private final class DeadlineRace<T: Sendable>: Sendable {
         private struct State {
             var continuation: CheckedContinuation<T, any Error>?
             var pending: Result<T, any Error>?
-            var tasks: [Task<Void, Never>] = []
+            var work: Task<Void, Never>?
+            var deadline: DeadlineKeeper.Token?
             var done = false
         }
 
         private let state = Locked(State())
 
-        func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+        /// The call's work (cancelled at once if the race is over already).
+        func attach(_ work: Task<Void, Never>) {
+            let over = state.withLock { state in
+                if !state.done { state.work = work }
+                return state.done
+            }
+            if over { work.cancel() }
+        }
+
+        /// The call's deadline (removed at once if the race is over already).
+        func attach(_ deadline: DeadlineKeeper.Token) {
+            let over = state.withLock { state in
+                if !state.done { state.deadline = deadline }
+                return state.done
+            }
+            if over { DeadlineKeeper.shared.remove(deadline) }
+        }
+
+        /// Resumes `continuation` with the outcome, now if there is one already.
+        func wait(_ continuation: CheckedContinuation<T, any Error>) {
             let early: Result<T, any Error>? = state.withLock { state in
-                state.tasks = [work, timer]
                 if let pending = state.pending {
                     state.pending = nil
                     return pending
@@ -1196,26 +1229,21 @@
                 state.continuation = continuation
                 return nil
             }
-            if let early {
-                work.cancel()
-                timer.cancel()
-                continuation.resume(with: early)
-            }
+            if let early { continuation.resume(with: early) }
         }
 
         func finish(_ result: Result<T, any Error>) {
-            let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) = state.withLock { state in
-                guard !state.done else { return (nil, []) }
-                state.done = true
-                guard let continuation = state.continuation else {
-                    // Finished before start (cancelled early, or a very fast body): start resumes.
-                    state.pending = result
-                    return (nil, [])
+            let (continuation, work, deadline): (CheckedContinuation<T, any Error>?, Task<Void, Never>?, DeadlineKeeper.Token?) =
+                state.withLock { state in
+                    guard !state.done else { return (nil, nil, nil) }
+                    state.done = true
+                    defer { (state.work, state.deadline, state.continuation) = (nil, nil, nil) }
+                    // Finished before wait (cancelled early, or a very fast body): wait resumes.
+                    if state.continuation == nil { state.pending = result }
+                    return (state.continuation, state.work, state.deadline)
                 }
-                state.continuation = nil
-                return (continuation, state.tasks)
-            }
-            for task in tasks { task.cancel() }
+            work?.cancel()
+            if let deadline { DeadlineKeeper.shared.remove(deadline) }
             continuation?.resume(with: result)
         }
     }
@@ -1280,6 +1308,89 @@
             } onCancel: {
                 let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
                 waiter?.resume(throwing: CancellationError())
+            }
+        }
+    }
+
+    /// The time limits of the calls in flight in this process, and one task that sleeps until the
+    /// earliest and ends the calls whose time has run out: the timer of
+    /// ``PostgresStore/withDeadline(_:server:operation:_:)``. Adding and removing a limit take a
+    /// lock and no task; the task is started when a limit earlier than the one it sleeps until
+    /// is added (or none sleeps), and ends when no limit is left at its wake-up. With one
+    /// operation timeout for all calls it wakes about once per timeout.
+    final class DeadlineKeeper: Sendable {
+        /// The keeper of the process.
+        static let shared = DeadlineKeeper()
+
+        /// A limit added, to remove it when its call has finished.
+        struct Token: Sendable {
+            fileprivate let id: UInt64
+        }
+
+        private struct Entry {
+            let deadline: ContinuousClock.Instant
+            let expire: @Sendable () -> Void
+        }
+
+        private struct State {
+            var entries: [UInt64: Entry] = [:]
+            var lastID: UInt64 = 0
+            /// When the sleeping task wakes (`nil`: none sleeps), and which one it is.
+            var wake: ContinuousClock.Instant?
+            var sleeper: (generation: UInt64, task: Task<Void, Never>)?
+            var generation: UInt64 = 0
+        }
+
+        private let state = Locked(State())
+
+        /// Calls `expire` once `deadline` has passed, unless the limit is removed before.
+        func add(_ deadline: ContinuousClock.Instant, expire: @escaping @Sendable () -> Void) -> Token {
+            let (token, replaced): (Token, Task<Void, Never>?) = state.withLock { state in
+                state.lastID &+= 1
+                state.entries[state.lastID] = Entry(deadline: deadline, expire: expire)
+                let token = Token(id: state.lastID)
+                if let wake = state.wake, wake <= deadline { return (token, nil) }
+                let replaced = state.sleeper?.task
+                state.generation &+= 1
+                let generation = state.generation
+                state.wake = deadline
+                state.sleeper = (generation, Task { [self] in await sleep(until: deadline, generation: generation) })
+                return (token, replaced)
+            }
+            replaced?.cancel()
+            return token
+        }
+
+        /// Removes a limit whose call has finished.
+        func remove(_ token: Token) {
+            state.withLock { _ = $0.entries.removeValue(forKey: token.id) }
+        }
+
+        private func sleep(until deadline: ContinuousClock.Instant, generation: UInt64) async {
+            var deadline = deadline
+            while true {
+                // Cancelled: a limit earlier than `deadline` came, and a new task sleeps until it.
+                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+                let now = ContinuousClock.now
+                let (expired, next): ([@Sendable () -> Void], ContinuousClock.Instant?) = state.withLock { state in
+                    guard state.sleeper?.generation == generation else { return ([], nil) }
+                    var expired: [@Sendable () -> Void] = []
+                    var next: ContinuousClock.Instant?
+                    for (id, entry) in state.entries {
+                        if entry.deadline <= now {
+                            expired.append(entry.expire)
+                            state.entries[id] = nil
+                        } else if next.map({ entry.deadline < $0 }) ?? true {
+                            next = entry.deadline
+                        }
+                    }
+                    state.wake = next
+                    if next == nil { state.sleeper = nil }
+                    return (expired, next)
+                }
+                for expire in expired { expire() }
+                guard let next else { return }
+                deadline = next
             }
         }
     }
