@@ -91,7 +91,7 @@ static void load_library(void) {
     }
     LOCKBOX_LIBCRYPTO_FUNCTIONS(LOCKBOX_LIBCRYPTO_LOOKUP)
 #undef LOCKBOX_LIBCRYPTO_LOOKUP
-    // No atexit handler: OPENSSL_cleanup at exit would free what a thread still fetching the
+    // No atexit handler: OPENSSL_cleanup at exit would free what a thread still looking up the
     // algorithms uses (a process may exit while it runs). The process's end frees everything.
     if (!table.OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL)) {
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: OPENSSL_init_crypto failed");
@@ -127,6 +127,9 @@ static const OSSL_DISPATCH *implementation(OSSL_PROVIDER *provider, int operatio
     }
     return NULL;
 }
+
+static int hkdf_derive(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length, const uint8_t *info,
+                       size_t info_length, uint8_t *out, size_t length);
 
 static void load_algorithms(void) {
     pthread_once(&library_once, load_library);
@@ -171,6 +174,16 @@ static void load_algorithms(void) {
     if (!have_hkdf || !have_aes) {
         snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: its default provider has no %s",
                  !have_hkdf ? "HKDF" : "AES-128-CBC");
+        return;
+    }
+    // One derivation from a public input, thrown away: on its first use the provider's HKDF
+    // fetches SHA-256 and HMAC from the library context (and libcrypto finishes its own set-up,
+    // reading its legacy name tables), work that would otherwise fall on the session's first
+    // derivation, after OpenSession, rather than on this thread while the caller waits for the bus.
+    static const uint8_t public_input[1];
+    uint8_t discarded[16];
+    if (hkdf_derive(NULL, 0, public_input, sizeof public_input, NULL, 0, discarded, sizeof discarded) != 0) {
+        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: its HKDF-SHA-256 failed");
         return;
     }
     __atomic_store_n(&algorithms_loaded, 1, __ATOMIC_RELEASE);
@@ -289,10 +302,9 @@ int lockbox_dh_shared(const uint8_t exponent[LOCKBOX_DH_EXPONENT_BYTES], const u
 
 // ---- HKDF-SHA-256 --------------------------------------------------------------------------
 
-int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length,
-                        const uint8_t *info, size_t info_length, uint8_t *out, size_t length) {
-    if (out == NULL || length == 0 || length > 255 * 32) return -1;
-    if (!algorithms_ready()) return -2;
+// HKDF-SHA-256 with the provider's HKDF, once it is there.
+static int hkdf_derive(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length, const uint8_t *info,
+                       size_t info_length, uint8_t *out, size_t length) {
     void *context = hkdf.newctx(provider_context);
     if (context == NULL) return -2;
     // An empty salt or info is left out: RFC 5869's default (HashLen zero bytes) and empty info.
@@ -308,6 +320,13 @@ int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *
     hkdf.freectx(context);  // clears the key and PRK it copied
     if (status != 0) table.OPENSSL_cleanse(out, length);
     return status;
+}
+
+int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length,
+                        const uint8_t *info, size_t info_length, uint8_t *out, size_t length) {
+    if (out == NULL || length == 0 || length > 255 * 32) return -1;
+    if (!algorithms_ready()) return -2;
+    return hkdf_derive(salt, salt_length, key, key_length, info, info_length, out, length);
 }
 
 // ---- AES-128-CBC ---------------------------------------------------------------------------
