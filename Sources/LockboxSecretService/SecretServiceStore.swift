@@ -71,6 +71,15 @@ public final class SecretServiceStore: SecretStore {
         client = try SecretServiceClient(timeout: timeout, sessions: sessions, environment: environment)
     }
 
+    /// Starts loading what Lockbox's encrypted session needs (libcrypto, its HKDF and
+    /// AES-128-CBC) on a thread of its own and returns at once, for a caller that knows, before
+    /// it connects, that it will read or write a secret: the loading then overlaps connecting to
+    /// the bus as well as the calls before `OpenSession`. Later calls do nothing; a store opened
+    /// without it starts the same loading on its first secret.
+    package static func prepareSession() {
+        SessionCrypto.preload()
+    }
+
     // MARK: SecretStore
 
     public func get(_ key: ItemKey) throws -> SecretBytes? {
