@@ -53,6 +53,7 @@ static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
 static int library_loaded;
 static int algorithms_loaded;
 static int background_started;
+static int skip_legacy_names;
 static char load_error[512] = "libcrypto was not loaded";
 static char algorithms_error[512] = "libcrypto's algorithms were not loaded";
 // Made once: the group's prime and p - 1 (public); Lockbox's own library context, the default
@@ -93,7 +94,12 @@ static void load_library(void) {
 #undef LOCKBOX_LIBCRYPTO_LOOKUP
     // No atexit handler: OPENSSL_cleanup at exit would free what a thread still looking up the
     // algorithms uses (a process may exit while it runs). The process's end frees everything.
-    if (!table.OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL)) {
+    uint64_t options = OPENSSL_INIT_NO_ATEXIT;
+    // In a program that asked for it (lockbox_libcrypto_skip_legacy_names), libcrypto's legacy
+    // name tables stay empty: the first use of a library context would otherwise copy every name
+    // in them into it, the largest single cost of the session's first derivation.
+    if (__atomic_load_n(&skip_legacy_names, __ATOMIC_ACQUIRE)) options |= OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS;
+    if (!table.OPENSSL_init_crypto(options, NULL)) {
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: OPENSSL_init_crypto failed");
         return;
     }
@@ -206,6 +212,10 @@ static void start_background_load(void) {
         (void)pthread_create(&thread, &attributes, load_in_background, NULL);
     }
     pthread_attr_destroy(&attributes);
+}
+
+void lockbox_libcrypto_skip_legacy_names(void) {
+    __atomic_store_n(&skip_legacy_names, 1, __ATOMIC_RELEASE);
 }
 
 void lockbox_libcrypto_preload(void) {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
+import LockboxSecretService
 import SystemPackage
 
 #if canImport(Glibc)
@@ -54,6 +55,9 @@ struct LockboxCommand: ParsableCommand {
         // A reader that goes away (`lockbox get | head -c 8`, a refresher that exits early) is an
         // error to report, not a signal that kills us mid-write.
         signal(SIGPIPE, SIG_IGN)
+        // This process's libcrypto users (the Secret Service session, tpm2-tss) look nothing up by
+        // legacy name: libcrypto need not fill those tables when a session loads it.
+        SecretServiceStore.skipLibcryptoLegacyNames()
         do {
             try refuseArgumentsThatAreNotUTF8()
             if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "--version",

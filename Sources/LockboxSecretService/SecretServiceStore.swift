@@ -80,6 +80,15 @@ public final class SecretServiceStore: SecretStore {
         SessionCrypto.preload()
     }
 
+    /// For a program that owns its process, as the `lockbox` tool does: libcrypto, when the
+    /// first encrypted session loads it, leaves its legacy name tables empty, which spares the
+    /// session's library context a copy of every name in them. Nothing else in the process may
+    /// look up a libcrypto cipher or digest by legacy name (`EVP_get_cipherbyname`,
+    /// `EVP_get_digestbyname`); tpm2-tss does not. No effect once libcrypto is initialised.
+    package static func skipLibcryptoLegacyNames() {
+        SessionCrypto.skipLegacyNameTables()
+    }
+
     // MARK: SecretStore
 
     public func get(_ key: ItemKey) throws -> SecretBytes? {

@@ -48,6 +48,12 @@ package enum SessionCrypto {
         lockbox_libcrypto_preload()
     }
 
+    /// libcrypto's legacy name tables left empty when it is loaded (process-wide; see
+    /// ``SecretServiceStore/skipLibcryptoLegacyNames()``).
+    package static func skipLegacyNameTables() {
+        lockbox_libcrypto_skip_legacy_names()
+    }
+
     private static func text(_ message: [CChar]) -> String {
         String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }

@@ -42,6 +42,15 @@ int lockbox_libcrypto_algorithms(char *error, size_t error_size);
    started), so that loading overlaps the caller's bus round trips. Thread-safe. */
 void lockbox_libcrypto_preload(void);
 
+/* For a program in which nothing else looks up libcrypto's ciphers or digests by their legacy
+   names (EVP_get_cipherbyname, EVP_get_digestbyname, OBJ_NAME_get): when this process's first
+   session loads libcrypto, it is initialised without filling those tables
+   (OPENSSL_INIT_NO_ADD_ALL_CIPHERS, OPENSSL_INIT_NO_ADD_ALL_DIGESTS), so a library context's
+   first use does not copy them. Every name the session uses is the provider's own. Process-wide,
+   hence never called by the library itself: the lockbox tool calls it at start. No effect once
+   libcrypto is initialised (by the session or anything else). Thread-safe. */
+void lockbox_libcrypto_skip_legacy_names(void);
+
 /* 1 if libcrypto is loaded in this process (for tests and `lockbox doctor`), else 0. */
 int lockbox_libcrypto_is_loaded(void);
 
