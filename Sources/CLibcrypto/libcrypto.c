@@ -2,6 +2,7 @@
 // Diffie-Hellman, HKDF and AES-128-CBC with it (see include/CLibcrypto.h for why). Every table
 // entry has the type of libcrypto's own prototype (OpenSSL's headers), so a mismatch is a
 // compile error; nothing here is exported under a libcrypto name.
+#define _GNU_SOURCE  // RTLD_DEEPBIND
 #include "CLibcrypto.h"
 
 #include <dlfcn.h>
@@ -34,6 +35,22 @@ static struct {
 
 // The run-time name of OpenSSL 3's ABI (Debian's libssl3), not the -dev symlink.
 static const char library_name[] = "libcrypto.so.3";
+
+// RTLD_DEEPBIND: libcrypto is linked to bind every symbol at load (-z now), and most of its
+// 4,000-odd symbol references are to its own functions; with this flag the loader looks them up
+// in libcrypto (and libc) first instead of through every object of the program before it, and a
+// program that exports functions of the same names cannot capture libcrypto's calls. Not under a
+// sanitizer, whose run-time refuses the flag.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LOCKBOX_DEEPBIND 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define LOCKBOX_DEEPBIND 0
+#endif
+#endif
+#ifndef LOCKBOX_DEEPBIND
+#define LOCKBOX_DEEPBIND RTLD_DEEPBIND
+#endif
 
 // Two stages, each run once per process: the library and the group (what the key exchange needs
 // first), then the HKDF and AES-128-CBC implementations (needed only once the provider has
@@ -78,7 +95,7 @@ static struct {
 
 static void load_library(void) {
     // RTLD_NODELETE: libcrypto keeps its providers and thread keys for the process's life.
-    void *handle = dlopen(library_name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    void *handle = dlopen(library_name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE | LOCKBOX_DEEPBIND);
     if (handle == NULL) {
         const char *why = dlerror();
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: %s", why ? why : library_name);
