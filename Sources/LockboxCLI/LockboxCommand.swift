@@ -97,7 +97,10 @@ struct LockboxCommand: ParsableCommand {
     /// arguments after it.
     static func helperArguments(of commandLine: [String]) -> [String] {
         let arguments = Array(commandLine.dropFirst())
+        // The names compared first: building ``helperPrograms`` reads the two commands'
+        // configurations, which costs every start-up a scan of the binary's conformance records.
         guard let program = commandLine.first, let name = FilePath(program).lastComponent?.string,
+            name == GitCredential.helperProgramName || name == DockerCredential.helperProgramName,
             let command = helperPrograms[name]
         else { return arguments }
         return [command] + arguments
