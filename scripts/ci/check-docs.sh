@@ -12,15 +12,11 @@
 # `path:line: kind name`, then a count), 2 when the check itself could not run (build failure,
 # no symbol graph).
 #
-# How: builds the Lockbox target once into its own scratch path, .build-docs (never .build, so
-# it does not fight other builds), then runs swift-symbolgraph-extract on the built module with
-# the same search paths and module maps the compiler used, and reads the JSON with python3.
-# On 2 cores: about 25 s from an empty .build-docs, 2-4 s once it is built (an edit to
-# Sources/Lockbox recompiles only what changed). LockboxPostgres and LockboxSwiftConfiguration
-# are read from the package's own .build instead, which the test command has built just before
-# with the traits that make them (PostgreSQL, SwiftConfiguration; scripts/traits.sh): SwiftNIO
-# and swift-configuration take minutes to compile, built once per run, not twice; run alone, the
-# script builds those two targets there first.
+# How: builds the library targets in the package's own .build, with the traits every build there
+# uses (scripts/traits.sh: PostgreSQL, SwiftConfiguration, YAML), so after the test command's
+# `swift build --build-tests` nothing is compiled again; then runs swift-symbolgraph-extract on
+# each built module with the same search paths and module maps the compiler used, and reads the
+# JSON with python3. Symbol graphs and logs go to .build-docs.
 #
 # What is checked: every symbol of access level public or open, SPI ones included (none today;
 # swift-symbolgraph-extract is asked for them with -include-spi-symbols). Enum cases, nested
@@ -50,30 +46,20 @@ for arg in "$@"; do
     esac
 done
 
-# The library products' modules: each is checked on its own. The first group is built in
-# .build-docs; the second, whose dependencies are heavy, in the package's .build.
-modules=(Lockbox LockboxSecretService LockboxSessionWindows LockboxSelfTest LockboxTPM LockboxTesting)
-heavy_modules=(LockboxPostgres LockboxSwiftConfiguration)
+# The library products' modules: each is checked on its own.
+modules=(Lockbox LockboxSecretService LockboxSessionWindows LockboxSelfTest LockboxTPM LockboxTesting LockboxPostgres LockboxSwiftConfiguration)
 docs_scratch=$repo/.build-docs
 main_scratch=$repo/.build
 log=$docs_scratch/check-docs-build.log
 mkdir -p "$docs_scratch"
 
 source scripts/traits.sh
-build_targets() { # SCRATCH TRAITS MODULE...
-    local scratch=$1 traits=$2 module
-    shift 2
-    for module in "$@"; do
-        # shellcheck disable=SC2086 # TRAITS is empty or one option and its value
-        if ! swift build --target "$module" --scratch-path "$scratch" $traits >"$log" 2>&1; then
-            cat "$log" >&2
-            echo "check-docs: the $module target did not build (above); cannot check" >&2
-            exit 2
-        fi
-    done
-}
-build_targets "$docs_scratch" "" "${modules[@]}"
-build_targets "$main_scratch" "${lockbox_traits[*]}" "${heavy_modules[@]}"
+# One build of the package's products (a no-op after the test command's build, which is a superset).
+if ! swift build --scratch-path "$main_scratch" "${lockbox_traits[@]}" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "check-docs: the package did not build (above); cannot check" >&2
+    exit 2
+fi
 
 check_module() { # MODULE SCRATCH
 module=$1
@@ -215,9 +201,6 @@ EOF
 
 status=0
 for module in "${modules[@]}"; do
-    check_module "$module" "$docs_scratch" || status=$?
-done
-for module in "${heavy_modules[@]}"; do
     check_module "$module" "$main_scratch" || status=$?
 done
 exit "$status"
