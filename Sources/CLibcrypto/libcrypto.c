@@ -36,11 +36,12 @@ static struct {
 // The run-time name of OpenSSL 3's ABI (Debian's libssl3), not the -dev symlink.
 static const char library_name[] = "libcrypto.so.3";
 
-// RTLD_DEEPBIND: libcrypto is linked to bind every symbol at load (-z now), and most of its
-// 4,000-odd symbol references are to its own functions; with this flag the loader looks them up
-// in libcrypto (and libc) first instead of through every object of the program before it, and a
-// program that exports functions of the same names cannot capture libcrypto's calls. Not under a
-// sanitizer, whose run-time refuses the flag.
+// RTLD_DEEPBIND, in a program that owns its process (lockbox_libcrypto_process_is_ours): libcrypto
+// is linked to bind every symbol at load (-z now), and most of its 4,000-odd symbol references are
+// to its own functions; with this flag the loader looks them up in libcrypto (and libc) first
+// instead of through every object of the program before it. A library does not choose it for its
+// host: it would also bind libcrypto's malloc and free past an allocator the host interposes. Not
+// under a sanitizer, whose run-time refuses the flag.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define LOCKBOX_DEEPBIND 0
 #elif defined(__has_feature)
@@ -70,7 +71,7 @@ static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
 static int library_loaded;
 static int algorithms_loaded;
 static int background_started;
-static int skip_legacy_names;
+static int process_is_ours;
 static char load_error[512] = "libcrypto was not loaded";
 static char algorithms_error[512] = "libcrypto's algorithms were not loaded";
 // Made once: the group's prime and p - 1 (public); Lockbox's own library context, the default
@@ -95,7 +96,8 @@ static struct {
 
 static void load_library(void) {
     // RTLD_NODELETE: libcrypto keeps its providers and thread keys for the process's life.
-    void *handle = dlopen(library_name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE | LOCKBOX_DEEPBIND);
+    int ours = __atomic_load_n(&process_is_ours, __ATOMIC_ACQUIRE);
+    void *handle = dlopen(library_name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE | (ours ? LOCKBOX_DEEPBIND : 0));
     if (handle == NULL) {
         const char *why = dlerror();
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: %s", why ? why : library_name);
@@ -112,10 +114,10 @@ static void load_library(void) {
     // No atexit handler: OPENSSL_cleanup at exit would free what a thread still looking up the
     // algorithms uses (a process may exit while it runs). The process's end frees everything.
     uint64_t options = OPENSSL_INIT_NO_ATEXIT;
-    // In a program that asked for it (lockbox_libcrypto_skip_legacy_names), libcrypto's legacy
+    // In a program that owns its process (lockbox_libcrypto_process_is_ours), libcrypto's legacy
     // name tables stay empty: the first use of a library context would otherwise copy every name
     // in them into it, the largest single cost of the session's first derivation.
-    if (__atomic_load_n(&skip_legacy_names, __ATOMIC_ACQUIRE)) options |= OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS;
+    if (ours) options |= OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS;
     if (!table.OPENSSL_init_crypto(options, NULL)) {
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: OPENSSL_init_crypto failed");
         return;
@@ -231,8 +233,8 @@ static void start_background_load(void) {
     pthread_attr_destroy(&attributes);
 }
 
-void lockbox_libcrypto_skip_legacy_names(void) {
-    __atomic_store_n(&skip_legacy_names, 1, __ATOMIC_RELEASE);
+void lockbox_libcrypto_process_is_ours(void) {
+    __atomic_store_n(&process_is_ours, 1, __ATOMIC_RELEASE);
 }
 
 void lockbox_libcrypto_preload(void) {

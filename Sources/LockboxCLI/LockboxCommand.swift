@@ -56,8 +56,8 @@ struct LockboxCommand: ParsableCommand {
         // error to report, not a signal that kills us mid-write.
         signal(SIGPIPE, SIG_IGN)
         // This process's libcrypto users (the Secret Service session, tpm2-tss) look nothing up by
-        // legacy name: libcrypto need not fill those tables when a session loads it.
-        SecretServiceStore.skipLibcryptoLegacyNames()
+        // legacy name and interpose no allocator: a session may load libcrypto as the process's own.
+        SecretServiceStore.libcryptoProcessIsOurs()
         do {
             try refuseArgumentsThatAreNotUTF8()
             if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "--version",

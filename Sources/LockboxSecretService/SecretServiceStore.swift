@@ -80,13 +80,15 @@ public final class SecretServiceStore: SecretStore {
         SessionCrypto.preload()
     }
 
-    /// For a program that owns its process, as the `lockbox` tool does: libcrypto, when the
-    /// first encrypted session loads it, leaves its legacy name tables empty, which spares the
-    /// session's library context a copy of every name in them. Nothing else in the process may
-    /// look up a libcrypto cipher or digest by legacy name (`EVP_get_cipherbyname`,
-    /// `EVP_get_digestbyname`); tpm2-tss does not. No effect once libcrypto is initialised.
-    package static func skipLibcryptoLegacyNames() {
-        SessionCrypto.skipLegacyNameTables()
+    /// For a program that owns its process, as the `lockbox` tool does: when the first encrypted
+    /// session loads libcrypto, its legacy name tables are left empty, which spares the session's
+    /// library context a copy of every name in them, and it is loaded with `RTLD_DEEPBIND`, so its
+    /// references to its own functions are bound without a search of the whole program. Nothing
+    /// else in the process may look up a libcrypto cipher or digest by legacy name
+    /// (`EVP_get_cipherbyname`, `EVP_get_digestbyname`; tpm2-tss does not) or rely on libcrypto
+    /// calling an interposed allocator. No effect once libcrypto is loaded.
+    package static func libcryptoProcessIsOurs() {
+        SessionCrypto.processIsOurs()
     }
 
     // MARK: SecretStore

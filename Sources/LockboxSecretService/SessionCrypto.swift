@@ -48,10 +48,10 @@ package enum SessionCrypto {
         lockbox_libcrypto_preload()
     }
 
-    /// libcrypto's legacy name tables left empty when it is loaded (process-wide; see
-    /// ``SecretServiceStore/skipLibcryptoLegacyNames()``).
-    package static func skipLegacyNameTables() {
-        lockbox_libcrypto_skip_legacy_names()
+    /// libcrypto loaded with the settings of a program that owns its process (process-wide; see
+    /// ``SecretServiceStore/libcryptoProcessIsOurs()``).
+    package static func processIsOurs() {
+        lockbox_libcrypto_process_is_ours()
     }
 
     private static func text(_ message: [CChar]) -> String {

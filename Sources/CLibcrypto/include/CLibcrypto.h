@@ -42,14 +42,16 @@ int lockbox_libcrypto_algorithms(char *error, size_t error_size);
    started), so that loading overlaps the caller's bus round trips. Thread-safe. */
 void lockbox_libcrypto_preload(void);
 
-/* For a program in which nothing else looks up libcrypto's ciphers or digests by their legacy
-   names (EVP_get_cipherbyname, EVP_get_digestbyname, OBJ_NAME_get): when this process's first
-   session loads libcrypto, it is initialised without filling those tables
-   (OPENSSL_INIT_NO_ADD_ALL_CIPHERS, OPENSSL_INIT_NO_ADD_ALL_DIGESTS), so a library context's
-   first use does not copy them. Every name the session uses is the provider's own. Process-wide,
-   hence never called by the library itself: the lockbox tool calls it at start. No effect once
-   libcrypto is initialised (by the session or anything else). Thread-safe. */
-void lockbox_libcrypto_skip_legacy_names(void);
+/* For a program that owns its process and in which nothing else looks up libcrypto's ciphers or
+   digests by their legacy names (EVP_get_cipherbyname, EVP_get_digestbyname, OBJ_NAME_get) nor
+   depends on libcrypto's calls going through an allocator it interposes. When this process's first
+   session loads libcrypto, it is then initialised without filling the legacy name tables
+   (OPENSSL_INIT_NO_ADD_ALL_CIPHERS, OPENSSL_INIT_NO_ADD_ALL_DIGESTS), so a library context's first
+   use does not copy them (every name the session uses is the provider's own), and loaded with
+   RTLD_DEEPBIND (libcrypto.c says why; not under a sanitizer). Process-wide, hence never called
+   by the library itself: the lockbox tool calls it at start. No effect once libcrypto is loaded.
+   Thread-safe. */
+void lockbox_libcrypto_process_is_ours(void);
 
 /* 1 if libcrypto is loaded in this process (for tests and `lockbox doctor`), else 0. */
 int lockbox_libcrypto_is_loaded(void);
