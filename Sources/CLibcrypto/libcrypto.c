@@ -2,6 +2,7 @@
 // Diffie-Hellman, HKDF and AES-128-CBC with it (see include/CLibcrypto.h for why). Every table
 // entry has the type of libcrypto's own prototype (OpenSSL's headers), so a mismatch is a
 // compile error; nothing here is exported under a libcrypto name.
+#define _GNU_SOURCE  // RTLD_DEEPBIND
 #include "CLibcrypto.h"
 
 #include <dlfcn.h>
@@ -9,22 +10,21 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/bn.h>
+#include <openssl/core_dispatch.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/kdf.h>
 #include <openssl/params.h>
+#include <openssl/provider.h>
 
 /* X(name): every libcrypto function used. */
 #define LOCKBOX_LIBCRYPTO_FUNCTIONS(X) \
     X(BN_CTX_new) X(BN_CTX_free) X(BN_new) X(BN_free) X(BN_clear_free) X(BN_set_flags) X(BN_bin2bn) X(BN_bn2binpad) \
     X(BN_set_word) X(BN_sub_word) X(BN_cmp) X(BN_dup) X(BN_get_rfc2409_prime_1024) X(BN_mod_exp_mont_consttime) \
-    X(EVP_KDF_fetch) X(EVP_KDF_free) X(EVP_KDF_CTX_new) X(EVP_KDF_CTX_free) X(EVP_KDF_derive) \
-    X(OSSL_PARAM_construct_utf8_string) X(OSSL_PARAM_construct_octet_string) X(OSSL_PARAM_construct_end) \
-    X(EVP_CIPHER_fetch) X(EVP_CIPHER_free) X(EVP_CIPHER_CTX_new) X(EVP_CIPHER_CTX_free) X(EVP_CipherInit_ex2) \
-    X(EVP_CIPHER_CTX_set_padding) X(EVP_CipherUpdate) X(EVP_CipherFinal_ex) \
+    X(OSSL_PARAM_construct_utf8_string) X(OSSL_PARAM_construct_octet_string) X(OSSL_PARAM_construct_uint) \
+    X(OSSL_PARAM_construct_end) X(OSSL_PROVIDER_load) X(OSSL_PROVIDER_query_operation) X(OSSL_PROVIDER_get0_provider_ctx) \
     X(OSSL_LIB_CTX_new) X(OPENSSL_cleanse) X(OpenSSL_version) X(OPENSSL_init_crypto)
 
 static struct {
@@ -36,30 +36,68 @@ static struct {
 // The run-time name of OpenSSL 3's ABI (Debian's libssl3), not the -dev symlink.
 static const char library_name[] = "libcrypto.so.3";
 
+// RTLD_DEEPBIND, in a program that owns its process (lockbox_libcrypto_process_is_ours): libcrypto
+// is linked to bind every symbol at load (-z now), and most of its 4,000-odd symbol references are
+// to its own functions; with this flag the loader looks them up in libcrypto (and libc) first
+// instead of through every object of the program before it. A library does not choose it for its
+// host: it would also bind libcrypto's malloc and free past an allocator the host interposes. Not
+// under a sanitizer, whose run-time refuses the flag.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LOCKBOX_DEEPBIND 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define LOCKBOX_DEEPBIND 0
+#endif
+#endif
+#ifndef LOCKBOX_DEEPBIND
+#define LOCKBOX_DEEPBIND RTLD_DEEPBIND
+#endif
+
 // Two stages, each run once per process: the library and the group (what the key exchange needs
 // first), then the HKDF and AES-128-CBC implementations (needed only once the provider has
-// answered OpenSession). Fetching those from OpenSSL's default provider is most of the cost of
-// using libcrypto at all (about two thirds of its instructions, docs/PERFORMANCE.md), so the
-// second stage runs on a thread of its own, started by the first, while the caller waits for the
-// provider; whoever needs an algorithm first waits for that stage (pthread_once).
+// answered OpenSession). The second stage runs on a thread of its own, started by the first,
+// while the caller waits for the provider; whoever needs an algorithm first waits for that stage
+// (pthread_once).
+//
+// HKDF and AES-128-CBC are taken from the dispatch tables of OpenSSL's default provider
+// (OSSL_PROVIDER_query_operation; provider-kdf(7) and provider-cipher(7) document the functions),
+// not fetched as EVP_KDF and EVP_CIPHER objects: the implementations are the same, but an EVP
+// fetch first builds a method for every algorithm of the operation (some 150 ciphers) and copies
+// every name of libcrypto's legacy tables into the library context, which was most of the cost
+// of using libcrypto at all (docs/PERFORMANCE.md). EVP's own calls to these functions add no
+// check that is not repeated here: the key and IV lengths are checked by the provider's init.
 static pthread_once_t library_once = PTHREAD_ONCE_INIT;
 static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
 static int library_loaded;
 static int algorithms_loaded;
 static int background_started;
+static int process_is_ours;
 static char load_error[512] = "libcrypto was not loaded";
 static char algorithms_error[512] = "libcrypto's algorithms were not loaded";
-// Made once: the group's prime and p - 1 (public); Lockbox's own library context and the HKDF
-// and AES-128-CBC implementations fetched from it.
+// Made once: the group's prime and p - 1 (public); Lockbox's own library context, the default
+// provider loaded into it, and the functions of its HKDF and AES-128-CBC.
 static OSSL_LIB_CTX *library_context;
 static BIGNUM *prime;
 static BIGNUM *prime_minus_one;
-static EVP_KDF *hkdf;
-static EVP_CIPHER *aes128_cbc;
+static void *provider_context;
+static struct {
+    OSSL_FUNC_kdf_newctx_fn *newctx;
+    OSSL_FUNC_kdf_freectx_fn *freectx;
+    OSSL_FUNC_kdf_derive_fn *derive;
+} hkdf;
+static struct {
+    OSSL_FUNC_cipher_newctx_fn *newctx;
+    OSSL_FUNC_cipher_freectx_fn *freectx;
+    OSSL_FUNC_cipher_encrypt_init_fn *encrypt_init;
+    OSSL_FUNC_cipher_decrypt_init_fn *decrypt_init;
+    OSSL_FUNC_cipher_update_fn *update;
+    OSSL_FUNC_cipher_final_fn *final;
+} aes128_cbc;
 
 static void load_library(void) {
     // RTLD_NODELETE: libcrypto keeps its providers and thread keys for the process's life.
-    void *handle = dlopen(library_name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    int ours = __atomic_load_n(&process_is_ours, __ATOMIC_ACQUIRE);
+    void *handle = dlopen(library_name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE | (ours ? LOCKBOX_DEEPBIND : 0));
     if (handle == NULL) {
         const char *why = dlerror();
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: %s", why ? why : library_name);
@@ -73,9 +111,14 @@ static void load_library(void) {
     }
     LOCKBOX_LIBCRYPTO_FUNCTIONS(LOCKBOX_LIBCRYPTO_LOOKUP)
 #undef LOCKBOX_LIBCRYPTO_LOOKUP
-    // No atexit handler: OPENSSL_cleanup at exit would free what a thread still fetching the
+    // No atexit handler: OPENSSL_cleanup at exit would free what a thread still looking up the
     // algorithms uses (a process may exit while it runs). The process's end frees everything.
-    if (!table.OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL)) {
+    uint64_t options = OPENSSL_INIT_NO_ATEXIT;
+    // In a program that owns its process (lockbox_libcrypto_process_is_ours), libcrypto's legacy
+    // name tables stay empty: the first use of a library context would otherwise copy every name
+    // in them into it, the largest single cost of the session's first derivation.
+    if (ours) options |= OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS;
+    if (!table.OPENSSL_init_crypto(options, NULL)) {
         snprintf(load_error, sizeof load_error, "libcrypto could not be loaded: OPENSSL_init_crypto failed");
         return;
     }
@@ -88,26 +131,84 @@ static void load_library(void) {
     __atomic_store_n(&library_loaded, 1, __ATOMIC_RELEASE);
 }
 
+// 1 if `names` (a provider's "NAME1:NAME2:..." list) holds `wanted`, in any case.
+static int names_contain(const char *names, const char *wanted) {
+    size_t length = strlen(wanted);
+    for (const char *name = names; name != NULL && *name != '\0';) {
+        const char *end = strchr(name, ':');
+        size_t size = end ? (size_t)(end - name) : strlen(name);
+        if (size == length && strncasecmp(name, wanted, length) == 0) return 1;
+        name = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+// The dispatch table of the provider's first implementation of `name` for `operation`, or NULL.
+static const OSSL_DISPATCH *implementation(OSSL_PROVIDER *provider, int operation, const char *name) {
+    int no_cache = 0;
+    const OSSL_ALGORITHM *algorithms = table.OSSL_PROVIDER_query_operation(provider, operation, &no_cache);
+    for (const OSSL_ALGORITHM *algorithm = algorithms; algorithm != NULL && algorithm->algorithm_names != NULL; algorithm++) {
+        if (names_contain(algorithm->algorithm_names, name)) return algorithm->implementation;
+    }
+    return NULL;
+}
+
+static int hkdf_derive(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length, const uint8_t *info,
+                       size_t info_length, uint8_t *out, size_t length);
+
 static void load_algorithms(void) {
     pthread_once(&library_once, load_library);
     if (!__atomic_load_n(&library_loaded, __ATOMIC_ACQUIRE)) {
         snprintf(algorithms_error, sizeof algorithms_error, "%s", load_error);
         return;
     }
-    // A library context of Lockbox's own, with OpenSSL's default provider (loaded for it on the
-    // first fetch): the program's default context, its configuration (openssl.cnf, OPENSSL_CONF)
-    // and any provider it loaded neither change what the session runs nor are changed by it
-    // (SessionCryptoTests runs the vectors under a configuration that breaks the default context).
+    // A library context of Lockbox's own, with OpenSSL's default provider loaded into it: the
+    // program's default context, its configuration (openssl.cnf, OPENSSL_CONF) and any provider
+    // it loaded neither change what the session runs nor are changed by it (SessionCryptoTests
+    // runs the vectors under a configuration that breaks the default context).
     library_context = table.OSSL_LIB_CTX_new();
-    if (library_context == NULL) {
-        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: OSSL_LIB_CTX_new failed");
+    OSSL_PROVIDER *provider = library_context ? table.OSSL_PROVIDER_load(library_context, "default") : NULL;
+    if (provider == NULL) {
+        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: its default provider could not be loaded");
         return;
     }
-    hkdf = table.EVP_KDF_fetch(library_context, "HKDF", NULL);
-    aes128_cbc = table.EVP_CIPHER_fetch(library_context, "AES-128-CBC", NULL);
-    if (hkdf == NULL || aes128_cbc == NULL) {
-        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: it has no %s",
-                 hkdf == NULL ? "HKDF" : "AES-128-CBC");
+    provider_context = table.OSSL_PROVIDER_get0_provider_ctx(provider);
+    for (const OSSL_DISPATCH *entry = implementation(provider, OSSL_OP_KDF, "HKDF"); entry != NULL && entry->function_id != 0; entry++) {
+        switch (entry->function_id) {
+        case OSSL_FUNC_KDF_NEWCTX: hkdf.newctx = OSSL_FUNC_kdf_newctx(entry); break;
+        case OSSL_FUNC_KDF_FREECTX: hkdf.freectx = OSSL_FUNC_kdf_freectx(entry); break;
+        case OSSL_FUNC_KDF_DERIVE: hkdf.derive = OSSL_FUNC_kdf_derive(entry); break;
+        default: break;
+        }
+    }
+    for (const OSSL_DISPATCH *entry = implementation(provider, OSSL_OP_CIPHER, "AES-128-CBC"); entry != NULL && entry->function_id != 0;
+         entry++) {
+        switch (entry->function_id) {
+        case OSSL_FUNC_CIPHER_NEWCTX: aes128_cbc.newctx = OSSL_FUNC_cipher_newctx(entry); break;
+        case OSSL_FUNC_CIPHER_FREECTX: aes128_cbc.freectx = OSSL_FUNC_cipher_freectx(entry); break;
+        case OSSL_FUNC_CIPHER_ENCRYPT_INIT: aes128_cbc.encrypt_init = OSSL_FUNC_cipher_encrypt_init(entry); break;
+        case OSSL_FUNC_CIPHER_DECRYPT_INIT: aes128_cbc.decrypt_init = OSSL_FUNC_cipher_decrypt_init(entry); break;
+        case OSSL_FUNC_CIPHER_UPDATE: aes128_cbc.update = OSSL_FUNC_cipher_update(entry); break;
+        case OSSL_FUNC_CIPHER_FINAL: aes128_cbc.final = OSSL_FUNC_cipher_final(entry); break;
+        default: break;
+        }
+    }
+    int have_hkdf = hkdf.newctx && hkdf.freectx && hkdf.derive;
+    int have_aes = aes128_cbc.newctx && aes128_cbc.freectx && aes128_cbc.encrypt_init && aes128_cbc.decrypt_init && aes128_cbc.update
+                   && aes128_cbc.final;
+    if (!have_hkdf || !have_aes) {
+        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: its default provider has no %s",
+                 !have_hkdf ? "HKDF" : "AES-128-CBC");
+        return;
+    }
+    // One derivation from a public input, thrown away: on its first use the provider's HKDF
+    // fetches SHA-256 and HMAC from the library context (and libcrypto finishes its own set-up,
+    // reading its legacy name tables), work that would otherwise fall on the session's first
+    // derivation, after OpenSession, rather than on this thread while the caller waits for the bus.
+    static const uint8_t public_input[1];
+    uint8_t discarded[16];
+    if (hkdf_derive(NULL, 0, public_input, sizeof public_input, NULL, 0, discarded, sizeof discarded) != 0) {
+        snprintf(algorithms_error, sizeof algorithms_error, "libcrypto could not be loaded: its HKDF-SHA-256 failed");
         return;
     }
     __atomic_store_n(&algorithms_loaded, 1, __ATOMIC_RELEASE);
@@ -130,6 +231,10 @@ static void start_background_load(void) {
         (void)pthread_create(&thread, &attributes, load_in_background, NULL);
     }
     pthread_attr_destroy(&attributes);
+}
+
+void lockbox_libcrypto_process_is_ours(void) {
+    __atomic_store_n(&process_is_ours, 1, __ATOMIC_RELEASE);
 }
 
 void lockbox_libcrypto_preload(void) {
@@ -226,11 +331,10 @@ int lockbox_dh_shared(const uint8_t exponent[LOCKBOX_DH_EXPONENT_BYTES], const u
 
 // ---- HKDF-SHA-256 --------------------------------------------------------------------------
 
-int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length,
-                        const uint8_t *info, size_t info_length, uint8_t *out, size_t length) {
-    if (out == NULL || length == 0 || length > 255 * 32) return -1;
-    if (!algorithms_ready()) return -2;
-    EVP_KDF_CTX *context = table.EVP_KDF_CTX_new(hkdf);
+// HKDF-SHA-256 with the provider's HKDF, once it is there.
+static int hkdf_derive(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length, const uint8_t *info,
+                       size_t info_length, uint8_t *out, size_t length) {
+    void *context = hkdf.newctx(provider_context);
     if (context == NULL) return -2;
     // An empty salt or info is left out: RFC 5869's default (HashLen zero bytes) and empty info.
     static uint8_t empty;
@@ -241,10 +345,17 @@ int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *
     if (salt != NULL && salt_length > 0) parameters[count++] = table.OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, salt_length);
     if (info != NULL && info_length > 0) parameters[count++] = table.OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, info_length);
     parameters[count] = table.OSSL_PARAM_construct_end();
-    int status = table.EVP_KDF_derive(context, out, length, parameters) == 1 ? 0 : -2;
-    table.EVP_KDF_CTX_free(context);  // clears the key and PRK it copied
+    int status = hkdf.derive(context, out, length, parameters) == 1 ? 0 : -2;
+    hkdf.freectx(context);  // clears the key and PRK it copied
     if (status != 0) table.OPENSSL_cleanse(out, length);
     return status;
+}
+
+int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *key, size_t key_length,
+                        const uint8_t *info, size_t info_length, uint8_t *out, size_t length) {
+    if (out == NULL || length == 0 || length > 255 * 32) return -1;
+    if (!algorithms_ready()) return -2;
+    return hkdf_derive(salt, salt_length, key, key_length, info, info_length, out, length);
 }
 
 // ---- AES-128-CBC ---------------------------------------------------------------------------
@@ -252,15 +363,20 @@ int lockbox_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *
 static int cbc(int encrypt, const uint8_t key[16], const uint8_t iv[16], const uint8_t *input, size_t length, uint8_t *output) {
     if (length % 16 != 0 || length > INT_MAX - 16) return -1;
     if (!algorithms_ready()) return -2;
-    EVP_CIPHER_CTX *context = table.EVP_CIPHER_CTX_new();
+    void *context = aes128_cbc.newctx(provider_context);
     if (context == NULL) return -2;
-    int status = -2, written = 0, last = 0;
-    if (table.EVP_CipherInit_ex2(context, aes128_cbc, key, iv, encrypt, NULL) == 1 && table.EVP_CIPHER_CTX_set_padding(context, 0) == 1
-        && table.EVP_CipherUpdate(context, output, &written, input, (int)length) == 1
-        && table.EVP_CipherFinal_ex(context, output + written, &last) == 1 && (size_t)(written + last) == length) {
+    // Padding off, in the init's parameters (the provider's default is on).
+    unsigned int padding = 0;
+    OSSL_PARAM parameters[2] = {table.OSSL_PARAM_construct_uint(OSSL_CIPHER_PARAM_PADDING, &padding), table.OSSL_PARAM_construct_end()};
+    int status = -2;
+    size_t written = 0, last = 0;
+    int initialised = encrypt ? aes128_cbc.encrypt_init(context, key, 16, iv, 16, parameters)
+                              : aes128_cbc.decrypt_init(context, key, 16, iv, 16, parameters);
+    if (initialised == 1 && aes128_cbc.update(context, output, &written, length, input, length) == 1 && written <= length
+        && aes128_cbc.final(context, output + written, &last, length - written) == 1 && written + last == length) {
         status = 0;
     }
-    table.EVP_CIPHER_CTX_free(context);  // clears the key schedule
+    aes128_cbc.freectx(context);  // clears the key schedule
     if (status != 0) table.OPENSSL_cleanse(output, length);
     return status;
 }

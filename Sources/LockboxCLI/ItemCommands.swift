@@ -88,7 +88,8 @@ struct SetItem: ParsableCommand {
     func run() throws {
         // Comparing with a protected item's secret needs what reading it needs: the window.
         let vault =
-            ifCurrentFd != nil ? try vaultOptions.storeOpener().openVault() : Vault(store: try vaultOptions.storeOpener().openStore())
+            ifCurrentFd != nil
+            ? try vaultOptions.storeOpener().openVault() : Vault(store: try vaultOptions.storeOpener().openStore(movesSecrets: true))
         let secret = try SecretInput.secretFromStandardInput(
             prompt: "Secret for '\(account)' on '\(service)': ", raw: raw,
             allowEmpty: allowEmpty)

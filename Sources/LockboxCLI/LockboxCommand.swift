@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
+import LockboxSecretService
 import SystemPackage
 
 #if canImport(Glibc)
@@ -54,6 +55,9 @@ struct LockboxCommand: ParsableCommand {
         // A reader that goes away (`lockbox get | head -c 8`, a refresher that exits early) is an
         // error to report, not a signal that kills us mid-write.
         signal(SIGPIPE, SIG_IGN)
+        // This process's libcrypto users (the Secret Service session, tpm2-tss) look nothing up by
+        // legacy name and interpose no allocator: a session may load libcrypto as the process's own.
+        SecretServiceStore.libcryptoProcessIsOurs()
         do {
             try refuseArgumentsThatAreNotUTF8()
             if CommandLine.arguments.count == 2, CommandLine.arguments[1] == "--version",
@@ -93,7 +97,10 @@ struct LockboxCommand: ParsableCommand {
     /// arguments after it.
     static func helperArguments(of commandLine: [String]) -> [String] {
         let arguments = Array(commandLine.dropFirst())
+        // The names compared first: building ``helperPrograms`` reads the two commands'
+        // configurations, which costs every start-up a scan of the binary's conformance records.
         guard let program = commandLine.first, let name = FilePath(program).lastComponent?.string,
+            name == GitCredential.helperProgramName || name == DockerCredential.helperProgramName,
             let command = helperPrograms[name]
         else { return arguments }
         return [command] + arguments

@@ -70,28 +70,34 @@ struct StoreOpener {
 
     /// Opens the store this invocation should use, and records the choice for the profile the
     /// first time one is made. With `auto` and a recorded store that is unavailable, it fails
-    /// loudly rather than switch to another, empty store.
-    func openStore() throws -> any SecretStore {
+    /// loudly rather than switch to another, empty store. `movesSecrets`: the command will read or
+    /// write a secret (`set`), so a Secret Service session is prepared while the bus connects.
+    func openStore(movesSecrets: Bool = false) throws -> any SecretStore {
         // No freshness needed: no session-window look-up for the Secret Service.
-        try open(needsFreshness: false, allowPostgres: true).store
+        try open(needsFreshness: false, allowPostgres: true, movesSecrets: movesSecrets).store
     }
 
     /// A vault over the store this invocation uses, able to read protected items when this
     /// invocation is freshly authenticated: inside a re-authentication window (`lockbox unlock`), or with
     /// the vault passphrase given just now.
     func openVault() throws -> Vault {
-        let opened = try open(allowPostgres: true)
+        let opened = try open(allowPostgres: true, movesSecrets: true)
         return Vault(store: opened.store, freshness: opened.fresh ? InvocationFreshness.fresh : InvocationFreshness.stale)
     }
 
     /// Opens the store ``StoreSelection`` chose through its provider (recording a new choice),
     /// with the resolution. `needsFreshness: false` (a command that reads no protected item: set,
     /// delete, list) skips the Secret Service's window look-up and reports `fresh` as false; a
-    /// file vault still opens through its window when one is open.
-    func open(needsFreshness: Bool = true, allowPostgres: Bool = false) throws -> (
+    /// file vault still opens through its window when one is open. `movesSecrets: true` (a command
+    /// that reads or writes a secret) starts preparing the Secret Service's encrypted session
+    /// before connecting, when that is the store.
+    func open(needsFreshness: Bool = true, allowPostgres: Bool = false, movesSecrets: Bool = false) throws -> (
         store: any SecretStore, fresh: Bool, resolution: StoreResolution
     ) {
         let resolution = try resolveStore(allowPostgres: allowPostgres)
+        // A command that reads or writes a secret in the Secret Service: the encrypted session's
+        // library starts loading now, beside connecting to the bus, not after it.
+        if movesSecrets && resolution.storeKind == .secretService { SecretServiceStore.prepareSession() }
         let prompt = resolution.storeKind == .postgres ? "Passphrase for the vault in PostgreSQL: " : nil
         let opened = try resolution.open(request(prompt: prompt))
         switch resolution.storeKind {

@@ -345,14 +345,21 @@ package final class DBusConnection {
             consumed = 0
         }
         try wait(for: Int16(POLLIN), deadline: deadline)
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let count = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        // Received into uninitialised memory: only the bytes the socket has are written (a
+        // zero-filled 64 KiB chunk per read was most of a `get`'s memset and fresh pages).
+        var count = 0
+        var failure: Int32 = 0
+        let chunk = [UInt8](unsafeUninitializedCapacity: 65536) { bytes, initialized in
+            count = recv(socket, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT))
+            failure = count < 0 ? errno : 0
+            initialized = max(count, 0)
+        }
         if count > 0 {
-            buffer.append(contentsOf: chunk[0..<count])
+            buffer.append(contentsOf: chunk)
         } else if count == 0 {
             throw .closed("the session bus closed the connection")
-        } else if errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK {
-            throw .closed("reading from the session bus failed: \(Self.errorText(errno))")
+        } else if failure != EAGAIN && failure != EINTR && failure != EWOULDBLOCK {
+            throw .closed("reading from the session bus failed: \(Self.errorText(failure))")
         }
     }
 

@@ -71,6 +71,26 @@ public final class SecretServiceStore: SecretStore {
         client = try SecretServiceClient(timeout: timeout, sessions: sessions, environment: environment)
     }
 
+    /// Starts loading what Lockbox's encrypted session needs (libcrypto, its HKDF and
+    /// AES-128-CBC) on a thread of its own and returns at once, for a caller that knows, before
+    /// it connects, that it will read or write a secret: the loading then overlaps connecting to
+    /// the bus as well as the calls before `OpenSession`. Later calls do nothing; a store opened
+    /// without it starts the same loading on its first secret.
+    package static func prepareSession() {
+        SessionCrypto.preload()
+    }
+
+    /// For a program that owns its process, as the `lockbox` tool does: when the first encrypted
+    /// session loads libcrypto, its legacy name tables are left empty, which spares the session's
+    /// library context a copy of every name in them, and it is loaded with `RTLD_DEEPBIND`, so its
+    /// references to its own functions are bound without a search of the whole program. Nothing
+    /// else in the process may look up a libcrypto cipher or digest by legacy name
+    /// (`EVP_get_cipherbyname`, `EVP_get_digestbyname`; tpm2-tss does not) or rely on libcrypto
+    /// calling an interposed allocator. No effect once libcrypto is loaded.
+    package static func libcryptoProcessIsOurs() {
+        SessionCrypto.processIsOurs()
+    }
+
     // MARK: SecretStore
 
     public func get(_ key: ItemKey) throws -> SecretBytes? {

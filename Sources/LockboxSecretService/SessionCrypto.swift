@@ -15,19 +15,19 @@ import Lockbox
 ///   libsecret's 1023: the prime is safe (p = 2q + 1, q prime; 2 generates the subgroup of order
 ///   q), so a short exponent leaves only the attacks on the whole group, and 256 bits is well over
 ///   twice the group's strength. The provider's public value must lie in 2 ... p-2.
-/// - The key: HKDF-SHA-256 (RFC 5869; libcrypto's EVP_KDF "HKDF") of the shared value, no salt,
+/// - The key: HKDF-SHA-256 (RFC 5869; the "HKDF" of libcrypto's default provider) of the shared value, no salt,
 ///   no info, 16 bytes. The shared value is the prime's length, big-endian, as libsecret and
 ///   gnome-keyring (since 2017) use it; some providers strip its leading zero bytes instead
 ///   (KeePassXC's older libgcrypt session), so a shared value that starts with a zero byte is never
 ///   used: the client closes that session and opens another (one exchange in 256), and both
 ///   conventions agree on every key Lockbox uses.
-/// - The secret: AES-128-CBC (libcrypto's EVP, padding off) with a random IV per secret, and
+/// - The secret: AES-128-CBC (libcrypto's default provider, padding off) with a random IV per secret, and
 ///   PKCS#7 padding added here and checked in constant time (`lockbox_pkcs7_padding_length`); a
 ///   reply whose padding is wrong is a protocol error like any other undecryptable reply.
 ///
 /// The exponent, the shared value, the key and every plaintext buffer are ``SecretBytes``
 /// (guarded memory, wiped on release); libcrypto's intermediates are wiped by the C code
-/// (`BN_clear_free`, `OPENSSL_cleanse`, `EVP_KDF_CTX_free`, `EVP_CIPHER_CTX_free`).
+/// (`BN_clear_free`, `OPENSSL_cleanse`, and the provider's `freectx` of the KDF and cipher contexts).
 package enum SessionCrypto {
     package static let algorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
 
@@ -41,11 +41,17 @@ package enum SessionCrypto {
         }
     }
 
-    /// Starts loading libcrypto and fetching its HKDF and AES-128-CBC on a thread of its own, so
+    /// Starts loading libcrypto and looking up its HKDF and AES-128-CBC on a thread of its own, so
     /// that the work overlaps the bus round trips before the key exchange; returns at once. Called
     /// by operations that move a secret; later calls do nothing.
     package static func preload() {
         lockbox_libcrypto_preload()
+    }
+
+    /// libcrypto loaded with the settings of a program that owns its process (process-wide; see
+    /// ``SecretServiceStore/libcryptoProcessIsOurs()``).
+    package static func processIsOurs() {
+        lockbox_libcrypto_process_is_ours()
     }
 
     private static func text(_ message: [CChar]) -> String {

@@ -20,7 +20,7 @@ extension KnownAnswerTests {
                 try SessionCrypto.hkdfSHA256(salt: salt, inputKey: $0, info: info, length: expected.count)
             }.withUnsafeBytes { Array($0) }
             guard okm == expected else { throw VectorError("HKDF gave \(okm.vectorHex), expected \(expected.vectorHex)") }
-            return "EVP_KDF HKDF gave the \(expected.count)-byte okm"
+            return "libcrypto's HKDF gave the \(expected.count)-byte okm"
         }
     }
 
@@ -49,17 +49,17 @@ extension KnownAnswerTests {
                         throw VectorError("encryption failed")
                     }
                     guard out == ciphertext else {
-                        throw VectorError("EVP AES-128-CBC gave \(out.vectorHex), expected \(ciphertext.vectorHex)")
+                        throw VectorError("libcrypto's AES-128-CBC gave \(out.vectorHex), expected \(ciphertext.vectorHex)")
                     }
-                    return "EVP AES-128-CBC encryption gave the \(ciphertext.count)-byte ciphertext"
+                    return "libcrypto's AES-128-CBC encryption gave the \(ciphertext.count)-byte ciphertext"
                 case "decrypt":
                     guard lockbox_aes128_cbc_decrypt(key, iv, ciphertext, ciphertext.count, &out) == 0 else {
                         throw VectorError("decryption failed")
                     }
                     guard out == plaintext else {
-                        throw VectorError("EVP AES-128-CBC gave \(out.vectorHex), expected \(plaintext.vectorHex)")
+                        throw VectorError("libcrypto's AES-128-CBC gave \(out.vectorHex), expected \(plaintext.vectorHex)")
                     }
-                    return "EVP AES-128-CBC decryption gave the \(plaintext.count)-byte plaintext"
+                    return "libcrypto's AES-128-CBC decryption gave the \(plaintext.count)-byte plaintext"
                 default: throw VectorError("direction must be encrypt or decrypt, not \(direction)")
                 }
             case ("valid", "pkcs7"):

@@ -2,7 +2,7 @@
 # Checks that the secret-handling code Lockbox itself compiles for the Secret Service session has
 # no branch and no memory address that depends on the secret: the PKCS#7 check of a decrypted
 # secret (Sources/CLibcrypto/padding.c). The Diffie-Hellman exchange, HKDF and AES are libcrypto's
-# (BN_mod_exp_mont_consttime, EVP), and the key file's hex digits are decoded by libsodium's
+# (BN_mod_exp_mont_consttime, the default provider's HKDF and AES-128-CBC), and the key file's hex digits are decoded by libsodium's
 # sodium_hex2bin: not Lockbox's code, so not checked here (SECURITY.md, "Cryptography").
 # Checked as compiled: at -O1, -O2, -O3 and -Os with clang (SwiftPM's release builds use -O2),
 # each run under valgrind's memcheck with the plaintext marked undefined

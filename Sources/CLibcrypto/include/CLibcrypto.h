@@ -3,22 +3,23 @@
 /* The primitives of the Secret Service's encrypted session, algorithm
    "dh-ietf1024-sha256-aes128-cbc-pkcs7" (Secret Service API, "Transfer of Secrets"), done by
    OpenSSL's libcrypto: Diffie-Hellman in the 1024-bit MODP group of RFC 2409 (Second Oakley
-   Group, generator 2) with BN_mod_exp_mont_consttime, HKDF-SHA-256 with EVP_KDF "HKDF", and
-   AES-128-CBC with EVP (padding off: SessionCrypto.swift adds PKCS#7, and
+   Group, generator 2) with BN_mod_exp_mont_consttime, HKDF-SHA-256 and
+   AES-128-CBC (padding off) from OpenSSL's default provider, called through its dispatch table
+   (OSSL_PROVIDER_query_operation; libcrypto.c says why not EVP) (SessionCrypto.swift adds PKCS#7, and
    lockbox_pkcs7_padding_length below checks it in constant time). Numbers are big-endian byte strings, as on the bus.
 
    libcrypto is NOT linked: libcrypto.c loads libcrypto.so.3 (Debian's libssl3) with dlopen on
    the first call, as CTSS2 loads tpm2-tss, so a command that makes no encrypted session (every
    file-vault command, a Secret Service `delete` or `list`) maps no libcrypto. OpenSSL's own
    headers (libssl-dev) type every function pointer, so a prototype mismatch is a compile error.
-   HKDF and AES are fetched from a library context of Lockbox's own (OSSL_LIB_CTX_new, OpenSSL's
-   default provider): a program that uses OpenSSL itself keeps its own state and configuration,
+   HKDF and AES come from OpenSSL's default provider loaded into a library context of Lockbox's
+   own (OSSL_LIB_CTX_new, OSSL_PROVIDER_load): a program that uses OpenSSL itself keeps its own state and configuration,
    and neither changes the session.
 
    Return values: 0 on success; -1 for an input the function refuses (documented per function);
    -2 when libcrypto cannot be loaded or one of its calls fails (lockbox_libcrypto_load says why).
    Secret intermediates are wiped: BIGNUMs with BN_clear_free (and BN_CTX_free, which clears its
-   pool), byte buffers with OPENSSL_cleanse, cipher contexts by EVP_CIPHER_CTX_free. */
+   pool), byte buffers with OPENSSL_cleanse, KDF and cipher contexts by the provider's freectx. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,18 +29,29 @@ enum {
 };
 
 /* Loads libcrypto, looks up every function used and reads the group's prime, once per process
-   (later calls return the first result), and starts fetching HKDF and AES-128-CBC on a thread of
+   (later calls return the first result), and starts looking up HKDF and AES-128-CBC on a thread of
    its own. Returns 1 on success; else 0, with what failed in `error`. Thread-safe. Every function
-   below calls it (or waits for the fetch) itself; call it first for the reason of a failure. */
+   below calls it (or waits for the look-up) itself; call it first for the reason of a failure. */
 int lockbox_libcrypto_load(char *error, size_t error_size);
 
-/* Waits for HKDF and AES-128-CBC to be fetched (fetching them on this thread if no other does).
+/* Waits for HKDF and AES-128-CBC to be looked up (on this thread if no other does it).
    Returns 1 when both are there; else 0, with what failed in `error`. */
 int lockbox_libcrypto_algorithms(char *error, size_t error_size);
 
 /* Starts all of the above on a thread of its own and returns at once (nothing if already
    started), so that loading overlaps the caller's bus round trips. Thread-safe. */
 void lockbox_libcrypto_preload(void);
+
+/* For a program that owns its process and in which nothing else looks up libcrypto's ciphers or
+   digests by their legacy names (EVP_get_cipherbyname, EVP_get_digestbyname, OBJ_NAME_get) nor
+   depends on libcrypto's calls going through an allocator it interposes. When this process's first
+   session loads libcrypto, it is then initialised without filling the legacy name tables
+   (OPENSSL_INIT_NO_ADD_ALL_CIPHERS, OPENSSL_INIT_NO_ADD_ALL_DIGESTS), so a library context's first
+   use does not copy them (every name the session uses is the provider's own), and loaded with
+   RTLD_DEEPBIND (libcrypto.c says why; not under a sanitizer). Process-wide, hence never called
+   by the library itself: the lockbox tool calls it at start. No effect once libcrypto is loaded.
+   Thread-safe. */
+void lockbox_libcrypto_process_is_ours(void);
 
 /* 1 if libcrypto is loaded in this process (for tests and `lockbox doctor`), else 0. */
 int lockbox_libcrypto_is_loaded(void);
