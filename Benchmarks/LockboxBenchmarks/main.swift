@@ -1081,7 +1081,13 @@ func benchSecretService(_ fixtures: Fixtures, _ report: Report, plan: Plan, opti
         Group.keyringGet, "SecretServiceStore via Vault, absent item (returns nil)", items: size, missStats,
         note: missCPU.note)
 
-    // The floor: bare libsecret, same shared connection, same picks.
+    // The floor: bare libsecret, same shared connection, same picks. Lockbox's own client does not
+    // load libsecret, so the benchmark loads it (CLibsecretFallback.h) before its first call.
+    var loadMessage = [CChar](repeating: 0, count: 512)
+    guard lockbox_libsecret_load(&loadMessage, loadMessage.count) != 0 else {
+        let detail = String(decoding: loadMessage.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        throw BenchError("libsecret could not be loaded for the floor: \(detail)")
+    }
     var connectError: UnsafeMutablePointer<GError>?
     if let service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, nil, &connectError) {
         defer { g_object_unref(UnsafeMutableRawPointer(service)) }
