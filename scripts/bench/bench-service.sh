@@ -41,9 +41,11 @@ fi
 
 work=$(mktemp -d)
 chmod 700 "$work"
-pid=""
 cleanup() {
-    [[ -n "$pid" ]] && kill "$pid" 2>/dev/null || true
+    local mode
+    for mode in async blocking; do  # a service still running (its status file not yet written)
+        [[ -e $work/$mode.pid && ! -e $work/$mode.status ]] && kill "$(cat "$work/$mode.pid")" 2>/dev/null
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -57,21 +59,33 @@ for mode in async blocking; do
     flags=()
     [[ $mode == blocking ]] && flags+=(--blocking)
     rm -f "$work/$mode.lockbox"
-    LOCKBOX_VAULT="$work/$mode.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET="$preset" \
-        "$service" --create-vault "${flags[@]}" \
+    # The service under a small python3 parent that writes its process ID and, once it exits,
+    # its exit status to files (polled: the test environment blocks SIGCHLD, so no shell `wait`).
+    : >"$work/$mode.out"
+    LOCKBOX_VAULT="$work/$mode.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET="$preset" python3 -c '
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[3:])
+open(sys.argv[1], "w").write(str(child.pid))
+status = child.wait()
+open(sys.argv[2] + ".tmp", "w").write(str(status))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+' "$work/$mode.pid" "$work/$mode.status" "$service" --create-vault "${flags[@]}" \
         >"$work/$mode.out" 2>"$work/$mode.err" &
-    pid=$!
     port=""
     for _ in $(seq 1 300); do
         port=$(sed -n 's/^listening on \([0-9][0-9]*\)$/\1/p' "$work/$mode.out")
         [[ -n "$port" ]] && break
-        kill -0 "$pid" 2>/dev/null || { cat "$work/$mode.err" >&2; exit 1; }
+        [[ -e $work/$mode.status ]] && { cat "$work/$mode.err" >&2; exit 1; }
         sleep 0.1
     done
+    pid=$(cat "$work/$mode.pid")
     [[ -n "$port" ]] || { echo "bench-service: the service did not listen" >&2; exit 1; }
     python3 scripts/ci/drive-service.py bench "$port" "$pid" --rounds "$rounds" --label "$mode" --json "$figures"
-    kill -TERM "$pid"
-    wait "$pid" || true
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+        [[ -e $work/$mode.status ]] && break
+        sleep 0.1
+    done
     pid=""
 done
 [[ -n "$json" ]] && cat "$figures" >>"$json"

@@ -58,13 +58,24 @@ EOF
 start_service() {
     local name=$1
     shift
-    "$service" "$@" >"$work/$name.out" 2>"$work/$name.err" &
-    pid=$!
+    # Under a small python3 parent that writes the service's process ID and, once it exits, its
+    # exit status to files (polled: the test environment blocks SIGCHLD, so no shell `wait`).
+    : >"$work/$name.out"
+    python3 -c '
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[3:])
+open(sys.argv[1], "w").write(str(child.pid))
+status = child.wait()
+open(sys.argv[2] + ".tmp", "w").write(str(status))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+' "$work/$name.pid" "$work/$name.status" "$service" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    for _ in $(seq 1 50); do [[ -s $work/$name.pid ]] && break; sleep 0.1; done
+    pid=$(cat "$work/$name.pid")
     pids+=("$pid")
     for _ in $(seq 1 300); do
         port=$(sed -n 's/^listening on \([0-9][0-9]*\)$/\1/p' "$work/$name.out")
         [[ -n "$port" ]] && return 0
-        if ! kill -0 "$pid" 2>/dev/null; then
+        if [[ -e $work/$name.status ]]; then
             cat "$work/$name.err" >&2
             echo "run-service-example: $name exited before listening" >&2
             exit 1
@@ -79,7 +90,11 @@ start_service() {
 stop_service() {
     local name=$1 pid=$2
     kill -TERM "$pid"
-    if ! wait "$pid"; then
+    for _ in $(seq 1 300); do
+        [[ -e $work/$name.status ]] && break
+        sleep 0.1
+    done
+    if [[ "$(cat "$work/$name.status" 2>/dev/null)" != 0 ]]; then
         cat "$work/$name.err" >&2
         echo "run-service-example: $name did not exit cleanly on SIGTERM" >&2
         exit 1
