@@ -29,20 +29,6 @@ if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; th
 fi
 bin="$(swift build "${lockbox_traits[@]}" --show-bin-path)"
 
-# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
-# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
-# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
-# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from right after the
-# main build, beside the steps below, many of which leave a core idle (spin, Python, valgrind,
-# tests waiting on processes, D-Bus and PostgreSQL); the sanitized suites widen their timing
-# slack (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log.
-sanitizer_log=$(mktemp)
-sanitizer_status=$(mktemp -u)
-setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
-sanitizer_pid=$!
-trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
-step "sanitizers started in the background"
-
 # The examples (a package of their own, Examples/, built into .build with the root's traits: the
 # SwiftNIO and Hummingbird the service example needs come from the build above and this one) must
 # still do what they say, on the file vault and on gnome-keyring.
@@ -68,6 +54,19 @@ scripts/ci/run-service-example.sh
 step "Hummingbird on PostgreSQL example"
 scripts/ci/run-postgres-service-example.sh
 
+# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
+# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
+# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
+# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
+# the checks and suites below, most of which leave a core idle (spin, Python, valgrind, tests
+# waiting on processes, D-Bus and PostgreSQL); the sanitized suites widen their timing slack
+# (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log.
+sanitizer_log=$(mktemp)
+sanitizer_status=$(mktemp -u)
+setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
+sanitizer_pid=$!
+trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
+step "sanitizers started in the background"
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite).
@@ -131,10 +130,9 @@ step "suite"
 suite_log=$(mktemp)
 # The swift-configuration adapter's tests are built here (trait SwiftConfiguration) and must run;
 # the sanitizer builds (started above) enable no trait, so the variable is set for this run only.
-# It runs in three processes at once (scripts/ci/run-suite.sh: tests blocked on child processes
-# hold Swift Concurrency's threads, one per core), each with its own keyring, D-Bus and swtpm.
 LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1 scripts/dev/watchdog.sh 1800 --log "$suite_log" -- \
-    scripts/ci/run-suite.sh --bundle "$bin/LockboxPackageTests.xctest" --skip '^LockboxPostgresTests\.' > >(tee "$suite_log") 2>&1
+    keyctl session - scripts/dev/keyring-session.sh -- scripts/dev/swtpm-session.sh -- \
+    swift test --skip-build "${lockbox_traits[@]}" --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
 # (scripts/dev/postgres-session.sh starts and removes them), and a second pair that the failover test
 # (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather

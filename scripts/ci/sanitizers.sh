@@ -4,8 +4,7 @@
 # Usage: scripts/ci/sanitizers.sh [thread|address|all]     (default all)
 #
 # Each sanitizer builds the test product (library, lockbox binary, tests) into its own scratch folder
-# (.build-tsan, .build-asan), then runs the suite as scripts/test.sh does (the next build overlaps
-# the previous suite, which runs in the background): inside a
+# (.build-tsan, .build-asan), then runs the suite exactly as scripts/test.sh does: inside a
 # session keyring of its own (`keyctl session`) and a private D-Bus session with a real
 # gnome-keyring (scripts/dev/keyring-session.sh). The `lockbox` processes the tests start are
 # sanitized too. Sanitizer reports go to files (log_path) so they cannot disturb tests that
@@ -41,17 +40,17 @@ export LOCKBOX_SANITIZER_BUILD=1
 suite_limit=${LOCKBOX_SANITIZER_SUITE_LIMIT:-1200}
 
 reports_root=$(mktemp -d "${TMPDIR:-/tmp}/lockbox-sanitizers.XXXXXX")
-# Job control: each background suite is a process group of its own, which an early exit stops
-# with everything it started (D-Bus, gnome-keyring, swtpm, the test processes).
-set -m
-suite_groups=()
-trap 'for g in "${suite_groups[@]}"; do kill -- -"$g" 2>/dev/null || true; done; rm -rf "$reports_root"' EXIT
+trap 'rm -rf "$reports_root"' EXIT
+overall=0
+summary=()
+for sanitizer in "${sanitizers[@]}"; do
+    short=${sanitizer:0:1}san      # tsan, asan
+    scratch=$repo/.build-$short
+    reports=$reports_root/$short
+    mkdir -p "$reports"
 
-# build_one SANITIZER: builds the sanitized test product; records its seconds in $reports_root.
-build_one() {
-    local sanitizer=$1 short=${1:0:1}san
-    local scratch=$repo/.build-$short build_start=$SECONDS
     echo "== $sanitizer: building into $scratch" >&2
+    build_start=$SECONDS
     # Only the test product and what it depends on (library targets, the lockbox binary, the
     # KeyringProbe helper): the examples, benchmarks and fuzzer are not run here, and building
     # them twice more would cost CI a minute or two.
@@ -60,38 +59,26 @@ build_one() {
         echo "sanitizers: the $sanitizer build failed" >&2
         exit 1
     fi
-    echo $((SECONDS - build_start)) >"$reports_root/$short-build-seconds"
-}
+    build_seconds=$((SECONDS - build_start))
 
-# test_one SANITIZER: runs the sanitized suite and reads the reports; writes its one-line summary
-# and its status (0 only if the suite passed and no report was written) to files in
-# $reports_root, which the caller polls.
-test_one() {
-    local sanitizer=$1 short=${1:0:1}san
-    local scratch=$repo/.build-$short reports=$reports_root/${1:0:1}san
-    mkdir -p "$reports"
     echo "== $sanitizer: running the suite" >&2
     test_start=$SECONDS
-    local status=0 suites skip found count suppressed
+    status=0
     # CrashTests is skipped: it adapts its kill window to the machine, so it would pass, but with
     # a sanitized `lockbox set` (200 ms and more) its 60-400 rounds add minutes and test nothing
     # the sanitizers look at; the normal suite (scripts/test.sh) runs it.
-    # ThreadSanitizer also leaves out the test module whose subject is the `lockbox` process
-    # driven from outside (LockboxCLITests: argument parsing, exit codes, docs, output,
-    # cross-process locking; only the other shards run) and a few such suites elsewhere: a race is between threads of one process, and
-    # those tests start single-threaded CLI processes one at a time, so TSan finds nothing there
-    # that the in-process suites (executor, hash budget, PinGuard, TokenRefresher, stores on many
-    # threads) do not exercise; each would cost CI a sanitized process start per call. The CLI's
-    # threaded paths still run sanitized: `token get --refresh-with` (CredentialTests) and the
-    # Secret Service get with its libcrypto preload thread (SecretServiceTests).
-    # AddressSanitizer runs them all: memory errors in the C interop of those processes
-    # (libsodium, the D-Bus client, libcrypto, tss2, SQLite) are its job.
-    # The pattern matches whole suite names in test IDs (`Module.Suite/test()`).
+    # ThreadSanitizer also skips the suites whose subject is the `lockbox` process driven from
+    # outside (argument parsing, exit codes, docs, output, cross-process locking): a race is
+    # between threads of one process, and those suites start single-threaded CLI processes one at
+    # a time, so TSan finds nothing there that the in-process suites (executor, hash budget,
+    # PinGuard, TokenRefresher, stores on many threads) do not exercise; each would cost CI a
+    # sanitized process start per call. AddressSanitizer runs them all: memory errors in the C
+    # interop of those processes (libsodium, libsecret, tss2, SQLite) are its job.
+    # The patterns match whole suite names in test IDs (`Module.Suite/test()`), so a suite such as
+    # CLITests does not also match the module LockboxCLITests.
     suites='CrashTests'
-    local shards=()  # run-suite.sh's own three
     if [[ $sanitizer == thread ]]; then
-        suites+='|VectorTests|FuzzFindingsTests'
-        shards=('^LockboxTests\.' '^(?!LockboxCLITests\.|LockboxTests\.)')
+        suites+='|CLITests|CLIDocsTests|PinCLITests|TPMCLITests|ExpiryCLITests|GitCredentialTests|LockoutCLIAttackTests|OutputAndDocumentationRegressionTests|VaultReadTests|LoadedLibrariesTests|VectorTests|FuzzFindingsTests|Format2CLITests'
     fi
     skip="\\.($suites)/"
     # Options are inherited by every process the suite starts that keeps the environment; the
@@ -105,9 +92,9 @@ test_one() {
     export LOCKBOX_REQUIRE_TPM_TESTS=1
     # A hung test fails the step within the time limit, naming the tests still running and the
     # processes they wait on (scripts/dev/watchdog.sh), rather than using up CI's clock.
-    # In shards, as scripts/test.sh runs the suite (scripts/ci/run-suite.sh).
     scripts/dev/watchdog.sh "$suite_limit" --output "$reports_root/$short.log" -- \
-        scripts/ci/run-suite.sh --bundle "$scratch/debug/LockboxPackageTests.xctest" --skip "$skip" "${shards[@]}" || status=$?
+        keyctl session - scripts/dev/keyring-session.sh -- scripts/dev/swtpm-session.sh -- \
+        swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip "$skip" || status=$?
     unset TSAN_OPTIONS ASAN_OPTIONS LSAN_OPTIONS
     test_seconds=$((SECONDS - test_start))
 
@@ -124,44 +111,13 @@ test_one() {
     [[ -z $suppressed ]] || echo "== $sanitizer: suppressed leaks (scripts/ci/sanitizers/lsan-suppressions.txt): $suppressed" >&2
     grep -E '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: AddressSanitizer|SUMMARY: )' "$reports_root/$short.log" >&2 || true
     grep -E '^✘ Test ' "$reports_root/$short.log" | grep -v 'known issue' >&2 || true
-    echo "$sanitizer: build $(cat "$reports_root/$short-build-seconds")s, tests ${test_seconds}s, suite exit $status, sanitizer reports from $count process(es)" >"$reports_root/$short-summary"
+    result="suite exit $status, sanitizer reports from $count process(es)"
+    summary+=("$sanitizer: build ${build_seconds}s, tests ${test_seconds}s, $result")
     if ((status != 0 || count != 0)); then
+        overall=1
         cp "$reports_root/$short.log" "$repo/.build-$short/sanitizer-test.log" 2>/dev/null || true
         echo "sanitizers: $sanitizer: the full test log is in .build-$short/sanitizer-test.log" >&2
-        echo 1 >"$reports_root/$short-status"
-    else
-        echo 0 >"$reports_root/$short-status"
     fi
-}
-
-# Each sanitizer's suite starts as soon as its build is done, in the background, so the next
-# sanitizer's build (compiler work) overlaps the previous suite (much of it waiting on processes,
-# D-Bus and sleeps). Their reports go to separate folders; each suite has its own session
-# keyring, D-Bus session, gnome-keyring and swtpm.
-for sanitizer in "${sanitizers[@]}"; do
-    build_one "$sanitizer"
-    short=${sanitizer:0:1}san
-    test_one "$sanitizer" 2>"$reports_root/$short-output" &
-    suite_groups+=("$!")
-done
-overall=0
-summary=()
-for i in "${!sanitizers[@]}"; do
-    sanitizer=${sanitizers[$i]} short=${sanitizers[$i]:0:1}san
-    # Polled, not `wait`ed: the test environment may block SIGCHLD.
-    until [[ -s $reports_root/$short-status ]]; do
-        if ! kill -0 "${suite_groups[$i]}" 2>/dev/null; then
-            sleep 1
-            [[ -s $reports_root/$short-status ]] || {
-                echo "sanitizers: the $sanitizer suite ended without a status" >"$reports_root/$short-summary"
-                echo 1 >"$reports_root/$short-status"
-            }
-        fi
-        sleep 2
-    done
-    cat "$reports_root/$short-output" >&2
-    summary+=("$(cat "$reports_root/$short-summary")")
-    (($(cat "$reports_root/$short-status") == 0)) || overall=1
 done
 printf 'sanitizers: %s\n' "${summary[@]}"
 exit "$overall"
