@@ -44,7 +44,7 @@ chmod 700 "$work"
 cleanup() {
     local mode
     for mode in async blocking; do  # a service still running (its status file not yet written)
-        [[ -e $work/$mode.pid && ! -e $work/$mode.status ]] && kill "$(cat "$work/$mode.pid")" 2>/dev/null
+        [[ -e $work/$mode.pid && ! -e $work/$mode.status ]] && kill "$(cat "$work/$mode.pid")" 2>/dev/null || true
     done
     rm -rf "$work"
 }
@@ -86,7 +86,6 @@ os.rename(sys.argv[2] + ".tmp", sys.argv[2])
         [[ -e $work/$mode.status ]] && break
         sleep 0.1
     done
-    pid=""
 done
 [[ -n "$json" ]] && cat "$figures" >>"$json"
 
