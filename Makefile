@@ -19,19 +19,20 @@ build:
 	scripts/ensure-deps.sh --test
 	swift build $(TRAITS)
 
-# The quick loop: no keyring, swtpm or PostgreSQL is started, so the tests that need one say NOT
-# TESTED and pass; the test command (`make test`) runs them.
 # Formats every Swift source as .swift-format says (the test command and `make check` lint it).
 format:
 	swift format -i -r Sources Tests Examples Benchmarks
 
 # The quick loop. The suite runs in a session keyring of its own (`keyctl session`), as a login
-# has one, so the re-authentication window tests run the same from a desktop, ssh, cron or CI.
+# has one, so the re-authentication window tests run the same from a desktop, ssh, cron or CI; no
+# gnome-keyring, swtpm or PostgreSQL is started, so the tests that need one say NOT TESTED and
+# pass (the test command, `make test`, runs them). Every build here passes --build-tests, even the
+# one that only prints the path: a build without it makes the next one with it compile everything.
 check:
 	swift build --build-tests $(TRAITS)
 	keyctl session - swift test --skip-build $(TRAITS) --skip LockboxPostgresTests
-	scripts/dev/gen-cli-docs.sh --check --binary "$$(swift build $(TRAITS) --show-bin-path)/lockbox"
-	scripts/ci/check-docs.sh
+	scripts/dev/gen-cli-docs.sh --check --binary "$$(swift build --build-tests $(TRAITS) --show-bin-path)/lockbox"
+	scripts/ci/check-docs.sh --skip-build
 	scripts/ci/check-models.sh
 	swift format lint --strict -r Sources Tests Examples Benchmarks
 

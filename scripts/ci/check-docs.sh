@@ -4,23 +4,22 @@
 # products with heavy dependencies, LockboxPostgres and LockboxSwiftConfiguration) carries a DocC
 # documentation comment (`///` or `/** */`) of its own.
 #
-# Usage: scripts/ci/check-docs.sh [--verbose]
+# Usage: scripts/ci/check-docs.sh [--skip-build] [--verbose]
 #
-#   --verbose   also list the symbols that were exempted, and why
+#   --skip-build  read the modules as .build has them (the test command and `make check` have just
+#                 built it); without it, `swift build --build-tests` with the traits first
+#   --verbose     also list the symbols that were exempted, and why
 #
 # Exit status: 0 when no symbol is missing a comment, 1 when some are (each is printed as
 # `path:line: kind name`, then a count), 2 when the check itself could not run (build failure,
 # no symbol graph).
 #
-# How: builds the Lockbox target once into its own scratch path, .build-docs (never .build, so
-# it does not fight other builds), then runs swift-symbolgraph-extract on the built module with
-# the same search paths and module maps the compiler used, and reads the JSON with python3.
-# On 2 cores: about 25 s from an empty .build-docs, 2-4 s once it is built (an edit to
-# Sources/Lockbox recompiles only what changed). LockboxPostgres and LockboxSwiftConfiguration
-# are read from the package's own .build instead, which the test command has built just before
-# with the traits that make them (PostgreSQL, SwiftConfiguration; scripts/traits.sh): SwiftNIO
-# and swift-configuration take minutes to compile, built once per run, not twice; run alone, the
-# script builds those two targets there first.
+# How: reads the modules as the package's .build has them, built with `swift build --build-tests`
+# and the package's traits (scripts/traits.sh), the build every other step uses: it runs
+# swift-symbolgraph-extract on each built module with the same search paths and module maps the
+# compiler used, and reads the JSON with python3. Every build and path query here passes
+# --build-tests: one without it writes the plan of a build without tests, and the next build with
+# them compiles every module again.
 #
 # What is checked: every symbol of access level public or open, SPI ones included (none today;
 # swift-symbolgraph-extract is asked for them with -include-spi-symbols). Enum cases, nested
@@ -41,45 +40,35 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
-verbose=0
+verbose=0 skip_build=0
 for arg in "$@"; do
     case "$arg" in
         --verbose | -v) verbose=1 ;;
+        --skip-build) skip_build=1 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "check-docs: unknown argument: $arg (try --help)" >&2; exit 2 ;;
     esac
 done
 
-# The library products' modules: each is checked on its own. The first group is built in
-# .build-docs; the second, whose dependencies are heavy, in the package's .build.
-modules=(Lockbox LockboxSecretService LockboxSessionWindows LockboxSelfTest LockboxTPM LockboxTesting)
-heavy_modules=(LockboxPostgres LockboxSwiftConfiguration)
-docs_scratch=$repo/.build-docs
-main_scratch=$repo/.build
-log=$docs_scratch/check-docs-build.log
-mkdir -p "$docs_scratch"
+# The library products' modules: each is checked on its own.
+modules=(Lockbox LockboxSecretService LockboxSessionWindows LockboxSelfTest LockboxTPM LockboxTesting LockboxPostgres LockboxSwiftConfiguration)
+scratch=$repo/.build
+work=$scratch/check-docs
+log=$work/build.log
+mkdir -p "$work"
 
 source scripts/traits.sh
-build_targets() { # SCRATCH TRAITS MODULE...
-    local scratch=$1 traits=$2 module
-    shift 2
-    for module in "$@"; do
-        # shellcheck disable=SC2086 # TRAITS is empty or one option and its value
-        if ! swift build --target "$module" --scratch-path "$scratch" $traits >"$log" 2>&1; then
-            cat "$log" >&2
-            echo "check-docs: the $module target did not build (above); cannot check" >&2
-            exit 2
-        fi
-    done
-}
-build_targets "$docs_scratch" "" "${modules[@]}"
-build_targets "$main_scratch" "${lockbox_traits[*]}" "${heavy_modules[@]}"
+if ((!skip_build)) && ! swift build --build-tests "${lockbox_traits[@]}" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "check-docs: the package did not build (above); cannot check" >&2
+    exit 2
+fi
 
-check_module() { # MODULE SCRATCH
+bin=$(swift build --build-tests "${lockbox_traits[@]}" --show-bin-path)
+
+check_module() { # MODULE
 module=$1
-scratch=$2
-bin=$(swift build --scratch-path "$scratch" --show-bin-path)
-graph_dir=$docs_scratch/docs-symbolgraph/$module
+graph_dir=$work/$module
 
 # The compiler's own flags for the module (target triple, -I, -Xcc -fmodule-map-file=... for the
 # system-library targets and the dependencies' C modules), read from the build plan, so the
@@ -100,7 +89,7 @@ with open(plan) as f:
 if found is None:
     print(f"check-docs: no compile command for {module} in {plan}", file=sys.stderr)
     sys.exit(2)
-keep_with_value = {"-I", "-Xcc", "-target", "-module-cache-path", "-sdk", "-resource-dir", "-F", "-Fsystem", "-Isystem"}
+keep_with_value = {"-I", "-Xcc", "-target", "-sdk", "-resource-dir", "-F", "-Fsystem", "-Isystem"}
 i = 1
 while i < len(found):
     arg = found[i]
@@ -116,10 +105,12 @@ mapfile -t flags <<<"$flag_lines"
 
 rm -rf "$graph_dir"
 mkdir -p "$graph_dir"
-swift-symbolgraph-extract -module-name "$module" -I "$bin/Modules" "${flags[@]}" \
+# A module cache of its own: the extractor writing the build's cache (it rebuilds the C modules'
+# PCMs there) makes the next build recompile every module that imports one.
+swift-symbolgraph-extract -module-name "$module" -I "$bin/Modules" "${flags[@]}" -module-cache-path "$work/module-cache" \
     -minimum-access-level public -include-spi-symbols -skip-inherited-docs \
-    -output-dir "$graph_dir" >"$docs_scratch/check-docs-extract.log" 2>&1 || {
-    cat "$docs_scratch/check-docs-extract.log" >&2
+    -output-dir "$graph_dir" >"$work/extract.log" 2>&1 || {
+    cat "$work/extract.log" >&2
     echo "check-docs: swift-symbolgraph-extract failed (above)" >&2
     exit 2
 }
@@ -215,9 +206,6 @@ EOF
 
 status=0
 for module in "${modules[@]}"; do
-    check_module "$module" "$docs_scratch" || status=$?
-done
-for module in "${heavy_modules[@]}"; do
-    check_module "$module" "$main_scratch" || status=$?
+    check_module "$module" || status=$?
 done
 exit "$status"
