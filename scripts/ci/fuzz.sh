@@ -2,7 +2,11 @@
 # Builds the libFuzzer harness (the LockboxFuzzer target, with AddressSanitizer) and runs it on
 # each target.
 #
-# Usage: scripts/ci/fuzz.sh [SECONDS] [TARGET]
+# Usage: scripts/ci/fuzz.sh [--debug] [SECONDS] [TARGET]
+#   --debug  build the harness unoptimised (-Onone, no whole-module optimisation, in
+#            .build-fuzz-debug): it builds faster and runs fewer executions a second; for a smoke
+#            run that only proves each target builds and runs (the test command's). Without it,
+#            optimised (-O, in .build-fuzz), for real fuzzing.
 #   SECONDS  how long each target runs (default 60)
 #   TARGET   one of: vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record dbus-message
 #            (default: all of them, one after the other)
@@ -17,6 +21,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
+# -c release in both cases: SwiftPM's debug configuration renames an executable's entry point
+# (for tests to link it), and libFuzzer's own main() then takes its place.
+scratch=$repo/.build-fuzz
+optimisation=()
+if [[ ${1:-} == --debug ]]; then
+    scratch=$repo/.build-fuzz-debug
+    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization)
+    shift
+fi
 seconds=${1:-60}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: SECONDS must be a whole number, not '$seconds'" >&2; exit 64; }
 all=(vault-file vault-payload vault-row vault-database settings pin-record session-window key-file token-response token-record dbus-message)
@@ -29,14 +42,13 @@ fi
 
 scripts/ensure-deps.sh --test  # libsodium etc. to build; keyctl for the session-window target
 
-scratch=$repo/.build-fuzz
-echo "fuzz: building the harness (release, -sanitize=fuzzer,address) in $scratch" >&2
+echo "fuzz: building the harness (${optimisation[*]:-release}, -sanitize=fuzzer,address) in $scratch" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # LOCKBOX_FUZZ makes LockboxFuzzer hand its main to libFuzzer's driver (LLVMFuzzerRunDriver).
 # lld links it: gold stops with an internal error on the instrumented objects (its
 # format_file_lineno, reached while it reports on the ASan symbols).
-if ! swift build --product LockboxFuzzer --scratch-path "$scratch" -c release \
+if ! swift build --product LockboxFuzzer --scratch-path "$scratch" -c release ${optimisation[@]+"${optimisation[@]}"} \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -DLOCKBOX_FUZZ -Xswiftc -use-ld=lld -Xswiftc -g >"$log" 2>&1; then
     cat "$log" >&2
     echo "fuzz: the build failed" >&2
