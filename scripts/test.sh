@@ -27,7 +27,31 @@ if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; th
     echo "test: the build has warnings in our own code (above); fix them" >&2
     exit 1
 fi
-bin="$(swift build "${lockbox_traits[@]}" --show-bin-path)"
+# --build-tests here too: a `swift build` without it (even one that only prints the path) writes
+# the plan of a build without tests, and the next build with them compiles every module again.
+bin="$(swift build --build-tests "${lockbox_traits[@]}" --show-bin-path)"
+
+# Every public symbol of the library has its own doc comment (the CLI reference, man page and
+# completions are checked against the command definitions by CLIDocsTests in the suite). Here,
+# before the examples package is built into .build: it compiles the package's modules again, as a
+# dependency (other flags), and its build plan replaces this one, which the check reads.
+step "check-docs"
+scripts/ci/check-docs.sh --skip-build
+
+# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
+# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
+# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
+# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
+# every step below: its two builds share the cores with the examples' and samples' builds, its
+# suites, which mostly wait (on processes, D-Bus, the software TPM), run beside the checks and
+# suites here. The sanitized suites widen their timing slack (LOCKBOX_SANITIZER_BUILD); the last
+# step waits for the run and prints its log.
+sanitizer_log=$(mktemp)
+sanitizer_status=$(mktemp -u)
+setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
+sanitizer_pid=$!
+trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
+step "sanitizers started in the background"
 
 # The examples (a package of their own, Examples/, built into .build with the root's traits: the
 # SwiftNIO and Hummingbird the service example needs come from the build above and this one) must
@@ -54,24 +78,7 @@ scripts/ci/run-service-example.sh
 step "Hummingbird on PostgreSQL example"
 scripts/ci/run-postgres-service-example.sh
 
-# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
-# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
-# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
-# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
-# the checks and suites below, most of which leave a core idle (spin, Python, valgrind, tests
-# waiting on processes, D-Bus and PostgreSQL); the sanitized suites widen their timing slack
-# (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log.
-sanitizer_log=$(mktemp)
-sanitizer_status=$(mktemp -u)
-setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
-sanitizer_pid=$!
-trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
-step "sanitizers started in the background"
 
-# Every public symbol of the library has its own doc comment (the CLI reference, man page and
-# completions are checked against the command definitions by CLIDocsTests in the suite).
-step "check-docs"
-scripts/ci/check-docs.sh
 # Every Swift source is formatted as .swift-format says (swift-format, part of the toolchain;
 # `swift format -i -r Sources Tests Examples Benchmarks` applies it).
 step "swift-format"
@@ -110,7 +117,7 @@ step "vectors, selftest, fuzz smoke"
 python3 scripts/format/make-vault-vectors.py --check
 python3 scripts/ci/check-session-vectors.py
 "$bin/lockbox" selftest | tail -n 1
-scripts/ci/fuzz.sh 5
+scripts/ci/fuzz.sh --debug 5
 
 # Re-authentication windows where the test command itself runs, outside the suite's `keyctl
 # session`: in CI and containers there is no login session keyring, so `unlock` must refuse with
