@@ -59,17 +59,10 @@ for mode in async blocking; do
     flags=()
     [[ $mode == blocking ]] && flags+=(--blocking)
     rm -f "$work/$mode.lockbox"
-    # The service under a small python3 parent that writes its process ID and, once it exits,
-    # its exit status to files (polled: the test environment blocks SIGCHLD, so no shell `wait`).
+    # Its process ID and exit status come back through files (scripts/dev/supervise.py), polled.
     : >"$work/$mode.out"
-    LOCKBOX_VAULT="$work/$mode.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET="$preset" python3 -c '
-import os, subprocess, sys
-child = subprocess.Popen(sys.argv[3:])
-open(sys.argv[1], "w").write(str(child.pid))
-status = child.wait()
-open(sys.argv[2] + ".tmp", "w").write(str(status))
-os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-' "$work/$mode.pid" "$work/$mode.status" "$service" --create-vault "${flags[@]}" \
+    LOCKBOX_VAULT="$work/$mode.lockbox" LOCKBOX_KEY_FILE="$work/vault.key" LOCKBOX_PIN_PRESET="$preset" \
+        scripts/dev/supervise.py "$work/$mode.pid" "$work/$mode.status" "$service" --create-vault "${flags[@]}" \
         >"$work/$mode.out" 2>"$work/$mode.err" &
     port=""
     for _ in $(seq 1 300); do

@@ -50,16 +50,8 @@ trap cleanup EXIT
 head -c 32 /dev/urandom >"$work/vault.key"
 chmod 600 "$work/vault.key"
 
-# The service under a small python3 parent that writes its process ID and, once it exits, its exit
-# status to files (polled: the test environment blocks SIGCHLD, so no shell `wait`).
-python3 -c '
-import subprocess, sys
-child = subprocess.Popen(sys.argv[3:])
-open(sys.argv[1], "w").write(str(child.pid))
-status = child.wait()
-open(sys.argv[2] + ".tmp", "w").write(str(status))
-import os; os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-' "$work/pid" "$work/status" "$service" --postgres-url-file "$LOCKBOX_TEST_POSTGRES_URL_FILE" --key-file "$work/vault.key" \
+# The service's process ID and exit status come back through files (scripts/dev/supervise.py), polled.
+scripts/dev/supervise.py "$work/pid" "$work/status" "$service" --postgres-url-file "$LOCKBOX_TEST_POSTGRES_URL_FILE" --key-file "$work/vault.key" \
     --create-vault >"$work/out" 2>"$work/err" &
 port=
 for _ in $(seq 1 300); do

@@ -58,17 +58,9 @@ EOF
 start_service() {
     local name=$1
     shift
-    # Under a small python3 parent that writes the service's process ID and, once it exits, its
-    # exit status to files (polled: the test environment blocks SIGCHLD, so no shell `wait`).
+    # Its process ID and exit status come back through files (scripts/dev/supervise.py), polled.
     : >"$work/$name.out"
-    python3 -c '
-import os, subprocess, sys
-child = subprocess.Popen(sys.argv[3:])
-open(sys.argv[1], "w").write(str(child.pid))
-status = child.wait()
-open(sys.argv[2] + ".tmp", "w").write(str(status))
-os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-' "$work/$name.pid" "$work/$name.status" "$service" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    scripts/dev/supervise.py "$work/$name.pid" "$work/$name.status" "$service" "$@" >"$work/$name.out" 2>"$work/$name.err" &
     for _ in $(seq 1 50); do [[ -s $work/$name.pid ]] && break; sleep 0.1; done
     pid=$(cat "$work/$name.pid")
     pids+=("$pid")
