@@ -38,20 +38,6 @@ bin="$(swift build --build-tests "${lockbox_traits[@]}" --show-bin-path)"
 step "check-docs"
 scripts/ci/check-docs.sh --skip-build
 
-# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
-# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
-# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
-# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
-# every step below: its two builds share the cores with the examples' and samples' builds, its
-# suites, which mostly wait (on processes, D-Bus, the software TPM), run beside the checks and
-# suites here. The sanitized suites widen their timing slack (LOCKBOX_SANITIZER_BUILD); the last
-# step waits for the run and prints its log.
-sanitizer_log=$(mktemp)
-sanitizer_status=$(mktemp -u)
-setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
-sanitizer_pid=$!
-trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
-step "sanitizers started in the background"
 
 # The examples (a package of their own, Examples/, built into .build with the root's traits: the
 # SwiftNIO and Hummingbird the service example needs come from the build above and this one) must
@@ -78,6 +64,21 @@ scripts/ci/run-service-example.sh
 step "Hummingbird on PostgreSQL example"
 scripts/ci/run-postgres-service-example.sh
 
+
+# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
+# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
+# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
+# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
+# the checks and suites below; the sanitized suites widen their timing slack
+# (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log. The machine is busy
+# from the first build to the end (2 cores), so the order of the steps does not change the total:
+# only less work does.
+sanitizer_log=$(mktemp)
+sanitizer_status=$(mktemp -u)
+setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
+sanitizer_pid=$!
+trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
+step "sanitizers started in the background"
 
 # Every Swift source is formatted as .swift-format says (swift-format, part of the toolchain;
 # `swift format -i -r Sources Tests Examples Benchmarks` applies it).

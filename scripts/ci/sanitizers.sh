@@ -3,11 +3,6 @@
 #
 # Usage: scripts/ci/sanitizers.sh [thread|address|all]     (default all)
 #
-# With `all`, the two builds run one after the other (each keeps both cores busy) and each suite
-# starts as soon as its build is done: the ThreadSanitizer suite runs beside the AddressSanitizer
-# build and then beside its suite. A suite mostly waits (on the processes, D-Bus and the software
-# TPM it drives), so two suites side by side take little longer than one.
-#
 # Each sanitizer builds the test product (library, lockbox binary, tests) into its own scratch folder
 # (.build-tsan, .build-asan), then runs the suite exactly as scripts/test.sh does: inside a
 # session keyring of its own (`keyctl session`) and a private D-Bus session with a real
@@ -23,12 +18,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
-# --suite-only SANITIZER BUILD_SECONDS is internal: `all` runs one suite that way (below).
-suite_only=()
-if [[ ${1:-} == --suite-only ]]; then
-    suite_only=("$2" "$3")
-    set -- "$2"
-fi
 case "${1:-all}" in
     thread) sanitizers=(thread) ;;
     address) sanitizers=(address) ;;
@@ -36,7 +25,7 @@ case "${1:-all}" in
     *) echo "sanitizers: unknown sanitizer '$1' (thread, address or all)" >&2; exit 64 ;;
 esac
 
-((${#suite_only[@]})) || scripts/ensure-deps.sh --test
+scripts/ensure-deps.sh --test
 
 # The sanitizer builds enable none of the package's traits (Package.swift): LockboxPostgres and
 # the swift-configuration adapter are empty there, so the test product compiles neither SwiftNIO
@@ -51,30 +40,30 @@ export LOCKBOX_SANITIZER_BUILD=1
 suite_limit=${LOCKBOX_SANITIZER_SUITE_LIMIT:-1200}
 
 reports_root=$(mktemp -d "${TMPDIR:-/tmp}/lockbox-sanitizers.XXXXXX")
-background_pid=""
-trap '[[ -z $background_pid ]] || kill -- -"$background_pid" 2>/dev/null || true; rm -rf "$reports_root"' EXIT
+trap 'rm -rf "$reports_root"' EXIT
+overall=0
+summary=()
+for sanitizer in "${sanitizers[@]}"; do
+    short=${sanitizer:0:1}san      # tsan, asan
+    scratch=$repo/.build-$short
+    reports=$reports_root/$short
+    mkdir -p "$reports"
 
-build() { # SANITIZER: builds the test product into .build-Xsan; prints the seconds it took
-    local sanitizer=$1 short=${1:0:1}san start=$SECONDS
-    echo "== $sanitizer: building into $repo/.build-$short" >&2
+    echo "== $sanitizer: building into $scratch" >&2
+    build_start=$SECONDS
     # Only the test product and what it depends on (library targets, the lockbox binary, the
     # KeyringProbe helper): the examples, benchmarks and fuzzer are not run here, and building
     # them twice more would cost CI a minute or two.
-    if ! swift build --product LockboxPackageTests --sanitize="$sanitizer" --scratch-path "$repo/.build-$short" \
-        >"$reports_root/$short-build.log" 2>&1; then
+    if ! swift build --product LockboxPackageTests --sanitize="$sanitizer" --scratch-path "$scratch" >"$reports_root/$short-build.log" 2>&1; then
         grep -Ev '^\[[0-9]+/[0-9]+\]' "$reports_root/$short-build.log" >&2
         echo "sanitizers: the $sanitizer build failed" >&2
-        return 1
+        exit 1
     fi
-    echo $((SECONDS - start))
-}
+    build_seconds=$((SECONDS - build_start))
 
-suite() { # SANITIZER BUILD_SECONDS: runs the suite, prints its reports and a summary line last
-    local sanitizer=$1 build_seconds=$2 short=${1:0:1}san
-    local scratch=$repo/.build-$short reports=$reports_root/$short
-    mkdir -p "$reports"
     echo "== $sanitizer: running the suite" >&2
-    local test_start=$SECONDS status=0
+    test_start=$SECONDS
+    status=0
     # CrashTests is skipped: it adapts its kill window to the machine, so it would pass, but with
     # a sanitized `lockbox set` (200 ms and more) its 60-400 rounds add minutes and test nothing
     # the sanitizers look at; the normal suite (scripts/test.sh) runs it.
@@ -106,10 +95,10 @@ suite() { # SANITIZER BUILD_SECONDS: runs the suite, prints its reports and a su
     scripts/dev/watchdog.sh "$suite_limit" --output "$reports_root/$short.log" -- \
         keyctl session - scripts/dev/keyring-session.sh -- scripts/dev/swtpm-session.sh -- \
         swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip "$skip" || status=$?
-    local test_seconds=$((SECONDS - test_start))
+    unset TSAN_OPTIONS ASAN_OPTIONS LSAN_OPTIONS
+    test_seconds=$((SECONDS - test_start))
 
     # A report file may hold only LeakSanitizer's "Suppressions used" table: not a finding.
-    local found count suppressed result
     mapfile -t found < <(grep -lE 'ERROR: |WARNING: ThreadSanitizer' "$reports"/* 2>/dev/null || true)
     count=${#found[@]}
     tail -n 3 "$reports_root/$short.log" >&2
@@ -123,50 +112,12 @@ suite() { # SANITIZER BUILD_SECONDS: runs the suite, prints its reports and a su
     grep -E '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: AddressSanitizer|SUMMARY: )' "$reports_root/$short.log" >&2 || true
     grep -E '^✘ Test ' "$reports_root/$short.log" | grep -v 'known issue' >&2 || true
     result="suite exit $status, sanitizer reports from $count process(es)"
+    summary+=("$sanitizer: build ${build_seconds}s, tests ${test_seconds}s, $result")
     if ((status != 0 || count != 0)); then
+        overall=1
         cp "$reports_root/$short.log" "$repo/.build-$short/sanitizer-test.log" 2>/dev/null || true
         echo "sanitizers: $sanitizer: the full test log is in .build-$short/sanitizer-test.log" >&2
     fi
-    echo "sanitizers: $sanitizer: build ${build_seconds}s, tests ${test_seconds}s, $result"
-    ((status == 0 && count == 0))
-}
-
-if ((${#suite_only[@]})); then
-    suite "${suite_only[@]}"
-    exit
-fi
-
-if ((${#sanitizers[@]} == 1)); then
-    seconds=$(build "${sanitizers[0]}")
-    suite "${sanitizers[0]}" "$seconds"
-    exit
-fi
-
-# Both: the ThreadSanitizer suite in a process group of its own (so the trap can stop it), beside
-# the AddressSanitizer build and suite. Its exit status comes back through a file, polled: the
-# shell's `wait` is not used, since the test environment may leave SIGCHLD blocked.
-overall=0
-thread_seconds=$(build thread)
-thread_out=$reports_root/thread.out
-thread_status=$reports_root/thread.status
-setsid bash -c '"$0" --suite-only thread "$1" >"$2" 2>&1; echo $? >"$3"' "$0" "$thread_seconds" "$thread_out" "$thread_status" </dev/null &
-background_pid=$!
-address_summary=""
-if address_seconds=$(build address); then
-    address_summary=$(suite address "$address_seconds") || overall=1
-else
-    overall=1
-fi
-while [[ ! -s $thread_status ]]; do
-    if ! kill -0 "$background_pid" 2>/dev/null; then
-        sleep 1
-        [[ -s $thread_status ]] || { echo "sanitizers: the thread suite ended without a status" >&2; echo 1 >"$thread_status"; }
-    fi
-    sleep 2
 done
-background_pid=""
-grep -v '^sanitizers: thread: build' "$thread_out" >&2 || true
-[[ $(cat "$thread_status") == 0 ]] || overall=1
-grep '^sanitizers: thread: build' "$thread_out" || echo "sanitizers: thread: no summary (above)"
-[[ -z $address_summary ]] || echo "$address_summary"
+printf 'sanitizers: %s\n' "${summary[@]}"
 exit "$overall"
