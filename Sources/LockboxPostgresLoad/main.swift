@@ -11,14 +11,13 @@
     //   LockboxPostgresLoad bench --url-file F [--clients 1,16,64] [--seconds S] [--rounds R] [--items N]
     //       Creates a vault (the database must hold none) and a plain table (service, account,
     //       secret in clear), fills both with N items, then for each client count runs get and set
-    //       three ways: through PostgresStore; on the plain table with the five-round-trip write
-    //       transaction the store used before (get: one SELECT joined with the vault row; set:
-    //       BEGIN, lock the vault row, lock the item's row, upsert, COMMIT); on the plain table with
-    //       one statement each (a bare SELECT by key, an autocommit upsert). Paired: R rounds, each
-    //       running the three for S seconds one after another (the order rotating from round to
-    //       round), so a change of the machine's load meets all three; a ratio is taken per round
-    //       and the median is printed with the smallest and largest. Throughput and p50/p99 latency,
-    //       as a Markdown table.
+    //       three ways: through PostgresStore; on the plain table with one prepared statement each
+    //       (a bare SELECT by key, an autocommit upsert: the peer, as an application would send
+    //       them); and with the same statements sent by postgres-nio's query() (unnamed: parsed and
+    //       planned on every call). Paired: R rounds, each running the three for S seconds one after
+    //       another (the order rotating from round to round), so a change of the machine's load
+    //       meets all three; a ratio is taken per round and the median is printed with the smallest
+    //       and largest. Throughput and p50/p99 latency, as a Markdown table.
     //   LockboxPostgresLoad capacity --url-file F [--clients 1,8,64] [--seconds S] [--items N] [--profiles P]
     //       Creates a vault, fills it with N items and P PIN profiles (the server preset's hash),
     //       prints the tables' sizes per row, then for each client count measures for S seconds:
@@ -162,6 +161,50 @@
 
     /// A new vault for the bench and capacity modes: a fixed test key and the cheapest KDF (no
     /// passphrase slot is measured), a pool of `connections`.
+    /// The plain table's SELECT by key, prepared (the `get` peer).
+    struct PlainSelect: PostgresPreparedStatement {
+        static let name = "bench_plain_select"
+        static let sql = "SELECT secret FROM bench_plain WHERE service = $1 AND account = $2"
+        static let bindingDataTypes: [PostgresDataType] = [.text, .text]
+        typealias Row = ByteBuffer
+
+        var service: String
+        var account: String
+
+        func makeBindings() -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(service)
+            bindings.append(account)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    /// The plain table's autocommit upsert, prepared (the `set` peer).
+    struct PlainUpsert: PostgresPreparedStatement {
+        static let name = "bench_plain_upsert"
+        static let sql = """
+            INSERT INTO bench_plain VALUES ($1, $2, $3) ON CONFLICT (service, account) DO UPDATE SET secret = EXCLUDED.secret
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.text, .text, .bytea]
+        typealias Row = ()
+
+        var service: String
+        var account: String
+        var secret: ByteBuffer
+
+        func makeBindings() -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(service)
+            bindings.append(account)
+            bindings.append(secret)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {}
+    }
+
     func benchVault(_ url: PostgresConnectionURL, connections: Int) async throws -> PostgresStore {
         let key = SecretBytes(copying: Array(repeating: UInt8(0x5A), count: 32))
         let kdf = try KDFParameters(opsLimit: 1, memoryLimitBytes: 8 * 1024)
@@ -200,7 +243,7 @@
         }
 
         print(
-            "| clients | operation | Lockbox ops/s | plain, 5-round-trip transaction ops/s | plain, one statement ops/s | ratio to the transaction, median (min-max) | ratio to one statement, median (min-max) | Lockbox p50 / p99 ms | transaction p50 / p99 ms | one statement p50 / p99 ms |"
+            "| clients | operation | Lockbox ops/s | plain, prepared ops/s | plain, query() ops/s | ratio to prepared, median (min-max) | ratio to query(), median (min-max) | Lockbox p50 / p99 ms | prepared p50 / p99 ms | query() p50 / p99 ms |"
         )
         print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for clients in clientCounts {
@@ -214,12 +257,9 @@
                         { index in
                             let key = keys[index % items]
                             var found = false
-                            for try await (_, secret) in try await plain.query(
-                                """
-                                SELECT v.key_check, p.secret FROM lockbox.vault v
-                                LEFT JOIN bench_plain p ON p.service = \(key.service) AND p.account = \(key.account)
-                                """, logger: logger
-                            ).decode((ByteBuffer, ByteBuffer?).self) { found = secret != nil }
+                            for try await _ in try await plain.execute(
+                                PlainSelect(service: key.service, account: key.account), logger: logger)
+                            { found = true }
                             guard found else { fail("a plain row is missing") }
                         },
                         { index in
@@ -238,21 +278,9 @@
                         },
                         { index in
                             let key = keys[index % items]
-                            try await plain.withTransaction(logger: logger) { connection in
-                                for try await _ in try await connection.query(
-                                    "SELECT key_check FROM lockbox.vault FOR SHARE", logger: logger
-                                )
-                                .decode(ByteBuffer.self) {}
-                                for try await _ in try await connection.query(
-                                    "SELECT secret FROM bench_plain WHERE service = \(key.service) AND account = \(key.account) FOR UPDATE",
-                                    logger: logger
-                                ).decode(ByteBuffer.self) {}
-                                try await connection.query(
-                                    """
-                                    INSERT INTO bench_plain VALUES (\(key.service), \(key.account), \(ByteBuffer(bytes: secret)))
-                                    ON CONFLICT (service, account) DO UPDATE SET secret = EXCLUDED.secret
-                                    """, logger: logger)
-                            }
+                            for try await _ in try await plain.execute(
+                                PlainUpsert(service: key.service, account: key.account, secret: ByteBuffer(bytes: secret)), logger: logger)
+                            {}
                         },
                         { index in
                             let key = keys[index % items]

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The PostgreSQL store's benchmark (docs/PERFORMANCE.md, "PostgreSQL store"): get and
 # set through PostgresStore (sealed rows, keyed addresses; a set is one CALL of lockbox.put_item)
-# beside the same operations on a plain table (service, account, secret in clear): with the
-# five-round-trip write transaction the store used before, and with one statement each (a bare
-# SELECT by key, an autocommit upsert), in the same run, over the same database and pool size (16
-# connections), with 1, 16 and 64 concurrent clients. Paired: each cell is R rounds of the three
-# one after another for S seconds each (order rotating), the ratio (plain ops/s ÷ Lockbox ops/s)
-# taken per round, its median printed with its range; throughput and p50/p99 latency over all
-# rounds. Runs LockboxPostgresLoad bench inside scripts/dev/postgres-session.sh (a fresh cluster; a
+# beside the same operations on a plain table (service, account, secret in clear), a bare SELECT
+# by key and an autocommit upsert, each once as a prepared statement (the peer) and once sent by
+# postgres-nio's query() (unnamed: parsed and planned on every call), in the same run, over the
+# same database and pool size (16 connections), with 1, 16 and 64 concurrent clients. Paired: each
+# cell is R rounds of the three one after another for S seconds each (order rotating), the ratio
+# (plain ops/s ÷ Lockbox ops/s) taken per round, its median printed with its range; throughput
+# and p50/p99 latency over all rounds. Runs LockboxPostgresLoad bench inside scripts/dev/postgres-session.sh (a fresh cluster; a
 # primary alone unless --standby). Figures, not thresholds: it asserts only that every call
 # succeeded.
 #
