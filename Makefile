@@ -14,10 +14,14 @@ test:
 # PostgreSQL store (so `lockbox --store postgres` finds a working lockbox-postgres beside lockbox)
 # and the swift-configuration adapter. One set for every build into .build, so none rebuilds another's.
 TRAITS := --traits PostgreSQL,SwiftConfiguration,YAML
+# Every build into .build, and every query of its path, with the tests and these traits: a build
+# without --build-tests (even one that only prints the path) writes the plan of a build without
+# tests, and the next build with them compiles every module again.
+DEBUG_BUILD := swift build --build-tests $(TRAITS)
 
 build:
 	scripts/ensure-deps.sh --test
-	swift build $(TRAITS)
+	$(DEBUG_BUILD)
 
 # Formats every Swift source as .swift-format says (the test command and `make check` lint it).
 format:
@@ -26,12 +30,11 @@ format:
 # The quick loop. The suite runs in a session keyring of its own (`keyctl session`), as a login
 # has one, so the re-authentication window tests run the same from a desktop, ssh, cron or CI; no
 # gnome-keyring, swtpm or PostgreSQL is started, so the tests that need one say NOT TESTED and
-# pass (the test command, `make test`, runs them). Every build here passes --build-tests, even the
-# one that only prints the path: a build without it makes the next one with it compile everything.
+# pass (the test command, `make test`, runs them).
 check:
-	swift build --build-tests $(TRAITS)
+	$(DEBUG_BUILD)
 	keyctl session - swift test --skip-build $(TRAITS) --skip LockboxPostgresTests
-	scripts/dev/gen-cli-docs.sh --check --binary "$$(swift build --build-tests $(TRAITS) --show-bin-path)/lockbox"
+	scripts/dev/gen-cli-docs.sh --check --binary "$$($(DEBUG_BUILD) --show-bin-path)/lockbox"
 	scripts/ci/check-docs.sh --skip-build
 	scripts/ci/check-models.sh
 	swift format lint --strict -r Sources Tests Examples Benchmarks
@@ -96,7 +99,7 @@ docs-check:
 	scripts/ci/check-docs.sh
 
 selftest: build
-	"$$(swift build $(TRAITS) --show-bin-path)/lockbox" selftest
+	"$$($(DEBUG_BUILD) --show-bin-path)/lockbox" selftest
 
 # The LockboxBenchmarks report (docs/PERFORMANCE.md): release build with the static Swift runtime
 # in its own scratch folder, run inside a private unlocked gnome-keyring so that the Secret Service

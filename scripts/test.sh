@@ -38,7 +38,6 @@ bin="$(swift build --build-tests "${lockbox_traits[@]}" --show-bin-path)"
 step "check-docs"
 scripts/ci/check-docs.sh --skip-build
 
-
 # The examples (a package of their own, Examples/, built into .build with the root's traits: the
 # SwiftNIO and Hummingbird the service example needs come from the build above and this one) must
 # still do what they say, on the file vault and on gnome-keyring.
@@ -63,7 +62,6 @@ scripts/ci/run-service-example.sh
 # store's log lines in its output (inside its own scripts/dev/postgres-session.sh).
 step "Hummingbird on PostgreSQL example"
 scripts/ci/run-postgres-service-example.sh
-
 
 # The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
 # rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C

@@ -7,9 +7,9 @@
 # same database and pool size (16 connections), with 1, 16 and 64 concurrent clients. Paired: each
 # cell is R rounds of the three one after another for S seconds each (order rotating), the ratio
 # (plain ops/s ÷ Lockbox ops/s) taken per round, its median printed with its range; throughput
-# and p50/p99 latency over all rounds. Runs LockboxPostgresLoad bench inside scripts/dev/postgres-session.sh (a fresh cluster; a
-# primary alone unless --standby). Figures, not thresholds: it asserts only that every call
-# succeeded.
+# and p50/p99 latency over all rounds. Runs LockboxPostgresLoad bench inside
+# scripts/dev/postgres-session.sh (a fresh cluster; a primary alone unless --standby). Figures, not
+# thresholds: it asserts only that every call succeeded.
 #
 # Usage: scripts/bench/bench-postgres.sh [--quick] [--seconds S] [--rounds R] [--clients LIST] [--items N] [--standby] [--binary PATH]
 #

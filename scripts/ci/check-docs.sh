@@ -58,13 +58,14 @@ log=$work/build.log
 mkdir -p "$work"
 
 source scripts/traits.sh
-if ((!skip_build)) && ! swift build --build-tests "${lockbox_traits[@]}" >"$log" 2>&1; then
+build=(swift build --build-tests "${lockbox_traits[@]}")
+if ((!skip_build)) && ! "${build[@]}" >"$log" 2>&1; then
     cat "$log" >&2
     echo "check-docs: the package did not build (above); cannot check" >&2
     exit 2
 fi
 
-bin=$(swift build --build-tests "${lockbox_traits[@]}" --show-bin-path)
+bin=$("${build[@]}" --show-bin-path)
 
 check_module() { # MODULE
 module=$1

@@ -25,9 +25,11 @@ repo=$(pwd)
 # (for tests to link it), and libFuzzer's own main() then takes its place.
 scratch=$repo/.build-fuzz
 optimisation=()
+kind=optimised
 if [[ ${1:-} == --debug ]]; then
     scratch=$repo/.build-fuzz-debug
     optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization)
+    kind=unoptimised
     shift
 fi
 seconds=${1:-60}
@@ -42,7 +44,7 @@ fi
 
 scripts/ensure-deps.sh --test  # libsodium etc. to build; keyctl for the session-window target
 
-echo "fuzz: building the harness (${optimisation[*]:-release}, -sanitize=fuzzer,address) in $scratch" >&2
+echo "fuzz: building the harness ($kind, -sanitize=fuzzer,address) in $scratch" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # LOCKBOX_FUZZ makes LockboxFuzzer hand its main to libFuzzer's driver (LLVMFuzzerRunDriver).
