@@ -147,8 +147,44 @@ check_all_credentials() {
     decrypt_with "$stage: second key file" 2 --key-file "$key2" && compare "$work/out.json" "$key2" "$stage: second key file"
 }
 
+# The key-file fingerprint (docs/FORMAT.md 18.1.1) of key file $2, whose slot is $3: what
+# vault-decrypt.py computes from the key and reads from the slot, against `lockbox slot
+# fingerprint` and `lockbox slot list --json`. Format 2 records it in the slot; format 1 does not.
+check_fingerprint() {
+    local stage="$1" key="$2" slot="$3"
+    if ! "${decrypt[@]}" "$vault" --key-file "$key" > "$work/fp.json" 2> "$work/err" ||
+        ! "$lockbox" slot fingerprint "$key" > "$work/fp.txt" 2>> "$work/err" ||
+        ! "$lockbox" slot list --json --vault "$vault" --key-file "$key" > "$work/slots.json" 2>> "$work/err"; then
+        fail "$stage: slot $slot's fingerprint: a command failed: $(cat "$work/err")"
+        return
+    fi
+    if python3 - "$work/fp.json" "$work/fp.txt" "$work/slots.json" "$slot" "$format" > "$work/err" <<'EOF'
+import json, sys
+decrypted, printed = json.load(open(sys.argv[1])), open(sys.argv[2]).read().strip()
+listed, slot, format_version = json.load(open(sys.argv[3]))[int(sys.argv[4])], int(sys.argv[4]), int(sys.argv[5])
+computed, recorded = decrypted.get("opened_key_file_fingerprint"), decrypted["key_slots"][slot]["key_file_fingerprint"]
+problems = []
+if decrypted["opened_slot"] != slot:
+    problems.append(f"vault-decrypt.py opened slot {decrypted['opened_slot']}")
+if computed != printed or len(printed) != 32:
+    problems.append(f"vault-decrypt.py computes {computed}, lockbox slot fingerprint prints {printed}")
+expected = printed if format_version == 2 else None
+if recorded != expected or listed["keyFileFingerprint"] != expected:
+    problems.append(f"recorded: {recorded} (vault-decrypt.py), {listed['keyFileFingerprint']} (slot list), expected {expected}")
+if listed["keyFileFingerprintMatches"] != (True if format_version == 2 else None):
+    problems.append(f"slot list --json keyFileFingerprintMatches is {listed['keyFileFingerprintMatches']}")
+print("; ".join(problems))
+sys.exit(1 if problems else 0)
+EOF
+    then pass "$stage: slot $slot's key-file fingerprint agrees in vault-decrypt.py, slot fingerprint and slot list"
+    else fail "$stage: slot $slot's key-file fingerprint: $(cat "$work/err")"
+    fi
+}
+
 echo "== decrypting the format-$format vault with vault-decrypt.py"
 check_all_credentials "format $format, before rotation"
+check_fingerprint "format $format, before rotation" "$key1" 0
+check_fingerprint "format $format, before rotation" "$key2" 2
 before="$("${decrypt[@]}" "$vault" --header-only)"
 
 # The CLI takes one key file per command: rotate with the first key file and the passphrase,
@@ -158,6 +194,8 @@ before="$("${decrypt[@]}" "$vault" --header-only)"
 "$lockbox" slot add-key-file --vault "$vault" --key-file "$key1" "$key2" 2>/dev/null
 lb set --raw com.example.api hex-key < "$key2"  # one more write after the rotation
 check_all_credentials "format $format, after rotation"
+check_fingerprint "format $format, after rotation" "$key1" 0
+check_fingerprint "format $format, after rotation" "$key2" 2
 after="$("${decrypt[@]}" "$vault" --header-only)"
 if python3 - "$before" "$after" <<'EOF'
 import json, sys
@@ -195,6 +233,41 @@ for format_vault in "$work/vault-2.lockbox" "$vault"; do
     passfile="$work/wrong-passphrase" expect_both 5 "$(basename "$format_vault"): wrong passphrase" "$format_vault" --passphrase-fd 3
     expect_both 5 "$(basename "$format_vault"): unknown key file" "$format_vault" --key-file "$work/stranger.key"
 done
+# A format-2 key-file slot whose recorded fingerprint (docs/FORMAT.md 18.1.1) was changed opens in
+# both tools, each saying so; one of 15 bytes is a damaged slot to both (exit 6).
+fingerprint_copy() {  # fingerprint_copy NAME change|truncate: a copy of the format-2 vault, slot 0 edited
+    python3 - "$work/vault-2.lockbox" "$work/$1" "$2" <<'EOF'
+import sqlite3, sys
+source, target, how = sys.argv[1:]
+with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+    src.backup(dst)
+db = sqlite3.connect(target)
+slot_id, row = db.execute("SELECT slot_id, slot FROM key_slots ORDER BY slot_id LIMIT 1").fetchone()
+row = bytearray(row)
+assert row[0] == 2 and len(row) == 3 + 104, "slot 0 is a key-file slot recording a fingerprint"
+if how == "change":
+    row[-1] ^= 0x80
+else:
+    row = row[:-1]
+    row[1:3] = (len(row) - 3).to_bytes(2, "little")
+db.execute("UPDATE key_slots SET slot = ? WHERE slot_id = ?", (bytes(row), slot_id))
+db.commit()
+db.close()
+EOF
+}
+fingerprint_copy fingerprint-changed.lockbox change
+mine=0 theirs=0
+"${decrypt[@]}" "$work/fingerprint-changed.lockbox" --key-file "$work/first-2.key" > /dev/null 2> "$work/err" || mine=$?
+"$lockbox" slot list --vault "$work/fingerprint-changed.lockbox" --key-file "$work/first-2.key" > /dev/null \
+    2> "$work/lockbox-err" || theirs=$?
+if [[ "$mine" == 0 && "$theirs" == 0 ]] && grep -q "records a fingerprint that is not its key file's" "$work/err" &&
+    grep -q "records a fingerprint that is not its key file's" "$work/lockbox-err"; then
+    pass "a changed key-file fingerprint: both open the vault and warn"
+else
+    fail "a changed key-file fingerprint: vault-decrypt.py exit $mine ($(cat "$work/err")), lockbox exit $theirs ($(cat "$work/lockbox-err")), expected 0 and a warning from each"
+fi
+fingerprint_copy fingerprint-short.lockbox truncate
+expect_both 6 "a key-file fingerprint of 15 bytes" "$work/fingerprint-short.lockbox" --key-file "$work/first-2.key"
 size="$(stat -c %s "$vault")"
 damage() {  # damage NAME OFFSET: flips one bit at OFFSET of a copy of the vault
     cp "$vault" "$work/$1"

@@ -188,6 +188,20 @@ def slot_summary(slot):
     return summary
 
 
+def check_fingerprint(result, slots, opened, credentials):
+    """When a key file opened the vault: its fingerprint (docs/FORMAT.md 18.1.1) as
+    "opened_key_file_fingerprint", and a warning if the slot that opened records another one."""
+    if slots[opened]["kind"] != fmt.SLOT_KEY_FILE:
+        return
+    key = next(secret for kind, secret in credentials if kind == fmt.SLOT_KEY_FILE)
+    fingerprint = fmt.key_file_fingerprint(key)
+    result["opened_key_file_fingerprint"] = fingerprint.hex()
+    recorded = slots[opened].get("fingerprint")
+    if recorded and recorded != fingerprint:
+        warn(f"key slot {opened} records a fingerprint that is not its key file's: {recorded.hex()}, "
+             f"the key file's is {fingerprint.hex()}")
+
+
 def read_credentials(arguments):
     credentials = []
     if arguments.key_file is not None:
@@ -212,9 +226,11 @@ def run(arguments):
     }
     if arguments.header_only:
         return result
-    data_key, opened = fmt.open_data_key(header["vault_id"], header["slots"], read_credentials(arguments))
+    credentials = read_credentials(arguments)
+    data_key, opened = fmt.open_data_key(header["vault_id"], header["slots"], credentials)
     plaintext = fmt.open_body(file, header, header_length, data_key)
     result["opened_slot"] = opened
+    check_fingerprint(result, header["slots"], opened, credentials)
     result["items"] = [item_json(item) for item in fmt.parse_payload(plaintext, nfc)]
     return result
 
@@ -232,13 +248,15 @@ def run_format2(arguments):
     }
     if arguments.header_only:
         return result
-    data_key, opened = fmt.open_data_key(vault_id, slots, read_credentials(arguments))
+    credentials = read_credentials(arguments)
+    data_key, opened = fmt.open_data_key(vault_id, slots, credentials)
     keys = fmt.v2_keys(data_key)
     if not fmt.bindings.sodium_memcmp(keys[2], key_check):
         raise corrupt("the key check does not match the data key the key slots hold")
     items = [fmt.v2_open_item(keys, vault_id, address, metadata, secret, nfc) for address, metadata, secret in rows]
     items.sort(key=lambda i: (nfc(i["service"]).encode(), nfc(i["account"]).encode()))
     result["opened_slot"] = opened
+    check_fingerprint(result, slots, opened, credentials)
     result["items"] = [item_json(item) for item in items]
     return result
 
