@@ -251,6 +251,7 @@ struct SQLiteVaultStoreTests {
         let passphraseFile = vault.folder.file("passphrase")
         try Data("format two\n".utf8).write(to: URL(fileURLWithPath: passphraseFile.string))
         let script = repositoryRoot.appendingPathComponent("scripts/format/vault-decrypt.py").path
+        let fingerprint = try KeyFile.fingerprint(at: vault.keyPath)
         for (arguments, slot) in [(["--key-file", vault.keyPath.string], 0), (["--passphrase-fd", "3"], 1)] {
             // The python3 scripts/ci/check-format.sh uses (with PyNaCl), from PATH; fd 3 is the passphrase file.
             let (status, data) = try runTool(
@@ -259,6 +260,11 @@ struct SQLiteVaultStoreTests {
             let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
             #expect(json["format_version"] as? Int == 2)
             #expect(json["opened_slot"] as? Int == slot)
+            // The key-file slot's fingerprint (FORMAT.md 18.1.1) as recorded, and as the decryptor
+            // computes it from the key file when that opened the vault.
+            let slots = try #require(json["key_slots"] as? [[String: Any]])
+            #expect(slots.first?["key_file_fingerprint"] as? String == fingerprint)
+            #expect(json["opened_key_file_fingerprint"] as? String == (slot == 0 ? fingerprint : nil))
             let items = try #require(json["items"] as? [[String: Any]])
             #expect(items.count == 2)
             let alice = try #require(items.first { $0["account"] as? String == "alice" })
