@@ -5,9 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each step's start, with the time since this script started, so a slow CI run shows where the
-# minutes went.
-step() { printf 'test.sh: [%02d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
+# Each step's start, with the time since this script started and the CPU time the steps before it
+# used (the background sanitizer run reports its own), so a slow CI run shows where the minutes
+# went.
+source scripts/ci/cpu-clock.sh
+step() {
+    count_children_cpu
+    printf 'test.sh: [%02d:%02d, CPU %ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$cpu_seconds" "$*" >&2
+}
 trap 'step "done (exit $?)"' EXIT
 
 step "dependencies"

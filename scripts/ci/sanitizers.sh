@@ -26,6 +26,7 @@ case "${1:-all}" in
 esac
 
 scripts/ensure-deps.sh --test
+source scripts/ci/cpu-clock.sh
 
 # The sanitizer builds enable none of the package's traits (Package.swift): LockboxPostgres and
 # the swift-configuration adapter are empty there, so the test product compiles neither SwiftNIO
@@ -51,6 +52,8 @@ for sanitizer in "${sanitizers[@]}"; do
 
     echo "== $sanitizer: building into $scratch" >&2
     build_start=$SECONDS
+    count_children_cpu
+    build_cpu_start=$cpu_seconds
     # Only the test product and what it depends on (library targets, the lockbox binary, the
     # KeyringProbe helper): the examples, benchmarks and fuzzer are not run here, and building
     # them twice more would cost CI a minute or two.
@@ -60,6 +63,8 @@ for sanitizer in "${sanitizers[@]}"; do
         exit 1
     fi
     build_seconds=$((SECONDS - build_start))
+    count_children_cpu
+    build_cpu=$((cpu_seconds - build_cpu_start))
 
     echo "== $sanitizer: running the suite" >&2
     test_start=$SECONDS
@@ -97,6 +102,8 @@ for sanitizer in "${sanitizers[@]}"; do
         swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip "$skip" || status=$?
     unset TSAN_OPTIONS ASAN_OPTIONS LSAN_OPTIONS
     test_seconds=$((SECONDS - test_start))
+    count_children_cpu
+    test_cpu=$((cpu_seconds - build_cpu_start - build_cpu))
 
     # A report file may hold only LeakSanitizer's "Suppressions used" table: not a finding.
     mapfile -t found < <(grep -lE 'ERROR: |WARNING: ThreadSanitizer' "$reports"/* 2>/dev/null || true)
@@ -112,7 +119,7 @@ for sanitizer in "${sanitizers[@]}"; do
     grep -E '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: AddressSanitizer|SUMMARY: )' "$reports_root/$short.log" >&2 || true
     grep -E '^✘ Test ' "$reports_root/$short.log" | grep -v 'known issue' >&2 || true
     result="suite exit $status, sanitizer reports from $count process(es)"
-    summary+=("$sanitizer: build ${build_seconds}s, tests ${test_seconds}s, $result")
+    summary+=("$sanitizer: build ${build_seconds}s (CPU ${build_cpu}s), tests ${test_seconds}s (CPU ${test_cpu}s), $result")
     if ((status != 0 || count != 0)); then
         overall=1
         cp "$reports_root/$short.log" "$repo/.build-$short/sanitizer-test.log" 2>/dev/null || true
