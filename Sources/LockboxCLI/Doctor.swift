@@ -132,7 +132,7 @@ struct Doctor: ParsableCommand {
                         Check(
                             name: "file vault", ok: true,
                             detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8)), "
-                                + (VaultFileFormat.detect(at: vaultPath) == .format2 ? "format 2 (SQLite)" : "format 1")))
+                                + (FileVault.format(at: vaultPath) == .two ? "format 2 (SQLite)" : "format 1")))
                 }
             } else {
                 fileProblem = .vaultNotFound(path: vaultPath.string)

@@ -164,4 +164,20 @@ struct StoreProviderTests {
         let error = caughtError { _ = try FileVault.open(at: folder.file("v.lockbox"), window: nil, credentials: { [] }) }
         #expect(error?.category == .invalidArgument)
     }
+
+    @Test("FileVault creates either format through its one creator, and says which format a file is")
+    func createsEitherFormat() throws {
+        let one = folder.file("one.lockbox")
+        let two = folder.file("two.lockbox")
+        #expect(try FileVault.create(at: one, credentials: [.keyFile(key)], format: .one, kdf: testKDF) is EncryptedFileStore)
+        #expect(try FileVault.create(at: two, credentials: [.keyFile(key)], format: .two, kdf: testKDF) is SQLiteVaultStore)
+        #expect(FileVault.format(at: one) == .one && VaultFileFormat.detect(at: one) == .format1)
+        #expect(FileVault.format(at: two) == .two && VaultFileFormat.detect(at: two) == .format2)
+        #expect(FileVault.format(at: key) == nil && FileVault.format(at: folder.file("none")) == nil, "a key file, nothing: not a vault")
+        let exists = caughtError { _ = try FileVault.create(at: one, credentials: [.keyFile(key)], format: .two, kdf: testKDF) }
+        #expect(exists?.code == .vaultAlreadyExists)
+        for path in [one, two] {
+            #expect(try FileVault.open(at: path, credential: .keyFile(key)).keySlots().count == 1, "\(path)")
+        }
+    }
 }

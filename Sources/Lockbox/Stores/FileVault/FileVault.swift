@@ -124,6 +124,29 @@ public enum FileVault {
         try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf, busyTimeout: timeout, now: now)
     }
 
+    /// The formats ``create(at:credentials:format:kdf:timeout:now:)`` makes, by version number.
+    package enum Format: Int, Sendable, CaseIterable {
+        /// One encrypted file, rewritten on every write (``EncryptedFileStore``).
+        case one = 1
+        /// Sealed rows in one SQLite database (``SQLiteVaultStore``): what new vaults are.
+        case two = 2
+    }
+
+    /// Creates a new, empty vault in `format` at `path` with one key slot per credential: format 2
+    /// as ``create(at:credentials:kdf:timeout:now:)`` makes it, or format 1 — what
+    /// `lockbox init --format 1` makes, and the backup file `lockbox export` writes from a store
+    /// that is not a format-2 vault. Fails with ``LockboxError/vaultAlreadyExists(path:)`` rather
+    /// than overwrite anything.
+    package static func create(
+        at path: FilePath, credentials: [VaultCredential], format: Format, kdf: KDFParameters = .default,
+        timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> any KeySlotManaging {
+        switch format {
+        case .two: try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf, busyTimeout: timeout, now: now)
+        case .one: try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf, lockTimeout: timeout, now: now)
+        }
+    }
+
     // MARK: Before opening
 
     /// `$XDG_DATA_HOME/lockbox/vault.lockbox`, or `~/.local/share/lockbox/vault.lockbox` when
@@ -183,6 +206,16 @@ public enum FileVault {
             result[index] = slot.sealed
         }
         return result
+    }
+
+    /// The format of the vault at `path`, from its first bytes; `nil` when it is not a vault
+    /// (nothing there, another kind of file, a database of another program's).
+    package static func format(at path: FilePath) -> Format? {
+        switch VaultFileFormat.detect(at: path) {
+        case .format1: .one
+        case .format2: .two
+        case .foreignDatabase, .unknown: nil
+        }
     }
 
     /// The vault ID of the vault at `path`, in whichever format it is, read without a credential
