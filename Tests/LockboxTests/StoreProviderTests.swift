@@ -165,6 +165,33 @@ struct StoreProviderTests {
         #expect(error?.category == .invalidArgument)
     }
 
+    @Test("the async openers of a configuration, a selection and a resolution open what the blocking ones do, off the caller's thread")
+    func asyncOpeners() async throws {
+        let path = folder.file("v.lockbox")
+        let created = try await FileVault.create(at: path, credentials: [.keyFile(key)], kdf: testKDF)
+        try await Vault(store: created).set("v", service: "s", account: "a")
+        let settings = folder.file("settings.json")
+        let configuration = LockboxConfiguration(store: .auto, vaultPath: path, settingsPath: settings, keyFile: key)
+        let opened = try await configuration.openStore()
+        #expect(opened.store is SQLiteVaultStore && opened.location == path.string)
+        #expect(try await Vault(store: opened.asyncStore).string(service: "s", account: "a") == "v")
+        #expect(try StoreSettings.load(from: settings).profiles["default"]?.storeKind == .file, "auto's choice is recorded")
+
+        let selection = StoreSelection(request: .file, settingsPath: FilePath(), vaultPath: path)
+        let resolution = try await selection.resolve()
+        #expect(resolution.storeKind == .file)
+        let byCredentials = try await resolution.open(credentials: [.keyFile(key)])
+        #expect(try await Vault(store: byCredentials).string(service: "s", account: "a") == "v")
+        let byRequest = try await resolution.open(StoreOpenRequest(configuration: configuration))
+        #expect(try await Vault(store: byRequest.store).string(service: "s", account: "a") == "v")
+        let missing = await caughtError { _ = try await resolution.openSecretService() }
+        #expect(missing?.code == .secretServiceUnavailable, "\(String(describing: missing))")
+        let wrong = await caughtError {
+            _ = try await resolution.open(StoreOpenRequest(configuration: configuration, credentials: { [.passphrase(secret("nope"))] }))
+        }
+        #expect(wrong != nil, "a credential that opens no slot still fails when awaited")
+    }
+
     @Test("FileVault creates either format through its one creator, and says which format a file is")
     func createsEitherFormat() throws {
         let one = folder.file("one.lockbox")

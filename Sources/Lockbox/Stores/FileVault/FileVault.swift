@@ -26,6 +26,11 @@ public enum FileVault {
     ///     its file. A vault on a read-only or full file system is opened read-only anyway.
     ///   - timeout: how long a write waits for another process's write to finish.
     ///   - now: the clock for item timestamps.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public static func open(
         at path: FilePath, credentials: [VaultCredential], readOnly: Bool = false, timeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
@@ -58,6 +63,11 @@ public enum FileVault {
     ///   - timeout: how long a write waits for another process's write to finish.
     ///   - now: the clock for item timestamps.
     /// - Returns: the store, and whether a window opened it.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public static func open(
         at path: FilePath, window: (any FileVaultWindow)?, credentials: () throws -> [VaultCredential], readOnly: Bool = false,
         timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
@@ -105,6 +115,11 @@ public enum FileVault {
     }
 
     /// ``open(at:credentials:readOnly:timeout:now:)`` with one credential.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public static func open(
         at path: FilePath, credential: VaultCredential, readOnly: Bool = false, timeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
@@ -117,6 +132,11 @@ public enum FileVault {
     /// Missing folders are created with mode 0700; the vault file gets mode 0600. The vault is
     /// built under a temporary name and linked into place when complete; it fails with
     /// ``LockboxError/vaultAlreadyExists(path:)`` rather than overwrite anything.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+    )
     public static func create(
         at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default, timeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
