@@ -1,8 +1,11 @@
 import FoundationEssentials
 import SystemPackage
 
-/// The store asked for: a ``StoreKind``, or `auto`. The stores themselves are named only by
-/// ``StoreKind``; this type adds `auto` (let ``StoreSelection`` choose and record the choice).
+/// The store asked for: a ``StoreKind``, or `auto`. It names a choice, not a store: the stores
+/// themselves are named only by ``StoreKind``, and this type adds `auto` (let ``StoreSelection``
+/// choose and record the choice). What a program asks for (`--store`, `LOCKBOX_STORE`,
+/// ``LockboxConfiguration/store``) is a `StoreRequest`; what was chosen, recorded or opened
+/// (``StoreResolution/storeKind``, ``StoreProvider/kind``) is a ``StoreKind``.
 public enum StoreRequest: Sendable, Hashable, RawRepresentable, CaseIterable, CustomStringConvertible {
     /// The store recorded for the profile; the first time, the Secret Service when it is
     /// reachable and unlocked, else the file vault — and that choice is recorded.
