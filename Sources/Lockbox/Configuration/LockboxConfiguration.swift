@@ -139,7 +139,7 @@ public struct LockboxConfiguration: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func openFileVault() throws -> any KeySlotManaging {
         try validate()
@@ -189,7 +189,7 @@ public struct LockboxConfiguration: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func openStore(
         secretService: (any SecretServiceProvider)? = nil, providers: [any StoreProvider] = [],

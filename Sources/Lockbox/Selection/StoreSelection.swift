@@ -158,7 +158,7 @@ public struct StoreSelection: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func resolve() throws -> StoreResolution {
         if let kind = request.kind, !kind.isRecordable || settingsPath.isEmpty {
@@ -252,7 +252,7 @@ public struct StoreResolution: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func openSecretService() throws -> any LockableSecretStore {
         if let connection { return connection }
@@ -267,7 +267,7 @@ public struct StoreResolution: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func open(credentials: [VaultCredential]) throws -> any SecretStore {
         try open(
@@ -287,7 +287,7 @@ public struct StoreResolution: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func open(_ request: StoreOpenRequest) throws -> OpenedStore {
         try opening { () throws -> OpenedStore in

@@ -29,7 +29,7 @@ public enum FileVault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public static func open(
         at path: FilePath, credentials: [VaultCredential], readOnly: Bool = false, timeout: Duration = .seconds(10),
@@ -66,7 +66,7 @@ public enum FileVault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public static func open(
         at path: FilePath, window: (any FileVaultWindow)?, credentials: () throws -> [VaultCredential], readOnly: Bool = false,
@@ -118,7 +118,7 @@ public enum FileVault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public static func open(
         at path: FilePath, credential: VaultCredential, readOnly: Bool = false, timeout: Duration = .seconds(10),
@@ -135,7 +135,7 @@ public enum FileVault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public static func create(
         at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default, timeout: Duration = .seconds(10),
