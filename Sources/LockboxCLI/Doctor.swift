@@ -1,7 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
 import Lockbox
-import LockboxSecretService
 import LockboxSessionWindows
 import SystemPackage
 
@@ -61,50 +60,16 @@ struct Doctor: ParsableCommand {
         let resolution = try opener.resolveStore()
         let store = resolution.storeKind
 
-        // The Secret Service, part by part.
+        // The Secret Service, part by part, through the provider this selection opens it with.
         let environment = CommandEnvironment.values
         let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
         var secretServiceProblem: LockboxError?
         if store == .secretService {
-            do {
-                // Through the provider every command opens the Secret Service with.
-                let store = try SecretServiceStoreProvider().connect()
-                checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
-                checks.append(Check(name: "Secret Service provider", ok: true, detail: "org.freedesktop.secrets answers"))
-                if try store.isLocked() {
-                    secretServiceProblem = .keyringLocked(collection: "default")
-                    checks.append(
-                        Check(
-                            name: "default collection", ok: false, detail: "locked",
-                            fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --store file"))
-                } else {
-                    checks.append(Check(name: "default collection", ok: true, detail: "unlocked"))
-                }
-            } catch let error as LockboxError {
-                secretServiceProblem = error
-                switch error {
-                case .noSessionBus:
-                    checks.append(
-                        Check(
-                            name: "D-Bus session bus", ok: false, detail: error.description,
-                            fix:
-                                "run inside a desktop login session, or start one for a shell with `dbus-run-session -- $SHELL`; otherwise use --store file"
-                        ))
-                case .secretServiceUnavailable:
-                    checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
-                    checks.append(
-                        Check(
-                            name: "Secret Service provider", ok: false, detail: error.description,
-                            fix:
-                                "start one: `gnome-keyring-daemon --start --components=secrets`, or enable KeePassXC's Secret Service integration; otherwise use --store file"
-                        ))
-                default:
-                    checks.append(
-                        Check(
-                            name: "Secret Service", ok: false, detail: error.description,
-                            fix: "restart your keyring daemon, or use --store file"))
-                }
-            }
+            let secretService = try Self.secretServiceChecks(
+                provider: resolution.selection.provider(for: .secretService), configuration: opener.configuration,
+                busAddress: busAddress)
+            checks += secretService.checks
+            secretServiceProblem = secretService.problem
         }
 
         // The file vault.
@@ -132,7 +97,7 @@ struct Doctor: ParsableCommand {
                         Check(
                             name: "file vault", ok: true,
                             detail: "\(vaultPath.string): present, mode \(String(mode, radix: 8)), "
-                                + (VaultFileFormat.detect(at: vaultPath) == .format2 ? "format 2 (SQLite)" : "format 1")))
+                                + (FileVault.format(at: vaultPath) == .two ? "format 2 (SQLite)" : "format 1")))
                 }
             } else {
                 fileProblem = .vaultNotFound(path: vaultPath.string)
@@ -224,5 +189,58 @@ struct Doctor: ParsableCommand {
             }
         }
         if let blocking { throw ExitCode(ExitStatus(for: blocking).rawValue) }
+    }
+
+    /// The checks of the Secret Service, part by part (the session bus, a provider answering, the
+    /// default collection unlocked), made by opening it through `provider` — the one the store
+    /// selection opens it with — and the problem that keeps it from being used, if any.
+    static func secretServiceChecks(provider: (any StoreProvider)?, configuration: LockboxConfiguration, busAddress: String) throws
+        -> (checks: [Check], problem: LockboxError?)
+    {
+        var checks: [Check] = []
+        var problem: LockboxError?
+        do {
+            // Opened through the store provider seam, as every command opens it: connecting is opening.
+            guard let provider else {
+                throw LockboxError.secretServiceUnavailable(detail: "this program has no Secret Service provider")
+            }
+            let store = try provider.open(StoreOpenRequest(configuration: configuration, credentials: { [] })).store
+            checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
+            checks.append(Check(name: "Secret Service provider", ok: true, detail: "org.freedesktop.secrets answers"))
+            if try (store as? any LockableSecretStore)?.isLocked() == true {
+                problem = .keyringLocked(collection: "default")
+                checks.append(
+                    Check(
+                        name: "default collection", ok: false, detail: "locked",
+                        fix: "unlock your keyring (log in to the desktop, or open Passwords and Keys), or use --store file"))
+            } else {
+                checks.append(Check(name: "default collection", ok: true, detail: "unlocked"))
+            }
+        } catch let error as LockboxError {
+            problem = error
+            switch error {
+            case .noSessionBus:
+                checks.append(
+                    Check(
+                        name: "D-Bus session bus", ok: false, detail: error.description,
+                        fix:
+                            "run inside a desktop login session, or start one for a shell with `dbus-run-session -- $SHELL`; otherwise use --store file"
+                    ))
+            case .secretServiceUnavailable:
+                checks.append(Check(name: "D-Bus session bus", ok: true, detail: busAddress.isEmpty ? "reachable" : busAddress))
+                checks.append(
+                    Check(
+                        name: "Secret Service provider", ok: false, detail: error.description,
+                        fix:
+                            "start one: `gnome-keyring-daemon --start --components=secrets`, or enable KeePassXC's Secret Service integration; otherwise use --store file"
+                    ))
+            default:
+                checks.append(
+                    Check(
+                        name: "Secret Service", ok: false, detail: error.description,
+                        fix: "restart your keyring daemon, or use --store file"))
+            }
+        }
+        return (checks, problem)
     }
 }

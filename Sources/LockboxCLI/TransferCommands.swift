@@ -139,7 +139,7 @@ struct Export: ParsableCommand {
             Console.status("Exported \(count) item(s) to \(to).")
             return
         }
-        let backup = try FileVault.createFormatOne(at: FilePath(to), credentials: [.passphrase(passphrase)], kdf: kdf.parameters)
+        let backup = try FileVault.create(at: FilePath(to), credentials: [.passphrase(passphrase)], format: .one, kdf: kdf.parameters)
         let report = try withProgress(label: "exporting") { try Transfer.run(from: store, to: backup, service: service, progress: $0) }
         Console.status("Exported \(report.copied.count) item(s) to \(to).")
     }

@@ -34,7 +34,7 @@ struct Init: ParsableCommand {
     @Flag(help: ArgumentHelp(PassphrasePolicy.overrideHelp)) var allowWeakPassphrase = false
 
     func validate() throws {
-        guard format == 1 || format == 2 else { throw ValidationError("--format takes 1 or 2") }
+        _ = try Self.vaultFormat(format)
         if !tpm && (tpmSlot.pcrs != nil || tpmSlot.pin || tpmSlot.newPinFd != nil) {
             throw ValidationError("--tpm-pcrs, --tpm-pin and --tpm-new-pin-fd describe the TPM slot; add --tpm")
         }
@@ -82,12 +82,8 @@ struct Init: ParsableCommand {
             if let keyFile { try Self.printFingerprint(keyFile, recorded: true) }
             return
         }
-        let slotKinds: [KeySlotInfo]
-        if format == 2 {
-            slotKinds = try FileVault.create(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
-        } else {
-            slotKinds = try FileVault.createFormatOne(at: path, credentials: credentials, kdf: kdf.parameters).keySlots()
-        }
+        let vaultFormat = try Self.vaultFormat(format)
+        let slotKinds = try FileVault.create(at: path, credentials: credentials, format: vaultFormat, kdf: kdf.parameters).keySlots()
         try StoreSettings.record(
             .file, for: vaultOptions.profileName, reason: "a file vault was created with `lockbox init`",
             at: vaultOptions.settingsPath)
@@ -98,7 +94,13 @@ struct Init: ParsableCommand {
         }
         let slots = slotKinds.map(\.kind.rawValue).joined(separator: ", ")
         Console.status("Created vault \(path.string) with key slot(s): \(slots).")
-        if let keyFile { try Self.printFingerprint(keyFile, recorded: format == 2) }
+        if let keyFile { try Self.printFingerprint(keyFile, recorded: vaultFormat == .two) }
+    }
+
+    /// The vault format `--format` names; the library's creator makes it.
+    static func vaultFormat(_ version: Int) throws -> FileVault.Format {
+        guard let format = FileVault.Format(rawValue: version) else { throw ValidationError("--format takes 1 or 2") }
+        return format
     }
 
     /// Prints the key file's fingerprint, which `slot list` shows for its slot where the vault

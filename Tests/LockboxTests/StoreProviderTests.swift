@@ -164,4 +164,47 @@ struct StoreProviderTests {
         let error = caughtError { _ = try FileVault.open(at: folder.file("v.lockbox"), window: nil, credentials: { [] }) }
         #expect(error?.category == .invalidArgument)
     }
+
+    @Test("the async openers of a configuration, a selection and a resolution open what the blocking ones do, off the caller's thread")
+    func asyncOpeners() async throws {
+        let path = folder.file("v.lockbox")
+        let created = try await FileVault.create(at: path, credentials: [.keyFile(key)], kdf: testKDF)
+        try await Vault(store: created).set("v", service: "s", account: "a")
+        let settings = folder.file("settings.json")
+        let configuration = LockboxConfiguration(store: .auto, vaultPath: path, settingsPath: settings, keyFile: key)
+        let opened = try await configuration.openStore()
+        #expect(opened.store is SQLiteVaultStore && opened.location == path.string)
+        #expect(try await Vault(store: opened.asyncStore).string(service: "s", account: "a") == "v")
+        #expect(try StoreSettings.load(from: settings).profiles["default"]?.storeKind == .file, "auto's choice is recorded")
+
+        let selection = StoreSelection(request: .file, settingsPath: FilePath(), vaultPath: path)
+        let resolution = try await selection.resolve()
+        #expect(resolution.storeKind == .file)
+        let byCredentials = try await resolution.open(credentials: [.keyFile(key)])
+        #expect(try await Vault(store: byCredentials).string(service: "s", account: "a") == "v")
+        let byRequest = try await resolution.open(StoreOpenRequest(configuration: configuration))
+        #expect(try await Vault(store: byRequest.store).string(service: "s", account: "a") == "v")
+        let missing = await caughtError { _ = try await resolution.openSecretService() }
+        #expect(missing?.code == .secretServiceUnavailable, "\(String(describing: missing))")
+        let wrong = await caughtError {
+            _ = try await resolution.open(StoreOpenRequest(configuration: configuration, credentials: { [.passphrase(secret("nope"))] }))
+        }
+        #expect(wrong != nil, "a credential that opens no slot still fails when awaited")
+    }
+
+    @Test("FileVault creates either format through its one creator, and says which format a file is")
+    func createsEitherFormat() throws {
+        let one = folder.file("one.lockbox")
+        let two = folder.file("two.lockbox")
+        #expect(try FileVault.create(at: one, credentials: [.keyFile(key)], format: .one, kdf: testKDF) is EncryptedFileStore)
+        #expect(try FileVault.create(at: two, credentials: [.keyFile(key)], format: .two, kdf: testKDF) is SQLiteVaultStore)
+        #expect(FileVault.format(at: one) == .one && VaultFileFormat.detect(at: one) == .format1)
+        #expect(FileVault.format(at: two) == .two && VaultFileFormat.detect(at: two) == .format2)
+        #expect(FileVault.format(at: key) == nil && FileVault.format(at: folder.file("none")) == nil, "a key file, nothing: not a vault")
+        let exists = caughtError { _ = try FileVault.create(at: one, credentials: [.keyFile(key)], format: .two, kdf: testKDF) }
+        #expect(exists?.code == .vaultAlreadyExists)
+        for path in [one, two] {
+            #expect(try FileVault.open(at: path, credential: .keyFile(key)).keySlots().count == 1, "\(path)")
+        }
+    }
 }

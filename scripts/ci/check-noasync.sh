@@ -3,8 +3,9 @@
 # consumer file (a package depending on `Lockbox` alone, as an app would) calls the blocking API
 # from an async function, and the compiler must answer each call as listed below —
 #   - an error, "expression is 'async' but is not marked with 'await'", where an async overload
-#     of the same name exists (Vault, PinGuard, TokenRefresher, DeviceIdentity, Transfer, SignOut)
-#     and the call is in an async function: the async overload wins;
+#     of the same name exists (Vault, PinGuard, TokenRefresher, DeviceIdentity, Transfer, SignOut,
+#     and the openers: FileVault, LockboxConfiguration, StoreSelection, StoreResolution) and the
+#     call is in an async function: the async overload wins;
 #   - the `@available(*, noasync)` diagnostic where the blocking overload is the one chosen: in
 #     an async closure (a Hummingbird or Vapor route), in top-level code that awaits (a
 #     service's main.swift), and where there is no async twin
@@ -38,7 +39,12 @@ import Lockbox
 let key = SecretBytes(utf8: "1")
 let profile = PinProfile(service: "s", name: "n")
 
-func handler(vault: Vault, pins: PinGuard, tokens: TokenRefresher, ids: DeviceIdentity, gate: ReauthGate, store: any SecretStore) async throws {
+let configuration = LockboxConfiguration(vaultPath: "/v", keyFile: "/k")
+
+func handler(
+    vault: Vault, pins: PinGuard, tokens: TokenRefresher, ids: DeviceIdentity, gate: ReauthGate, store: any SecretStore,
+    selection: StoreSelection, resolution: StoreResolution
+) async throws {
     _ = try vault.get(service: "s", account: "a")  // ERROR-AWAIT
     try vault.set(key, service: "s", account: "a")  // ERROR-AWAIT
     _ = try vault.list()  // ERROR-AWAIT
@@ -53,9 +59,19 @@ func handler(vault: Vault, pins: PinGuard, tokens: TokenRefresher, ids: DeviceId
     try gate.open(verifying: key, for: profile, with: pins)  // ERROR-NOASYNC
     _ = try vault.previous(service: "s", account: "a")  // ERROR-AWAIT
     _ = try vault.wipeExpired()  // ERROR-AWAIT
+    _ = try vault.restorePrevious(service: "s", account: "a")  // ERROR-AWAIT
+    _ = try vault.set(key, service: "s", account: "a", changes: ItemChanges(), keepingPreviousFor: .seconds(60))  // ERROR-AWAIT
+    _ = try vault.get(service: "s", account: "a", allowExpired: true)  // ERROR-AWAIT
     _ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // ERROR-AWAIT
+    _ = try FileVault.open(at: "/v", credentials: [.keyFile("/k")])  // ERROR-AWAIT
+    _ = try FileVault.open(at: "/v", window: nil, credentials: { [.keyFile("/k")] })  // ERROR-AWAIT
     _ = try FileVault.create(at: "/v", credentials: [.keyFile("/k")])  // ERROR-AWAIT
-    _ = try LockboxConfiguration(vaultPath: "/v").openFileVault()  // ERROR-AWAIT
+    _ = try configuration.openFileVault()  // ERROR-AWAIT
+    _ = try configuration.openStore()  // ERROR-AWAIT
+    _ = try selection.resolve()  // ERROR-AWAIT
+    _ = try resolution.open(credentials: [.keyFile("/k")])  // ERROR-AWAIT
+    _ = try resolution.open(StoreOpenRequest(configuration: configuration))  // ERROR-AWAIT
+    _ = try resolution.openSecretService()  // ERROR-AWAIT
 }
 
 // A Hummingbird-style route, an async closure: there the blocking overload is the one chosen (it
@@ -65,18 +81,28 @@ func route(vault: Vault, pins: PinGuard) -> @Sendable () async throws -> Void {
         _ = try vault.get(service: "s", account: "a")  // ERROR-NOASYNC
         try pins.verify(profile, pin: key)  // ERROR-NOASYNC
         _ = try vault.previous(service: "s", account: "a")  // ERROR-NOASYNC
+        _ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // ERROR-NOASYNC
+        _ = try configuration.openFileVault()  // ERROR-NOASYNC
     }
 }
 
-func tool(vault: Vault, pins: PinGuard, tokens: TokenRefresher, ids: DeviceIdentity, gate: ReauthGate) throws {
+func tool(
+    vault: Vault, pins: PinGuard, tokens: TokenRefresher, ids: DeviceIdentity, gate: ReauthGate, selection: StoreSelection,
+    resolution: StoreResolution
+) throws {
     _ = try vault.get(service: "s", account: "a")  // NONE
     try pins.verify(profile, pin: key)  // NONE
     _ = try tokens.load(service: "s", account: "a")  // NONE
     _ = try ids.deviceID(service: "s")  // NONE
     try gate.open(verifying: key, for: profile, with: pins)  // NONE
     _ = try vault.previous(service: "s", account: "a")  // NONE
+    _ = try vault.restorePrevious(service: "s", account: "a")  // NONE
     _ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // NONE
-    _ = try LockboxConfiguration(vaultPath: "/v").openFileVault()  // NONE
+    _ = try FileVault.create(at: "/v", credentials: [.keyFile("/k")])  // NONE
+    _ = try configuration.openFileVault()  // NONE
+    _ = try configuration.openStore()  // NONE
+    _ = try selection.resolve().open(credentials: [.keyFile("/k")])  // NONE
+    _ = try resolution.open(StoreOpenRequest(configuration: configuration))  // NONE
 }
 
 // Top-level code that awaits is async code too; there the blocking overload is the one chosen,
@@ -87,9 +113,19 @@ _ = try vault.get(service: "s", account: "a")  // ERROR-NOASYNC
 try PinGuard(store: MemoryStore()).verify(profile, pin: key)  // ERROR-NOASYNC
 _ = try TokenRefresher(store: MemoryStore()).load(service: "s", account: "a")  // ERROR-NOASYNC
 _ = try DeviceIdentity(store: MemoryStore()).deviceID(service: "s")  // ERROR-NOASYNC
-// Opening the vault at start-up, in a main.swift that awaits later, compiles: top-level code picks
-// the blocking opener (an async twin exists for async functions), which is what start-up wants.
-_ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // NONE
+// Top-level code picks the blocking openers too, even with `await`, so a main.swift that awaits
+// opens its vault in a function: an async one (there `try await` picks the async opener) or, at
+// start-up, a synchronous one.
+_ = try FileVault.open(at: "/v", credential: .keyFile("/k"))  // ERROR-NOASYNC
+_ = try configuration.openFileVault()  // ERROR-NOASYNC
+func openVault() async throws -> any KeySlotManaging {
+    try await FileVault.open(at: "/v", credential: .keyFile("/k"))  // NONE
+}
+func openVaultAtStartUp() throws -> any KeySlotManaging {
+    try configuration.openFileVault()  // NONE
+}
+_ = try await openVault()  // NONE
+_ = try openVaultAtStartUp()  // NONE
 SWIFT
 log=$work/build.log
 (cd "$work/probe" && swift build --scratch-path "$root/.build-samples" >"$log" 2>&1) || true

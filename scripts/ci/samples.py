@@ -144,10 +144,16 @@ import Lockbox
 import SystemPackage
 
 // The vault `lockbox init` made (arguments 1 and 2), a memory store, and a vault created through
-// the library (argument 3; check-samples.sh checks that it is format 2).
-let fileVault = try FileVault.open(at: FilePath(CommandLine.arguments[1]), credential: .keyFile(FilePath(CommandLine.arguments[2])))
+// the library (argument 3; check-samples.sh checks that it is format 2). Opened in a synchronous
+// function, as at a service's start-up: this top-level code awaits the async samples, so it is
+// async code, where the blocking openers are refused.
+func openAtStartUp() throws -> any KeySlotManaging {
+    let fileVault = try FileVault.open(at: FilePath(CommandLine.arguments[1]), credential: .keyFile(FilePath(CommandLine.arguments[2])))
+    _ = try FileVault.create(at: FilePath(CommandLine.arguments[3]), credentials: [.keyFile(FilePath(CommandLine.arguments[2]))])
+    return fileVault
+}
+let fileVault = try openAtStartUp()
 let memory = MemoryStore()
-_ = try FileVault.create(at: FilePath(CommandLine.arguments[3]), credentials: [.keyFile(FilePath(CommandLine.arguments[2]))])
 ''' + "\n".join(calls) + '\nprint("fragments: all ran")\n'
 fragment_products = products + [product_for(m) for m in sorted(modules | {"LockboxSecretService", "LockboxTesting"}) if m not in ("Lockbox", "Foundation", "SystemPackage", "Logging")]
 fragment_products.append('.product(name: "Logging", package: "swift-log")')

@@ -136,6 +136,11 @@ public struct LockboxConfiguration: Sendable {
     /// (``FileVault/open(at:credentials:readOnly:timeout:now:)``). Throws
     /// ``LockboxError/invalidArgument(_:)`` when no key file is configured (open a vault with a
     /// passphrase with ``FileVault/open(at:credentials:readOnly:timeout:now:)``).
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public func openFileVault() throws -> any KeySlotManaging {
         try validate()
         guard let credential = try keyFileCredential() else {
@@ -181,12 +186,34 @@ public struct LockboxConfiguration: Sendable {
     ///   - secretService: how to reach the Secret Service, or `nil`.
     ///   - providers: providers beyond the built-in ones (a PostgreSQL provider).
     ///   - window: where re-authentication windows are kept (`SessionWindow.fileVaultWindows()`), or `nil`.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public func openStore(
         secretService: (any SecretServiceProvider)? = nil, providers: [any StoreProvider] = [],
         window: (any FileVaultWindow)? = nil
     ) throws -> OpenedStore {
         try storeSelection(secretService: secretService, providers: providers).resolve()
             .open(StoreOpenRequest(configuration: self, window: window))
+    }
+
+    /// ``openStore(secretService:providers:window:)``, awaited: resolving the store (which may
+    /// connect to the Secret Service), reading the key file and opening the store run on
+    /// ``BlockingExecutor/shared``, so a caller on Swift's cooperative pool suspends instead of
+    /// blocking a thread.
+    /// - Parameters:
+    ///   - secretService: how to reach the Secret Service, or `nil`.
+    ///   - providers: providers beyond the built-in ones (a PostgreSQL provider).
+    ///   - window: where re-authentication windows are kept (`SessionWindow.fileVaultWindows()`), or `nil`.
+    public func openStore(
+        secretService: (any SecretServiceProvider)? = nil, providers: [any StoreProvider] = [],
+        window: (any FileVaultWindow)? = nil
+    ) async throws -> OpenedStore {
+        try await BlockingExecutor.shared.run {
+            try self.openStore(secretService: secretService, providers: providers, window: window)
+        }
     }
 
     /// A new executor with ``blockingThreads`` threads at ``blockingThreadNiceness`` and a

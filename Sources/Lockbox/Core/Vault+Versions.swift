@@ -23,7 +23,7 @@ extension Vault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func get(service: String, account: String, allowExpired: Bool) throws -> SecretBytes? {
         try access.blocking { try await self.get(service: service, account: account, allowExpired: allowExpired, via: $0) }
@@ -33,7 +33,7 @@ extension Vault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func require(service: String, account: String, allowExpired: Bool) throws -> SecretBytes {
         try access.blocking { try await self.require(service: service, account: account, allowExpired: allowExpired, via: $0) }
@@ -49,7 +49,7 @@ extension Vault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     @discardableResult
     public func set(
@@ -69,7 +69,7 @@ extension Vault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func previous(service: String, account: String) throws -> SecretBytes? {
         try access.blocking { try await self.previous(service: service, account: account, via: $0) }
@@ -84,7 +84,7 @@ extension Vault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     @discardableResult
     public func restorePrevious(service: String, account: String, keepingReplacedFor grace: Duration = Vault.defaultGracePeriod) throws
@@ -100,7 +100,7 @@ extension Vault {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     @discardableResult
     public func wipeExpired(service: String? = nil) throws -> [ItemKey] {

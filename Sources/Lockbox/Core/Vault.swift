@@ -87,7 +87,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func get(service: String, account: String) throws -> SecretBytes? {
         try access.blocking { try await self.get(service: service, account: account, via: $0) }
@@ -98,7 +98,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func require(service: String, account: String) throws -> SecretBytes {
         try access.blocking { try await self.require(service: service, account: account, via: $0) }
@@ -112,7 +112,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
@@ -132,7 +132,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func set(
         _ secret: SecretBytes, service: String, account: String, kind: ItemKind? = nil,
@@ -153,7 +153,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func string(service: String, account: String) throws -> String? {
         try access.blocking { try await self.string(service: service, account: account, via: $0) }
@@ -163,7 +163,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func set(
         _ string: String, service: String, account: String, kind: ItemKind? = nil,
@@ -180,7 +180,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func metadata(service: String, account: String) throws -> ItemMetadata? {
         try access.blocking { try await self.metadata(service: service, account: account, via: $0) }
@@ -191,7 +191,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func delete(service: String, account: String) throws -> Bool {
         try access.blocking { try await self.delete(service: service, account: account, via: $0) }
@@ -203,7 +203,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func delete(service: String, account: String, ifCurrent expected: SecretBytes) throws -> Bool {
         try access.blocking { try await self.delete(service: service, account: account, ifCurrent: expected, via: $0) }
@@ -213,7 +213,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func list(service: String? = nil) throws -> [ItemMetadata] {
         try access.blocking { try await self.list(service: service, via: $0) }
@@ -224,7 +224,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func wipe(service: String) throws -> Int {
         try access.blocking { try await self.wipe(service: service, via: $0) }
@@ -235,7 +235,7 @@ public struct Vault: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func wipeAll() throws -> Int {
         try access.blocking { try await self.wipeAll(via: $0) }

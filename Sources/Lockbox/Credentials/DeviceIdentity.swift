@@ -42,7 +42,7 @@ public struct DeviceIdentity: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func deviceID(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
         try access.blocking { try await self.identifier(ItemKey(service: service, account: account), kind: .deviceID, via: $0) }
@@ -52,7 +52,7 @@ public struct DeviceIdentity: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func guestID(service: String, name: String) throws -> UUID {
         try access.blocking { try await self.identifier(ItemKey(service: service, account: "guest:" + name), kind: .guestID, via: $0) }
@@ -62,7 +62,7 @@ public struct DeviceIdentity: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func reset(service: String, account: String = DeviceIdentity.defaultAccount) throws -> UUID {
         try access.blocking { try await self.reset(ItemKey(service: service, account: account), via: $0) }
@@ -171,7 +171,7 @@ public enum SignOut {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public static func run(service: String, store: any SecretStore, keepDeviceID: Bool = false) throws -> SignOutReport {
         try CallingThread.run { try await run(service: service, in: InlineSecretStore(store: store), keepDeviceID: keepDeviceID) }

@@ -108,7 +108,7 @@ public final class TokenRefresher: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func save(_ tokens: TokenSet, service: String, account: String) throws {
         try access.blocking { try await self.save(tokens, service: service, account: account, via: $0) }
@@ -118,7 +118,7 @@ public final class TokenRefresher: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func save(oauthResponse: Data, service: String, account: String, subject: String? = nil) throws {
         try save(TokenSet(oauthResponse: oauthResponse, now: now(), subject: subject), service: service, account: account)
@@ -131,7 +131,7 @@ public final class TokenRefresher: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func load(service: String, account: String) throws -> TokenSet? {
         try access.blocking { try await self.load(service: service, account: account, via: $0) }
@@ -142,7 +142,7 @@ public final class TokenRefresher: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func clear(service: String, account: String) throws -> Bool {
         try access.blocking { try await self.clear(service: service, account: account, via: $0) }

@@ -48,7 +48,7 @@ public enum Transfer {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public static func run(
         from source: any SecretStore, to destination: any SecretStore, service: String? = nil,

@@ -203,7 +203,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func set(_ profile: PinProfile, pin: SecretBytes, lockout: LockoutPolicy = .default, wipeItems: [ItemKey] = []) throws {
         try access.blocking { try await self.set(profile, pin: pin, lockout: lockout, wipeItems: wipeItems, via: $0) }
@@ -219,7 +219,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func verify(_ profile: PinProfile, pin: SecretBytes) throws {
         try access.blocking { try await self.verify(profile, pin: pin, via: $0) }
@@ -229,7 +229,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func change(_ profile: PinProfile, from oldPin: SecretBytes, to newPin: SecretBytes) throws {
         try access.blocking { try await self.change(profile, from: oldPin, to: newPin, via: $0) }
@@ -243,7 +243,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func remove(_ profile: PinProfile) throws -> Bool {
         try access.blocking { try await self.remove(profile, via: $0) }
@@ -254,7 +254,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func reset(_ profile: PinProfile) throws {
         try access.blocking { try await self.reset(profile, via: $0) }
@@ -264,7 +264,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func reset(_ profile: PinProfile, authorizedBy authority: PinProfile, pin: SecretBytes) throws {
         try access.blocking { try await self.reset(profile, authorizedBy: authority, pin: pin, via: $0) }
@@ -276,7 +276,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func fingerprint(_ profile: PinProfile) throws -> String? {
         try access.blocking { try await self.fingerprint(profile, via: $0) }
@@ -286,7 +286,7 @@ public final class PinGuard: Sendable {
     @available(
         *, noasync,
         message:
-            "blocks the calling thread; in async code use the async overload, try await, from an async function or closure (top-level code picks this one)"
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
     )
     public func status(_ profile: PinProfile) throws -> PinStatus {
         try access.blocking { try await self.status(profile, via: $0) }

@@ -1,8 +1,11 @@
 import FoundationEssentials
 import SystemPackage
 
-/// The store asked for: a ``StoreKind``, or `auto`. The stores themselves are named only by
-/// ``StoreKind``; this type adds `auto` (let ``StoreSelection`` choose and record the choice).
+/// The store asked for: a ``StoreKind``, or `auto`. It names a choice, not a store: the stores
+/// themselves are named only by ``StoreKind``, and this type adds `auto` (let ``StoreSelection``
+/// choose and record the choice). What a program asks for (`--store`, `LOCKBOX_STORE`,
+/// ``LockboxConfiguration/store``) is a `StoreRequest`; what was chosen, recorded or opened
+/// (``StoreResolution/storeKind``, ``StoreProvider/kind``) is a ``StoreKind``.
 public enum StoreRequest: Sendable, Hashable, RawRepresentable, CaseIterable, CustomStringConvertible {
     /// The store recorded for the profile; the first time, the Secret Service when it is
     /// reachable and unlocked, else the file vault — and that choice is recorded.
@@ -152,6 +155,11 @@ public struct StoreSelection: Sendable {
     ///
     /// For `auto` with nothing recorded, it connects to the Secret Service to see whether it is
     /// reachable and unlocked; the connection is kept in the resolution and reused.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public func resolve() throws -> StoreResolution {
         if let kind = request.kind, !kind.isRecordable || settingsPath.isEmpty {
             // Never recorded (or nowhere to record it), so the settings are not read.
@@ -194,6 +202,13 @@ public struct StoreSelection: Sendable {
             return resolution(.file, "nothing recorded yet; not the Secret Service: \(why)", record: "chosen automatically: \(why)")
         }
     }
+
+    /// ``resolve()``, awaited: reading the settings and, for `auto` with nothing recorded,
+    /// connecting to the Secret Service run on ``BlockingExecutor/shared``, so a caller on Swift's
+    /// cooperative pool suspends instead of blocking a thread.
+    public func resolve() async throws -> StoreResolution {
+        try await BlockingExecutor.shared.run { try self.resolve() }
+    }
 }
 
 /// The store a ``StoreSelection`` resolved to: which one, why, and how to open it.
@@ -234,6 +249,11 @@ public struct StoreResolution: Sendable {
 
     /// The Secret Service store (the connection made while resolving, or a new one). Throws
     /// ``LockboxError/secretServiceUnavailable(detail:)`` when the selection has no provider.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public func openSecretService() throws -> any LockableSecretStore {
         if let connection { return connection }
         guard let provider = selection.secretService else {
@@ -244,6 +264,11 @@ public struct StoreResolution: Sendable {
 
     /// Opens the resolved store with `credentials` through its provider
     /// (``StoreSelection/provider(for:)``); records the choice if it is new.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public func open(credentials: [VaultCredential]) throws -> any SecretStore {
         try open(
             StoreOpenRequest(
@@ -259,6 +284,11 @@ public struct StoreResolution: Sendable {
     /// Records the choice if it is new; a recorded store that is not available throws
     /// ``LockboxError/recordedStoreUnavailable(store:settingsPath:reason:)`` (``opening(_:)``).
     /// The Secret Service connection made while resolving is reused.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public func open(_ request: StoreOpenRequest) throws -> OpenedStore {
         try opening { () throws -> OpenedStore in
             if storeKind == .secretService, let connection {
@@ -270,6 +300,28 @@ public struct StoreResolution: Sendable {
             }
             return try provider.open(request)
         }
+    }
+
+    /// ``openSecretService()``, awaited: connecting runs on ``BlockingExecutor/shared``.
+    public func openSecretService() async throws -> any LockableSecretStore {
+        try await BlockingExecutor.shared.run { try self.openSecretService() }
+    }
+
+    /// ``open(credentials:)``, awaited: opening (a passphrase slot hashes with Argon2id, the
+    /// Secret Service answers over D-Bus) and recording the choice run on
+    /// ``BlockingExecutor/shared``, so a caller on Swift's cooperative pool suspends instead of
+    /// blocking a thread.
+    public func open(credentials: [VaultCredential]) async throws -> any SecretStore {
+        try await BlockingExecutor.shared.run { try self.open(credentials: credentials) }
+    }
+
+    /// ``open(_:)``, awaited: the provider opens the store, and the choice is recorded, on
+    /// ``BlockingExecutor/shared``, so a caller on Swift's cooperative pool suspends instead of
+    /// blocking a thread. The request is handed over (`sending`): its credentials closure runs on
+    /// the executor's thread, if the store needs a credential.
+    public func open(_ request: sending StoreOpenRequest) async throws -> OpenedStore {
+        let handedOver = HandedOverRequest(request: request)
+        return try await BlockingExecutor.shared.run { try self.open(handedOver.request) }
     }
 
     /// Records the choice for the profile if it is new (``opening(_:)`` does this itself).
@@ -285,4 +337,10 @@ public struct StoreResolution: Sendable {
         default: return false
         }
     }
+}
+
+/// A request ``StoreResolution/open(_:)`` hands to the executor's thread. The caller gave the
+/// request away (`sending`), so nothing else uses it, or its credentials closure, meanwhile.
+private struct HandedOverRequest: @unchecked Sendable {
+    let request: StoreOpenRequest
 }

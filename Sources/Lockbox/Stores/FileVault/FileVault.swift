@@ -26,6 +26,11 @@ public enum FileVault {
     ///     its file. A vault on a read-only or full file system is opened read-only anyway.
     ///   - timeout: how long a write waits for another process's write to finish.
     ///   - now: the clock for item timestamps.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public static func open(
         at path: FilePath, credentials: [VaultCredential], readOnly: Bool = false, timeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
@@ -58,6 +63,11 @@ public enum FileVault {
     ///   - timeout: how long a write waits for another process's write to finish.
     ///   - now: the clock for item timestamps.
     /// - Returns: the store, and whether a window opened it.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public static func open(
         at path: FilePath, window: (any FileVaultWindow)?, credentials: () throws -> [VaultCredential], readOnly: Bool = false,
         timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
@@ -105,6 +115,11 @@ public enum FileVault {
     }
 
     /// ``open(at:credentials:readOnly:timeout:now:)`` with one credential.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public static func open(
         at path: FilePath, credential: VaultCredential, readOnly: Bool = false, timeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
@@ -117,11 +132,39 @@ public enum FileVault {
     /// Missing folders are created with mode 0700; the vault file gets mode 0600. The vault is
     /// built under a temporary name and linked into place when complete; it fails with
     /// ``LockboxError/vaultAlreadyExists(path:)`` rather than overwrite anything.
+    @available(
+        *, noasync,
+        message:
+            "blocks the calling thread: in an async function or closure write try await to get the async overload; top-level code always picks this one, so call it from a function there"
+    )
     public static func create(
         at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default, timeout: Duration = .seconds(10),
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> SQLiteVaultStore {
         try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf, busyTimeout: timeout, now: now)
+    }
+
+    /// The formats ``create(at:credentials:format:kdf:timeout:now:)`` makes, by version number.
+    package enum Format: Int, Sendable, CaseIterable {
+        /// One encrypted file, rewritten on every write (``EncryptedFileStore``).
+        case one = 1
+        /// Sealed rows in one SQLite database (``SQLiteVaultStore``): what new vaults are.
+        case two = 2
+    }
+
+    /// Creates a new, empty vault in `format` at `path` with one key slot per credential: format 2
+    /// as ``create(at:credentials:kdf:timeout:now:)`` makes it, or format 1 — what
+    /// `lockbox init --format 1` makes, and the backup file `lockbox export` writes from a store
+    /// that is not a format-2 vault. Fails with ``LockboxError/vaultAlreadyExists(path:)`` rather
+    /// than overwrite anything.
+    package static func create(
+        at path: FilePath, credentials: [VaultCredential], format: Format, kdf: KDFParameters = .default,
+        timeout: Duration = .seconds(10), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> any KeySlotManaging {
+        switch format {
+        case .two: try SQLiteVaultStore.create(at: path, credentials: credentials, kdf: kdf, busyTimeout: timeout, now: now)
+        case .one: try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf, lockTimeout: timeout, now: now)
+        }
     }
 
     // MARK: Before opening
@@ -183,6 +226,16 @@ public enum FileVault {
             result[index] = slot.sealed
         }
         return result
+    }
+
+    /// The format of the vault at `path`, from its first bytes; `nil` when it is not a vault
+    /// (nothing there, another kind of file, a database of another program's).
+    package static func format(at path: FilePath) -> Format? {
+        switch VaultFileFormat.detect(at: path) {
+        case .format1: .one
+        case .format2: .two
+        case .foreignDatabase, .unknown: nil
+        }
     }
 
     /// The vault ID of the vault at `path`, in whichever format it is, read without a credential

@@ -484,14 +484,3 @@ public final class EncryptedFileStore: SecretStore {
         state.identity = snapshot.identity
     }
 }
-
-extension FileVault {
-    /// Creates a new, empty vault in format 1 (one encrypted file, rewritten on every write) at
-    /// `path`: what `lockbox init --format 1` and `lockbox export` (a backup file) make. New vaults
-    /// are format 2 (``create(at:credentials:kdf:timeout:now:)``).
-    package static func createFormatOne(
-        at path: FilePath, credentials: [VaultCredential], kdf: KDFParameters = .default
-    ) throws -> EncryptedFileStore {
-        try EncryptedFileStore.create(at: path, credentials: credentials, kdf: kdf)
-    }
-}
