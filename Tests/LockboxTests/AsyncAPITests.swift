@@ -121,7 +121,10 @@ final class HeldExecutor: TaskExecutor, @unchecked Sendable {
 /// How long the concurrency tests wait for something that should happen at once before they call
 /// it a failure: long, because in the full suite other tests block the cooperative pool for many
 /// seconds at a time (running processes synchronously), and these tests must not fail for that;
-/// only a library that blocks the pool for good makes them wait this long.
+/// only a library that blocks the pool for good makes them wait this long. The tasks a test
+/// starts to put the executor or the budget into a state start with `Task.immediate`: they run on
+/// the test's own thread up to their first suspension, instead of queueing for a pool thread
+/// behind every other test of the suite (under a loaded machine, longer than this patience).
 let patience: TimeInterval = 300
 
 /// Polls `condition` from a task (sleeping 1 ms between checks) for up to ``patience`` of wall
@@ -211,7 +214,7 @@ struct AsyncAPITests {
         for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
 
         let watchdog = Watchdog(opening: gate)
-        let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = profiles.map { profile in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
         // Every executor thread is now inside a comparison that waits at the gate.
         #expect(await eventually { gate.counts.inside == 4 })
         // A trivial task still gets the cooperative pool's threads, over and over.
@@ -236,7 +239,7 @@ struct AsyncAPITests {
         let profiles = (0..<10).map { PinProfile(service: "svc", name: "user\($0)") }
         for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
 
-        let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = profiles.map { profile in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
         // A reservation is taken before its thread reaches the hash, so wait for both to arrive
         // (under AddressSanitizer on a loaded machine the second can take a while).
         #expect(
@@ -260,7 +263,7 @@ struct AsyncAPITests {
         let profiles = (0..<6).map { PinProfile(service: "svc", name: "user\($0)") }
         for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
 
-        let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = profiles.map { profile in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
         // Wait for the state — one hash at the gate, five queued in the budget — never sleep and hope.
         #expect(
             await eventually { budget.statistics.inFlight == 1 && budget.statistics.waiting == 5 && gate.counts.inside == 1 },
@@ -385,7 +388,7 @@ struct AsyncAPITests {
         let pins = guardian(MemoryStore(), gate: gate, executor: executor)
         let profile = PinProfile(service: "svc", name: "alice")
         try await pins.set(profile, pin: pin("4739"))
-        let verifies = (0..<10).map { _ in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = (0..<10).map { _ in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
         #expect(await eventually { gate.counts.inside == 1 })
         // Nine verifies wait for the lock; one executor thread is free for anything else.
         let vault = Vault(store: MemoryStore(), executor: executor)
@@ -402,7 +405,7 @@ struct AsyncAPITests {
         let gate = Gate()
         let executor = BlockingExecutor(threadCount: 1)
         let ran = Locked<[String]>([])
-        let first = Task {
+        let first = Task.immediate {
             try await executor.run {
                 gate.pass()
                 ran.withLock { $0.append("first") }
@@ -410,7 +413,7 @@ struct AsyncAPITests {
             }
         }
         #expect(await eventually { gate.counts.inside == 1 })
-        let second = Task {
+        let second = Task.immediate {
             try await executor.run {
                 ran.withLock { $0.append("second") }
                 return 2
@@ -432,9 +435,9 @@ struct AsyncAPITests {
         let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(threadCount: 2))
         let profile = PinProfile(service: "svc", name: "alice")
         try await pins.set(profile, pin: pin("4739"))
-        let holder = Task { try await pins.verify(profile, pin: pin("4739")) }
+        let holder = Task.immediate { try await pins.verify(profile, pin: pin("4739")) }
         #expect(await eventually { gate.counts.inside == 1 })
-        let waiter = Task { try await pins.verify(profile, pin: pin("0000")) }
+        let waiter = Task.immediate { try await pins.verify(profile, pin: pin("0000")) }
         try await Task.sleep(for: .milliseconds(20))
         waiter.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }
@@ -448,7 +451,7 @@ struct AsyncAPITests {
     func budgetCancellation() async throws {
         let budget = HashMemoryBudget(bytes: 10)
         let held = try await budget.reserve(10)
-        let waiter = Task { try await budget.reserve(10) }
+        let waiter = Task.immediate { try await budget.reserve(10) }
         #expect(await eventually { budget.statistics.waiting == 1 })
         waiter.cancel()
         await #expect(throws: CancellationError.self) { _ = try await waiter.value }

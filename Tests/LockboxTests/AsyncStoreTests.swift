@@ -91,7 +91,7 @@ struct AsyncStoreTests {
         for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
 
         store.holdAnswers()
-        let verifies = profiles.map { profile in Task { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = profiles.map { profile in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
         #expect(await eventually { store.callsWaiting == 20 }, "every verify is waiting for the store's answer")
         #expect(executor.statistics.running == 0, "no thread is blocked on the store")
         let steps = await trivialTaskSteps()
