@@ -27,14 +27,13 @@ source scripts/traits.sh
 log=$(mktemp)
 trap 'status=$?; rm -f "$log"; step "done (exit $status)"' EXIT
 step "build"
-swift build --build-tests "${lockbox_traits[@]}" 2>&1 | tee "$log"
+"${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}" 2>&1 | tee "$log"
 if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; then
     echo "test: the build has warnings in our own code (above); fix them" >&2
     exit 1
 fi
-# --build-tests here too: a `swift build` without it (even one that only prints the path) writes
-# the plan of a build without tests, and the next build with them compiles every module again.
-bin="$(swift build --build-tests "${lockbox_traits[@]}" --show-bin-path)"
+# The same options for the path as for the build, so the query makes no plan of its own.
+bin="$("${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}" --show-bin-path)"
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite). Here,

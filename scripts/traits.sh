@@ -4,3 +4,8 @@
 # depends on `Lockbox` enables none of them unless it asks (README, "Install").
 # shellcheck shell=bash
 lockbox_traits=(--traits PostgreSQL,SwiftConfiguration,YAML)
+# SwiftPM writes the traits' -D flags in the order of a Set, which a process with random hashing
+# picks anew each time it makes a build plan (a touched manifest, other build options): every
+# module of the package then compiles again. The builds run with deterministic hashing, so the
+# order stays the same from one plan to the next. Only the builds: the tests run as users run them.
+lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build)

@@ -34,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 if [[ -z "$service" ]]; then
-    build=(swift build --package-path Examples --scratch-path "$(pwd)/.build")
+    build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build --package-path Examples --scratch-path "$(pwd)/.build")
     "${build[@]}" --product HummingbirdService >/dev/null
     service="$("${build[@]}" --show-bin-path)/HummingbirdService"
 fi

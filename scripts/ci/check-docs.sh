@@ -17,9 +17,9 @@
 # How: reads the modules as the package's .build has them, built with `swift build --build-tests`
 # and the package's traits (scripts/traits.sh), the build every other step uses: it runs
 # swift-symbolgraph-extract on each built module with the same search paths and module maps the
-# compiler used, and reads the JSON with python3. Every build and path query here passes
-# --build-tests: one without it writes the plan of a build without tests, and the next build with
-# them compiles every module again.
+# compiler used, and reads the JSON with python3. Its build and path query use the options and
+# deterministic hashing of every other build into .build (scripts/traits.sh), so neither makes the
+# next build compile the modules again.
 #
 # What is checked: every symbol of access level public or open, SPI ones included (none today;
 # swift-symbolgraph-extract is asked for them with -include-spi-symbols). Enum cases, nested
@@ -58,7 +58,7 @@ log=$work/build.log
 mkdir -p "$work"
 
 source scripts/traits.sh
-build=(swift build --build-tests "${lockbox_traits[@]}")
+build=("${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}")
 if ((!skip_build)) && ! "${build[@]}" >"$log" 2>&1; then
     cat "$log" >&2
     echo "check-docs: the package did not build (above); cannot check" >&2

@@ -32,7 +32,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/scripts/traits.sh"
-lockbox="${1:-$(cd "$root" && swift build "${lockbox_traits[@]}" --show-bin-path)/lockbox}"
+lockbox="${1:-$(cd "$root" && "${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}" --show-bin-path)/lockbox}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

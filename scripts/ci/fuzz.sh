@@ -3,7 +3,7 @@
 # each target.
 #
 # Usage: scripts/ci/fuzz.sh [--debug] [SECONDS] [TARGET]
-#   --debug  build the harness unoptimised (-Onone, no whole-module optimisation, in
+#   --debug  build the harness unoptimised (-Onone, no whole-module optimisation, line tables only, in
 #            .build-fuzz-debug): it builds faster and runs fewer executions a second; for a smoke
 #            run that only proves each target builds and runs (the test command's). Without it,
 #            optimised (-O, in .build-fuzz), for real fuzzing.
@@ -28,7 +28,7 @@ optimisation=()
 kind=optimised
 if [[ ${1:-} == --debug ]]; then
     scratch=$repo/.build-fuzz-debug
-    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization)
+    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization -Xswiftc -gline-tables-only -Xcc -gline-tables-only)
     kind=unoptimised
     shift
 fi

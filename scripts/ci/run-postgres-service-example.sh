@@ -20,7 +20,7 @@ fi
 
 log=$(mktemp)
 started=$SECONDS
-build=(swift build --package-path Examples --scratch-path "$(pwd)/.build")
+build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build --package-path Examples --scratch-path "$(pwd)/.build")
 "${build[@]}" --product HummingbirdPostgres 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true
 if ! grep -Eq 'Build (of product .* )?complete' "$log"; then
     rm -f "$log"

