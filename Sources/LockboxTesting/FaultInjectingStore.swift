@@ -169,3 +169,10 @@ public final class FaultInjectingStore: SecretStore {
     @discardableResult
     public func wipeAll() throws -> Int { try call(.wipeAll) { try wrapped.wipeAll() } }
 }
+
+extension FaultInjectingStore: LockableSecretStore {
+    /// Whether the store acts locked (``actLocked(_:)``), as a Secret Service connection answers
+    /// whether its collection is locked. Asking is not a call: it is not counted and no fault or
+    /// latency applies to it.
+    public func isLocked() throws -> Bool { state.withLock { $0.locked } }
+}

@@ -1,36 +1,13 @@
 import Foundation
 import Lockbox
+import LockboxTesting
 import SystemPackage
 import Testing
 
 @testable import LockboxCLI
 
-/// A Secret Service as a store provider gives it: a memory store that says whether it is locked.
-private struct KeyringStore: LockableSecretStore {
-    let locked: Bool
-    let items = MemoryStore()
-
-    func isLocked() throws -> Bool { locked }
-    var isOpenToOtherProcessesOfUser: Bool { true }
-    var isReachableFromOtherProcesses: Bool { true }
-    func get(_ key: ItemKey) throws -> SecretBytes? { try items.get(key) }
-    func metadata(_ key: ItemKey) throws -> ItemMetadata? { try items.metadata(key) }
-    func item(_ key: ItemKey) throws -> StoredItem? { try items.item(key) }
-    func set(_ secret: SecretBytes, for key: ItemKey, options: ItemOptions) throws { try items.set(secret, for: key, options: options) }
-    func set(_ writes: [ItemWrite]) throws { try items.set(writes) }
-    func delete(_ key: ItemKey) throws -> Bool { try items.delete(key) }
-    func delete(_ keys: [ItemKey]) throws -> [ItemKey] { try items.delete(keys) }
-    func list(service: String?) throws -> [ItemMetadata] { try items.list(service: service) }
-    func wipe(service: String) throws -> Int { try items.wipe(service: service) }
-    func wipeAll() throws -> Int { try items.wipeAll() }
-    func set(_ secret: SecretBytes, for key: ItemKey, changes: ItemChanges, when condition: WriteCondition) throws -> Bool {
-        try items.set(secret, for: key, changes: changes, when: condition)
-    }
-    func delete(_ key: ItemKey, ifCurrent expected: SecretBytes) throws -> Bool { try items.delete(key, ifCurrent: expected) }
-}
-
-/// A Secret Service provider that opens a keyring store, or fails as the real one does; it counts
-/// its openings.
+/// A Secret Service provider that opens a store acting locked or unlocked, as a keyring does, or
+/// fails as the real one does; it counts its openings.
 private final class FakeSecretServiceProvider: StoreProvider, @unchecked Sendable {
     let locked: Bool
     let failure: LockboxError?
@@ -45,7 +22,9 @@ private final class FakeSecretServiceProvider: StoreProvider, @unchecked Sendabl
     func open(_ request: StoreOpenRequest) throws -> OpenedStore {
         openings += 1
         if let failure { throw failure }
-        return OpenedStore(store: KeyringStore(locked: locked), location: "the Secret Service")
+        let keyring = FaultInjectingStore()
+        keyring.actLocked(locked)
+        return OpenedStore(store: keyring, location: "the Secret Service")
     }
 }
 
