@@ -9,3 +9,7 @@ lockbox_traits=(--traits PostgreSQL,SwiftConfiguration,YAML)
 # module of the package then compiles again. The builds run with deterministic hashing, so the
 # order stays the same from one plan to the next. Only the builds: the tests run as users run them.
 lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build)
+# The examples package (Examples/), built into the root's .build with the same hashing, so the
+# SwiftNIO and Lockbox modules the root build compiled are reused.
+lockbox_examples_build=("${lockbox_build[@]}" --package-path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/Examples"
+    --scratch-path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.build")

@@ -34,7 +34,8 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 if [[ -z "$service" ]]; then
-    build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build --package-path Examples --scratch-path "$(pwd)/.build")
+    source scripts/traits.sh
+    build=("${lockbox_examples_build[@]}")
     "${build[@]}" --product HummingbirdService >/dev/null
     service="$("${build[@]}" --show-bin-path)/HummingbirdService"
 fi

@@ -15,7 +15,8 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 
 examples=(TokenKeeper FamilyProfiles ParentMode SessionRestore DriverUnlock DeviceLogin)
-build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build --package-path "$root/Examples" --scratch-path "$root/.build")
+source scripts/traits.sh
+build=("${lockbox_examples_build[@]}")
 log=$(mktemp)
 started=$SECONDS
 "${build[@]}" 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true

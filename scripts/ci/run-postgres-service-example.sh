@@ -20,7 +20,8 @@ fi
 
 log=$(mktemp)
 started=$SECONDS
-build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build --package-path Examples --scratch-path "$(pwd)/.build")
+source scripts/traits.sh
+build=("${lockbox_examples_build[@]}")
 "${build[@]}" --product HummingbirdPostgres 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true
 if ! grep -Eq 'Build (of product .* )?complete' "$log"; then
     rm -f "$log"

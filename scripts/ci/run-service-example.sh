@@ -27,7 +27,8 @@ done
 
 log=$(mktemp)
 started=$SECONDS
-build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build --package-path Examples --scratch-path "$(pwd)/.build")
+source scripts/traits.sh
+build=("${lockbox_examples_build[@]}")
 "${build[@]}" --product HummingbirdService 2>&1 | tee "$log"
 if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
     echo "run-service-example: the build has warnings in our own code (above); fix them" >&2
