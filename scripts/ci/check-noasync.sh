@@ -128,7 +128,9 @@ _ = try await openVault()  // NONE
 _ = try openVaultAtStartUp()  // NONE
 SWIFT
 log=$work/build.log
-(cd "$work/probe" && swift build --scratch-path "$root/.build-samples" >"$log" 2>&1) || true
+# The same options as scripts/ci/check-samples.sh, whose build folder this shares.
+source "$root/scripts/traits.sh"
+(cd "$work/probe" && swift build "${lockbox_line_tables[@]}" --scratch-path "$root/.build-samples" >"$log" 2>&1) || true
 python3 - "$work/probe/Sources/Probe/main.swift" "$log" <<'PY'
 import re, sys
 source, log = sys.argv[1], open(sys.argv[2], encoding="utf-8").read()

@@ -40,7 +40,7 @@ python3 "$root/scripts/ci/samples.py" "$root" "$work" "${lockbox_traits[1]}"
 
 build() { # PACKAGE SCRATCH
     local log=$work/build.log
-    if ! (cd "$1" && swift build --scratch-path "$2" >"$log" 2>&1); then
+    if ! (cd "$1" && swift build "${lockbox_line_tables[@]}" --scratch-path "$2" >"$log" 2>&1); then
         grep -v '^\[[0-9]*/[0-9]*\]' "$log" >&2
         echo "check-samples: the samples did not build (above; generated sources in $1 are removed on exit)" >&2
         exit 1
@@ -68,7 +68,7 @@ head -c 32 /dev/urandom >"$work/vault.key"
 chmod 600 "$work/vault.key"
 "$lockbox" init --vault "$work/vault.lockbox" --key-file "$work/vault.key" >/dev/null
 printf 'stored by lockbox set' | "$lockbox" set readme-sample cli --vault "$work/vault.lockbox" --key-file "$work/vault.key"
-bin=$(cd "$work/consumer" && swift build --scratch-path "$root/.build-samples" --show-bin-path)
+bin=$(cd "$work/consumer" && swift build "${lockbox_line_tables[@]}" --scratch-path "$root/.build-samples" --show-bin-path)
 while read -r program; do
     cp "$work/vault.lockbox" "$work/program.lockbox"
     output=$("$bin/$program" "$work/program.lockbox" "$work/vault.key")
