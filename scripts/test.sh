@@ -35,6 +35,22 @@ fi
 # The same options for the path as for the build, so the query makes no plan of its own.
 bin="$("${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}" --show-bin-path)"
 
+# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
+# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
+# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
+# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
+# the checks and suites below; the sanitized suites widen their timing slack
+# (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log. It starts as soon
+# as the first build is done, being the longest chain of steps (two builds, two suites). The
+# machine is busy from the first build to the end (2 cores), so beyond that the order of the steps
+# does not change the total: only less work does.
+sanitizer_log=$(mktemp)
+sanitizer_status=$(mktemp -u)
+setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
+sanitizer_pid=$!
+trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
+step "sanitizers started in the background"
+
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite). Here,
 # before the examples package is built into .build: it compiles the package's modules again, as a
@@ -66,21 +82,6 @@ scripts/ci/run-service-example.sh
 # store's log lines in its output (inside its own scripts/dev/postgres-session.sh).
 step "Hummingbird on PostgreSQL example"
 scripts/ci/run-postgres-service-example.sh
-
-# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
-# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
-# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
-# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
-# the checks and suites below; the sanitized suites widen their timing slack
-# (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log. The machine is busy
-# from the first build to the end (2 cores), so the order of the steps does not change the total:
-# only less work does.
-sanitizer_log=$(mktemp)
-sanitizer_status=$(mktemp -u)
-setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
-sanitizer_pid=$!
-trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
-step "sanitizers started in the background"
 
 # Every Swift source is formatted as .swift-format says (swift-format, part of the toolchain;
 # `swift format -i -r Sources Tests Examples Benchmarks` applies it).
