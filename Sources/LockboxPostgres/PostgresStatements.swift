@@ -14,14 +14,15 @@
     /// they need its protocol-level prepared statements (`max_prepared_statements`, PgBouncer
     /// 1.21 or newer).
     enum PostgresStatements {
-        /// An item's key check, sealed metadata and sealed secret, in one snapshot: the vault row
-        /// joined with the item's row (none: NULLs).
+        /// An item's sealed metadata and sealed secret: its row alone, by primary key (no row: no
+        /// result). The row's address is keyed by the data key, so a row found there was written
+        /// under this handle's key; no row needs ``ReadKeyCheck`` to tell an absent item from a
+        /// rotated key (``PostgresStore/get(_:)``).
         struct ReadItem: PostgresPreparedStatement {
             static let name = "lockbox_read_item"
-            static let sql =
-                "SELECT v.key_check, i.metadata, i.secret FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = $1"
+            static let sql = "SELECT metadata, secret FROM lockbox.items WHERE address = $1"
             static let bindingDataTypes: [PostgresDataType] = [.bytea]
-            typealias Row = (ByteBuffer?, ByteBuffer?, ByteBuffer?)
+            typealias Row = (ByteBuffer, ByteBuffer)
 
             var address: ByteBuffer
 
@@ -37,9 +38,9 @@
         /// ``ReadItem`` without the secret column (no secret leaves the server).
         struct ReadItemMetadata: PostgresPreparedStatement {
             static let name = "lockbox_read_item_metadata"
-            static let sql = "SELECT v.key_check, i.metadata FROM lockbox.vault v LEFT JOIN lockbox.items i ON i.address = $1"
+            static let sql = "SELECT metadata FROM lockbox.items WHERE address = $1"
             static let bindingDataTypes: [PostgresDataType] = [.bytea]
-            typealias Row = (ByteBuffer?, ByteBuffer?)
+            typealias Row = ByteBuffer
 
             var address: ByteBuffer
 
@@ -48,6 +49,19 @@
                 bindings.append(address)
                 return bindings
             }
+
+            func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+        }
+
+        /// The vault row's key check (no vault row: no result): read after a ``ReadItem`` found no
+        /// row, or one that failed authentication.
+        struct ReadKeyCheck: PostgresPreparedStatement {
+            static let name = "lockbox_read_key_check"
+            static let sql = "SELECT key_check FROM lockbox.vault"
+            static let bindingDataTypes: [PostgresDataType] = []
+            typealias Row = ByteBuffer
+
+            func makeBindings() -> PostgresBindings { PostgresBindings() }
 
             func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
         }

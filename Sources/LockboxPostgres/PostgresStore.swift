@@ -532,24 +532,48 @@
             return (sealedMetadata, records.sealSecret(secret, address: address, metadata: sealedMetadata))
         }
 
-        /// The item under `key`, its secret opened only when `withSecret`: one statement, which reads
-        /// the key check and the row in one snapshot.
+        /// The item under `key`, its secret opened only when `withSecret`: one statement, the item's
+        /// row by primary key, when there is one and it opens.
+        ///
+        /// The address is keyed by the data key, and a data-key rotation moves every row to the new
+        /// key's addresses in the transaction that changes the key check (docs/ARCHITECTURE.md,
+        /// "PostgreSQL store"): a row found at this handle's address was written under this
+        /// handle's key, so the read needs no key check. No row there means no such item, or a key
+        /// rotated by another host: a second statement reads the vault row's key check to tell
+        /// which (the handle then reopens the key and reads again). A row that fails
+        /// authentication is damaged (``Lockbox/LockboxError/corruptVault(path:reason:)``) unless
+        /// the key check has changed meanwhile.
         private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
             try await withKeys { records in
                 let address = records.address(key)
-                let found: (ByteBuffer?, ByteBuffer?, ByteBuffer?)?
+                let found: (ByteBuffer, ByteBuffer?)?
                 if withSecret {
                     found = try await PostgresStatements.row(
-                        PostgresStatements.ReadItem(address: ByteBuffer(bytes: address)), on: client, logger: logger)
+                        PostgresStatements.ReadItem(address: ByteBuffer(bytes: address)), on: client, logger: logger
+                    ).map { ($0.0, $0.1) }
                 } else {
                     found = try await PostgresStatements.row(
                         PostgresStatements.ReadItemMetadata(address: ByteBuffer(bytes: address)), on: client, logger: logger
-                    ).map { ($0.0, $0.1, nil) }
+                    ).map { ($0, nil) }
                 }
-                try checkKey(found?.0, records)
-                guard let metadata = found?.1 else { return nil }
-                return try opened(records, address: address, metadata: metadata, secret: withSecret ? (found?.2 ?? ByteBuffer()) : nil)
+                guard let found else {
+                    try await checkCurrentKey(records)
+                    return nil
+                }
+                do {
+                    return try opened(records, address: address, metadata: found.0, secret: withSecret ? (found.1 ?? ByteBuffer()) : nil)
+                } catch {
+                    try await checkCurrentKey(records)
+                    throw error
+                }
             }
+        }
+
+        /// Throws `StaleKeys` if the vault row's key check is not `records`' (another host rotated
+        /// the data key), ``Lockbox/LockboxError/corruptVault(path:reason:)`` if there is no vault row.
+        private func checkCurrentKey(_ records: VaultRecords) async throws {
+            let keyCheck = try await PostgresStatements.row(PostgresStatements.ReadKeyCheck(), on: client, logger: logger)
+            try checkKey(keyCheck, records)
         }
 
         /// Runs `body` in one transaction that first takes a share lock on the vault row (a data-key

@@ -319,6 +319,37 @@
             await store.shutdown()
         }
 
+        /// A read finds a row only at the addresses of the key that sealed it, so it reads no key
+        /// check when it finds one; when it finds none, the key check tells an absent item from a
+        /// data key that changed, and a write that expected a row that is gone checks the key
+        /// before it inserts. Here the vault is replaced under an open handle by another vault
+        /// (another data key and slot salts, the same credentials): the handle cannot reopen it.
+        @Test func aHandleWhoseDataKeyIsGoneNeitherReadsNothingNorWritesUnderIt() async throws {
+            guard let cluster = try Cluster.current("replaced data key") else { return }
+            let before = try await makeStore(cluster)
+            let known = ItemKey(service: "bank", account: "ada")
+            try await before.set(secret("old"), for: known, options: ItemOptions())
+            #expect(text(try await before.get(known)) == "old")
+            _ = try cluster.psql("DELETE FROM lockbox.items; DELETE FROM lockbox.key_slots; DELETE FROM lockbox.vault")
+            let after = try await makeStore(cluster)
+            try await after.set(secret("new"), for: known, options: ItemOptions())
+
+            func changed(_ error: (any Error)?) -> Bool {
+                if case .credentialsChanged? = error as? LockboxError { return true }
+                return false
+            }
+            #expect(changed(await thrown { try await before.get(known) }))
+            #expect(changed(await thrown { try await before.metadata(known) }))
+            #expect(changed(await thrown { try await before.get(ItemKey(service: "bank", account: "nobody")) }))
+            #expect(changed(await thrown { try await before.set(secret("stale"), for: known, options: ItemOptions()) }))
+            let unknown = ItemKey(service: "x", account: "y")
+            #expect(changed(await thrown { try await before.set(secret("stale"), for: unknown, options: ItemOptions()) }))
+            #expect(try cluster.psql("SELECT count(*) FROM lockbox.items").trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+            #expect(text(try await after.get(known)) == "new")
+            await before.shutdown()
+            await after.shutdown()
+        }
+
         @Test func anUnreachableDatabaseGivesATypedErrorInBoundedTime() async throws {
             guard let cluster = try Cluster.current("unreachable database") else { return }
             // A closed port (connection refused on every try), and a port that accepts TCP but never
