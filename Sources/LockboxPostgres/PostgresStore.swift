@@ -546,7 +546,8 @@
         private func read(_ key: ItemKey, withSecret: Bool) async throws -> StoredItem? {
             try await withKeys { records in
                 let address = records.address(key)
-                let found: (ByteBuffer, ByteBuffer?)?
+                // The secret column only when asked for: nil secret, nothing opened.
+                let found: (metadata: ByteBuffer, secret: ByteBuffer?)?
                 if withSecret {
                     found = try await PostgresStatements.row(
                         PostgresStatements.ReadItem(address: ByteBuffer(bytes: address)), on: client, logger: logger
@@ -561,7 +562,7 @@
                     return nil
                 }
                 do {
-                    return try opened(records, address: address, metadata: found.0, secret: withSecret ? (found.1 ?? ByteBuffer()) : nil)
+                    return try opened(records, address: address, metadata: found.metadata, secret: found.secret)
                 } catch {
                     try await checkCurrentKey(records)
                     throw error
