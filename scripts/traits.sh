@@ -8,9 +8,10 @@ lockbox_traits=(--traits PostgreSQL,SwiftConfiguration,YAML)
 # picks anew each time it makes a build plan (a touched manifest, other build options): every
 # module of the package then compiles again. The builds run with deterministic hashing, so the
 # order stays the same from one plan to the next. Only the builds: the tests run as users run them.
-# Line tables, not full debug information (the sanitizer and fuzz builds do the same): crash
-# backtraces and sanitizer reports keep file:line, and a build takes about a sixth less CPU
-# time. For lldb with variables, build into a scratch folder of your own without them.
+# Line tables, not full debug information (the sanitizer and fuzz builds use them too): crash
+# backtraces and sanitizer reports keep file:line, and a clean build of .build takes 7% less CPU
+# time (733 s against 785 s on 2 cores; an AddressSanitizer build a sixth less). For lldb with
+# variables, build into a scratch folder of your own without them.
 lockbox_line_tables=(-Xswiftc -gline-tables-only -Xcc -gline-tables-only)
 lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build "${lockbox_line_tables[@]}")
 # The examples package (Examples/), built into the root's .build with the same hashing, so the

@@ -28,7 +28,8 @@ optimisation=()
 kind=optimised
 if [[ ${1:-} == --debug ]]; then
     scratch=$repo/.build-fuzz-debug
-    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization -Xswiftc -gline-tables-only -Xcc -gline-tables-only)
+    source scripts/traits.sh  # lockbox_line_tables
+    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization "${lockbox_line_tables[@]}")
     kind=unoptimised
     shift
 fi

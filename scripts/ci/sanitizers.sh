@@ -27,6 +27,7 @@ esac
 
 scripts/ensure-deps.sh --test
 source scripts/ci/cpu-clock.sh
+source scripts/traits.sh  # lockbox_line_tables
 
 # The sanitizer builds enable none of the package's traits (Package.swift): LockboxPostgres and
 # the swift-configuration adapter are empty there, so the test product compiles neither SwiftNIO
@@ -50,7 +51,7 @@ for sanitizer in "${sanitizers[@]}"; do
     reports=$reports_root/$short
     mkdir -p "$reports"
 
-    sanitized=(--sanitize="$sanitizer" --scratch-path "$scratch" -Xswiftc -gline-tables-only -Xcc -gline-tables-only)
+    sanitized=(--sanitize="$sanitizer" --scratch-path "$scratch" "${lockbox_line_tables[@]}")
     echo "== $sanitizer: building into $scratch" >&2
     build_start=$SECONDS
     count_children_cpu
@@ -80,16 +81,16 @@ for sanitizer in "${sanitizers[@]}"; do
     # progress lines, exec) and the self-test's and fuzz findings' CLI suites. A race is between
     # threads of one process, and those tests start CLI processes one at a time, so TSan finds
     # nothing there that the in-process suites (executor, hash budget, PinGuard, TokenRefresher,
-    # stores on many threads) do not exercise, at 0.1-25 s of CPU per sanitized process (about 300 s
-    # in all, three quarters of the ThreadSanitizer run). AddressSanitizer runs them all:
+    # stores on many threads) do not exercise, at 0.1-25 s of CPU per sanitized process (about
+    # 300 s in all, three quarters of the ThreadSanitizer run). AddressSanitizer runs them all:
     # memory errors in the C interop of those processes (libsodium, libsecret, tss2, SQLite) are
     # its job. The patterns match whole module or suite names in test IDs
     # (`Module.Suite/test()`), so a suite such as CLITests does not also match the module
     # LockboxCLITests.
-    suites='CrashTests'
-    [[ $sanitizer != thread ]] || suites+='|VectorTests|FuzzFindingsTests'
-    skip="\\.($suites)/"
-    [[ $sanitizer != thread ]] || skip="^LockboxCLITests\\.|$skip"
+    skip='\.(CrashTests)/'
+    if [[ $sanitizer == thread ]]; then
+        skip='^LockboxCLITests\.|\.(CrashTests|VectorTests|FuzzFindingsTests)/'
+    fi
     # Options are inherited by every process the suite starts that keeps the environment; the
     # tests' lockbox children get a clean environment and so the defaults (reports on stderr),
     # which a test then sees as unexpected output.
