@@ -6,7 +6,9 @@
     //   LockboxPostgresLoad write --url-file F --key-file K --writer N --log L --stop-file S [--operation-timeout SECONDS]
     //       Opens the vault at F with the key file K and writes items (service "failover", account
     //       "wN-I", a random 16-2047-byte secret) one after another until S exists; after each
-    //       acknowledged write (the call returned), appends "ACCOUNT HEX\n" to L in one write(2).
+    //       acknowledged write (the call returned), appends "ACCOUNT HEX NANOSECONDS\n" to L in one
+    //       write(2), NANOSECONDS being CLOCK_MONOTONIC when the call returned (one clock for every
+    //       process of the machine, so a test can time the writes without polling for them).
     //       A failed write is retried with the same secret. Prints one summary line and exits 0.
     //   LockboxPostgresLoad bench --url-file F [--clients 1,16,64] [--seconds S] [--rounds R] [--items N]
     //       Creates a vault (the database must hold none) and a plain table (service, account,
@@ -87,7 +89,9 @@
                 let account = "w\(writer)-\(acked)"
                 try await open.set(
                     SecretBytes(copying: pending), for: ItemKey(service: "failover", account: account), options: ItemOptions())
-                let line = Array("\(account) \(hex(pending))\n".utf8)
+                var now = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &now)
+                let line = Array("\(account) \(hex(pending)) \(Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec))\n".utf8)
                 guard line.withUnsafeBytes({ Glibc.write(log, $0.baseAddress, $0.count) }) == line.count else { fail("writing the log") }
                 acked += 1
                 pending = randomSecret()
