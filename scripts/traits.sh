@@ -13,7 +13,11 @@ lockbox_traits=(--traits PostgreSQL,SwiftConfiguration,YAML)
 # time (733 s against 785 s on 2 cores; an AddressSanitizer build a sixth less). For lldb with
 # variables, build into a scratch folder of your own without them.
 lockbox_line_tables=(-Xswiftc -gline-tables-only -Xcc -gline-tables-only)
-lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build "${lockbox_line_tables[@]}")
+# Builds into .build also leave out the C targets' debug information (`-debug-info-format none`:
+# SwiftPM otherwise ends each C command line with -g, after the -Xcc flags): there they are mostly
+# BoringSSL's 800 C and C++ files, whose full DWARF cost about a tenth of their compile time. The
+# Swift modules keep their line tables (the -Xswiftc flag comes after SwiftPM's -gnone).
+lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build -debug-info-format none "${lockbox_line_tables[@]}")
 # The examples package (Examples/), built into the root's .build with the same hashing, so the
 # SwiftNIO and Lockbox modules the root build compiled are reused.
 lockbox_examples_build=("${lockbox_build[@]}" --package-path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/Examples"
