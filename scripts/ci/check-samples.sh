@@ -38,21 +38,25 @@ trap 'rm -rf "$work"' EXIT
 
 python3 "$root/scripts/ci/samples.py" "$root" "$work" "${lockbox_traits[1]}"
 
-build() { # PACKAGE SCRATCH
-    local log=$work/build.log
-    if ! (cd "$1" && swift build "${lockbox_line_tables[@]}" --scratch-path "$2" >"$log" 2>&1); then
+# The consumer of the core builds into a folder of its own; the service samples (which enable
+# the root's traits) into .build, with the options and hashing of every build there
+# (scripts/traits.sh), or they would compile its modules anew, and the next build there again.
+build() { # PACKAGE SCRATCH BUILD-COMMAND...
+    local log=$work/build.log package=$1 scratch=$2
+    shift 2
+    if ! (cd "$package" && "$@" --scratch-path "$scratch" >"$log" 2>&1); then
         grep -v '^\[[0-9]*/[0-9]*\]' "$log" >&2
         echo "check-samples: the samples did not build (above; generated sources in $1 are removed on exit)" >&2
         exit 1
     fi
     # A fragment may leave a value unused (it shows one call); any other warning in a sample
     # (a blocking call in async code: noasync) fails the check.
-    if grep -E "^$1/.*: warning:" "$log" | grep -Ev "never used|never mutated|was never read"; then
+    if grep -E "^$package/.*: warning:" "$log" | grep -Ev "never used|never mutated|was never read"; then
         echo "check-samples: the samples build with warnings (above)" >&2
         exit 1
     fi
 }
-build "$work/consumer" "$root/.build-samples"
+build "$work/consumer" "$root/.build-samples" swift build "${lockbox_line_tables[@]}"
 resolved=$(grep '"identity"' "$work/consumer/Package.resolved" | sed 's/.*: "\(.*\)".*/\1/' | sort | tr '\n' ' ')
 echo "check-samples: the consumer of the core resolved: $resolved"
 if grep -E '"identity" : "(swift-nio[a-z-]*|postgres-nio|hummingbird|flyingfox|yams|swift-configuration)"' "$work/consumer/Package.resolved"; then
@@ -60,7 +64,7 @@ if grep -E '"identity" : "(swift-nio[a-z-]*|postgres-nio|hummingbird|flyingfox|y
     exit 1
 fi
 if [[ -d "$work/service" ]]; then
-    build "$work/service" "$root/.build"
+    build "$work/service" "$root/.build" "${lockbox_build[@]}"
 fi
 
 # A key file as a service gets one (32 random bytes), and the vault `lockbox init --key-file` makes.
