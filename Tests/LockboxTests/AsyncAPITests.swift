@@ -125,7 +125,18 @@ final class HeldExecutor: TaskExecutor, @unchecked Sendable {
 /// starts to put the executor or the budget into a state start with `Task.immediate`: they run on
 /// the test's own thread up to their first suspension, instead of queueing for a pool thread
 /// behind every other test of the suite (under a loaded machine, longer than this patience).
+/// Where the test's subject is not the cooperative pool itself, they also prefer ``ownThread``, so
+/// that they resume there after that suspension (a store call on the executor, say) rather than
+/// behind every other test's job on the global concurrent executor: the sanitized suite queues
+/// minutes of them.
 let patience: TimeInterval = 300
+
+/// A started ``HeldExecutor``: a thread of the tests' own that tasks can prefer.
+let ownThread: HeldExecutor = {
+    let executor = HeldExecutor()
+    executor.start()
+    return executor
+}()
 
 /// Polls `condition` from a task (sleeping 1 ms between checks) for up to ``patience`` of wall
 /// time; returns whether it held.
@@ -239,7 +250,9 @@ struct AsyncAPITests {
         let profiles = (0..<10).map { PinProfile(service: "svc", name: "user\($0)") }
         for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
 
-        let verifies = profiles.map { profile in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = profiles.map { profile in
+            Task.immediate(executorPreference: ownThread) { try await pins.verify(profile, pin: pin("4739")) }
+        }
         // A reservation is taken before its thread reaches the hash, so wait for both to arrive
         // (under AddressSanitizer on a loaded machine the second can take a while).
         #expect(
@@ -263,7 +276,9 @@ struct AsyncAPITests {
         let profiles = (0..<6).map { PinProfile(service: "svc", name: "user\($0)") }
         for profile in profiles { try await pins.set(profile, pin: pin("4739")) }
 
-        let verifies = profiles.map { profile in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = profiles.map { profile in
+            Task.immediate(executorPreference: ownThread) { try await pins.verify(profile, pin: pin("4739")) }
+        }
         // Wait for the state — one hash at the gate, five queued in the budget — never sleep and hope.
         #expect(
             await eventually { budget.statistics.inFlight == 1 && budget.statistics.waiting == 5 && gate.counts.inside == 1 },
@@ -388,7 +403,9 @@ struct AsyncAPITests {
         let pins = guardian(MemoryStore(), gate: gate, executor: executor)
         let profile = PinProfile(service: "svc", name: "alice")
         try await pins.set(profile, pin: pin("4739"))
-        let verifies = (0..<10).map { _ in Task.immediate { try await pins.verify(profile, pin: pin("4739")) } }
+        let verifies = (0..<10).map { _ in
+            Task.immediate(executorPreference: ownThread) { try await pins.verify(profile, pin: pin("4739")) }
+        }
         #expect(await eventually { gate.counts.inside == 1 })
         // Nine verifies wait for the lock; one executor thread is free for anything else.
         let vault = Vault(store: MemoryStore(), executor: executor)
@@ -405,7 +422,7 @@ struct AsyncAPITests {
         let gate = Gate()
         let executor = BlockingExecutor(threadCount: 1)
         let ran = Locked<[String]>([])
-        let first = Task.immediate {
+        let first = Task.immediate(executorPreference: ownThread) {
             try await executor.run {
                 gate.pass()
                 ran.withLock { $0.append("first") }
@@ -413,7 +430,7 @@ struct AsyncAPITests {
             }
         }
         #expect(await eventually { gate.counts.inside == 1 })
-        let second = Task.immediate {
+        let second = Task.immediate(executorPreference: ownThread) {
             try await executor.run {
                 ran.withLock { $0.append("second") }
                 return 2
@@ -435,9 +452,9 @@ struct AsyncAPITests {
         let pins = guardian(MemoryStore(), gate: gate, executor: BlockingExecutor(threadCount: 2))
         let profile = PinProfile(service: "svc", name: "alice")
         try await pins.set(profile, pin: pin("4739"))
-        let holder = Task.immediate { try await pins.verify(profile, pin: pin("4739")) }
+        let holder = Task.immediate(executorPreference: ownThread) { try await pins.verify(profile, pin: pin("4739")) }
         #expect(await eventually { gate.counts.inside == 1 })
-        let waiter = Task.immediate { try await pins.verify(profile, pin: pin("0000")) }
+        let waiter = Task.immediate(executorPreference: ownThread) { try await pins.verify(profile, pin: pin("0000")) }
         try await Task.sleep(for: .milliseconds(20))
         waiter.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }
@@ -451,7 +468,7 @@ struct AsyncAPITests {
     func budgetCancellation() async throws {
         let budget = HashMemoryBudget(bytes: 10)
         let held = try await budget.reserve(10)
-        let waiter = Task.immediate { try await budget.reserve(10) }
+        let waiter = Task.immediate(executorPreference: ownThread) { try await budget.reserve(10) }
         #expect(await eventually { budget.statistics.waiting == 1 })
         waiter.cancel()
         await #expect(throws: CancellationError.self) { _ = try await waiter.value }
