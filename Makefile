@@ -15,8 +15,9 @@ test:
 # and the swift-configuration adapter. One set for every build into .build, so none rebuilds another's.
 TRAITS := --traits PostgreSQL,SwiftConfiguration,YAML
 # Every build into .build, and every query of its path, with the same options (scripts/traits.sh:
-# Swift line tables, no C debug information) and deterministic hashing: a new build plan (other options, a touched
-# manifest) otherwise lists the traits' -D flags in another order, and every module compiles again.
+# Swift line tables, no C debug information) and deterministic hashing: a new build plan (other
+# options, a touched manifest) otherwise lists the traits' -D flags in another order, and every
+# module compiles again.
 DEBUG_BUILD := SWIFT_DETERMINISTIC_HASHING=1 swift build -debug-info-format none -Xswiftc -gline-tables-only -Xcc -gline-tables-only --build-tests $(TRAITS)
 
 build:

@@ -18,7 +18,9 @@ lockbox_line_tables=(-Xswiftc -gline-tables-only -Xcc -gline-tables-only)
 # BoringSSL's 800 C and C++ files, whose full DWARF cost about a tenth of their compile time. The
 # Swift modules keep their line tables (the -Xswiftc flag comes after SwiftPM's -gnone).
 lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build -debug-info-format none "${lockbox_line_tables[@]}")
-# The examples package (Examples/), built into the root's .build with the same hashing, so the
-# SwiftNIO and Lockbox modules the root build compiled are reused.
+# The examples package (Examples/), built into the root's .build with the same options and hashing,
+# so the SwiftNIO modules the root build compiled are reused. Lockbox's own modules compile once
+# more there: SwiftPM lists the traits' -D flags of a dependency in another order than those of
+# the root package.
 lockbox_examples_build=("${lockbox_build[@]}" --package-path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/Examples"
     --scratch-path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.build")

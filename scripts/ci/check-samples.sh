@@ -46,7 +46,7 @@ build() { # PACKAGE SCRATCH BUILD-COMMAND...
     shift 2
     if ! (cd "$package" && "$@" --scratch-path "$scratch" >"$log" 2>&1); then
         grep -v '^\[[0-9]*/[0-9]*\]' "$log" >&2
-        echo "check-samples: the samples did not build (above; generated sources in $1 are removed on exit)" >&2
+        echo "check-samples: the samples did not build (above; generated sources in $package are removed on exit)" >&2
         exit 1
     fi
     # A fragment may leave a value unused (it shows one call); any other warning in a sample
