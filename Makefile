@@ -12,8 +12,9 @@ test:
 
 # The package's traits (Package.swift), as the test command enables them (scripts/traits.sh): the
 # PostgreSQL store (so `lockbox --store postgres` finds a working lockbox-postgres beside lockbox)
-# and the swift-configuration adapter. One set for every build into .build, so none rebuilds another's.
-TRAITS := --traits PostgreSQL,SwiftConfiguration,YAML
+# and the swift-configuration adapter. One set, in scripts/traits.sh's order (it says why), for every
+# build into .build, so none rebuilds another's.
+TRAITS := --traits YAML,SwiftConfiguration,PostgreSQL
 # Every build into .build, and every query of its path, with the same options (scripts/traits.sh:
 # Swift line tables, no C debug information) and deterministic hashing: a new build plan (other
 # options, a touched manifest) otherwise lists the traits' -D flags in another order, and every

@@ -5,7 +5,7 @@ import PackageDescription
 // package that depends on `Lockbox` (or any product but these two) resolves neither postgres-nio and
 // SwiftNIO nor swift-configuration: SwiftPM leaves out a dependency whose every use is guarded by a
 // disabled trait. A service that wants them names the trait in its dependency line (README,
-// "Install"); this repository's test command builds with `--traits PostgreSQL,SwiftConfiguration`.
+// "Install"); this repository's test command builds with all of them (scripts/traits.sh).
 // The examples (Hummingbird, FlyingFox and the app flows) are a package of their own, Examples/.
 let package = Package(
     name: "Lockbox",

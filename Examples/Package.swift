@@ -9,7 +9,9 @@ import PackageDescription
 // The root is depended on with the traits the test command builds it with (`PostgreSQL`,
 // `SwiftConfiguration`, `YAML`; scripts/traits.sh), so that this package, built in the root's
 // scratch folder (`swift build --package-path Examples --scratch-path .build`, scripts/ci/run-examples.sh),
-// reuses the SwiftNIO that the root's build compiled for LockboxPostgres instead of compiling it again.
+// reuses the SwiftNIO that the root's build compiled for LockboxPostgres, and Lockbox's own modules,
+// instead of compiling them again. They are listed in the order scripts/traits.sh names them, which
+// gives both builds the same compiler flags.
 // An example is one target here (and one line in scripts/ci/run-examples.sh if it runs headless).
 
 /// The root package's identity: the name of its folder (a path dependency is named after it).
@@ -18,7 +20,7 @@ let lockbox = URL(fileURLWithPath: Context.packageDirectory).deletingLastPathCom
 let package = Package(
     name: "LockboxExamples",
     dependencies: [
-        .package(path: "..", traits: ["PostgreSQL", "SwiftConfiguration", "YAML"]),
+        .package(path: "..", traits: ["YAML", "SwiftConfiguration", "PostgreSQL"]),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         // With its YAML trait, as the root enables it here (its `YAML` trait).

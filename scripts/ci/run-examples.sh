@@ -19,6 +19,8 @@ source scripts/traits.sh
 build=("${lockbox_examples_build[@]}")
 log=$(mktemp)
 started=$SECONDS
+root_built=false
+[[ -e $root/.build/debug/Modules/Lockbox.swiftmodule ]] && root_built=true
 "${build[@]}" 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true
 if ! grep -q 'Build complete' "$log"; then
     rm -f "$log"
@@ -29,6 +31,13 @@ if grep -E "^$root/Examples/.*: warning:" "$log"; then
     rm -f "$log"
     echo "examples: the build has warnings in the examples' code (above); fix them" >&2
     exit 1
+fi
+# The root's modules are compiled already: compiling them again means the two build plans differ
+# (other options, or the traits' flags in another order: scripts/traits.sh), a minute of CPU lost
+# here and again at the root's next build.
+recompiled=$(grep -cE '^\[[0-9]+/[0-9]+\] Compiling Lockbox ' "$log" || true)
+if $root_built && ((recompiled)); then
+    echo "examples: note: this build compiled $recompiled of the Lockbox module's files again; its flags differ from the root build's (scripts/traits.sh)" >&2
 fi
 rm -f "$log"
 echo "examples: built in $((SECONDS - started)) s"
