@@ -23,13 +23,16 @@ repo=$(pwd)
 
 # -c release in both cases: SwiftPM's debug configuration renames an executable's entry point
 # (for tests to link it), and libFuzzer's own main() then takes its place.
+# Full debug information for real fuzzing; line tables (file:line in a crash's stack) for the smoke
+# run, whose C targets get none (`-debug-info-format none`; SwiftPM would end their command lines
+# with -g).
 scratch=$repo/.build-fuzz
-optimisation=()
+optimisation=(-Xswiftc -g)
 kind=optimised
 if [[ ${1:-} == --debug ]]; then
     scratch=$repo/.build-fuzz-debug
     source scripts/traits.sh  # lockbox_line_tables
-    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization "${lockbox_line_tables[@]}")
+    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization -debug-info-format none "${lockbox_line_tables[@]}")
     kind=unoptimised
     shift
 fi
@@ -51,8 +54,8 @@ trap 'rm -f "$log"' EXIT
 # LOCKBOX_FUZZ makes LockboxFuzzer hand its main to libFuzzer's driver (LLVMFuzzerRunDriver).
 # lld links it: gold stops with an internal error on the instrumented objects (its
 # format_file_lineno, reached while it reports on the ASan symbols).
-if ! swift build --product LockboxFuzzer --scratch-path "$scratch" -c release ${optimisation[@]+"${optimisation[@]}"} \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DLOCKBOX_FUZZ -Xswiftc -use-ld=lld -Xswiftc -g >"$log" 2>&1; then
+if ! swift build --product LockboxFuzzer --scratch-path "$scratch" -c release "${optimisation[@]}" \
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DLOCKBOX_FUZZ -Xswiftc -use-ld=lld >"$log" 2>&1; then
     cat "$log" >&2
     echo "fuzz: the build failed" >&2
     exit 1

@@ -51,7 +51,16 @@ for sanitizer in "${sanitizers[@]}"; do
     reports=$reports_root/$short
     mkdir -p "$reports"
 
-    sanitized=(--sanitize="$sanitizer" --scratch-path "$scratch" "${lockbox_line_tables[@]}")
+    # SwiftPM's release configuration, unoptimised (-Onone, no whole-module optimisation, testable
+    # imports: the code is compiled as in a debug build), because the debug configuration defines
+    # DEBUG in every module, and swift-argument-parser then checks the whole command definition
+    # again each time it builds a command's argument set, several times per parse (more with nested
+    # option groups): under AddressSanitizer `lockbox pin set --help` took 0.73 s of CPU with those
+    # checks and 0.05 s without, and the suite starts about 3,000 `lockbox` processes. The
+    # unsanitized suite (scripts/test.sh, a debug build) still runs those checks. Lockbox's own code
+    # has no `#if DEBUG`.
+    sanitized=(--sanitize="$sanitizer" --scratch-path "$scratch" -c release -Xswiftc -Onone -Xswiftc -no-whole-module-optimization
+        -Xswiftc -enable-testing "${lockbox_line_tables[@]}")
     echo "== $sanitizer: building into $scratch" >&2
     build_start=$SECONDS
     count_children_cpu
@@ -81,8 +90,8 @@ for sanitizer in "${sanitizers[@]}"; do
     # progress lines, exec) and the self-test's and fuzz findings' CLI suites. A race is between
     # threads of one process, and those tests start CLI processes one at a time, so TSan finds
     # nothing there that the in-process suites (executor, hash budget, PinGuard, TokenRefresher,
-    # stores on many threads) do not exercise, at 0.1-25 s of CPU per sanitized process (about
-    # 300 s in all, three quarters of the ThreadSanitizer run). AddressSanitizer runs them all:
+    # stores on many threads) do not exercise, and a thread-sanitized process costs several times
+    # an unsanitized one (thousands of them in those suites). AddressSanitizer runs them all:
     # memory errors in the C interop of those processes (libsodium, libsecret, tss2, SQLite) are
     # its job. The patterns match whole module or suite names in test IDs
     # (`Module.Suite/test()`), so a suite such as CLITests does not also match the module
