@@ -3,7 +3,7 @@
 # each target.
 #
 # Usage: scripts/ci/fuzz.sh [--debug] [SECONDS] [TARGET]
-#   --debug  build the harness unoptimised (-Onone, no whole-module optimisation, line tables only, in
+#   --debug  build the harness unoptimised (-Onone, whole-module, line tables only, in
 #            .build-fuzz-debug): it builds faster and runs fewer executions a second; for a smoke
 #            run that only proves each target builds and runs (the test command's). Without it,
 #            optimised (-O, in .build-fuzz), for real fuzzing.
@@ -32,7 +32,7 @@ kind=optimised
 if [[ ${1:-} == --debug ]]; then
     scratch=$repo/.build-fuzz-debug
     source scripts/traits.sh  # lockbox_line_tables
-    optimisation=(-Xswiftc -Onone -Xswiftc -no-whole-module-optimization -debug-info-format none "${lockbox_line_tables[@]}")
+    optimisation=(-Xswiftc -Onone -debug-info-format none "${lockbox_line_tables[@]}")
     kind=unoptimised
     shift
 fi
