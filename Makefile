@@ -10,16 +10,13 @@ demo:
 test:
 	scripts/test.sh
 
-# The package's traits (Package.swift), as the test command enables them (scripts/traits.sh): the
-# PostgreSQL store (so `lockbox --store postgres` finds a working lockbox-postgres beside lockbox)
-# and the swift-configuration adapter. One set, in scripts/traits.sh's order (it says why), for every
-# build into .build, so none rebuilds another's.
-TRAITS := --traits YAML,SwiftConfiguration,PostgreSQL
-# Every build into .build, and every query of its path, with the same options (scripts/traits.sh:
-# Swift line tables, no C debug information) and deterministic hashing: a new build plan (other
-# options, a touched manifest) otherwise lists the traits' -D flags in another order, and every
-# module compiles again.
-DEBUG_BUILD := SWIFT_DETERMINISTIC_HASHING=1 swift build -debug-info-format none -Xswiftc -gline-tables-only -Xcc -gline-tables-only --build-tests $(TRAITS)
+# The package's traits and the options of every build into .build, read from scripts/traits.sh
+# (which the test command's scripts source, and which says why their order and each option
+# matter): the PostgreSQL store (so `lockbox --store postgres` finds a working lockbox-postgres
+# beside lockbox) and the swift-configuration adapter, Swift line tables, no C debug information,
+# deterministic hashing. One set for every build into .build, so none rebuilds another's.
+TRAITS := $(shell bash -c 'source scripts/traits.sh && echo "$${lockbox_traits[*]}"')
+DEBUG_BUILD := $(shell bash -c 'source scripts/traits.sh && echo "$${lockbox_build[*]}"') --build-tests $(TRAITS)
 
 build:
 	scripts/ensure-deps.sh --test

@@ -4,12 +4,12 @@
 # depends on `Lockbox` enables none of them unless it asks (README, "Install").
 # shellcheck shell=bash
 # The order is not a matter of taste. SwiftPM 6.3 writes the traits' -D flags in the order of a
-# hashed collection, which for the root package follows the order named here and for a dependency
-# the order its dependent lists them in; with deterministic hashing (below) the examples package
-# (Examples/Package.swift) and the service samples (scripts/ci/samples.py) list them in this order,
-# and both orders come out the same (-DPostgreSQL -DYAML -DSwiftConfiguration). With another order
-# they differ, and every module of the package compiles a second time when the examples build
-# (scripts/ci/run-examples.sh says so). swift-configuration's flags still differ there (its traits
+# hashed collection, which for the root package depends on the order named here and for a
+# dependency on the order its dependent lists them in; with deterministic hashing (below) the
+# examples package (Examples/Package.swift) and the service samples (scripts/ci/samples.py) list
+# them in this order, and both orders come out the same (-DPostgreSQL -DYAML -DSwiftConfiguration).
+# With another order they differ, and every module of the package compiles a second time when the
+# examples build (scripts/ci/run-examples.sh says so). swift-configuration's flags still differ there (its traits
 # are enabled by two packages), so its module compiles again, about 15 s.
 lockbox_traits=(--traits YAML,SwiftConfiguration,PostgreSQL)
 # Builds with random hashing would pick an order anew each time SwiftPM makes a build plan (a
