@@ -9,8 +9,8 @@
 # examples package (Examples/Package.swift) and the service samples (scripts/ci/samples.py) list
 # them in this order, and both orders come out the same (-DPostgreSQL -DYAML -DSwiftConfiguration).
 # With another order they differ, and every module of the package compiles a second time when the
-# examples build (scripts/ci/run-examples.sh says so). swift-configuration's flags still differ there (its traits
-# are enabled by two packages), so its module compiles again, about 15 s.
+# examples build (scripts/ci/run-examples.sh says so). swift-configuration's flags still differ
+# there (its traits are enabled by two packages), so its module compiles again, about 15 s.
 lockbox_traits=(--traits YAML,SwiftConfiguration,PostgreSQL)
 # Builds with random hashing would pick an order anew each time SwiftPM makes a build plan (a
 # touched manifest, other build options), and every module of the package would compile again:
