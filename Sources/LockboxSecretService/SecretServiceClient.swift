@@ -63,6 +63,8 @@ final class SecretServiceClient: @unchecked Sendable {
         var sessions: SecretServiceSessions
         var session: Session?
         var service: OpaquePointer?
+        /// Whether the provider has answered a call on this connection (see `Calls.call`).
+        var providerAnswered = false
         init(bus: DBusConnection, sessions: SecretServiceSessions) {
             self.bus = bus
             self.sessions = sessions
@@ -394,12 +396,30 @@ final class SecretServiceClient: @unchecked Sendable {
         /// One plain D-Bus method call to the provider, returning the reply's values, which have the
         /// types `replyType` spells (a reply of another shape fails the call, so the reading code
         /// may index the values `replyType` promises).
+        ///
+        /// The connection's first call to the provider is made again, once, if the provider
+        /// answers it `UnknownMethod`. gnome-keyring registers a caller on its main loop at a
+        /// higher priority than the call itself, but when the loop is busy the call can run first:
+        /// a method that needs the caller (`SearchItems`, for one) then finds none, does nothing,
+        /// and GDBus answers `UnknownMethod`. By the time that answer arrives the registration is
+        /// due before any later call, so the second attempt is answered; a
+        /// provider that really lacks the method answers it the same way again, and that error is
+        /// thrown. Calls after the provider's first answer are never repeated.
         private func call(_ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue], replyType: String) throws
             -> [DBusValue]
         {
-            try connection.bus.call(
-                destination: Self.busName, path: path, interface: interface, member: method, body: arguments,
-                replySignature: replyType, deadline: deadline)
+            func send() throws -> [DBusValue] {
+                try connection.bus.call(
+                    destination: Self.busName, path: path, interface: interface, member: method, body: arguments,
+                    replySignature: replyType, deadline: deadline)
+            }
+            let first = !connection.providerAnswered
+            defer { connection.providerAnswered = true }
+            do {
+                return try send()
+            } catch let error as DBusConnectionError where first && error.remoteName == "org.freedesktop.DBus.Error.UnknownMethod" {
+                return try send()
+            }
         }
 
         private static let servicePath = SecretServiceClient.servicePath

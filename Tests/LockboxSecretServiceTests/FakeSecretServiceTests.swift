@@ -102,6 +102,35 @@ struct FakeSecretServiceTests {
         #expect(provider.connections == 2)
     }
 
+    @Test("a first call the provider answers UnknownMethod (gnome-keyring's start-up race) is made once more")
+    func firstCallRepeated() throws {
+        let provider = try FakeSecretService(.forgetsFirstCall)
+        defer { provider.stop() }
+        let store = try provider.store()
+        #expect(try store.get(key) == nil)
+        #expect(provider.calls.filter { $0 == "SearchItems" }.count == 2, "\(provider.calls)")
+        try store.set(SecretBytes(copying: Array("after".utf8)), for: key, options: ItemOptions())
+        #expect(provider.received == Array("after".utf8))
+        #expect(provider.connections == 1)
+    }
+
+    @Test("a provider that lacks a method: UnknownMethod is the error, after one repeat on each connection")
+    func missingMethodNotRepeatedForever() throws {
+        let provider = try FakeSecretService(.lacksSearchItems)
+        defer { provider.stop() }
+        let store = try provider.store()
+        let error = try #require(throws: LockboxError.self) { try store.get(key) }
+        guard case .secretServiceFailed(_, let detail) = error else {
+            Issue.record("wrong error \(error)")
+            return
+        }
+        #expect(detail.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(detail)")
+        #expect(provider.calls == ["SearchItems", "SearchItems"], "\(provider.calls)")
+        // The failure dropped the connection; on the new one the first call is repeated again.
+        _ = try? store.get(key)
+        #expect(provider.calls.count == 4 && provider.connections == 2, "\(provider.calls)")
+    }
+
     @Test("a provider's error name and text reach the error without their control characters")
     func providerErrorText() throws {
         let provider = try FakeSecretService(.weirdError)
@@ -131,6 +160,11 @@ final class FakeSecretService: @unchecked Sendable {
         case createsNothing, createPrompts, deletePrompts
         case zeroLedSessions(Int)
         case wrongSearchReply, weirdError, isLocked, refusesAlgorithm
+        /// Answers each connection's first call `UnknownMethod`, as gnome-keyring does when that
+        /// call runs before it has registered the caller.
+        case forgetsFirstCall
+        /// Implements no `SearchItems` at all.
+        case lacksSearchItems
     }
 
     let behaviour: Behaviour
@@ -177,6 +211,7 @@ final class FakeSecretService: @unchecked Sendable {
         }
         send(DBusMessage(kind: .methodReturn, serial: 1, replySerial: 1, body: [.string(":1.42")]))
         var buffer: [UInt8] = []
+        var answered = false
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             guard let length = try? DBusMessage.length(startingWith: buffer[...]), buffer.count >= length else {
@@ -189,6 +224,12 @@ final class FakeSecretService: @unchecked Sendable {
             buffer.removeFirst(length)
             guard let call = try? DBusMessage.decode(bytes), call.kind == .methodCall, let member = call.member else { continue }
             state.withLock { recorded.append(member) }
+            defer { answered = true }
+            if case .forgetsFirstCall = behaviour, !answered {
+                let text = "Method \(member) is not implemented on interface \(call.interface ?? "")"
+                send(DBusMessage(kind: .error, serial: 1, errorName: Self.unknownMethod, replySerial: call.serial, body: [.string(text)]))
+                continue
+            }
             switch answer(member, call.body) {
             case .success(let values):
                 send(DBusMessage(kind: .methodReturn, serial: 1, replySerial: call.serial, body: values))
@@ -204,9 +245,11 @@ final class FakeSecretService: @unchecked Sendable {
     }
 
     private static let item = "/org/freedesktop/secrets/collection/login/1"
+    private static let unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
 
     private func answer(_ member: String, _ body: [DBusValue]) -> Result<[DBusValue], ProviderError> {
         switch (member, behaviour) {
+        case ("SearchItems", .lacksSearchItems): return .failure(ProviderError(name: Self.unknownMethod, text: "no SearchItems"))
         case ("SearchItems", .wrongSearchReply): return .success([.array(.string, [])])
         case ("SearchItems", .weirdError):
             return .failure(ProviderError(name: "org.example.Error.Weird", text: "\u{1B}[2Jclears the screen\u{7}"))
@@ -250,7 +293,7 @@ final class FakeSecretService: @unchecked Sendable {
         case ("Delete", .deletePrompts): return .success([.objectPath("/org/freedesktop/secrets/prompt/p2")])
         case ("Delete", _): return .success([.objectPath("/")])
         case ("Dismiss", _), ("Close", _): return .success([])
-        default: return .failure(ProviderError(name: "org.freedesktop.DBus.Error.UnknownMethod", text: "\(member) is not faked"))
+        default: return .failure(ProviderError(name: Self.unknownMethod, text: "\(member) is not faked"))
         }
     }
 }
