@@ -72,16 +72,17 @@ scripts/ci/check-samples.sh "$bin/lockbox"
 # win; `noasync` where there is none), as a consumer package sees them.
 step "blocking API from async code"
 scripts/ci/check-noasync.sh
-# The example Hummingbird service (built by run-examples.sh above): two processes on one vault
+# The example Hummingbird service (built by run-examples.sh above, into the root's .build: so its
+# binary is in $bin, and the script need not plan a build again): two processes on one vault
 # driven with concurrent requests, then the starvation benchmark's quick mode (figures, no
 # thresholds).
 step "Hummingbird service example"
-scripts/ci/run-service-example.sh
+scripts/ci/run-service-example.sh --binary "$bin/HummingbirdService"
 # The Hummingbird service on PostgreSQL (also built by run-examples.sh): under ServiceGroup with the
 # store's pool as a service, a token stored and read over HTTP, SIGTERM → exit 0 within 10 s, the
 # store's log lines in its output (inside its own scripts/dev/postgres-session.sh).
 step "Hummingbird on PostgreSQL example"
-scripts/ci/run-postgres-service-example.sh
+scripts/ci/run-postgres-service-example.sh --binary "$bin/HummingbirdPostgres"
 
 # Every Swift source is formatted as .swift-format says (swift-format, part of the toolchain;
 # `swift format -i -r Sources Tests Examples Benchmarks` applies it).

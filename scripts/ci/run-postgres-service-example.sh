@@ -5,37 +5,53 @@
 # requires a graceful stop: exit 0 within 10 s, the HTTP server and then the store's pool stopped
 # by the ServiceGroup, and the store's own log lines (label `lockbox.postgres`) in the output.
 #
-# Usage: scripts/ci/run-postgres-service-example.sh
+# Usage: scripts/ci/run-postgres-service-example.sh [--binary PATH]
 #
-# Like scripts/ci/run-service-example.sh it builds the examples package into the root's .build, where
-# scripts/ci/run-examples.sh (in the test command, just before) built SwiftNIO and Hummingbird
-# already: this build links one more target. It runs itself inside scripts/dev/postgres-session.sh
-# (--no-standby is not used: the store's commits wait for the standby, as in production).
+#   --binary PATH  the HummingbirdPostgres executable to run, built already (the test command
+#                  passes the one scripts/ci/run-examples.sh built)
+#
+# Without --binary, like scripts/ci/run-service-example.sh, it builds the examples package into the
+# root's .build, where scripts/ci/run-examples.sh built SwiftNIO and Hummingbird already. It runs
+# itself inside scripts/dev/postgres-session.sh (--no-standby is not used: the store's commits wait
+# for the standby, as in production).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+args=("$@") service=""
+while (($#)); do
+    case "$1" in
+        --binary) [[ $# -ge 2 ]] || { echo "run-postgres-service-example: --binary needs a path" >&2; exit 2; }; service=$2; shift ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run-postgres-service-example: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
 if [[ -z ${LOCKBOX_TEST_POSTGRES_URL_FILE:-} ]]; then
-    exec scripts/dev/postgres-session.sh -- "$0" "$@"
+    exec scripts/dev/postgres-session.sh -- "$0" "${args[@]}"
 fi
 
-log=$(mktemp)
-started=$SECONDS
-source scripts/traits.sh
-build=("${lockbox_examples_build[@]}")
-"${build[@]}" --product HummingbirdPostgres 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true
-if ! grep -Eq 'Build (of product .* )?complete' "$log"; then
+if [[ -z $service ]]; then
+    log=$(mktemp)
+    started=$SECONDS
+    source scripts/traits.sh
+    build=("${lockbox_examples_build[@]}")
+    "${build[@]}" --product HummingbirdPostgres 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true
+    if ! grep -Eq 'Build (of product .* )?complete' "$log"; then
+        rm -f "$log"
+        echo "run-postgres-service-example: the example did not build (above)" >&2
+        exit 1
+    fi
+    if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
+        rm -f "$log"
+        echo "run-postgres-service-example: the build has warnings in our own code (above); fix them" >&2
+        exit 1
+    fi
     rm -f "$log"
-    echo "run-postgres-service-example: the example did not build (above)" >&2
-    exit 1
+    echo "run-postgres-service-example: built in $((SECONDS - started)) s"
+    service="$("${build[@]}" --show-bin-path)/HummingbirdPostgres"
 fi
-if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
-    rm -f "$log"
-    echo "run-postgres-service-example: the build has warnings in our own code (above); fix them" >&2
-    exit 1
-fi
-rm -f "$log"
-echo "run-postgres-service-example: built in $((SECONDS - started)) s"
-service="$("${build[@]}" --show-bin-path)/HummingbirdPostgres"
+[[ -x $service ]] || { echo "run-postgres-service-example: no executable at $service" >&2; exit 2; }
 
 work=$(mktemp -d)
 chmod 700 "$work"

@@ -7,42 +7,52 @@
 # Then, unless --no-bench, runs the starvation benchmark's quick mode (scripts/bench/bench-service.sh
 # --quick: figures printed, no thresholds).
 #
-# Usage: scripts/ci/run-service-example.sh [--no-bench]
+# Usage: scripts/ci/run-service-example.sh [--no-bench] [--binary PATH]
 #
-# It builds the examples package into the root's .build, as scripts/ci/run-examples.sh does, sharing
-# SwiftNIO with LockboxPostgres: in the test command that script has built it already, so this
+#   --binary PATH  the HummingbirdService executable to run, built already (the test command
+#                  passes the one scripts/ci/run-examples.sh built); without it, this script builds
+#                  the examples package's HummingbirdService itself
+#
+# Without --binary it builds the examples package into the root's .build, as
+# scripts/ci/run-examples.sh does, sharing SwiftNIO with LockboxPostgres: after that script, this
 # build takes seconds. Alone from a clean clone on 2 cores: about 4-6 minutes, nearly all of it
 # SwiftNIO and Hummingbird.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-bench=1
-for arg in "$@"; do
-    case "$arg" in
+bench=1 service=""
+while (($#)); do
+    case "$1" in
         --no-bench) bench=0 ;;
+        --binary) [[ $# -ge 2 ]] || { echo "run-service-example: --binary needs a path" >&2; exit 2; }; service=$2; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "run-service-example: unknown argument: $arg (try --help)" >&2; exit 2 ;;
+        *) echo "run-service-example: unknown argument: $1 (try --help)" >&2; exit 2 ;;
     esac
+    shift
 done
 
-log=$(mktemp)
-started=$SECONDS
-source scripts/traits.sh
-build=("${lockbox_examples_build[@]}")
-"${build[@]}" --product HummingbirdService 2>&1 | tee "$log"
-if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
-    echo "run-service-example: the build has warnings in our own code (above); fix them" >&2
-    exit 1
+if [[ -z $service ]]; then
+    log=$(mktemp)
+    started=$SECONDS
+    source scripts/traits.sh
+    build=("${lockbox_examples_build[@]}")
+    "${build[@]}" --product HummingbirdService 2>&1 | tee "$log"
+    if grep -E "^$(pwd)/(Sources|Examples)/.*: warning:" "$log"; then
+        echo "run-service-example: the build has warnings in our own code (above); fix them" >&2
+        exit 1
+    fi
+    rm -f "$log"
+    echo "run-service-example: built in $((SECONDS - started)) s"
+    service="$("${build[@]}" --show-bin-path)/HummingbirdService"
 fi
-echo "run-service-example: built in $((SECONDS - started)) s"
-service="$("${build[@]}" --show-bin-path)/HummingbirdService"
+[[ -x $service ]] || { echo "run-service-example: no executable at $service" >&2; exit 2; }
 
 work=$(mktemp -d)
 chmod 700 "$work"
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    rm -rf "$work" "$log"
+    rm -rf "$work"
 }
 trap cleanup EXIT
 
