@@ -35,6 +35,7 @@ check:
 	keyctl session - swift test --skip-build $(TRAITS) --skip LockboxPostgresTests
 	scripts/dev/gen-cli-docs.sh --check --binary "$$($(DEBUG_BUILD) --show-bin-path)/lockbox"
 	scripts/ci/check-docs.sh --skip-build
+	scripts/ci/check-docc.sh --skip-build
 	scripts/ci/check-models.sh
 	swift format lint --strict -r Sources Tests Examples Benchmarks
 
@@ -96,6 +97,7 @@ docs:
 docs-check:
 	scripts/dev/gen-cli-docs.sh --check
 	scripts/ci/check-docs.sh
+	scripts/ci/check-docc.sh
 
 selftest: build
 	"$$($(DEBUG_BUILD) --show-bin-path)/lockbox" selftest

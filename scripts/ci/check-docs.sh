@@ -58,6 +58,7 @@ log=$work/build.log
 mkdir -p "$work"
 
 source scripts/traits.sh
+source scripts/ci/symbol-graph.sh
 build=("${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}")
 if ((!skip_build)) && ! "${build[@]}" >"$log" 2>&1; then
     cat "$log" >&2
@@ -71,50 +72,8 @@ check_module() { # MODULE
 module=$1
 graph_dir=$work/$module
 
-# The compiler's own flags for the module (target triple, -I, -Xcc -fmodule-map-file=... for the
-# system-library targets and the dependencies' C modules), read from the build plan, so the
-# extractor imports the module exactly as the build did.
-flag_lines=$(python3 - "$scratch/debug.yaml" "$module" "$bin/Modules/$module.swiftmodule" <<'EOF'
-import json, sys
-plan, module, module_path = sys.argv[1:]
-found = None
-with open(plan) as f:
-    for line in f:
-        line = line.strip()
-        if not line.startswith("args: [") or f'"-module-name","{module}"' not in line:
-            continue
-        args = json.loads(line[len("args: "):])
-        if "-emit-module-path" in args and args[args.index("-emit-module-path") + 1] == module_path:
-            found = args
-            break
-if found is None:
-    print(f"check-docs: no compile command for {module} in {plan}", file=sys.stderr)
-    sys.exit(2)
-keep_with_value = {"-I", "-Xcc", "-target", "-sdk", "-resource-dir", "-F", "-Fsystem", "-Isystem"}
-i = 1
-while i < len(found):
-    arg = found[i]
-    if arg in keep_with_value and i + 1 < len(found):
-        print(arg); print(found[i + 1]); i += 2
-        continue
-    if arg.startswith("-I") and len(arg) > 2:
-        print(arg)
-    i += 1
-EOF
-)
-mapfile -t flags <<<"$flag_lines"
-
-rm -rf "$graph_dir"
-mkdir -p "$graph_dir"
-# A module cache of its own: the extractor writing the build's cache (it rebuilds the C modules'
-# PCMs there) makes the next build recompile every module that imports one.
-swift-symbolgraph-extract -module-name "$module" -I "$bin/Modules" "${flags[@]}" -module-cache-path "$work/module-cache" \
-    -minimum-access-level public -include-spi-symbols -skip-inherited-docs \
-    -output-dir "$graph_dir" >"$work/extract.log" 2>&1 || {
-    cat "$work/extract.log" >&2
-    echo "check-docs: swift-symbolgraph-extract failed (above)" >&2
-    exit 2
-}
+symbol_graph "$module" "$bin" "$graph_dir" "$work" \
+    -minimum-access-level public -include-spi-symbols -skip-inherited-docs || exit 2
 
 python3 - "$graph_dir" "$module" "$repo" "$verbose" <<'EOF'
 import glob, json, os, sys
