@@ -320,14 +320,15 @@ struct CLIUsabilityTests {
         return (object["status"] as? Int ?? -1, object["seconds"] as? Double ?? 0, object["output"] as? String ?? "")
     }
 
-    /// Items in the progress-line tests: enough that the command runs for seconds. A sanitized
-    /// `lockbox` (LOCKBOX_SANITIZER_BUILD) is 5-10 times slower, so a tenth runs as long there.
-    var bulkItems: Int { ProcessInfo.processInfo.environment["LOCKBOX_SANITIZER_BUILD"] == "1" ? 10_000 : 100_000 }
+    /// Items in the progress-line tests: enough that each command runs for a second or more
+    /// (30,000 take a debug build 1.5-3 s per pass on 2 cores). A sanitized `lockbox`
+    /// (LOCKBOX_SANITIZER_BUILD) is several times slower, so a third runs as long there.
+    var bulkItems: Int { ProcessInfo.processInfo.environment["LOCKBOX_SANITIZER_BUILD"] == "1" ? 10_000 : 30_000 }
     /// ``bulkItems`` as the progress line writes it (thousands grouped with commas).
-    var bulkItemsGrouped: String { bulkItems == 100_000 ? "100,000" : "10,000" }
+    var bulkItemsGrouped: String { bulkItems == 30_000 ? "30,000" : "10,000" }
 
     @Test(
-        "import --json-lines of 100,000 items (10,000 sanitized): on a terminal a progress line redrawn at most ~10 times a second; on a pipe only the summary"
+        "import --json-lines of 30,000 items (10,000 sanitized): on a terminal a progress line redrawn at most ~10 times a second; on a pipe only the summary"
     )
     func importProgress() throws {
         let key = ["--vault", fixture.vault, "--key-file", fixture.key]
@@ -359,7 +360,7 @@ struct CLIUsabilityTests {
     }
 
     @Test(
-        "convert and rotate-key of 100,000 items (10,000 sanitized): on a terminal a progress line per pass redrawn at most ~10 times a second; on a pipe only the summary"
+        "convert and rotate-key of 30,000 items (10,000 sanitized): on a terminal a progress line per pass redrawn at most ~10 times a second; on a pipe only the summary"
     )
     func convertAndRotateProgress() throws {
         #expect(try fixture.run(["init", "--format", "1", "--generate-key-file", fixture.key, "--vault", fixture.vault]).status == 0)
