@@ -42,8 +42,8 @@ struct LockboxCommand: ParsableCommand {
         ]
     )
 
-    /// What `lockbox --version` prints: the library's version (one source, `LockboxVersion`).
-    static let version = LockboxVersion.current
+    /// What `lockbox --version` prints: the library's version (one source, `LockboxRelease`).
+    static let version = LockboxRelease.version
 
     /// Without a subcommand: a usage error (exit 64), not help with exit 0.
     func run() throws { throw ValidationError("name a subcommand; `lockbox --help` lists them") }

@@ -72,6 +72,18 @@ check_module() { # MODULE
 module=$1
 graph_dir=$work/$module
 
+# A public type named after its module followed by `Version` is left out of every symbol graph
+# (the tools take it for a framework's generated version number), so neither this check nor DocC
+# would ever see it.
+local hidden
+local declaration="(enum|struct|class|actor|protocol|typealias|let|var|func)"
+if hidden=$(grep -rnE "^\s*(@[A-Za-z]+\s+)*(public|open)\s+((final|indirect)\s+)*$declaration\s+${module}Version" \
+    "$repo/Sources/$module"); then
+    echo "$hidden" >&2
+    echo "check-docs: ${module}Version… names a public type that DocC never shows (above); name it otherwise" >&2
+    return 1
+fi
+
 symbol_graph "$module" "$bin" "$graph_dir" "$work" \
     -minimum-access-level public -include-spi-symbols -skip-inherited-docs || exit 2
 

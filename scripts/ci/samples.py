@@ -13,7 +13,7 @@ import sys
 
 root, work, traits = sys.argv[1], sys.argv[2], sys.argv[3]
 documents = ["README.md"] + sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "Sources/Lockbox/Lockbox.docc/*.md")))
-version = re.search(r'static let current = "([0-9.]+)"', open(os.path.join(root, "Sources/Lockbox/Version.swift"), encoding="utf-8").read()).group(1)
+version = re.search(r'static let version = "([0-9.]+)"', open(os.path.join(root, "Sources/Lockbox/Version.swift"), encoding="utf-8").read()).group(1)
 
 BLOCK = re.compile(r"(?:<!-- sample: (?P<marker>.*?) -->\n)?```swift\n(?P<body>.*?)```", re.S)
 MARKER = re.compile(r"^(?P<service>service )?(?P<kind>manifest|program|(?:async )?fragment)(?:\((?P<params>.*?)\))?(?: run\((?P<args>.*)\))?$")
