@@ -13,7 +13,7 @@
     // PostgresStoreTests so they run serialised with the suite's other tests (each empties the database).
 
     /// The worker executable beside the test product.
-    let worker = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/LockboxPostgresWorker")
+    let worker = builtExecutable("LockboxPostgresWorker")
 
     /// The hosts of the cross-host tests, when scripts/dev/postgres-session.sh made them (`--hosts N`):
     /// a network namespace each, whose only way out is a veth link to the primary, and the URL file

@@ -12,8 +12,7 @@
     // the `lockbox` binary, which hands these command lines over to `lockbox-postgres` beside it.
 
     /// `lockbox` as built beside the test product.
-    private let lockboxBinary = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(
-        ".build/debug/lockbox")
+    private let lockboxBinary = builtExecutable("lockbox")
 
     /// What one `lockbox` run did.
     private struct Run {

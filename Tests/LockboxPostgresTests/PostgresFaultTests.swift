@@ -258,18 +258,7 @@
     private func lockbox(_ error: (any Error)?) -> LockboxError.Code? { (error as? LockboxError)?.code }
 
     /// The writer processes' executable, next to the test bundle (built by `swift build --build-tests`).
-    private let loadBinary: URL = {
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-            Bundle.main.bundleURL,
-            Bundle.main.bundleURL.deletingLastPathComponent(),
-        ]
-        for folder in candidates {
-            let url = folder.appendingPathComponent("LockboxPostgresLoad")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/LockboxPostgresLoad")
-    }()
+    private let loadBinary = builtExecutable("LockboxPostgresLoad")
 
     @Suite
     struct PostgresFailoverTests {
