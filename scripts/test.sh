@@ -23,6 +23,10 @@ scripts/ensure-deps.sh --test
 # (scripts/traits.sh), so none rebuilds another's modules; the examples package (Examples/), built
 # into the same .build by scripts/ci/run-examples.sh, depends on the root with these traits, so
 # SwiftNIO is compiled once, here, for LockboxPostgres and the Hummingbird example together.
+# Every build into .build, here and in the scripts below, is the test configuration (release,
+# unoptimised, testable; scripts/traits.sh says why), the `swift test` runs name it too, and the
+# binaries are in $bin (.build/release).
+export LOCKBOX_CONFIGURATION=test
 source scripts/traits.sh
 log=$(mktemp)
 trap 'status=$?; rm -f "$log"; step "done (exit $status)"' EXIT
@@ -145,7 +149,7 @@ suite_log=$(mktemp)
 # the sanitizer builds (started above) enable no trait, so the variable is set for this run only.
 LOCKBOX_REQUIRE_CONFIGURATION_TESTS=1 scripts/dev/watchdog.sh 1800 --log "$suite_log" -- \
     keyctl session - scripts/dev/keyring-session.sh -- scripts/dev/swtpm-session.sh -- \
-    swift test --skip-build "${lockbox_traits[@]}" --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
+    swift test --skip-build "${lockbox_configuration[@]}" "${lockbox_traits[@]}" --skip LockboxPostgresTests > >(tee "$suite_log") 2>&1
 # LockboxPostgres against a real PostgreSQL 15 primary with a synchronous standby on loopback
 # (scripts/dev/postgres-session.sh starts and removes them), and a second pair that the failover test
 # (8 writer processes, primary SIGKILLed, standby promoted) has to itself; the tests fail rather
@@ -163,8 +167,9 @@ else
     echo "test.sh: this machine cannot make network namespaces; the cross-host tests run their hosts as plain processes"
 fi
 LOCKBOX_REQUIRE_NETNS=$require_netns LOCKBOX_REQUIRE_POSTGRES_TESTS=1 scripts/dev/watchdog.sh 900 --log "$suite_log" -- \
-    scripts/dev/postgres-session.sh --hosts 8 -- swift test --skip-build "${lockbox_traits[@]}" --filter LockboxPostgresTests > >(tee "$suite_log") 2>&1
-# The PostgreSQL store's benchmark in its quick mode (debug build, ~10 s), so it keeps working;
+    scripts/dev/postgres-session.sh --hosts 8 -- \
+    swift test --skip-build "${lockbox_configuration[@]}" "${lockbox_traits[@]}" --filter LockboxPostgresTests > >(tee "$suite_log") 2>&1
+# The PostgreSQL store's benchmark in its quick mode (the test build, ~10 s), so it keeps working;
 # figures, no thresholds (docs/PERFORMANCE.md, "PostgreSQL store").
 step "PostgreSQL benchmark, quick"
 scripts/bench/bench-postgres.sh --quick --binary "$bin/LockboxPostgresLoad"
@@ -173,7 +178,7 @@ scripts/bench/bench-postgres.sh --quick --binary "$bin/LockboxPostgresLoad"
 step "integrations (git, Python keyring)"
 scripts/dev/keyring-session.sh -- scripts/ci/test-integrations.sh "$bin/lockbox"
 # lockbox next to secret-tool as whole processes, with D-Bus call counts (docs/PERFORMANCE.md):
-# the benchmark script in its quick mode (3 pairs a row, ~10 s, debug build), so it keeps working.
+# the benchmark script in its quick mode (3 pairs a row, ~10 s, the test build), so it keeps working.
 # It prints figures and asserts no thresholds.
 step "CLI benchmark, quick"
 scripts/bench/bench-cli.sh --quick --dbus --binary "$bin/lockbox"

@@ -25,7 +25,23 @@ lockbox_line_tables=(-Xswiftc -gline-tables-only -Xcc -gline-tables-only)
 # SwiftPM otherwise ends each C command line with -g, after the -Xcc flags): there they are mostly
 # BoringSSL's 800 C and C++ files, whose full DWARF cost about a tenth of their compile time. The
 # Swift modules keep their line tables (the -Xswiftc flag comes after SwiftPM's -gnone).
-lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build -debug-info-format none "${lockbox_line_tables[@]}")
+#
+# The configuration. Builds by hand and `make` use SwiftPM's debug configuration (incremental: an
+# edit recompiles the files it touches). The test command sets LOCKBOX_CONFIGURATION=test before it
+# sources this file: the release configuration, unoptimised (-Onone, and -O0 for the C targets, which
+# release would compile with -O2), with testable imports, as the sanitizer builds are. Two reasons.
+# The debug configuration defines DEBUG in every module, and swift-argument-parser then checks the
+# whole command definition again on every parse (`lockbox pin set --help`: 0.30 s of CPU, against
+# 0.01 s for a `get`), in each of the thousands of `lockbox` processes the suite starts. And release
+# compiles each module in one job, where debug's batches parse the module again each: a clean build
+# costs less CPU. `make` keeps DEBUG, so swift-argument-parser's checks run in every `make check`.
+case ${LOCKBOX_CONFIGURATION:-debug} in
+    debug) lockbox_configuration=() ;;
+    test) lockbox_configuration=(-c release -Xswiftc -Onone -Xswiftc -enable-testing -Xcc -O0) ;;
+    *) echo "traits.sh: LOCKBOX_CONFIGURATION is debug or test, not '$LOCKBOX_CONFIGURATION'" >&2; return 64 ;;
+esac
+lockbox_build=(env SWIFT_DETERMINISTIC_HASHING=1 swift build -debug-info-format none "${lockbox_line_tables[@]}"
+    "${lockbox_configuration[@]}")
 # The examples package (Examples/), built into the root's .build with the same options and hashing,
 # so the modules the root build compiled, SwiftNIO's and Lockbox's own, are reused.
 lockbox_examples_build=("${lockbox_build[@]}" --package-path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/Examples"

@@ -19,8 +19,9 @@ source scripts/traits.sh
 build=("${lockbox_examples_build[@]}")
 log=$(mktemp)
 started=$SECONDS
+bin="$("${build[@]}" --show-bin-path)"
 root_built=false
-[[ -e $root/.build/debug/Modules/Lockbox.swiftmodule ]] && root_built=true
+[[ -e $bin/Modules/Lockbox.swiftmodule ]] && root_built=true
 "${build[@]}" 2>&1 | tee "$log" | grep -Ev '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Write|Linking|Applying)' || true
 if ! grep -q 'Build complete' "$log"; then
     rm -f "$log"
@@ -41,7 +42,6 @@ if $root_built && ((recompiled)); then
 fi
 rm -f "$log"
 echo "examples: built in $((SECONDS - started)) s"
-bin="$("${build[@]}" --show-bin-path)"
 runtime=$(mktemp -d)
 trap 'rm -rf "$runtime"' EXIT
 chmod 700 "$runtime"

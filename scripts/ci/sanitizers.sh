@@ -56,11 +56,12 @@ for sanitizer in "${sanitizers[@]}"; do
     # command definition again each time it builds a command's argument set, several times per
     # parse (more with nested option groups): under AddressSanitizer `lockbox pin set --help` took
     # 0.73 s of CPU with those checks and 0.05 s without, and the suite starts about 3,000 `lockbox`
-    # processes. The unsanitized suite (scripts/test.sh, a debug build) still runs those checks;
-    # Lockbox's own code has no `#if DEBUG`. Whole-module, as the release configuration compiles:
-    # one compiler job per module instead of the debug build's batches, which each parse the
-    # whole module again (the AddressSanitizer build on an idle machine: 146 s and 259 s of CPU,
-    # against 181 s and 316 s for the debug configuration).
+    # processes. scripts/test.sh builds its unsanitized suite the same way (scripts/traits.sh);
+    # `make check`, a debug build, still runs those checks. Lockbox's own code has no `#if DEBUG`.
+    # Whole-module, as the release configuration compiles: one compiler job per module instead of
+    # the debug build's batches, which each parse the whole module again (the AddressSanitizer
+    # build on an idle machine: 146 s and 259 s of CPU, against 181 s and 316 s for the debug
+    # configuration).
     sanitized=(--sanitize="$sanitizer" --scratch-path "$scratch" -c release -Xswiftc -Onone -Xswiftc -enable-testing
         "${lockbox_line_tables[@]}")
     echo "== $sanitizer: building into $scratch" >&2
