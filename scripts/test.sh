@@ -29,25 +29,7 @@ scripts/ensure-deps.sh --test
 export LOCKBOX_CONFIGURATION=test
 source scripts/traits.sh
 log=$(mktemp)
-
-# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
-# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
-# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
-# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background, beside the build and
-# the checks and suites below, being the longest chain of steps (two builds, two suites); the
-# sanitized suites widen their timing slack (LOCKBOX_SANITIZER_BUILD), and the last step waits
-# for it and prints its log. Until the first build below is done it runs at the lowest priority
-# (nice 19), on what that build leaves of the 2 cores (its links and serial stretches: about a
-# minute of CPU); then at the same priority as the rest (raising a priority back needs root: without
-# it the chain stays at 19, and the run takes longer). The machine is busy from the start to the
-# end, so the order of the steps does not change the total: only less work does.
-sanitizer_log=$(mktemp)
-sanitizer_status=$(mktemp -u)
-setsid nice -n 19 bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
-sanitizer_pid=$!
-trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
-step "sanitizers started in the background (nice 19 until the build is done)"
-
+trap 'status=$?; rm -f "$log"; step "done (exit $status)"' EXIT
 step "build"
 "${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}" 2>&1 | tee "$log"
 if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; then
@@ -56,11 +38,22 @@ if grep -E "^$(pwd)/(Sources|Tests|Examples|Benchmarks)/.*: warning:" "$log"; th
 fi
 # The same options for the path as for the build, so the query makes no plan of its own.
 bin="$("${lockbox_build[@]}" --build-tests "${lockbox_traits[@]}" --show-bin-path)"
-# Every process of the sanitizer chain (its session) back to the priority of the rest.
-# shellcheck disable=SC2046 # PIDs
-renice -n 0 -p $(pgrep -s "$sanitizer_pid") >/dev/null 2>&1 ||
-    echo "test.sh: the sanitizer chain stays at nice 19 (raising a priority needs root)" >&2
-step "sanitizers at normal priority"
+
+# The suite again under ThreadSanitizer and AddressSanitizer (library, lockbox binary and tests
+# rebuilt for each, into .build-tsan and .build-asan): a data race, or a memory error in the C
+# interop (libsodium, D-Bus, the guarded-memory heap, tss2, SQLite), fails CI. Any report fails
+# the run (docs/SECURITY-TESTING.md, section 4). It runs in the background from here on, beside
+# the checks and suites below; the sanitized suites widen their timing slack
+# (LOCKBOX_SANITIZER_BUILD), and the last step waits for it and prints its log. It starts as soon
+# as the first build is done, being the longest chain of steps (two builds, two suites). The
+# machine is busy from the first build to the end (2 cores), so beyond that the order of the steps
+# does not change the total: only less work does.
+sanitizer_log=$(mktemp)
+sanitizer_status=$(mktemp -u)
+setsid bash -c 'scripts/ci/sanitizers.sh all >"$1" 2>&1; echo $? >"$2"' sanitizers "$sanitizer_log" "$sanitizer_status" </dev/null &
+sanitizer_pid=$!
+trap 'status=$?; kill -- -"$sanitizer_pid" 2>/dev/null || true; rm -f "$log" "$sanitizer_log" "$sanitizer_status" ${suite_log:+"$suite_log"}; step "done (exit $status)"' EXIT
+step "sanitizers started in the background"
 
 # Every public symbol of the library has its own doc comment (the CLI reference, man page and
 # completions are checked against the command definitions by CLIDocsTests in the suite). Here,
