@@ -4,10 +4,9 @@
 # Usage: scripts/ci/sanitizers.sh [thread|address|all]     (default all)
 #
 # Each sanitizer builds the test product (library, lockbox binary, tests) into its own scratch folder
-# (.build-tsan, .build-asan), one build after the other; then both suites run at once, each as
-# scripts/test.sh runs it: inside a session keyring of its own (`keyctl session`), a private
-# D-Bus session with a real gnome-keyring (scripts/dev/keyring-session.sh) and a software TPM of
-# its own. The `lockbox` processes the tests start are
+# (.build-tsan, .build-asan), then runs the suite exactly as scripts/test.sh does: inside a
+# session keyring of its own (`keyctl session`) and a private D-Bus session with a real
+# gnome-keyring (scripts/dev/keyring-session.sh). The `lockbox` processes the tests start are
 # sanitized too. Sanitizer reports go to files (log_path) so they cannot disturb tests that
 # read a child's standard error; the script prints every report at the end. Leaks at exit inside
 # Foundation and XCTest are suppressed (scripts/ci/sanitizers/lsan-suppressions.txt).
@@ -46,9 +45,7 @@ reports_root=$(mktemp -d "${TMPDIR:-/tmp}/lockbox-sanitizers.XXXXXX")
 trap 'rm -rf "$reports_root"' EXIT
 overall=0
 summary=()
-# The options of one sanitizer's build and suite; sets short, scratch, reports and sanitized.
-configure() { # SANITIZER
-    sanitizer=$1
+for sanitizer in "${sanitizers[@]}"; do
     short=${sanitizer:0:1}san      # tsan, asan
     scratch=$repo/.build-$short
     reports=$reports_root/$short
@@ -67,11 +64,6 @@ configure() { # SANITIZER
     # configuration).
     sanitized=(--sanitize="$sanitizer" --scratch-path "$scratch" -c release -Xswiftc -Onone -Xswiftc -enable-testing
         "${lockbox_line_tables[@]}")
-}
-
-# Builds the test product for SANITIZER; its time goes to $reports_root/$short-build.time.
-build_sanitized() { # SANITIZER
-    configure "$1"
     echo "== $sanitizer: building into $scratch" >&2
     build_start=$SECONDS
     count_children_cpu
@@ -90,15 +82,6 @@ build_sanitized() { # SANITIZER
     count_children_cpu
     build_cpu=$((cpu_seconds - build_cpu_start))
 
-    echo "build ${build_seconds}s (CPU ${build_cpu}s)" >"$reports_root/$short-build.time"
-}
-
-# Runs the suite for SANITIZER (built already) and checks its reports; writes its summary line to
-# $reports_root/$short.summary and returns 1 if the suite failed or a sanitizer reported anything.
-test_sanitized() { # SANITIZER
-    configure "$1"
-    count_children_cpu
-    local test_cpu_start=$cpu_seconds
     echo "== $sanitizer: running the suite" >&2
     test_start=$SECONDS
     status=0
@@ -137,7 +120,7 @@ test_sanitized() { # SANITIZER
     unset TSAN_OPTIONS ASAN_OPTIONS LSAN_OPTIONS
     test_seconds=$((SECONDS - test_start))
     count_children_cpu
-    test_cpu=$((cpu_seconds - test_cpu_start))
+    test_cpu=$((cpu_seconds - build_cpu_start - build_cpu))
 
     # A report file may hold only LeakSanitizer's "Suppressions used" table: not a finding.
     mapfile -t found < <(grep -lE 'ERROR: |WARNING: ThreadSanitizer' "$reports"/* 2>/dev/null || true)
@@ -153,45 +136,12 @@ test_sanitized() { # SANITIZER
     grep -E '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: AddressSanitizer|SUMMARY: )' "$reports_root/$short.log" >&2 || true
     grep -E '^✘ Test ' "$reports_root/$short.log" | grep -v 'known issue' >&2 || true
     result="suite exit $status, sanitizer reports from $count process(es)"
-    echo "$sanitizer: $(cat "$reports_root/$short-build.time" 2>/dev/null), tests ${test_seconds}s (CPU ${test_cpu}s), $result" \
-        >"$reports_root/$short.summary"
+    summary+=("$sanitizer: build ${build_seconds}s (CPU ${build_cpu}s), tests ${test_seconds}s (CPU ${test_cpu}s), $result")
     if ((status != 0 || count != 0)); then
+        overall=1
         cp "$reports_root/$short.log" "$repo/.build-$short/sanitizer-test.log" 2>/dev/null || true
         echo "sanitizers: $sanitizer: the full test log is in .build-$short/sanitizer-test.log" >&2
-        return 1
-    fi
-}
-
-# Both builds first, one after the other (two builds at once cost more CPU in all on 2 cores),
-# then the suites at the same time: each is mostly waits (processes, timeouts, swtpm, the
-# keyring) and uses about one core, and each has its own scratch folder, keyring and TPM, so
-# together they take little more than the longer one. Their output is kept apart (each suite's
-# log is a file; what this script prints of it comes after).
-for sanitizer in "${sanitizers[@]}"; do
-    build_sanitized "$sanitizer"
-done
-for sanitizer in "${sanitizers[@]}"; do
-    short=${sanitizer:0:1}san
-    (
-        set +e
-        test_sanitized "$sanitizer" >"$reports_root/$short.out" 2>&1
-        echo $? >"$reports_root/$short.status"
-    ) &
-done
-# Polled rather than `wait`ed for: bash 5.2 can report a child it has reaped already as running,
-# and `wait` then blocks forever (scripts/dev/keyring-session.sh).
-for sanitizer in "${sanitizers[@]}"; do
-    short=${sanitizer:0:1}san
-    until [[ -s $reports_root/$short.status ]]; do sleep 2; done
-    cat "$reports_root/$short.out" >&2
-    [[ $(cat "$reports_root/$short.status") == 0 ]] || overall=1
-    if [[ -s $reports_root/$short.summary ]]; then
-        summary+=("$(cat "$reports_root/$short.summary")")
-    else
-        summary+=("$sanitizer: the suite ended without a summary (above)")
-        overall=1
     fi
 done
-
 printf 'sanitizers: %s\n' "${summary[@]}"
 exit "$overall"
