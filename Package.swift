@@ -346,7 +346,7 @@ let package = Package(
         .testTarget(
             name: "LockboxPostgresTests",
             dependencies: [
-                "Lockbox", "LockboxPostgres", "LockboxTesting",
+                "Lockbox", "LockboxPostgres", "LockboxTesting", "LockboxTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 // The service test: PostgresStoreService in a ServiceGroup, its logs and metrics captured.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["PostgreSQL"])),
@@ -365,7 +365,7 @@ let package = Package(
         .executableTarget(
             name: "LockboxPostgresLoad",
             dependencies: [
-                "Lockbox", "LockboxPostgres", "LockboxTesting",
+                "Lockbox", "LockboxPostgres", "LockboxTesting", "LockboxTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -4,15 +4,13 @@
     import SystemPackage
     import Testing
     @testable import LockboxPostgres
+    @testable import LockboxTestSupport
     #if canImport(Glibc)
         import Glibc
     #endif
 
     // `lockbox --store postgres` and `migrate` both ways, run as users run them:
     // the `lockbox` binary, which hands these command lines over to `lockbox-postgres` beside it.
-
-    /// `lockbox` as built beside the test product.
-    private let lockboxBinary = builtExecutable("lockbox")
 
     /// What one `lockbox` run did.
     private struct Run {

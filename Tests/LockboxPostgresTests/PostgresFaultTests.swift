@@ -4,6 +4,7 @@
     import SystemPackage
     import Testing
     @testable import LockboxPostgres
+    @testable import LockboxTestSupport
     #if canImport(Glibc)
         import Glibc
     #endif

@@ -105,19 +105,24 @@ struct ProcessResult {
     var stdoutString: String { String(decoding: stdout, as: UTF8.self) }
 }
 
-/// The `lockbox` executable built beside the test bundle.
-let lockboxBinary: URL = {
+/// The executable `name` the build put beside the test product (`swift build --build-tests`, in
+/// whichever configuration: the test command's or a debug build's), or, when it is not found
+/// there, `.build/debug/name` under the working directory.
+func builtExecutable(_ name: String) -> URL {
     let candidates = [
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
         Bundle.main.bundleURL,
         Bundle.main.bundleURL.deletingLastPathComponent(),
     ]
     for folder in candidates {
-        let url = folder.appendingPathComponent("lockbox")
+        let url = folder.appendingPathComponent(name)
         if FileManager.default.isExecutableFile(atPath: url.path) { return url }
     }
-    return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/lockbox")
-}()
+    return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/" + name)
+}
+
+/// The `lockbox` executable built beside the test bundle.
+let lockboxBinary = builtExecutable("lockbox")
 
 /// Runs `lockbox` with `arguments`, feeding `stdin`, with a clean environment (plus `environment`).
 /// `shellRedirect`, if given, runs through /bin/sh so the test can open extra descriptors

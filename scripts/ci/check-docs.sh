@@ -72,7 +72,7 @@ check_module() { # MODULE
 module=$1
 graph_dir=$work/$module
 
-# A public type named after its module followed by `Version` is left out of every symbol graph
+# A public symbol named after its module followed by `Version` is left out of every symbol graph
 # (the tools take it for a framework's generated version number), so neither this check nor DocC
 # would ever see it.
 local hidden
@@ -80,7 +80,7 @@ local declaration="(enum|struct|class|actor|protocol|typealias|let|var|func)"
 if hidden=$(grep -rnE "^\s*(@[A-Za-z]+\s+)*(public|open)\s+((final|indirect)\s+)*$declaration\s+${module}Version" \
     "$repo/Sources/$module"); then
     echo "$hidden" >&2
-    echo "check-docs: ${module}Version… names a public type that DocC never shows (above); name it otherwise" >&2
+    echo "check-docs: ${module}Version… names a public symbol that DocC never shows (above); name it otherwise" >&2
     return 1
 fi
 

@@ -4,10 +4,11 @@
 #
 # symbol_graph MODULE BIN OUTPUT_DIR WORK_DIR [EXTRACTOR_OPTIONS...]
 #   BIN is the build's bin folder (`swift build --show-bin-path`, with the options of the build);
-#   the build plan read is the one beside it (.build/debug.yaml). Runs swift-symbolgraph-extract
-#   with the compiler's own flags for MODULE (target triple, -I, -Xcc -fmodule-map-file=... for the
-#   system-library targets and the dependencies' C modules), so the extractor imports the module
-#   exactly as the build did. Returns 2, having printed why, when it cannot.
+#   the build plan read is the one beside it (.build/debug.yaml, or release.yaml). Runs
+#   swift-symbolgraph-extract with the compiler's own flags for MODULE (target triple, -I,
+#   -Xcc -fmodule-map-file=... for the system-library targets and the dependencies' C modules), so
+#   the extractor imports the module exactly as the build did. Returns 2, having printed why, when
+#   it cannot.
 symbol_graph() {
     local module=$1 bin=$2 output=$3 work=$4
     shift 4
